@@ -33,7 +33,8 @@ fn collect(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std:
 }
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
     let spec = manifest.join("../../spec");
     println!("cargo::rerun-if-changed={}", spec.display());
     println!("cargo::rerun-if-changed=src/validate.rs");
@@ -47,7 +48,10 @@ fn main() {
         println!("cargo::warning={note}");
     }
     if !report.problems.is_empty() {
-        eprintln!("error: the spec is invalid ({} problems):", report.problems.len());
+        eprintln!(
+            "error: the spec is invalid ({} problems):",
+            report.problems.len()
+        );
         for p in &report.problems {
             eprintln!("  {p}");
         }

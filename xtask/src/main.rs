@@ -1,1 +1,313 @@
-fn main() {}
+//! Developer commands for the workspace: `cargo xtask conformance` runs the spec's conformance
+//! areas (or an outside case file) through the Rust implementation, and records expected results.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use harness_spec::Spec;
+use harness_spec::conformance::{AreaRunner, CaseFile, Summary, run_cases};
+use serde_json::Value;
+
+mod runners;
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Developer commands for the LLeMbas workspace")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the conformance areas of spec/conformance (or one outside case file).
+    Conformance(ConformanceArgs),
+    /// The whole test suite: format check, every crate's tests, then every conformance area.
+    Test,
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct ConformanceArgs {
+    #[command(subcommand)]
+    action: Option<ConformanceAction>,
+    /// Run only this area (with --cases: the area the file's cases belong to).
+    #[arg(long)]
+    area: Option<String>,
+    /// Run the cases of this file instead of the spec's (area: the file's stem, or --area).
+    #[arg(long, value_name = "FILE")]
+    cases: Option<PathBuf>,
+    /// Print every failing case of the spec's areas too, not only with --cases.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+#[derive(Subcommand)]
+enum ConformanceAction {
+    /// Fill in the expected results that cases of spec/conformance lack, from the implementation.
+    Record {
+        /// Do not write: list every case whose recorded result would change.
+        #[arg(long)]
+        all: bool,
+        /// Only this area.
+        #[arg(long)]
+        area: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Conformance(args) => conformance(args),
+        Command::Test => test(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cargo(args: &[&str]) -> Result<bool> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!("$ cargo {}", args.join(" "));
+    let status = std::process::Command::new(cargo)
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .status()
+        .context("cannot run cargo")?;
+    Ok(status.success())
+}
+
+fn test() -> Result<ExitCode> {
+    let steps: [(&str, &[&str]); 3] = [
+        ("format", &["fmt", "--all", "--", "--check"]),
+        (
+            "tests",
+            &["test", "--workspace", "--all-targets", "--locked"],
+        ),
+        ("doctests", &["test", "--workspace", "--doc", "--locked"]),
+    ];
+    let mut failed = Vec::new();
+    for (name, args) in steps {
+        if !cargo(args)? {
+            failed.push(name);
+        }
+    }
+    println!("$ cargo xtask conformance");
+    let code = conformance(ConformanceArgs {
+        action: None,
+        area: None,
+        cases: None,
+        verbose: true,
+    })?;
+    if code != ExitCode::SUCCESS {
+        failed.push("conformance");
+    }
+    if failed.is_empty() {
+        println!("test suite: all steps passed");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("test suite: failed steps: {}", failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn spec_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec")
+}
+
+fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
+    let runners = runners::all();
+    let spec = Spec::embedded();
+    if let Some(ConformanceAction::Record { all, area }) = args.action {
+        return record(&runners, area.as_deref(), all);
+    }
+    if let Some(path) = args.cases {
+        return run_outside_file(&runners, &path, args.area.as_deref());
+    }
+
+    let known = spec.conformance_areas();
+    let areas: Vec<&str> = match args.area.as_deref() {
+        Some(name) => {
+            if !known.contains(&name) && !runners.iter().any(|r| r.area() == name) {
+                bail!(
+                    "unknown conformance area {name:?}; the spec has: {}",
+                    known.join(", ")
+                );
+            }
+            vec![name]
+        }
+        None => known,
+    };
+
+    let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
+    let mut skipped_names = Vec::new();
+    for area in areas {
+        let Some(file) = spec.conformance(area) else {
+            bail!("spec/conformance/{area}.json does not exist");
+        };
+        match runners.iter().find(|r| r.area() == area) {
+            None => {
+                skipped += file.cases.len();
+                skipped_names.push(area);
+                println!(
+                    "{area}: skipped, {} cases (no implementation yet)",
+                    file.cases.len()
+                );
+            }
+            Some(runner) => {
+                let summary = run_cases(runner.as_ref(), &file);
+                print_area_line(area, &summary);
+                if args.verbose {
+                    print_failures(&summary);
+                }
+                passed += summary.passed;
+                failed += summary.failures.len();
+            }
+        }
+    }
+    if !skipped_names.is_empty() {
+        println!("skipped areas: {}", skipped_names.join(", "));
+    }
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_area_line(area: &str, summary: &Summary) {
+    println!(
+        "{area}: {} passed, {} failed",
+        summary.passed,
+        summary.failures.len()
+    );
+}
+
+fn print_failures(summary: &Summary) {
+    for f in &summary.failures {
+        println!("  case {} failed", f.index);
+        println!("    case:     {}", compact(&f.case));
+        println!("    expected: {}", compact(&f.expected));
+        println!("    actual:   {}", compact(&f.actual));
+    }
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| v.to_string())
+}
+
+fn read_case_file(path: &Path) -> Result<CaseFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    CaseFile::from_value(&value).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+fn run_outside_file(
+    runners: &[Box<dyn AreaRunner>],
+    path: &Path,
+    area: Option<&str>,
+) -> Result<ExitCode> {
+    let area = match area {
+        Some(a) => a.to_string(),
+        None => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .context("the case file has no name to take the area from; pass --area")?,
+    };
+    let Some(runner) = runners.iter().find(|r| r.area() == area) else {
+        let names: Vec<&str> = runners.iter().map(|r| r.area()).collect();
+        bail!(
+            "no implementation runs the area {area:?} (implemented: {}); pass --area NAME",
+            names.join(", ")
+        );
+    };
+    let file = read_case_file(path)?;
+    let summary = run_cases(runner.as_ref(), &file);
+    print_area_line(&area, &summary);
+    print_failures(&summary);
+    println!(
+        "{} passed, {} failed, 0 skipped",
+        summary.passed,
+        summary.failures.len()
+    );
+    Ok(if summary.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn record(runners: &[Box<dyn AreaRunner>], only: Option<&str>, all: bool) -> Result<ExitCode> {
+    let dir = spec_dir().join("conformance");
+    let mut changes = 0usize;
+    for runner in runners {
+        let area = runner.area();
+        if only.is_some_and(|o| o != area) {
+            continue;
+        }
+        let path = dir.join(format!("{area}.json"));
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let mut value: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON", path.display()))?;
+        let Some(cases) = value.get_mut("cases").and_then(Value::as_array_mut) else {
+            bail!("{} has no `cases` array", path.display());
+        };
+        let mut filled = 0usize;
+        for (index, case) in cases.iter_mut().enumerate() {
+            let outcome = runner.run(case);
+            match case.get("expect") {
+                None => {
+                    if all {
+                        println!(
+                            "{area} case {index}: no expected result; would record {}",
+                            compact(&outcome.actual)
+                        );
+                        changes += 1;
+                    } else if let Some(obj) = case.as_object_mut() {
+                        obj.insert("expect".into(), outcome.actual);
+                        filled += 1;
+                    }
+                }
+                Some(expected) if all && !outcome.passed => {
+                    println!(
+                        "{area} case {index}: would change\n    from {}\n    to   {}",
+                        compact(expected),
+                        compact(&outcome.actual)
+                    );
+                    changes += 1;
+                }
+                Some(_) => {}
+            }
+        }
+        if filled > 0 {
+            let mut out = serde_json::to_string_pretty(&value)?;
+            out.push('\n');
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, out).with_context(|| format!("cannot write {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path)
+                .with_context(|| format!("cannot replace {}", path.display()))?;
+            println!(
+                "{area}: recorded {filled} expected results in {}",
+                path.display()
+            );
+        }
+    }
+    if all {
+        println!("{changes} cases would change");
+    }
+    Ok(ExitCode::SUCCESS)
+}

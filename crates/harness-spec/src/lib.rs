@@ -135,10 +135,11 @@ impl Spec {
         let mut json = BTreeMap::new();
         for (rel, bytes) in &files {
             if rel.ends_with(".json") {
-                let value: Value = serde_json::from_slice(bytes).map_err(|source| Error::Shape {
-                    file: rel.clone(),
-                    source,
-                })?;
+                let value: Value =
+                    serde_json::from_slice(bytes).map_err(|source| Error::Shape {
+                        file: rel.clone(),
+                        source,
+                    })?;
                 json.insert(rel.clone(), value);
             }
         }
@@ -156,10 +157,11 @@ impl Spec {
         let mut tools = Vec::new();
         for (rel, value) in &json {
             if rel.starts_with("tools/") && rel.matches('/').count() == 1 {
-                let tool: Tool = serde_json::from_value(value.clone()).map_err(|source| Error::Shape {
-                    file: rel.clone(),
-                    source,
-                })?;
+                let tool: Tool =
+                    serde_json::from_value(value.clone()).map_err(|source| Error::Shape {
+                        file: rel.clone(),
+                        source,
+                    })?;
                 tools.push(tool);
             }
         }
@@ -207,7 +209,9 @@ impl Spec {
 
     /// The text of a file (path relative to `spec/`), if it exists and is UTF-8.
     pub fn text(&self, rel: &str) -> Option<&str> {
-        self.files.get(rel).and_then(|b| std::str::from_utf8(b).ok())
+        self.files
+            .get(rel)
+            .and_then(|b| std::str::from_utf8(b).ok())
     }
 
     /// A JSON file, parsed.
@@ -217,7 +221,9 @@ impl Spec {
 
     /// A JSON file deserialized into the reader's own type; the error names the file.
     pub fn parse<T: DeserializeOwned>(&self, rel: &str) -> Result<T> {
-        let value = self.json(rel).ok_or_else(|| Error::Missing(rel.to_string()))?;
+        let value = self
+            .json(rel)
+            .ok_or_else(|| Error::Missing(rel.to_string()))?;
         T::deserialize(value).map_err(|source| Error::Shape {
             file: rel.to_string(),
             source,
@@ -240,8 +246,11 @@ impl Spec {
     /// The tool a project knows by `name`: the tool itself, or the one that lists `name` among
     /// that project's aliases.
     pub fn tool_by_any_name(&self, project: Project, name: &str) -> Option<&Tool> {
-        self.tool(name)
-            .or_else(|| self.tools.iter().find(|t| t.aliases_for(project).iter().any(|a| a == name)))
+        self.tool(name).or_else(|| {
+            self.tools
+                .iter()
+                .find(|t| t.aliases_for(project).iter().any(|a| a == name))
+        })
     }
 
     /// A prompt text by its path under `prompts/` (e.g. `"modes/plan.md"`).

@@ -23,7 +23,11 @@ impl std::fmt::Display for Problem {
         if self.pointer.is_empty() {
             write!(f, "spec/{}: {}", self.file, self.message)
         } else {
-            write!(f, "spec/{} at {}: {}", self.file, self.pointer, self.message)
+            write!(
+                f,
+                "spec/{} at {}: {}",
+                self.file, self.pointer, self.message
+            )
         }
     }
 }
@@ -46,10 +50,10 @@ pub fn schemas_for(rel: &str) -> Vec<String> {
     if rel.starts_with("schemas/") || rel == "models/schema.json" {
         return Vec::new();
     }
-    if let Some(name) = stem_path.strip_prefix("tools/") {
-        if !name.contains('/') {
-            return vec!["schemas/tool.schema.json".into()];
-        }
+    if let Some(name) = stem_path.strip_prefix("tools/")
+        && !name.contains('/')
+    {
+        return vec!["schemas/tool.schema.json".into()];
     }
     if rel == "prompts/index.json" {
         return vec!["schemas/prompts-index.schema.json".into()];
@@ -96,14 +100,14 @@ pub fn validate(files: &BTreeMap<String, Vec<u8>>) -> Report {
 
     // Every schema must itself be a valid 2020-12 schema.
     for (rel, value) in &parsed {
-        if rel.starts_with("schemas/") || *rel == "models/schema.json" {
-            if let Err(e) = jsonschema::meta::validate(value) {
-                report.problem(
-                    rel,
-                    e.instance_path().as_str(),
-                    format!("not a valid JSON Schema: {e}"),
-                );
-            }
+        if (rel.starts_with("schemas/") || *rel == "models/schema.json")
+            && let Err(e) = jsonschema::meta::validate(value)
+        {
+            report.problem(
+                rel,
+                e.instance_path().as_str(),
+                format!("not a valid JSON Schema: {e}"),
+            );
         }
     }
 
@@ -131,9 +135,10 @@ pub fn validate(files: &BTreeMap<String, Vec<u8>>) -> Report {
             }
         }
         if !checked && !schemas.is_empty() {
-            report
-                .notes
-                .push(format!("spec/{rel} has no schema yet (looked for {})", schemas.join(", ")));
+            report.notes.push(format!(
+                "spec/{rel} has no schema yet (looked for {})",
+                schemas.join(", ")
+            ));
         }
     }
 
@@ -159,7 +164,11 @@ fn check_version(files: &BTreeMap<String, Vec<u8>>, report: &mut Report) {
         Some(bytes) => {
             let text = String::from_utf8_lossy(bytes);
             if let Err(e) = semver::Version::parse(text.trim()) {
-                report.problem("VERSION", "", format!("{:?} is not SemVer: {e}", text.trim()));
+                report.problem(
+                    "VERSION",
+                    "",
+                    format!("{:?} is not SemVer: {e}", text.trim()),
+                );
             }
         }
     }
@@ -186,10 +195,10 @@ fn collect_descriptions(value: &Value, pointer: &str, out: &mut Vec<(String, Str
         Value::Object(map) => {
             for (k, v) in map {
                 let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                if k == "description" {
-                    if let Value::String(s) = v {
-                        out.push((p.clone(), s.clone()));
-                    }
+                if k == "description"
+                    && let Value::String(s) = v
+                {
+                    out.push((p.clone(), s.clone()));
                 }
                 collect_descriptions(v, &p, out);
             }
@@ -207,7 +216,10 @@ fn check_tools(parsed: &BTreeMap<&str, Value>, report: &mut Report) {
     // name → the file that claims it (as a name or an alias), per project.
     let mut claimed: BTreeMap<(String, &'static str), String> = BTreeMap::new();
     for (rel, tool) in parsed {
-        let Some(stem) = rel.strip_prefix("tools/").and_then(|s| s.strip_suffix(".json")) else {
+        let Some(stem) = rel
+            .strip_prefix("tools/")
+            .and_then(|s| s.strip_suffix(".json"))
+        else {
             continue;
         };
         if stem.contains('/') {
@@ -215,11 +227,18 @@ fn check_tools(parsed: &BTreeMap<&str, Value>, report: &mut Report) {
         }
         let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
         if name != stem {
-            report.problem(rel, "/name", format!("name {name:?} differs from the file name {stem:?}"));
+            report.problem(
+                rel,
+                "/name",
+                format!("name {name:?} differs from the file name {stem:?}"),
+            );
         }
         for project in ["cli", "llembas"] {
             let mut names = vec![(name.to_string(), "/name".to_string())];
-            if let Some(list) = tool.pointer(&format!("/aliases/{project}")).and_then(Value::as_array) {
+            if let Some(list) = tool
+                .pointer(&format!("/aliases/{project}"))
+                .and_then(Value::as_array)
+            {
                 for (i, a) in list.iter().enumerate() {
                     if let Some(a) = a.as_str() {
                         names.push((a.to_string(), format!("/aliases/{project}/{i}")));
@@ -227,27 +246,29 @@ fn check_tools(parsed: &BTreeMap<&str, Value>, report: &mut Report) {
                 }
             }
             for (n, pointer) in names {
-                if let Some(other) = claimed.insert((n.clone(), project), rel.to_string()) {
-                    if other != *rel || pointer != "/name" {
-                        report.problem(
-                            rel,
-                            &pointer,
-                            format!("the name {n:?} is already taken in project {project} by spec/{other}"),
-                        );
-                    }
+                if let Some(other) = claimed.insert((n.clone(), project), rel.to_string())
+                    && (other != *rel || pointer != "/name")
+                {
+                    report.problem(
+                        rel,
+                        &pointer,
+                        format!(
+                            "the name {n:?} is already taken in project {project} by spec/{other}"
+                        ),
+                    );
                 }
             }
         }
 
         // parameters must be a valid JSON Schema.
-        if let Some(params) = tool.get("parameters") {
-            if let Err(e) = jsonschema::meta::validate(params) {
-                report.problem(
-                    rel,
-                    &format!("/parameters{}", e.instance_path().as_str()),
-                    format!("parameters are not a valid JSON Schema: {e}"),
-                );
-            }
+        if let Some(params) = tool.get("parameters")
+            && let Err(e) = jsonschema::meta::validate(params)
+        {
+            report.problem(
+                rel,
+                &format!("/parameters{}", e.instance_path().as_str()),
+                format!("parameters are not a valid JSON Schema: {e}"),
+            );
         }
 
         // every placeholder declared, every declared variable used.
@@ -337,14 +358,22 @@ fn check_narrow(rel: &str, tool: &Value, params: &Value, project: &str, report: 
             let Some(path) = d.as_str() else { continue };
             let pointer = format!("/narrow/{project}/drop/{i}");
             match resolve_property(params, path) {
-                None => report.problem(rel, &pointer, format!("{path:?} is not a property of the parameters")),
+                None => report.problem(
+                    rel,
+                    &pointer,
+                    format!("{path:?} is not a property of the parameters"),
+                ),
                 Some((holder, _, name)) => {
                     let required = holder
                         .get("required")
                         .and_then(Value::as_array)
                         .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(name.as_str())));
                     if required {
-                        report.problem(rel, &pointer, format!("{path:?} is required and cannot be dropped"));
+                        report.problem(
+                            rel,
+                            &pointer,
+                            format!("{path:?} is required and cannot be dropped"),
+                        );
                     }
                 }
             }
@@ -352,9 +381,16 @@ fn check_narrow(rel: &str, tool: &Value, params: &Value, project: &str, report: 
     }
     if let Some(enums) = narrow.get("enum").and_then(Value::as_object) {
         for (path, keep) in enums {
-            let pointer = format!("/narrow/{project}/enum/{}", path.replace('~', "~0").replace('/', "~1"));
+            let pointer = format!(
+                "/narrow/{project}/enum/{}",
+                path.replace('~', "~0").replace('/', "~1")
+            );
             let Some((_, prop, _)) = resolve_property(params, path) else {
-                report.problem(rel, &pointer, format!("{path:?} is not a property of the parameters"));
+                report.problem(
+                    rel,
+                    &pointer,
+                    format!("{path:?} is not a property of the parameters"),
+                );
                 continue;
             };
             let values = prop
@@ -362,26 +398,42 @@ fn check_narrow(rel: &str, tool: &Value, params: &Value, project: &str, report: 
                 .or_else(|| prop.get("items").and_then(|i| i.get("enum")))
                 .and_then(Value::as_array);
             let Some(values) = values else {
-                report.problem(rel, &pointer, format!("{path:?} has no enum to keep values of"));
+                report.problem(
+                    rel,
+                    &pointer,
+                    format!("{path:?} has no enum to keep values of"),
+                );
                 continue;
             };
             for v in keep.as_array().into_iter().flatten() {
                 if !values.contains(v) {
-                    report.problem(rel, &pointer, format!("{v} is not one of the values of {path:?}"));
+                    report.problem(
+                        rel,
+                        &pointer,
+                        format!("{v} is not one of the values of {path:?}"),
+                    );
                 }
             }
         }
     }
 }
 
-fn check_prompts(files: &BTreeMap<String, Vec<u8>>, parsed: &BTreeMap<&str, Value>, report: &mut Report) {
+fn check_prompts(
+    files: &BTreeMap<String, Vec<u8>>,
+    parsed: &BTreeMap<&str, Value>,
+    report: &mut Report,
+) {
     let texts: Vec<&String> = files
         .keys()
         .filter(|k| k.starts_with("prompts/") && k.ends_with(".md"))
         .collect();
     let Some(index) = parsed.get("prompts/index.json") else {
         if !texts.is_empty() {
-            report.problem("prompts/index.json", "", "missing, but prompts/ holds texts");
+            report.problem(
+                "prompts/index.json",
+                "",
+                "missing, but prompts/ holds texts",
+            );
         }
         return;
     };
@@ -430,10 +482,10 @@ fn check_prompts(files: &BTreeMap<String, Vec<u8>>, parsed: &BTreeMap<&str, Valu
 
 fn check_conformance(files: &BTreeMap<String, Vec<u8>>, report: &mut Report) {
     for rel in files.keys() {
-        if let Some(rest) = rel.strip_prefix("conformance/") {
-            if !rest.ends_with(".json") || rest.contains('/') {
-                report.problem(rel, "", "conformance/ holds only <area>.json files");
-            }
+        if let Some(rest) = rel.strip_prefix("conformance/")
+            && (!rest.ends_with(".json") || rest.contains('/'))
+        {
+            report.problem(rel, "", "conformance/ holds only <area>.json files");
         }
     }
 }
