@@ -8,7 +8,10 @@
 //! and the assembly of the system prompt. It does no I/O.
 
 pub mod error;
+pub mod fill;
+pub mod narrow;
 pub mod plan;
 pub mod protocol;
+pub mod toolcall;
 
 pub use error::{Error, Result};
