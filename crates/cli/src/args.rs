@@ -1,0 +1,118 @@
+//! The command line as typed: raw flags only, no defaults merged and nothing validated beyond
+//! what clap checks. [`crate::settings`] turns these into the settings a run uses.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// `llembas`: a coding agent in the terminal, working on the disk of this machine.
+#[derive(Debug, Parser)]
+#[command(name = "llembas", version, about, long_about = None)]
+pub struct Args {
+    /// The model to use (an id the server knows, or the name of an endpoint in the config file).
+    #[arg(long, short = 'm', global = true)]
+    pub model: Option<String>,
+
+    /// The OpenAI-compatible server's base URL (…/v1). Overrides OPENAI_BASE_URL.
+    #[arg(long, global = true)]
+    pub base_url: Option<String>,
+
+    /// The environment variable holding the API key (default: OPENAI_API_KEY).
+    #[arg(long, global = true)]
+    pub api_key_env: Option<String>,
+
+    /// A named endpoint of the config file.
+    #[arg(long, global = true)]
+    pub endpoint: Option<String>,
+
+    /// The permission mode: manual, edit, auto or plan.
+    #[arg(long, global = true)]
+    pub mode: Option<String>,
+
+    /// Run one prompt without the terminal UI and exit (`-p -` or no value reads stdin).
+    #[arg(short = 'p', long, num_args = 0..=1, default_missing_value = "-")]
+    pub prompt: Option<String>,
+
+    /// How a one-shot run writes its output.
+    #[arg(long, value_enum)]
+    pub output: Option<OutputFormat>,
+
+    /// Continue a saved session: the newest one here, or the one with this id.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+
+    /// Work in this directory instead of the current one.
+    #[arg(long, short = 'C', global = true)]
+    pub cwd: Option<PathBuf>,
+
+    /// What to do instead of a session.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// How a one-shot run writes what happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The answer as text (tool activity on stderr).
+    Text,
+    /// The event stream, one JSON object per line.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the saved sessions of this directory (all with --all).
+    Sessions {
+        /// Every directory's sessions.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Run as an ACP agent over stdin/stdout (for an editor or the web UI).
+    Acp,
+    /// Ask the permission engine about a command.
+    Permission {
+        /// What to ask.
+        #[command(subcommand)]
+        command: PermissionCommand,
+    },
+    /// Show what the embedded spec says.
+    Spec {
+        /// What to show.
+        #[command(subcommand)]
+        command: SpecCommand,
+    },
+}
+
+/// `llembas permission …`.
+#[derive(Debug, Subcommand)]
+pub enum PermissionCommand {
+    /// Print the decision, the reason and the "always" pattern for a command.
+    Check {
+        /// The command, after `--`.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+}
+
+/// `llembas spec …`.
+#[derive(Debug, Subcommand)]
+pub enum SpecCommand {
+    /// Print a tool exactly as a model receives it.
+    Tool {
+        /// The tool's name (or a former name).
+        name: String,
+        /// The project whose offer to show: cli or llembas.
+        #[arg(long, default_value = "cli")]
+        project: String,
+        /// The kind of session: chat or agent.
+        #[arg(long, default_value = "agent")]
+        session: String,
+    },
+    /// Print the embedded spec's version and SHA-256, or check a copy against it.
+    Hash {
+        /// A spec directory whose hash must equal the embedded one.
+        #[arg(long)]
+        check: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,57 @@
+//! `llembas-cli`: the terminal coding agent as a library, an I/O adapter around the harness.
+//!
+//! It owns argument parsing ([`args`]) and their resolution into settings ([`settings`]), the
+//! one-shot run, the interactive terminal, tool execution on the local disk, `bash` and jobs as
+//! processes, sessions on disk and ACP over stdio. Every rule (permission, context, loop, model
+//! quirks) comes from the core crates; this crate only moves bytes between them and the world.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod args;
+pub mod commands;
+pub mod process;
+pub mod settings;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::args::{Args, Command};
+use crate::settings::ProcessEnv;
+
+/// Runs the command line: the exit code on a normal end, an error for [`report`] otherwise.
+pub fn run(args: Args) -> Result<ExitCode> {
+    match &args.command {
+        Some(Command::Spec { command }) => commands::spec(command),
+        Some(Command::Permission { command }) => {
+            let settings = settings::resolve(&args, &ProcessEnv)?;
+            commands::permission(command, &settings)
+        }
+        Some(Command::Sessions { all }) => {
+            let settings = settings::resolve(&args, &ProcessEnv)?;
+            commands::sessions(&settings, *all)
+        }
+        Some(Command::Acp) => {
+            let settings = settings::resolve(&args, &ProcessEnv)?;
+            commands::acp(settings)
+        }
+        None => {
+            let settings = settings::resolve(&args, &ProcessEnv)?;
+            commands::session(&args, settings)
+        }
+    }
+}
+
+/// Prints an error once, as one line with its causes, and gives the exit code. A closed pipe
+/// (`llembas … | head`) is a normal end.
+pub fn report(e: &anyhow::Error) -> ExitCode {
+    let broken_pipe = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if broken_pipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("llembas: {e:#}");
+    ExitCode::from(2)
+}

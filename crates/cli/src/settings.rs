@@ -1,0 +1,406 @@
+//! The second step of reading the command line: flags, the environment and the config file
+//! merged into validated [`Settings`] (flags win over the environment, the environment over the
+//! config file). Nothing here talks to a model or touches the project.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use harness_core::protocol::Mode;
+use serde::Deserialize;
+
+use crate::args::{Args, OutputFormat};
+
+/// The environment a resolution reads: a seam so that tests need not touch the process's
+/// environment.
+pub trait Env {
+    /// The value of a variable, when set and not empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process's environment.
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+/// `~/.config/llembas/config.toml`, as written by the person.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The endpoint used when none is named.
+    #[serde(default)]
+    pub default_endpoint: Option<String>,
+    /// The mode a session starts in.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// The personality preset (a file name under the spec's `prompts/personality/`, no `.md`).
+    #[serde(default)]
+    pub personality: Option<String>,
+    /// Named endpoints.
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, EndpointConfig>,
+    /// Permission rules applied on top of the defaults.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+/// One named endpoint of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// The base URL (…/v1).
+    pub base_url: String,
+    /// The model id on that server.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The variable holding the key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The context window, overriding the catalogue.
+    #[serde(default)]
+    pub context: Option<u64>,
+    /// The output limit, overriding the catalogue.
+    #[serde(default)]
+    pub output: Option<u64>,
+    /// How many requests the server takes at once.
+    #[serde(default)]
+    pub capacity: Option<u32>,
+}
+
+/// A permission rule as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// The tool (or permission key) it is about.
+    pub tool: String,
+    /// The pattern (`git status *`, a path glob).
+    pub pattern: String,
+    /// allow, ask or deny.
+    pub action: String,
+}
+
+/// Where llembas keeps its files.
+#[derive(Debug, Clone)]
+pub struct Dirs {
+    /// The config file's path (it may not exist).
+    pub config_file: PathBuf,
+    /// The data directory: sessions, notes, knowledge.
+    pub data: PathBuf,
+}
+
+impl Dirs {
+    /// The user's directories: `$XDG_CONFIG_HOME/llembas` and `$XDG_DATA_HOME/llembas` or the
+    /// platform's equivalents; `LLEMBAS_HOME` puts both under one directory.
+    pub fn from_env(env: &dyn Env) -> Result<Dirs> {
+        if let Some(home) = env.var("LLEMBAS_HOME") {
+            let home = PathBuf::from(home);
+            return Ok(Dirs {
+                config_file: home.join("config.toml"),
+                data: home.join("data"),
+            });
+        }
+        let config = dirs::config_dir()
+            .ok_or_else(|| anyhow!("cannot find a config directory: set HOME or LLEMBAS_HOME"))?;
+        let data = dirs::data_dir()
+            .ok_or_else(|| anyhow!("cannot find a data directory: set HOME or LLEMBAS_HOME"))?;
+        Ok(Dirs {
+            config_file: config.join("llembas").join("config.toml"),
+            data: data.join("llembas"),
+        })
+    }
+
+    /// Where sessions are saved.
+    pub fn sessions(&self) -> PathBuf {
+        self.data.join("sessions")
+    }
+}
+
+/// Reads the config file; a missing file is an empty config, a malformed one an error naming it.
+pub fn load_config(path: &Path) -> Result<ConfigFile> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
+}
+
+/// Which model server and model a session talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// The base URL (…/v1).
+    pub base_url: String,
+    /// The model id; `None` means "ask the server which it serves".
+    pub model: Option<String>,
+    /// The API key, when one is set.
+    pub api_key: Option<String>,
+    /// The context window the person configured (over the catalogue's).
+    pub context: Option<u64>,
+    /// The output limit the person configured.
+    pub output: Option<u64>,
+    /// The server's capacity the person configured.
+    pub capacity: Option<u32>,
+}
+
+/// Everything a session needs, resolved and checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The model; `Err` holds the one line saying what to set, reported only when a model is
+    /// actually needed (listing sessions needs none).
+    pub model: std::result::Result<ModelSettings, String>,
+    /// The mode the session starts in.
+    pub mode: Mode,
+    /// The working directory (absolute).
+    pub cwd: PathBuf,
+    /// Where files are kept.
+    pub dirs: Dirs,
+    /// Configured permission rules.
+    pub rules: Vec<RuleConfig>,
+    /// The personality preset's name.
+    pub personality: Option<String>,
+    /// How one-shot output is written.
+    pub output: OutputFormat,
+}
+
+/// The line shown when no model is configured.
+pub const NO_MODEL: &str = "no model configured: set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), pass --base-url, or add an endpoint to";
+
+/// Merges flags, environment and config file.
+pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
+    let dirs = Dirs::from_env(env)?;
+    let config = load_config(&dirs.config_file)?;
+
+    let mode_name = args
+        .mode
+        .clone()
+        .or_else(|| env.var("LLEMBAS_MODE"))
+        .or_else(|| config.mode.clone());
+    let mode = match mode_name {
+        Some(m) => m
+            .parse::<Mode>()
+            .map_err(|_| anyhow!("unknown mode {m:?}: use one of manual, edit, auto, plan"))?,
+        None => Mode::Edit,
+    };
+
+    let cwd = match &args.cwd {
+        Some(p) => {
+            std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display()))?
+        }
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !cwd.is_dir() {
+        bail!("{} is not a directory", cwd.display());
+    }
+
+    if let Some(p) = &config.personality
+        && harness_spec::Spec::embedded()
+            .prompt(&format!("personality/{p}.md"))
+            .is_none()
+    {
+        bail!("{}: unknown personality {p:?}", dirs.config_file.display());
+    }
+    for r in &config.rules {
+        if !matches!(r.action.as_str(), "allow" | "ask" | "deny") {
+            bail!(
+                "{}: rule for {} has action {:?}: use allow, ask or deny",
+                dirs.config_file.display(),
+                r.tool,
+                r.action
+            );
+        }
+    }
+
+    let model = resolve_model(args, env, &config, &dirs)?;
+    Ok(Settings {
+        model,
+        mode,
+        cwd,
+        rules: config.rules.clone(),
+        personality: config.personality.clone(),
+        output: args.output.unwrap_or(OutputFormat::Text),
+        dirs,
+    })
+}
+
+fn resolve_model(
+    args: &Args,
+    env: &dyn Env,
+    config: &ConfigFile,
+    dirs: &Dirs,
+) -> Result<std::result::Result<ModelSettings, String>> {
+    // An endpoint: named by --endpoint, or by --model when that names one, else the default.
+    let named = args.endpoint.clone().or_else(|| {
+        args.model
+            .as_ref()
+            .filter(|m| config.endpoints.contains_key(*m))
+            .cloned()
+    });
+    let endpoint = match &named {
+        Some(name) => Some(config.endpoints.get(name).cloned().ok_or_else(|| {
+            anyhow!(
+                "no endpoint named {name:?} in {}",
+                dirs.config_file.display()
+            )
+        })?),
+        None => match &config.default_endpoint {
+            Some(name) => Some(config.endpoints.get(name).cloned().ok_or_else(|| {
+                anyhow!(
+                    "{}: default_endpoint {name:?} is not among its endpoints",
+                    dirs.config_file.display()
+                )
+            })?),
+            None if config.endpoints.len() == 1 => config.endpoints.values().next().cloned(),
+            None => None,
+        },
+    };
+    let model_flag = args
+        .model
+        .clone()
+        .filter(|m| named.as_deref() != Some(m.as_str()));
+
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| env.var("OPENAI_BASE_URL"))
+        .or_else(|| endpoint.as_ref().map(|e| e.base_url.clone()));
+    let Some(base_url) = base_url else {
+        return Ok(Err(format!("{NO_MODEL} {}", dirs.config_file.display())));
+    };
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        bail!("base URL {base_url:?} must start with http:// or https://");
+    }
+    let model = model_flag
+        .or_else(|| env.var("OPENAI_MODEL"))
+        .or_else(|| endpoint.as_ref().and_then(|e| e.model.clone()));
+    let key_var = args
+        .api_key_env
+        .clone()
+        .or_else(|| endpoint.as_ref().and_then(|e| e.api_key_env.clone()));
+    let api_key = match key_var {
+        Some(var) => Some(
+            env.var(&var)
+                .ok_or_else(|| anyhow!("the API key variable {var} is not set"))?,
+        ),
+        None => env.var("OPENAI_API_KEY"),
+    };
+    Ok(Ok(ModelSettings {
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        model,
+        api_key,
+        context: endpoint.as_ref().and_then(|e| e.context),
+        output: endpoint.as_ref().and_then(|e| e.output),
+        capacity: endpoint.as_ref().and_then(|e| e.capacity),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::collections::HashMap;
+
+    struct MapEnv(HashMap<&'static str, String>);
+    impl Env for MapEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).cloned()
+        }
+    }
+
+    fn setup(config: &str, vars: &[(&'static str, &str)]) -> (tempfile::TempDir, MapEnv) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let mut map: HashMap<&'static str, String> =
+            vars.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        map.insert("LLEMBAS_HOME", dir.path().display().to_string());
+        (dir, MapEnv(map))
+    }
+
+    fn args(a: &[&str]) -> Args {
+        let mut v = vec!["llembas"];
+        v.extend_from_slice(a);
+        Args::parse_from(v)
+    }
+
+    const CONFIG: &str = r#"
+default_endpoint = "local"
+mode = "manual"
+[endpoints.local]
+base_url = "http://127.0.0.1:8080/v1/"
+model = "qwen"
+[endpoints.cloud]
+base_url = "https://api.example.com/v1"
+model = "gpt-4.1"
+api_key_env = "CLOUD_KEY"
+"#;
+
+    #[test]
+    fn flags_beat_env_beat_config() {
+        let (_d, env) = setup(CONFIG, &[("OPENAI_BASE_URL", "http://env:1/v1")]);
+        let s = resolve(&args(&[]), &env).unwrap();
+        let m = s.model.unwrap();
+        assert_eq!(m.base_url, "http://env:1/v1");
+        assert_eq!(m.model.as_deref(), Some("qwen"));
+        assert_eq!(s.mode, Mode::Manual);
+
+        let s = resolve(
+            &args(&["--base-url", "http://flag:2/v1", "--mode", "auto"]),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(s.model.unwrap().base_url, "http://flag:2/v1");
+        assert_eq!(s.mode, Mode::Auto);
+    }
+
+    #[test]
+    fn named_endpoint_by_model_flag() {
+        let (_d, env) = setup(CONFIG, &[("CLOUD_KEY", "sk-1")]);
+        let m = resolve(&args(&["--model", "cloud"]), &env)
+            .unwrap()
+            .model
+            .unwrap();
+        assert_eq!(m.base_url, "https://api.example.com/v1");
+        assert_eq!(m.model.as_deref(), Some("gpt-4.1"));
+        assert_eq!(m.api_key.as_deref(), Some("sk-1"));
+        let m = resolve(&args(&[]), &env).unwrap().model.unwrap();
+        assert_eq!(m.base_url, "http://127.0.0.1:8080/v1");
+    }
+
+    #[test]
+    fn missing_key_variable_is_named() {
+        let (_d, env) = setup(CONFIG, &[]);
+        let e = resolve(&args(&["--endpoint", "cloud"]), &env).unwrap_err();
+        assert_eq!(e.to_string(), "the API key variable CLOUD_KEY is not set");
+    }
+
+    #[test]
+    fn nothing_configured_says_what_to_set() {
+        let (_d, env) = setup("", &[]);
+        let s = resolve(&args(&[]), &env).unwrap();
+        let line = s.model.unwrap_err();
+        assert!(
+            line.starts_with("no model configured: set OPENAI_BASE_URL"),
+            "{line}"
+        );
+        assert_eq!(s.mode, Mode::Edit);
+    }
+
+    #[test]
+    fn bad_config_names_the_file() {
+        let (d, env) = setup("mode = 3\n", &[]);
+        let e = resolve(&args(&[]), &env).unwrap_err();
+        assert!(
+            format!("{e:#}").contains(&d.path().join("config.toml").display().to_string()),
+            "{e:#}"
+        );
+        let (_d, env) = setup("", &[]);
+        let e = resolve(&args(&["--mode", "yolo"]), &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown mode \"yolo\": use one of manual, edit, auto, plan"
+        );
+    }
+}
