@@ -1,0 +1,68 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+use crate::classify::ModelError;
+
+/// Everything that can go wrong on the model link.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The spec's `quirks.json` or model catalogue could not be read into our types.
+    #[error("spec file {file} does not fit harness-model: {message}")]
+    Spec {
+        /// The file under `spec/`.
+        file: String,
+        /// What did not fit.
+        message: String,
+    },
+    /// The endpoint or request is configured wrongly (bad URL, unknown effort, ...).
+    #[error("model configuration: {0}")]
+    Config(String),
+    /// The prompt does not fit the model's window, said by the server or found before sending.
+    /// Not retried as is: compact and send again.
+    #[error("context overflow: {0}")]
+    ContextOverflow(ModelError),
+    /// The server is busy, rate limited or loading a model; retried with backoff until the
+    /// attempts ran out. `retry_after` is what the server asked for, if it said.
+    #[error("the model server has no capacity now (after {attempts} attempts): {error}")]
+    Capacity {
+        /// The last answer.
+        error: ModelError,
+        /// How many requests were sent.
+        attempts: u32,
+    },
+    /// Any other error answer of the server (4xx/5xx, an error inside a stream, a stream that
+    /// ended early). `retryable` says whether sending again may help.
+    #[error("the model server answered with an error: {0}")]
+    Server(ModelError),
+    /// The connection failed (refused, reset, timed out, DNS) before an answer came.
+    #[error("cannot reach the model server at {url}: {message}")]
+    Transport {
+        /// The URL requested.
+        url: String,
+        /// What the HTTP stack said.
+        message: String,
+    },
+    /// An answer that is not the JSON of a chat completion.
+    #[error("the model server sent a body that is not a chat completion: {0}")]
+    Decode(String),
+    /// The request was cancelled by the caller.
+    #[error("the model request was cancelled")]
+    Cancelled,
+}
+
+impl Error {
+    /// How long the server asked us to wait, when it said (capacity answers).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Capacity { error, .. } | Error::Server(error) | Error::ContextOverflow(error) => {
+                error.retry_after
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,815 @@
+//! The one parser of model answers: streamed chunks (SSE bytes, lines or data payloads) or a
+//! whole JSON answer in, normalized [`StreamEvent`]s and a final [`Completion`] out. It is what
+//! the client uses and what the `quirks` conformance area feeds; every quirk of the answer side
+//! is coped with here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use harness_core::protocol::ToolCall;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::classify::{ErrorClass, ModelError, classify_value};
+use crate::quirks::Quirks;
+use crate::sse::SseDecoder;
+use crate::think::{Piece, ThinkSplitter};
+
+/// Token counts a server reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the server's cache, when it says.
+    pub cached_tokens: Option<u64>,
+    /// Generated tokens that were reasoning, when it says.
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl From<Usage> for harness_core::protocol::Usage {
+    fn from(u: Usage) -> Self {
+        harness_core::protocol::Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }
+    }
+}
+
+/// Why an answer ended: the harness's conclusion, not the server's `finish_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model answered and stopped.
+    Stop,
+    /// The model asked for tool calls (whatever `finish_reason` said).
+    ToolCalls,
+    /// The output limit cut the answer.
+    Length,
+    /// The server's content filter stopped it.
+    ContentFilter,
+    /// An error ended it (inside the stream, or the stream stopped early).
+    Error,
+    /// The prompt did not fit the window (said, or found silently truncated).
+    ContextOverflow,
+    /// The server had no capacity.
+    Capacity,
+}
+
+impl FinishReason {
+    /// The snake_case name (`tool_calls`, `context_overflow`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Error => "error",
+            FinishReason::ContextOverflow => "context_overflow",
+            FinishReason::Capacity => "capacity",
+        }
+    }
+}
+
+/// How an answer ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// The conclusion.
+    pub reason: FinishReason,
+    /// What the server said in `finish_reason`, if anything.
+    pub server_reason: Option<String>,
+    /// The error, when one ended the answer.
+    pub error: Option<ModelError>,
+}
+
+/// A tool call whose arguments could not be used (cut off or not JSON): it is not run; the
+/// model is told to send it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvalidToolCall {
+    /// Our id for it.
+    pub id: String,
+    /// The tool name, as far as it came (may be empty).
+    pub name: String,
+    /// The raw arguments text.
+    pub raw: String,
+    /// Why it is not a call.
+    pub reason: String,
+}
+
+/// One normalized event of an answer, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Answer text.
+    Text(String),
+    /// Reasoning text.
+    Reasoning(String),
+    /// Answer text passed on earlier (this string, all of it) was reasoning after all (a lone
+    /// `</think>`): move it.
+    TextWasReasoning(String),
+    /// A complete tool call (given when the answer ends, once its arguments are whole).
+    ToolCall(ToolCall),
+    /// A call that cannot be run.
+    InvalidToolCall(InvalidToolCall),
+    /// Token counts (the last one wins).
+    Usage(Usage),
+    /// The end; always the last event.
+    Finish(Finish),
+}
+
+/// A whole answer, as the loop takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The answer text.
+    pub text: String,
+    /// The reasoning text.
+    pub reasoning: String,
+    /// The calls to run, in order, with our ids.
+    pub tool_calls: Vec<ToolCall>,
+    /// Calls that cannot be run.
+    pub invalid_calls: Vec<InvalidToolCall>,
+    /// What the server reported, if it did.
+    pub usage: Option<Usage>,
+    /// How it ended.
+    pub finish: Finish,
+}
+
+impl Completion {
+    /// Builds the completion from its events (what a consumer of the stream ends up with).
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a StreamEvent>) -> Completion {
+        let mut c = Completion {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+            invalid_calls: Vec::new(),
+            usage: None,
+            finish: Finish {
+                reason: FinishReason::Error,
+                server_reason: None,
+                error: None,
+            },
+        };
+        for e in events {
+            match e {
+                StreamEvent::Text(t) => c.text.push_str(t),
+                StreamEvent::Reasoning(r) => c.reasoning.push_str(r),
+                StreamEvent::TextWasReasoning(moved) => {
+                    if c.text.ends_with(moved.as_str()) {
+                        c.text.truncate(c.text.len() - moved.len());
+                    }
+                    c.reasoning.insert_str(0, moved);
+                }
+                StreamEvent::ToolCall(call) => c.tool_calls.push(call.clone()),
+                StreamEvent::InvalidToolCall(call) => c.invalid_calls.push(call.clone()),
+                StreamEvent::Usage(u) => c.usage = Some(*u),
+                StreamEvent::Finish(f) => c.finish = f.clone(),
+            }
+        }
+        c
+    }
+}
+
+/// What the parser knows of the request, to find silent truncation (quirk
+/// `context-overflow-silent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestContext {
+    /// Our estimate of the prompt's tokens.
+    pub prompt_estimate: Option<u64>,
+    /// The model's context window.
+    pub window: Option<u64>,
+}
+
+/// Makes our tool-call ids: unique in the process, whatever the server sent.
+fn next_call_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static EPOCH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+            % 0x1_0000_0000
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("call_{epoch:08x}{n:04x}")
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    index: Option<u64>,
+    id: Option<String>,
+    name: String,
+    args: String,
+}
+
+fn non_empty_str(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// Whether `s` is one or more complete JSON values back to back.
+fn is_complete_json(s: &str) -> bool {
+    let t = s.trim();
+    if t.is_empty() {
+        return false;
+    }
+    serde_json::Deserializer::from_str(t)
+        .into_iter::<serde::de::IgnoredAny>()
+        .all(|r| r.is_ok())
+}
+
+/// The parser of one answer.
+#[derive(Debug)]
+pub struct StreamParser<'q> {
+    quirks: &'q Quirks,
+    context: RequestContext,
+    sse: SseDecoder,
+    think: ThinkSplitter,
+    slots: Vec<Slot>,
+    text_len: usize,
+    usage: Option<Usage>,
+    server_finish: Option<String>,
+    done: bool,
+    saw_chunk: bool,
+    error: Option<ModelError>,
+}
+
+impl<'q> StreamParser<'q> {
+    /// A parser for one answer.
+    pub fn new(quirks: &'q Quirks) -> StreamParser<'q> {
+        StreamParser {
+            quirks,
+            context: RequestContext::default(),
+            sse: SseDecoder::new(),
+            think: ThinkSplitter::new(),
+            slots: Vec::new(),
+            text_len: 0,
+            usage: None,
+            server_finish: None,
+            done: false,
+            saw_chunk: false,
+            error: None,
+        }
+    }
+
+    /// Gives the parser what it needs to find a silent truncation.
+    pub fn with_context(mut self, context: RequestContext) -> StreamParser<'q> {
+        self.context = context;
+        self
+    }
+
+    /// Feeds raw body bytes (split anywhere).
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
+        let payloads = self.sse.push_bytes(bytes);
+        self.push_payloads(payloads)
+    }
+
+    /// Feeds one raw SSE line (as the conformance cases hold them).
+    pub fn push_line(&mut self, line: &str) -> Vec<StreamEvent> {
+        let payloads = self.sse.push_line(line);
+        self.push_payloads(payloads)
+    }
+
+    fn push_payloads(&mut self, payloads: Vec<String>) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        for p in payloads {
+            out.extend(self.push_data(&p));
+        }
+        out
+    }
+
+    /// Feeds one data payload (`[DONE]` or a JSON chunk).
+    pub fn push_data(&mut self, data: &str) -> Vec<StreamEvent> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Vec::new();
+        }
+        match serde_json::from_str::<Value>(data) {
+            Ok(chunk) => self.push_chunk(&chunk),
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(ModelError {
+                        class: ErrorClass::Other,
+                        status: None,
+                        message: format!("a stream chunk is not JSON ({e}): {data}"),
+                        retry_after: None,
+                        loading: false,
+                        retryable: true,
+                    });
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// Feeds one parsed chunk (or a whole non-streamed answer).
+    pub fn push_chunk(&mut self, chunk: &Value) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        self.saw_chunk = true;
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null())
+            && self.error.is_none() {
+                let raw = chunk.to_string();
+                self.error = Some(classify_value(self.quirks, None, error, &raw, None));
+            }
+        if let Some(usage) = chunk.get("usage").and_then(read_usage) {
+            self.usage = Some(usage);
+            out.push(StreamEvent::Usage(usage));
+        }
+        let choices = chunk.get("choices").and_then(Value::as_array);
+        for choice in choices.into_iter().flatten() {
+            if choice
+                .get("index")
+                .and_then(Value::as_u64)
+                .is_some_and(|i| i != 0)
+            {
+                continue;
+            }
+            let delta = choice
+                .get("delta")
+                .filter(|d| d.is_object())
+                .or_else(|| choice.get("message"));
+            if let Some(delta) = delta {
+                self.push_delta(delta, &mut out);
+            }
+            if let Some(reason) = non_empty_str(choice.get("finish_reason")) {
+                self.server_finish = Some(reason.to_string());
+                if reason == "error" && self.error.is_none() {
+                    self.error = Some(ModelError {
+                        class: ErrorClass::Other,
+                        status: None,
+                        message: "the server ended the answer with finish_reason `error`".into(),
+                        retry_after: None,
+                        loading: false,
+                        retryable: true,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn push_delta(&mut self, delta: &Value, out: &mut Vec<StreamEvent>) {
+        let reasoning = non_empty_str(delta.get("reasoning"))
+            .or_else(|| non_empty_str(delta.get("reasoning_content")))
+            .map(str::to_string)
+            .or_else(|| {
+                let details = delta.get("reasoning_details")?.as_array()?;
+                let joined: String = details
+                    .iter()
+                    .filter_map(|d| d.get("text").and_then(Value::as_str))
+                    .collect();
+                (!joined.is_empty()).then_some(joined)
+            });
+        if let Some(r) = reasoning {
+            out.push(StreamEvent::Reasoning(r));
+        }
+        let content = match delta.get("content") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(parts)) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if let Some(content) = content.filter(|c| !c.is_empty()) {
+            let pieces = self.think.push(&content);
+            self.pieces(pieces, out);
+        }
+        match delta.get("tool_calls") {
+            Some(Value::Array(calls)) => {
+                for call in calls {
+                    self.push_tool_fragment(call);
+                }
+            }
+            _ => {
+                // The legacy single `function_call`, only when no `tool_calls` came with it.
+                if let Some(f) = delta.get("function_call").filter(|f| f.is_object()) {
+                    let mut call = Map::new();
+                    call.insert("function".into(), f.clone());
+                    self.push_tool_fragment(&Value::Object(call));
+                }
+            }
+        }
+    }
+
+    fn pieces(&mut self, pieces: Vec<Piece>, out: &mut Vec<StreamEvent>) {
+        for p in pieces {
+            match p {
+                Piece::Text(t) => {
+                    self.text_len += t.len();
+                    out.push(StreamEvent::Text(t));
+                }
+                Piece::Reasoning(r) => out.push(StreamEvent::Reasoning(r)),
+                Piece::TextWasReasoning(moved) => {
+                    self.text_len -= moved.len().min(self.text_len);
+                    out.push(StreamEvent::TextWasReasoning(moved));
+                }
+            }
+        }
+    }
+
+    /// One entry of `delta.tool_calls`: finds its slot (quirks `tool-index-missing`,
+    /// `tool-index-all-zero`, `tool-fragments-repeat-id-and-name`, `tool-call-whole-or-name-late`)
+    /// and adds its name and arguments.
+    fn push_tool_fragment(&mut self, call: &Value) {
+        let index = call.get("index").and_then(Value::as_u64);
+        let id = non_empty_str(call.get("id")).map(str::to_string);
+        let function = call.get("function");
+        let name = non_empty_str(function.and_then(|f| f.get("name"))).map(str::to_string);
+        let args = match function.and_then(|f| f.get("arguments")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            // Arguments as an object (quirk `tool-arguments-object`).
+            Some(other) => other.to_string(),
+        };
+        let slot = self.find_slot(index, id.as_deref(), name.as_deref(), &args);
+        let slot = &mut self.slots[slot];
+        if slot.id.is_none() {
+            slot.id = id;
+        }
+        if slot.index.is_none() {
+            slot.index = index;
+        }
+        if slot.name.is_empty()
+            && let Some(name) = name {
+                slot.name = name;
+            }
+        slot.args.push_str(&args);
+    }
+
+    fn new_slot(&mut self, index: Option<u64>) -> usize {
+        self.slots.push(Slot {
+            index,
+            ..Slot::default()
+        });
+        self.slots.len() - 1
+    }
+
+    fn find_slot(&mut self, index: Option<u64>, id: Option<&str>, name: Option<&str>, args: &str) -> usize {
+        if let Some(id) = id {
+            if let Some(i) = self.slots.iter().rposition(|s| s.id.as_deref() == Some(id)) {
+                // The same id again is the same call — unless it comes with another index (a
+                // server that repeats one id for every call).
+                let other_index = matches!((index, self.slots[i].index), (Some(a), Some(b)) if a != b);
+                if !other_index {
+                    return i;
+                }
+                return self.new_slot(index);
+            }
+            // A new id: a new call, unless the slot at this index has no id yet and is empty.
+            if let Some(i) = index.and_then(|ix| self.slots.iter().rposition(|s| s.index == Some(ix))) {
+                let s = &self.slots[i];
+                if s.id.is_none() && s.args.trim().is_empty() && (s.name.is_empty() || name.is_none_or(|n| n == s.name)) {
+                    return i;
+                }
+            }
+            return self.new_slot(index);
+        }
+        let starts_new = |s: &Slot| {
+            let complete = is_complete_json(&s.args);
+            match name {
+                Some(n) => !s.name.is_empty() && (n != s.name || (complete && args.trim_start().starts_with('{'))),
+                None => false,
+            }
+        };
+        if let Some(ix) = index {
+            if let Some(i) = self.slots.iter().rposition(|s| s.index == Some(ix)) {
+                if starts_new(&self.slots[i]) {
+                    return self.new_slot(index);
+                }
+                return i;
+            }
+            return self.new_slot(index);
+        }
+        match self.slots.last() {
+            Some(last) if !starts_new(last) => self.slots.len() - 1,
+            _ => self.new_slot(None),
+        }
+    }
+
+    /// The end of the body: flushes what is held back, settles the tool calls and concludes.
+    pub fn finish(mut self) -> (Vec<StreamEvent>, Completion) {
+        let mut out = Vec::new();
+        for p in self.sse.finish() {
+            out.extend(self.push_data(&p));
+        }
+        let pieces = self.think.finish();
+        self.pieces(pieces, &mut out);
+
+        if self.error.is_none() && !self.done && self.server_finish.is_none() {
+            self.error = Some(ModelError {
+                class: ErrorClass::Other,
+                status: None,
+                message: if self.saw_chunk {
+                    "the stream ended without a finish_reason or [DONE]".into()
+                } else {
+                    "the server closed the answer without sending anything".into()
+                },
+                retry_after: None,
+                loading: false,
+                retryable: true,
+            });
+        }
+        let errored = self.error.is_some();
+        let cut = errored || self.server_finish.as_deref() == Some("length");
+
+        let mut calls = Vec::new();
+        for slot in std::mem::take(&mut self.slots) {
+            settle_slot(slot, cut, &mut calls);
+        }
+        let mut valid = 0;
+        for call in calls {
+            match call {
+                Ok(call) if !errored => {
+                    valid += 1;
+                    out.push(StreamEvent::ToolCall(call));
+                }
+                Ok(call) => out.push(StreamEvent::InvalidToolCall(InvalidToolCall {
+                    raw: call.arguments.to_string(),
+                    id: call.id,
+                    name: call.name,
+                    reason: "the answer ended with an error, so the call is not run".into(),
+                })),
+                Err(invalid) => out.push(StreamEvent::InvalidToolCall(invalid)),
+            }
+        }
+
+        let reason = if let Some(e) = &self.error {
+            match e.class {
+                ErrorClass::ContextOverflow => FinishReason::ContextOverflow,
+                ErrorClass::Capacity => FinishReason::Capacity,
+                ErrorClass::Other => FinishReason::Error,
+            }
+        } else if valid > 0 {
+            FinishReason::ToolCalls
+        } else if self.silently_truncated() {
+            self.error = Some(ModelError {
+                class: ErrorClass::ContextOverflow,
+                status: None,
+                message: "the server cut the prompt to fit its window without saying so".into(),
+                retry_after: None,
+                loading: false,
+                retryable: false,
+            });
+            FinishReason::ContextOverflow
+        } else {
+            match self.server_finish.as_deref() {
+                Some("length") => FinishReason::Length,
+                Some("content_filter") => FinishReason::ContentFilter,
+                _ => FinishReason::Stop,
+            }
+        };
+        out.push(StreamEvent::Finish(Finish {
+            reason,
+            server_reason: self.server_finish.clone(),
+            error: self.error.clone(),
+        }));
+        let completion = Completion::from_events(&out);
+        (out, completion)
+    }
+
+    fn silently_truncated(&self) -> bool {
+        let Some(usage) = self.usage else { return false };
+        let rules = &self.quirks.request;
+        if let Some(estimate) = self.context.prompt_estimate
+            && (usage.prompt_tokens as f64) < rules.silent_truncation_ratio * estimate as f64 {
+                return true;
+            }
+        if let Some(window) = self.context.window {
+            let at_edge = usage.prompt_tokens as f64 >= rules.edge_of_window_ratio * window as f64;
+            if self.server_finish.as_deref() == Some("length")
+                && at_edge
+                && usage.completion_tokens == 0
+                && self.text_len == 0
+            {
+                return true;
+            }
+            if usage.prompt_tokens > window {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn read_usage(v: &Value) -> Option<Usage> {
+    let obj = v.as_object()?;
+    let num = |k: &str| obj.get(k).and_then(Value::as_u64);
+    let prompt = num("prompt_tokens").or_else(|| num("input_tokens"))?;
+    Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: num("completion_tokens")
+            .or_else(|| num("output_tokens"))
+            .unwrap_or(0),
+        cached_tokens: obj
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64),
+        reasoning_tokens: obj
+            .get("completion_tokens_details")
+            .and_then(|d| d.get("reasoning_tokens"))
+            .and_then(Value::as_u64),
+    })
+}
+
+/// Turns one slot into calls: several complete JSON values back to back are that many calls
+/// (quirk `tool-arguments-concatenated`); a cut or broken one is an invalid call.
+fn settle_slot(slot: Slot, cut: bool, calls: &mut Vec<Result<ToolCall, InvalidToolCall>>) {
+    let invalid = |raw: &str, reason: &str| InvalidToolCall {
+        id: next_call_id(),
+        name: slot.name.clone(),
+        raw: raw.to_string(),
+        reason: reason.to_string(),
+    };
+    if slot.name.is_empty() {
+        calls.push(Err(invalid(&slot.args, "the call has no tool name")));
+        return;
+    }
+    let raw = slot.args.trim();
+    if raw.is_empty() {
+        if cut {
+            calls.push(Err(invalid(raw, "the arguments were cut off")));
+        } else {
+            calls.push(Ok(ToolCall {
+                id: next_call_id(),
+                name: slot.name.clone(),
+                arguments: Value::Object(Map::new()),
+            }));
+        }
+        return;
+    }
+    let mut stream = serde_json::Deserializer::from_str(raw).into_iter::<Value>();
+    let mut values = Vec::new();
+    let mut rest: Option<&str> = None;
+    loop {
+        let offset = stream.byte_offset();
+        match stream.next() {
+            None => break,
+            Some(Ok(v)) => values.push(v),
+            Some(Err(_)) => {
+                rest = Some(&raw[offset..]);
+                break;
+            }
+        }
+    }
+    if let Some(rest) = rest {
+        let repaired = if cut { None } else { repair_json(rest) };
+        match repaired {
+            Some(v) => values.push(v),
+            None => {
+                for v in values {
+                    push_value(&slot.name, v, calls, &invalid);
+                }
+                let why = if cut {
+                    "the arguments were cut off before they were complete"
+                } else {
+                    "the arguments are not valid JSON"
+                };
+                calls.push(Err(invalid(rest.trim(), why)));
+                return;
+            }
+        }
+    }
+    for v in values {
+        push_value(&slot.name, v, calls, &invalid);
+    }
+}
+
+fn push_value(
+    name: &str,
+    value: Value,
+    calls: &mut Vec<Result<ToolCall, InvalidToolCall>>,
+    invalid: &dyn Fn(&str, &str) -> InvalidToolCall,
+) {
+    // A string holding JSON once more (quirk `tool-arguments-object`).
+    let value = match value {
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(inner @ Value::Object(_)) => inner,
+            _ => {
+                calls.push(Err(invalid(&s, "the arguments are not a JSON object")));
+                return;
+            }
+        },
+        Value::Null => Value::Object(Map::new()),
+        other => other,
+    };
+    if !value.is_object() {
+        calls.push(Err(invalid(&value.to_string(), "the arguments are not a JSON object")));
+        return;
+    }
+    calls.push(Ok(ToolCall {
+        id: next_call_id(),
+        name: name.to_string(),
+        arguments: value,
+    }));
+}
+
+/// The lossless repairs of quirk `tool-arguments-invalid`: trailing commas dropped, missing
+/// closing brackets added — never inside a string (an unterminated string is no repair).
+fn repair_json(raw: &str) -> Option<Value> {
+    let mut out = String::with_capacity(raw.len() + 4);
+    let mut stack = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in raw.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => stack.push('}'),
+            '[' => stack.push(']'),
+            '}' | ']' => {
+                if stack.pop() != Some(c) {
+                    return None;
+                }
+                let trimmed = out.trim_end().len();
+                out.truncate(trimmed);
+                if out.ends_with(',') {
+                    out.pop();
+                }
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    if in_string {
+        return None;
+    }
+    let trimmed = out.trim_end().len();
+    out.truncate(trimmed);
+    if out.ends_with(',') {
+        out.pop();
+    }
+    if out.ends_with(':') {
+        return None;
+    }
+    while let Some(c) = stack.pop() {
+        out.push(c);
+    }
+    serde_json::from_str(&out).ok()
+}
+
+/// Parses a whole non-streamed answer (a chat.completion object, or a 200 body that is only an
+/// error).
+pub fn parse_response(quirks: &Quirks, body: &Value, context: RequestContext) -> Completion {
+    let mut parser = StreamParser::new(quirks).with_context(context);
+    parser.push_chunk(body);
+    parser.done = true;
+    if parser.server_finish.is_none() && parser.error.is_none() {
+        let has_choices = body
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty());
+        if !has_choices {
+            let raw = body.to_string();
+            parser.error = Some(classify_value(quirks, None, body, &raw, None));
+        }
+    }
+    parser.finish().1
+}
+
+/// The completion of an HTTP error answer.
+pub fn error_completion(error: ModelError) -> Completion {
+    let reason = match error.class {
+        ErrorClass::ContextOverflow => FinishReason::ContextOverflow,
+        ErrorClass::Capacity => FinishReason::Capacity,
+        ErrorClass::Other => FinishReason::Error,
+    };
+    Completion {
+        text: String::new(),
+        reasoning: String::new(),
+        tool_calls: Vec::new(),
+        invalid_calls: Vec::new(),
+        usage: None,
+        finish: Finish {
+            reason,
+            server_reason: None,
+            error: Some(error),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repairs_are_lossless_only() {
+        assert_eq!(repair_json(r#"{"a": [1, 2,], }"#), Some(serde_json::json!({"a": [1, 2]})));
+        assert_eq!(repair_json(r#"{"a": {"b": 1"#), Some(serde_json::json!({"a": {"b": 1}})));
+        assert_eq!(repair_json(r#"{"a": "unterminated"#), None);
+        assert_eq!(repair_json(r#"{"a": "x,}"}"#), None.or(Some(serde_json::json!({"a": "x,}"}))));
+        assert_eq!(repair_json(r#"{"a":"#), None);
+    }
+}

@@ -1,0 +1,505 @@
+//! Request shaping: our conversation in, the JSON body a server takes out. Every quirk of the
+//! request side is coped with here: results paired with calls, roles merged, tool schemas in the
+//! plain subset, ids remapped to 9 alphanumerics, arguments sent as strings, reasoning in the
+//! server's field, `max_tokens` clamped.
+
+use std::collections::{HashMap, HashSet};
+
+use harness_core::protocol::ToolCall;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::error::Result;
+use crate::metadata::ModelInfo;
+use crate::quirks::{Quirks, ServerProfile};
+
+/// One message of a conversation, as the harness holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions.
+    System {
+        /// The text.
+        text: String,
+    },
+    /// The person (or a marked machine message).
+    User {
+        /// The text.
+        text: String,
+        /// Images as `data:` or `https:` URLs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
+    },
+    /// The model.
+    Assistant {
+        /// The answer text.
+        text: String,
+        /// Its reasoning, sent back only to models that need it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        /// The calls it made, with our ids.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one call.
+    Tool {
+        /// Our id of the call it answers.
+        call_id: String,
+        /// The text the model is sent.
+        content: String,
+    },
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// The description the model reads.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub parameters: Value,
+}
+
+/// Which tools the model may or must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool (the wrap-up step).
+    None,
+    /// Some tool.
+    Required,
+    /// This tool.
+    Named(String),
+}
+
+/// One request of the harness to a model.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// The tool choice (None: not sent).
+    #[serde(default)]
+    pub tool_choice: Option<ToolChoice>,
+    /// The reasoning effort (checked against the model's efforts).
+    #[serde(default)]
+    pub effort: Option<String>,
+    /// The most tokens wanted (clamped).
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// The sampling temperature.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Send reasoning of earlier assistant messages back (models with interleaved reasoning).
+    #[serde(default)]
+    pub replay_reasoning: bool,
+}
+
+/// A request body ready to send, with what shaping found out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapedRequest {
+    /// The JSON body.
+    pub body: Value,
+    /// Our estimate of the prompt's tokens.
+    pub prompt_estimate: u64,
+    /// The `max_tokens` sent, if any.
+    pub max_tokens: Option<u64>,
+    /// Our call id → the id the server was sent.
+    pub wire_ids: HashMap<String, String>,
+}
+
+const ALPHANUMERIC: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// The 9 alphanumerics a call id is sent as (quirk `tool-id-format`): the same id always gives the
+/// same characters; `salt` makes another choice after a clash.
+pub fn wire_id(id: &str, salt: u32) -> String {
+    // FNV-1a, 64 bits.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes().chain(salt.to_le_bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut out = String::with_capacity(9);
+    for _ in 0..9 {
+        out.push(char::from(ALPHANUMERIC[(hash % 62) as usize]));
+        hash /= 62;
+    }
+    out
+}
+
+/// Keeps a tool schema in the plain subset (quirk `tool-schema-subset`).
+pub fn plain_schema(schema: &Value, keys: &[String]) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    // A union keeps its first branch that is not null.
+    for union in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = map.get(union) {
+            let first = branches
+                .iter()
+                .find(|b| b.get("type").and_then(Value::as_str) != Some("null"));
+            if let Some(first) = first {
+                let mut merged = first.as_object().cloned().unwrap_or_default();
+                if let Some(d) = map.get("description") {
+                    merged.entry("description").or_insert(d.clone());
+                }
+                return plain_schema(&Value::Object(merged), keys);
+            }
+        }
+    }
+    let mut out = Map::new();
+    for (k, v) in map {
+        if !keys.iter().any(|key| key == k) {
+            continue;
+        }
+        let v = match k.as_str() {
+            "type" => match v {
+                Value::Array(types) => types
+                    .iter()
+                    .find(|t| t.as_str() != Some("null"))
+                    .cloned()
+                    .unwrap_or(Value::String("string".into())),
+                other => other.clone(),
+            },
+            "properties" => match v {
+                Value::Object(props) => Value::Object(
+                    props
+                        .iter()
+                        .map(|(name, s)| (name.clone(), plain_schema(s, keys)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            },
+            "items" => plain_schema(v, keys),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    if let Some(c) = map.get("const")
+        && keys.iter().any(|k| k == "enum") {
+            out.insert("enum".into(), Value::Array(vec![c.clone()]));
+        }
+    Value::Object(out)
+}
+
+/// Puts the conversation in the shape strict servers take (quirks `tool-call-result-pairing`,
+/// `roles-alternate`): one result per call right after its message, in call order; orphan
+/// results dropped; system texts first; same-role neighbours merged.
+pub fn normalize(messages: &[Message], missing_result: &str) -> Vec<Message> {
+    let mut results: HashMap<&str, &str> = HashMap::new();
+    for m in messages {
+        if let Message::Tool { call_id, content } = m {
+            results.entry(call_id.as_str()).or_insert(content.as_str());
+        }
+    }
+    let mut system = Vec::new();
+    let mut out: Vec<Message> = Vec::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut seen_other = false;
+    for m in messages {
+        match m {
+            Message::System { text } if !seen_other => system.push(text.clone()),
+            Message::System { text } => push_merged(
+                &mut out,
+                Message::User {
+                    text: text.clone(),
+                    images: Vec::new(),
+                },
+            ),
+            Message::Tool { .. } => {}
+            Message::Assistant { .. } => {
+                seen_other = true;
+                // Calls with an id already used are dropped (ids repeated across turns).
+                let mut m = m.clone();
+                let mut calls = Vec::new();
+                if let Message::Assistant { tool_calls, .. } = &mut m {
+                    tool_calls.retain(|c| !answered.contains(&c.id));
+                    calls = tool_calls.clone();
+                }
+                push_merged(&mut out, m);
+                for call in calls {
+                    let content = results
+                        .get(call.id.as_str())
+                        .map_or_else(|| missing_result.to_string(), |c| (*c).to_string());
+                    answered.insert(call.id.clone());
+                    out.push(Message::Tool {
+                        call_id: call.id,
+                        content,
+                    });
+                }
+            }
+            other => {
+                seen_other = true;
+                push_merged(&mut out, other.clone());
+            }
+        }
+    }
+    if !system.is_empty() {
+        out.insert(
+            0,
+            Message::System {
+                text: system.join("\n\n"),
+            },
+        );
+    }
+    out
+}
+
+fn push_merged(out: &mut Vec<Message>, m: Message) {
+    match (out.last_mut(), m) {
+        (
+            Some(Message::User { text, images }),
+            Message::User {
+                text: more,
+                images: more_images,
+            },
+        ) => {
+            join_text(text, &more);
+            images.extend(more_images);
+        }
+        (
+            Some(Message::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            }),
+            Message::Assistant {
+                text: more,
+                reasoning: more_reasoning,
+                tool_calls: more_calls,
+            },
+        ) if tool_calls.is_empty() => {
+            join_text(text, &more);
+            match (reasoning.as_mut(), more_reasoning) {
+                (Some(r), Some(more)) => join_text(r, &more),
+                (None, Some(more)) => *reasoning = Some(more),
+                _ => {}
+            }
+            tool_calls.extend(more_calls);
+        }
+        (_, m) => out.push(m),
+    }
+}
+
+fn join_text(text: &mut String, more: &str) {
+    if more.is_empty() {
+        return;
+    }
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(more);
+}
+
+/// Our estimate of a body's prompt tokens: its characters over `chars_per_token`.
+pub fn estimate_tokens(body: &Value, chars_per_token: u64) -> u64 {
+    let chars = body.to_string().chars().count() as u64;
+    chars.div_ceil(chars_per_token.max(1))
+}
+
+/// Builds the body of one request.
+pub fn shape_request(
+    quirks: &Quirks,
+    profile: &ServerProfile,
+    model: &ModelInfo,
+    request: &ChatRequest,
+    stream: bool,
+) -> Result<ShapedRequest> {
+    if let Some(effort) = &request.effort {
+        model.check_effort(effort)?;
+    }
+    let rules = &quirks.request;
+    let messages = normalize(&request.messages, &rules.missing_result);
+
+    // Wire ids: the same for a call and its result, distinct within the request.
+    let mut wire_ids: HashMap<String, String> = HashMap::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for m in &messages {
+        if let Message::Assistant { tool_calls, .. } = m {
+            for c in tool_calls {
+                if wire_ids.contains_key(&c.id) {
+                    continue;
+                }
+                let mut salt = 0;
+                let mut w = wire_id(&c.id, salt);
+                while taken.contains(&w) {
+                    salt += 1;
+                    w = wire_id(&c.id, salt);
+                }
+                taken.insert(w.clone());
+                wire_ids.insert(c.id.clone(), w);
+            }
+        }
+    }
+
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut wire_messages = Vec::new();
+    for m in &messages {
+        let value = match m {
+            Message::System { text } => json!({"role": "system", "content": text}),
+            Message::User { text, images } if images.is_empty() => {
+                json!({"role": "user", "content": text})
+            }
+            Message::User { text, images } => {
+                let mut parts = vec![json!({"type": "text", "text": text})];
+                parts.extend(
+                    images
+                        .iter()
+                        .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+                );
+                json!({"role": "user", "content": parts})
+            }
+            Message::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                let mut v = json!({"role": "assistant", "content": text});
+                if request.replay_reasoning
+                    && let Some(r) = reasoning.as_ref().filter(|r| !r.is_empty()) {
+                        v[profile.reasoning_field.as_str()] = Value::String(r.clone());
+                    }
+                if !tool_calls.is_empty() {
+                    let calls: Vec<Value> = tool_calls
+                        .iter()
+                        .map(|c| {
+                            names.insert(c.id.as_str(), c.name.as_str());
+                            json!({
+                                "id": wire_ids.get(&c.id).cloned().unwrap_or_default(),
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments.to_string()},
+                            })
+                        })
+                        .collect();
+                    v["tool_calls"] = Value::Array(calls);
+                }
+                v
+            }
+            Message::Tool { call_id, content } => {
+                let wire = wire_ids.get(call_id).cloned().unwrap_or_default();
+                if profile.tool_role {
+                    json!({"role": "tool", "tool_call_id": wire, "content": content})
+                } else {
+                    let name = names.get(call_id.as_str()).copied().unwrap_or("tool");
+                    json!({"role": "user", "content": format!("[result of call {wire} ({name})]\n{content}")})
+                }
+            }
+        };
+        // Without a tool role, results become user messages: merge neighbours again.
+        match (wire_messages.last_mut(), &value) {
+            (Some(Value::Object(last)), Value::Object(new))
+                if !profile.tool_role
+                    && last.get("role") == Some(&json!("user"))
+                    && new.get("role") == Some(&json!("user"))
+                    && last.get("content").is_some_and(Value::is_string)
+                    && new.get("content").is_some_and(Value::is_string) =>
+            {
+                let joined = format!(
+                    "{}\n\n{}",
+                    last["content"].as_str().unwrap_or_default(),
+                    new["content"].as_str().unwrap_or_default()
+                );
+                last.insert("content".into(), Value::String(joined));
+            }
+            _ => wire_messages.push(value),
+        }
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(model.name.clone()));
+    body.insert("messages".into(), Value::Array(wire_messages));
+    let offer_tools = !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
+    if offer_tools {
+        let mut tools: Vec<&ToolSpec> = request.tools.iter().collect();
+        let choice = match &request.tool_choice {
+            Some(ToolChoice::Auto) => Some(json!("auto")),
+            Some(ToolChoice::Required) => Some(json!("required")),
+            Some(ToolChoice::Named(name)) if profile.named_tool_choice => {
+                Some(json!({"type": "function", "function": {"name": name}}))
+            }
+            Some(ToolChoice::Named(name)) => {
+                tools.retain(|t| &t.name == name);
+                Some(json!("required"))
+            }
+            Some(ToolChoice::None) | None => None,
+        };
+        let tools: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": plain_schema(&t.parameters, &rules.schema_keys),
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+    }
+    if let Some(effort) = request.effort.clone().or_else(|| model.default_effort.clone())
+        && !model.efforts.is_empty() {
+            if profile.effort_field == "reasoning.effort" {
+                body.insert("reasoning".into(), json!({"effort": effort}));
+            } else {
+                body.insert("reasoning_effort".into(), Value::String(effort));
+            }
+        }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    body.insert("stream".into(), Value::Bool(stream));
+    if stream && profile.stream_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    let mut body = Value::Object(body);
+    let prompt_estimate = estimate_tokens(&body, rules.chars_per_token);
+    let max_tokens = model.clamp_max_tokens(request.max_tokens, prompt_estimate, rules)?;
+    if let Some(n) = max_tokens {
+        body["max_tokens"] = json!(n);
+    }
+    Ok(ShapedRequest {
+        body,
+        prompt_estimate,
+        max_tokens,
+        wire_ids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_ids_are_nine_alphanumerics() {
+        for id in ["", "call_1", "edit:22", "a very long id with spaces"] {
+            let w = wire_id(id, 0);
+            assert_eq!(w.len(), 9);
+            assert!(w.chars().all(|c| c.is_ascii_alphanumeric()));
+            assert_eq!(w, wire_id(id, 0));
+        }
+        assert_ne!(wire_id("x", 0), wire_id("x", 1));
+    }
+
+    #[test]
+    fn schema_subset() {
+        let keys: Vec<String> = ["type", "properties", "required", "items", "enum", "description"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let s = json!({"$schema": "x", "type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": ["string", "null"], "default": "q"},
+                           "b": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}], "description": "B"},
+                           "c": {"const": "x"}},
+            "required": ["a"]});
+        assert_eq!(plain_schema(&s, &keys), json!({"type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": "integer", "description": "B"}, "c": {"enum": ["x"]}},
+            "required": ["a"]}));
+    }
+}
