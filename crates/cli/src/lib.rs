@@ -11,6 +11,8 @@ pub mod args;
 pub mod commands;
 pub mod process;
 pub mod settings;
+pub mod store;
+pub mod tools;
 
 use std::process::ExitCode;
 
@@ -22,7 +24,10 @@ use crate::settings::ProcessEnv;
 /// Runs the command line: the exit code on a normal end, an error for [`report`] otherwise.
 pub fn run(args: Args) -> Result<ExitCode> {
     match &args.command {
-        Some(Command::Spec { command }) => commands::spec(command),
+        Some(Command::Spec { command }) => {
+            let mode = args.mode.as_deref().map(settings::parse_mode).transpose()?;
+            commands::spec(command, mode)
+        }
         Some(Command::Permission { command }) => {
             let settings = settings::resolve(&args, &ProcessEnv)?;
             commands::permission(command, &settings)

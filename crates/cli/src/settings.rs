@@ -169,6 +169,12 @@ pub struct Settings {
 /// The line shown when no model is configured.
 pub const NO_MODEL: &str = "no model configured: set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), pass --base-url, or add an endpoint to";
 
+/// Reads a mode's name as the person typed it.
+pub fn parse_mode(m: &str) -> Result<Mode> {
+    m.parse::<Mode>()
+        .map_err(|_| anyhow!("unknown mode {m:?}: use one of manual, edit, auto, plan"))
+}
+
 /// Merges flags, environment and config file.
 pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
     let dirs = Dirs::from_env(env)?;

@@ -1,0 +1,207 @@
+//! Sessions on disk: one directory per session under the data directory's `sessions/`, holding
+//! the loop's transcript (`transcript.jsonl`, written by the loop's rules as events happen) and
+//! `meta.json` (where it ran, on which model, its title), so `llembas sessions` can list them and
+//! `--resume` find them.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// What is kept about a session besides its transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The session's id (sortable by time: `20261129-205912-3fa2`).
+    pub id: String,
+    /// The directory it worked in.
+    pub cwd: PathBuf,
+    /// When it started (seconds since the epoch).
+    pub created: u64,
+    /// When it last changed.
+    pub updated: u64,
+    /// The first line of its first prompt.
+    #[serde(default)]
+    pub title: String,
+    /// The model it ran on.
+    #[serde(default)]
+    pub model: String,
+}
+
+/// The sessions directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `YYYY-MM-DD HH:MM` (UTC) of a time in seconds since the epoch.
+pub fn format_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3_600,
+        (rem % 3_600) / 60
+    )
+}
+
+impl Store {
+    /// The store under `root` (created when the first session is).
+    pub fn new(root: PathBuf) -> Store {
+        Store { root }
+    }
+
+    /// A new session's directory and metadata.
+    pub fn create(&self, cwd: &Path, model: &str) -> Result<Meta> {
+        let t = now();
+        let stamp: String = format_time(t)
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let tag = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
+        let id = format!("{}-{}-{tag:04x}", &stamp[..8], &stamp[8..]);
+        let meta = Meta {
+            id,
+            cwd: cwd.to_path_buf(),
+            created: t,
+            updated: t,
+            title: String::new(),
+            model: model.to_owned(),
+        };
+        let dir = self.dir(&meta.id);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        self.save(&meta)?;
+        Ok(meta)
+    }
+
+    /// A session's directory.
+    pub fn dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
+    /// A session's transcript file.
+    pub fn transcript(&self, id: &str) -> PathBuf {
+        self.dir(id).join("transcript.jsonl")
+    }
+
+    /// Writes a session's metadata (atomically: a temporary file renamed over the old one).
+    pub fn save(&self, meta: &Meta) -> Result<()> {
+        let path = self.dir(&meta.id).join("meta.json");
+        let tmp = self.dir(&meta.id).join(".meta.json.tmp");
+        let text = serde_json::to_string_pretty(meta)?;
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Every session, newest first; those of `cwd` only when given.
+    pub fn list(&self, cwd: Option<&Path>) -> Result<Vec<Meta>> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot list {}", self.root.display()));
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path().join("meta.json");
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let Ok(meta) = serde_json::from_str::<Meta>(&text) else {
+                continue;
+            };
+            if cwd.is_none_or(|c| c == meta.cwd) {
+                out.push(meta);
+            }
+        }
+        out.sort_by(|a, b| b.updated.cmp(&a.updated).then(b.id.cmp(&a.id)));
+        Ok(out)
+    }
+
+    /// The session to resume: the one whose id is or starts with `id`, or the newest of `cwd`.
+    pub fn find(&self, id: &str, cwd: &Path) -> Result<Meta> {
+        if id.is_empty() {
+            return self
+                .list(Some(cwd))?
+                .into_iter()
+                .next()
+                .with_context(|| format!("no saved session in {}", cwd.display()));
+        }
+        let all = self.list(None)?;
+        let hits: Vec<&Meta> = all.iter().filter(|m| m.id.starts_with(id)).collect();
+        match hits.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => bail!("no saved session with id {id}"),
+            many => bail!(
+                "{} sessions start with {id}: {}",
+                many.len(),
+                many.iter()
+                    .map(|m| m.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_utc() {
+        assert_eq!(format_time(0), "1970-01-01 00:00");
+        assert_eq!(format_time(1_795_900_000), "2026-11-28 21:06");
+    }
+
+    #[test]
+    fn create_list_find() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::new(d.path().join("sessions"));
+        assert!(store.list(None).unwrap().is_empty());
+        let a = store.create(Path::new("/p/a"), "m").unwrap();
+        let mut b = store.create(Path::new("/p/b"), "m").unwrap();
+        b.updated += 10;
+        b.title = "fix it".into();
+        store.save(&b).unwrap();
+        assert_eq!(
+            store.list(Some(Path::new("/p/a"))).unwrap(),
+            vec![a.clone()]
+        );
+        assert_eq!(store.list(None).unwrap()[0], b);
+        assert_eq!(store.find("", Path::new("/p/b")).unwrap(), b);
+        assert_eq!(store.find(&a.id, Path::new("/x")).unwrap(), a);
+        assert!(
+            store
+                .find("", Path::new("/nowhere"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("no saved session in")
+        );
+    }
+}
