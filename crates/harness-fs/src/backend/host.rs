@@ -1,0 +1,761 @@
+//! The host-directory backend: a directory of the host seen as `/`.
+//!
+//! - **One writer per root.** `open` takes an exclusive OS lock (a locked file in a lock
+//!   directory shared by every backend, plus a registry of the roots this process holds), kept
+//!   until `close`; a second open of the same root, of one containing it or of one inside it is
+//!   refused, from this process or another.
+//! - **One path, one file.** Paths are walked one component at a time from the root's
+//!   descriptor with `openat(O_NOFOLLOW)`, never by a path string, so a directory swapped for a
+//!   link between a check and an open cannot lead outside. Only directories and regular files
+//!   with one link, on the root's file system, under a portable name that is not the backend's
+//!   own, are seen; everything else is invisible (absent to read, list and search; `Access
+//!   denied` to create over).
+//! - **Atomic.** A write goes to a flushed temporary file beside its target, gets the target's
+//!   permissions and owner, and is renamed over it; a create is published with no-replace, so
+//!   it never replaces a file that appeared meanwhile. Mutations apply one at a time, in call
+//!   order.
+//! - **Bounds.** `max_file_bytes` and `max_scan_entries`: a directory over the bound lists as
+//!   empty and truncated, a scan stops at it.
+//!
+//! It is a convenience for a trusted directory, not a security boundary against a process that
+//! writes the root at the same time.
+
+use std::collections::VecDeque;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
+use rustix::io::Errno;
+
+use super::{Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink, TrashEntry};
+use crate::error::{Error, Result};
+use crate::path::{VPath, is_portable_name, is_reserved_name};
+
+const TRASH_DIR: &str = ".llembas-trash";
+const TMP_PREFIX: &str = ".llembas-tmp-";
+
+/// How a host backend is opened.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// A file over this many bytes cannot be read, written or edited; search skips it.
+    pub max_file_bytes: u64,
+    /// A directory with more entries than this lists as empty and truncated.
+    pub max_scan_entries: usize,
+    /// Where the root locks live; every backend that shares it excludes the others. Default:
+    /// `llembas-host-roots` in the system's temporary directory.
+    pub lock_dir: Option<PathBuf>,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            max_file_bytes: super::DEFAULT_MAX_FILE_BYTES,
+            max_scan_entries: super::DEFAULT_MAX_SCAN_ENTRIES,
+            lock_dir: None,
+        }
+    }
+}
+
+/// The roots this process holds open.
+static OPEN_ROOTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn lock_unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn related(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// The held lock of one root: released (file unlocked and removed, registry entry dropped)
+/// when dropped.
+#[derive(Debug)]
+struct RootLock {
+    root: PathBuf,
+    file: Option<File>,
+    lock_path: PathBuf,
+}
+
+impl Drop for RootLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.lock_path);
+        // Closing the file releases the OS lock.
+        self.file.take();
+        lock_unpoisoned(&OPEN_ROOTS).retain(|r| r != &self.root);
+    }
+}
+
+fn take_root_lock(root: &Path, lock_dir: &Path) -> Result<RootLock> {
+    let mut open = lock_unpoisoned(&OPEN_ROOTS);
+    if open.iter().any(|r| related(r, root)) {
+        return Err(Error::RootInUse(root.display().to_string()));
+    }
+    std::fs::create_dir_all(lock_dir).map_err(|e| Error::io(lock_dir.display(), e))?;
+    // The registry file serialises opens across processes while they look at each other's locks.
+    let registry_path = lock_dir.join("registry.lock");
+    let registry = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&registry_path)
+        .map_err(|e| Error::io(registry_path.display(), e))?;
+    registry.lock().map_err(|e| Error::io(registry_path.display(), e))?;
+    let entries = std::fs::read_dir(lock_dir).map_err(|e| Error::io(lock_dir.display(), e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension() != Some(OsStr::new("root")) {
+            continue;
+        }
+        let Ok(held) = std::fs::read_to_string(&path) else { continue };
+        if !related(Path::new(held.trim_end_matches('\n')), root) {
+            continue;
+        }
+        let Ok(file) = File::options().read(true).write(true).open(&path) else { continue };
+        match file.try_lock() {
+            Ok(()) => {
+                // Stale: its holder is gone.
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(_) => return Err(Error::RootInUse(root.display().to_string())),
+        }
+    }
+    let digest = crate::content_hash(root.as_os_str().as_bytes());
+    let lock_path = lock_dir.join(format!("{digest}.root"));
+    let mut file = File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(lock_path.display(), e))?;
+    if file.try_lock().is_err() {
+        return Err(Error::RootInUse(root.display().to_string()));
+    }
+    file.set_len(0).map_err(|e| Error::io(lock_path.display(), e))?;
+    file.write_all(root.as_os_str().as_bytes()).map_err(|e| Error::io(lock_path.display(), e))?;
+    open.push(root.to_path_buf());
+    drop(registry);
+    Ok(RootLock { root: root.to_path_buf(), file: Some(file), lock_path })
+}
+
+#[derive(Debug)]
+struct Life {
+    closed: bool,
+    running: usize,
+    lock: Option<RootLock>,
+}
+
+/// A host directory seen as `/` (see the module documentation for its rules).
+#[derive(Debug)]
+pub struct HostBackend {
+    root: PathBuf,
+    root_fd: OwnedFd,
+    root_dev: u64,
+    opts: HostOptions,
+    life: Mutex<Life>,
+    mutation: Mutex<()>,
+    counter: AtomicU64,
+}
+
+/// Keeps the backend's lock while an operation runs.
+struct Running<'a>(&'a HostBackend);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut life = lock_unpoisoned(&self.0.life);
+        life.running -= 1;
+        if life.closed && life.running == 0 {
+            life.lock.take();
+        }
+    }
+}
+
+fn errno_io(path: &VPath, e: Errno) -> Error {
+    Error::io(path, std::io::Error::from(e))
+}
+
+fn is_visible_name(name: &str) -> bool {
+    is_portable_name(name) && !is_reserved_name(name)
+}
+
+impl HostBackend {
+    /// Opens `root` (an existing directory), taking its lock.
+    pub fn open(root: impl AsRef<Path>, opts: HostOptions) -> Result<Self> {
+        let given = root.as_ref();
+        let root = std::fs::canonicalize(given).map_err(|e| Error::BadRoot(format!("{}: {e}", given.display())))?;
+        let root_fd = rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::BadRoot(format!("{}: {}", root.display(), std::io::Error::from(e))))?;
+        let st = rustix::fs::fstat(&root_fd).map_err(|e| Error::BadRoot(format!("{}: {e}", root.display())))?;
+        let lock_dir = opts.lock_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("llembas-host-roots"));
+        if lock_dir.starts_with(&root) {
+            return Err(Error::BadRoot(format!("{}: the lock directory is inside the root", root.display())));
+        }
+        let lock = take_root_lock(&root, &lock_dir)?;
+        Ok(HostBackend {
+            root,
+            root_fd,
+            root_dev: st.st_dev as u64,
+            opts,
+            life: Mutex::new(Life { closed: false, running: 0, lock: Some(lock) }),
+            mutation: Mutex::new(()),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The host directory seen as `/`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn enter(&self) -> Result<Running<'_>> {
+        let mut life = lock_unpoisoned(&self.life);
+        if life.closed {
+            return Err(Error::Closed);
+        }
+        life.running += 1;
+        Ok(Running(self))
+    }
+
+    fn classify(&self, st: &Stat) -> Option<Kind> {
+        if st.st_dev as u64 != self.root_dev {
+            return None;
+        }
+        match FileType::from_raw_mode(st.st_mode as _) {
+            FileType::Directory => Some(Kind::Dir),
+            FileType::RegularFile if st.st_nlink as u64 == 1 => Some(Kind::File),
+            _ => None,
+        }
+    }
+
+    fn dup_root(&self) -> Result<OwnedFd> {
+        rustix::fs::openat(&self.root_fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| errno_io(&VPath::root(), e))
+    }
+
+    /// Opens the child directory `name` of `dir` without following a link.
+    fn open_child_dir(&self, dir: impl AsFd, name: &str, here: &VPath, full: &VPath) -> Result<OwnedFd> {
+        if !is_visible_name(name) {
+            return Err(Error::NotFound(full.clone()));
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()) {
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).map_err(|e| errno_io(here, e))?;
+                if self.classify(&st) == Some(Kind::Dir) { Ok(fd) } else { Err(Error::NotFound(full.clone())) }
+            }
+            Err(Errno::NOENT) => Err(Error::NotFound(full.clone())),
+            Err(Errno::NOTDIR) | Err(Errno::LOOP) => {
+                match rustix::fs::statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if self.classify(&st) == Some(Kind::File) => Err(Error::NotADirectory(here.clone())),
+                    _ => Err(Error::NotFound(full.clone())),
+                }
+            }
+            Err(e) => Err(errno_io(here, e)),
+        }
+    }
+
+    /// Opens the directory at `path`, one component at a time.
+    fn open_dir(&self, path: &VPath) -> Result<OwnedFd> {
+        let mut fd = self.dup_root()?;
+        let mut here = VPath::root();
+        for name in path.components() {
+            here = here.join(name);
+            fd = self.open_child_dir(&fd, name, &here, path)?;
+        }
+        Ok(fd)
+    }
+
+    /// The parent directory's descriptor and the last name of `path` (not the root).
+    fn open_parent<'p>(&self, path: &'p VPath) -> Result<(OwnedFd, &'p str)> {
+        let parent = path.parent().ok_or_else(|| Error::AccessDenied(path.clone()))?;
+        let fd = self.open_dir(&parent).map_err(|e| match e {
+            Error::NotFound(_) => Error::NotFound(path.clone()),
+            other => other,
+        })?;
+        Ok((fd, path.name()))
+    }
+
+    /// What stands at `name` in `dir`: `Ok(None)` when nothing, `Ok(Some((kind, stat)))` when a
+    /// visible entry, `Err(AccessDenied)` when an invisible one.
+    fn occupant(&self, dir: &OwnedFd, name: &str, path: &VPath) -> Result<Option<(Kind, Stat)>> {
+        if !is_visible_name(name) {
+            return Err(Error::AccessDenied(path.clone()));
+        }
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match self.classify(&st) {
+                Some(kind) => Ok(Some((kind, st))),
+                None => Err(Error::AccessDenied(path.clone())),
+            },
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(errno_io(path, e)),
+        }
+    }
+
+    /// Opens a visible regular file `name` of `dir` and checks it is the one `expected` (if
+    /// given) described.
+    fn open_file(&self, dir: impl AsFd, name: &str, path: &VPath) -> Result<(File, Stat)> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let fd = match rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(Error::NotFound(path.clone())),
+            Err(e) => return Err(errno_io(path, e)),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| errno_io(path, e))?;
+        match self.classify(&st) {
+            Some(Kind::File) => Ok((File::from(fd), st)),
+            Some(Kind::Dir) => Err(Error::IsADirectory(path.clone())),
+            None => Err(Error::NotFound(path.clone())),
+        }
+    }
+
+    fn read_all(&self, mut file: File, path: &VPath, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        let limit = self.opts.max_file_bytes;
+        (&mut file).take(limit.saturating_add(1)).read_to_end(buf).map_err(|e| Error::io(path, e))?;
+        if buf.len() as u64 > limit {
+            return Err(Error::TooLarge { path: path.clone(), limit });
+        }
+        Ok(())
+    }
+
+    fn read_in(&self, dir: &OwnedFd, name: &str, path: &VPath) -> Result<Vec<u8>> {
+        let (file, st) = self.open_file(dir, name, path)?;
+        if st.st_size as u64 > self.opts.max_file_bytes {
+            return Err(Error::TooLarge { path: path.clone(), limit: self.opts.max_file_bytes });
+        }
+        let mut buf = Vec::with_capacity(st.st_size as usize);
+        self.read_all(file, path, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn tmp_name(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{TMP_PREFIX}{}-{n}", std::process::id())
+    }
+
+    /// Publishes `tmp` as `name` in `dir`: over the existing file, or with no-replace.
+    fn publish(&self, dir: &OwnedFd, tmp: &str, name: &str, replace: bool, path: &VPath) -> Result<()> {
+        if replace {
+            return rustix::fs::renameat(dir, tmp, dir, name).map_err(|e| errno_io(path, e));
+        }
+        match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::NOREPLACE) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(Error::AlreadyExists(path.clone())),
+            Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::NOTSUP) => {
+                // No renameat2 here: a hard link is a no-replace publication too.
+                match rustix::fs::linkat(dir, tmp, dir, name, AtFlags::empty()) {
+                    Ok(()) => {
+                        let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
+                        Ok(())
+                    }
+                    Err(Errno::EXIST) => Err(Error::AlreadyExists(path.clone())),
+                    Err(e) => Err(errno_io(path, e)),
+                }
+            }
+            Err(e) => Err(errno_io(path, e)),
+        }
+    }
+
+    fn write_locked(&self, path: &VPath, data: &[u8], expect: &Expect) -> Result<()> {
+        let (dir, name) = self.open_parent(path)?;
+        let existing = self.occupant(&dir, name, path)?;
+        let limit = self.opts.max_file_bytes;
+        let existing = match existing {
+            Some((Kind::Dir, _)) => return Err(Error::IsADirectory(path.clone())),
+            Some((Kind::File, st)) => {
+                if st.st_size as u64 > limit {
+                    return Err(Error::TooLarge { path: path.clone(), limit });
+                }
+                Some(st)
+            }
+            None => None,
+        };
+        match (expect, &existing) {
+            (Expect::Absent, Some(_)) => return Err(Error::AlreadyExists(path.clone())),
+            (Expect::Version(_), None) => return Err(Error::Stale(path.clone())),
+            (Expect::Version(v), Some(_)) => {
+                let current = self.read_in(&dir, name, path)?;
+                if crate::content_hash(&current) != *v {
+                    return Err(Error::Stale(path.clone()));
+                }
+            }
+            _ => {}
+        }
+        if data.len() as u64 > limit {
+            return Err(Error::TooLarge { path: path.clone(), limit });
+        }
+        let tmp = self.tmp_name();
+        let result = (|| {
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(&dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600)).map_err(|e| errno_io(path, e))?;
+            let mode = existing.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o644);
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode as _)).map_err(|e| errno_io(path, e))?;
+            if let Some(st) = &existing {
+                rustix::fs::fchown(
+                    &fd,
+                    Some(rustix::fs::Uid::from_raw(st.st_uid)),
+                    Some(rustix::fs::Gid::from_raw(st.st_gid)),
+                )
+                .map_err(|e| Error::io(path, format!("cannot keep the file's owner: {}", std::io::Error::from(e))))?;
+            }
+            let mut file = File::from(fd);
+            file.write_all(data).map_err(|e| Error::io(path, e))?;
+            file.sync_all().map_err(|e| Error::io(path, e))?;
+            drop(file);
+            self.publish(&dir, &tmp, name, existing.is_some(), path)
+        })();
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+        }
+        result?;
+        let _ = rustix::fs::fsync(&dir);
+        Ok(())
+    }
+
+    fn trash_dir(&self) -> Result<OwnedFd> {
+        match rustix::fs::mkdirat(&self.root_fd, TRASH_DIR, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(errno_io(&VPath::root(), e)),
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&self.root_fd, TRASH_DIR, flags, Mode::empty()).map_err(|e| errno_io(&VPath::root(), e))
+    }
+
+    /// Reads a directory's raw entries (at most the bound + 1): `None` when over the bound.
+    fn raw_entries(&self, fd: OwnedFd, path: &VPath) -> Result<(Option<Vec<(String, FileType)>>, OwnedFd)> {
+        let dup = rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(|e| errno_io(path, e))?;
+        let mut dir = rustix::fs::Dir::new(fd).map_err(|e| errno_io(path, e))?;
+        let mut out = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| errno_io(path, e))?;
+            let raw = entry.file_name().to_bytes();
+            if raw == b"." || raw == b".." {
+                continue;
+            }
+            if out.len() == self.opts.max_scan_entries {
+                return Ok((None, dup));
+            }
+            // A name that is not UTF-8 is not portable: keep a placeholder so it counts.
+            let name = String::from_utf8(raw.to_vec()).unwrap_or_default();
+            out.push((name, entry.file_type()));
+        }
+        Ok((Some(out), dup))
+    }
+
+    /// The kind of a directory entry, statting when the directory did not say.
+    fn entry_kind(&self, dir: &OwnedFd, name: &str, ft: FileType) -> Option<Kind> {
+        if !is_visible_name(name) {
+            return None;
+        }
+        match ft {
+            FileType::Symlink | FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => None,
+            _ => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok().and_then(|st| self.classify(&st)),
+        }
+    }
+
+    fn scan_impl(&self, under: &VPath, filter: &ScanFilter<'_>, content: bool, sink: &(dyn Fn(&VPath, &[u8]) + Sync)) -> Result<ScanEnd> {
+        let _run = self.enter()?;
+        let start = if under.is_root() {
+            self.dup_root()?
+        } else {
+            let (dir, name) = self.open_parent(under)?;
+            match self.occupant(&dir, name, under).map_err(|_| Error::NotFound(under.clone()))? {
+                None => return Err(Error::NotFound(under.clone())),
+                Some((Kind::File, _)) => {
+                    if filter(under, Kind::File) {
+                        if content {
+                            if let Ok(data) = self.read_in(&dir, name, under) {
+                                sink(under, &data);
+                            }
+                        } else {
+                            sink(under, &[]);
+                        }
+                    }
+                    return Ok(ScanEnd::default());
+                }
+                Some((Kind::Dir, _)) => self.open_child_dir(&dir, name, under, under)?,
+            }
+        };
+        let queue = Mutex::new((VecDeque::from([(under.clone(), start)]), 0usize));
+        let wake = Condvar::new();
+        let cuts: Mutex<Vec<VPath>> = Mutex::new(Vec::new());
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8);
+        let worker = || {
+            let mut buf = Vec::new();
+            loop {
+                let job = {
+                    let mut q = lock_unpoisoned(&queue);
+                    loop {
+                        if let Some(job) = q.0.pop_front() {
+                            q.1 += 1;
+                            break Some(job);
+                        }
+                        if q.1 == 0 {
+                            break None;
+                        }
+                        q = wake.wait(q).unwrap_or_else(|e| e.into_inner());
+                    }
+                };
+                let Some((path, fd)) = job else {
+                    wake.notify_all();
+                    return;
+                };
+                let mut found = Vec::new();
+                match self.raw_entries(fd, &path) {
+                    Ok((None, _)) => lock_unpoisoned(&cuts).push(path.clone()),
+                    Ok((Some(entries), dir)) => {
+                        for (name, ft) in entries {
+                            let Some(kind) = self.entry_kind(&dir, &name, ft) else { continue };
+                            let child = path.join(&name);
+                            if !filter(&child, kind) {
+                                continue;
+                            }
+                            match kind {
+                                Kind::Dir => {
+                                    if let Ok(fd) = self.open_child_dir(&dir, &name, &child, &child) {
+                                        found.push((child, fd));
+                                    }
+                                }
+                                Kind::File if content => {
+                                    if let Ok((file, st)) = self.open_file(&dir, &name, &child) {
+                                        if st.st_size as u64 <= self.opts.max_file_bytes
+                                            && self.read_all(file, &child, &mut buf).is_ok()
+                                        {
+                                            sink(&child, &buf);
+                                        }
+                                    }
+                                }
+                                Kind::File => {
+                                    if rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                                        .map(|st| st.st_size as u64 <= self.opts.max_file_bytes)
+                                        .unwrap_or(false)
+                                    {
+                                        sink(&child, &[]);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(_) => lock_unpoisoned(&cuts).push(path.clone()),
+                }
+                let mut q = lock_unpoisoned(&queue);
+                q.0.extend(found);
+                q.1 -= 1;
+                drop(q);
+                wake.notify_all();
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(worker);
+            }
+            worker();
+        });
+        let cut_at = cuts.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().min();
+        Ok(ScanEnd { cut_at })
+    }
+}
+
+impl Backend for HostBackend {
+    fn stat(&self, path: &VPath) -> Result<Option<Meta>> {
+        let _run = self.enter()?;
+        if path.is_root() {
+            return Ok(Some(Meta { kind: Kind::Dir, size: 0 }));
+        }
+        let (dir, name) = match self.open_parent(path) {
+            Ok(x) => x,
+            Err(Error::NotFound(_)) | Err(Error::NotADirectory(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match self.occupant(&dir, name, path) {
+            Ok(Some((kind, st))) => Ok(Some(Meta { kind, size: if kind == Kind::File { st.st_size as u64 } else { 0 } })),
+            Ok(None) | Err(Error::AccessDenied(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, path: &VPath) -> Result<Listing> {
+        let _run = self.enter()?;
+        let fd = self.open_dir(path)?;
+        let (entries, dir) = self.raw_entries(fd, path)?;
+        let Some(entries) = entries else {
+            return Ok(Listing { entries: Vec::new(), truncated: true });
+        };
+        let mut out: Vec<DirEntry> = entries
+            .into_iter()
+            .filter_map(|(name, ft)| self.entry_kind(&dir, &name, ft).map(|kind| DirEntry { name, kind }))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Listing { entries: out, truncated: false })
+    }
+
+    fn read(&self, path: &VPath) -> Result<Vec<u8>> {
+        let _run = self.enter()?;
+        if path.is_root() {
+            return Err(Error::IsADirectory(path.clone()));
+        }
+        let (dir, name) = self.open_parent(path)?;
+        match self.occupant(&dir, name, path) {
+            Ok(Some((Kind::Dir, _))) => Err(Error::IsADirectory(path.clone())),
+            Ok(Some((Kind::File, _))) => self.read_in(&dir, name, path),
+            Ok(None) | Err(Error::AccessDenied(_)) => Err(Error::NotFound(path.clone())),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write(&self, path: &VPath, data: &[u8], expect: &Expect) -> Result<()> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        self.write_locked(path, data, expect)
+    }
+
+    fn mkdir(&self, path: &VPath) -> Result<()> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        if path.is_root() {
+            return Err(Error::AlreadyExists(path.clone()));
+        }
+        let (dir, name) = self.open_parent(path)?;
+        if self.occupant(&dir, name, path)?.is_some() {
+            return Err(Error::AlreadyExists(path.clone()));
+        }
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => match self.occupant(&dir, name, path)? {
+                Some(_) => Err(Error::AlreadyExists(path.clone())),
+                None => Err(Error::AccessDenied(path.clone())),
+            },
+            Err(e) => Err(errno_io(path, e)),
+        }
+    }
+
+    fn rename(&self, from: &VPath, to: &VPath) -> Result<()> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        if to.starts_with(from) {
+            return Err(Error::Invalid(format!("cannot move {from} into itself ({to})")));
+        }
+        let (src_dir, src_name) = self.open_parent(from)?;
+        if self.occupant(&src_dir, src_name, from).map_err(|_| Error::NotFound(from.clone()))?.is_none() {
+            return Err(Error::NotFound(from.clone()));
+        }
+        let (dst_dir, dst_name) = self.open_parent(to)?;
+        if self.occupant(&dst_dir, dst_name, to)?.is_some() {
+            return Err(Error::AlreadyExists(to.clone()));
+        }
+        match rustix::fs::renameat_with(&src_dir, src_name, &dst_dir, dst_name, RenameFlags::NOREPLACE) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(Error::AlreadyExists(to.clone())),
+            Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::NOTSUP) => {
+                rustix::fs::renameat(&src_dir, src_name, &dst_dir, dst_name).map_err(|e| errno_io(from, e))
+            }
+            Err(e) => Err(errno_io(from, e)),
+        }
+    }
+
+    fn trash(&self, path: &VPath) -> Result<String> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        let (dir, name) = self.open_parent(path)?;
+        if self.occupant(&dir, name, path).map_err(|_| Error::NotFound(path.clone()))?.is_none() {
+            return Err(Error::NotFound(path.clone()));
+        }
+        let trash = self.trash_dir()?;
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let id = format!("{stamp}-{}", self.counter.fetch_add(1, Ordering::Relaxed));
+        let record = format!("{id}.path");
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&trash, record.as_str(), flags, Mode::from_raw_mode(0o600)).map_err(|e| errno_io(path, e))?;
+        let mut file = File::from(fd);
+        file.write_all(path.as_str().as_bytes()).map_err(|e| Error::io(path, e))?;
+        file.sync_all().map_err(|e| Error::io(path, e))?;
+        if let Err(e) = rustix::fs::renameat_with(&dir, name, &trash, id.as_str(), RenameFlags::NOREPLACE) {
+            let _ = rustix::fs::unlinkat(&trash, record.as_str(), AtFlags::empty());
+            return Err(errno_io(path, e));
+        }
+        Ok(id)
+    }
+
+    fn restore(&self, id: &str) -> Result<VPath> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        if !is_visible_name(id) {
+            return Err(Error::NotInTrash(id.to_string()));
+        }
+        let trash = self.trash_dir()?;
+        let record = format!("{id}.path");
+        let text = match rustix::fs::openat(&trash, record.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => {
+                let mut s = String::new();
+                File::from(fd).read_to_string(&mut s).map_err(|e| Error::io(id, e))?;
+                s
+            }
+            Err(_) => return Err(Error::NotInTrash(id.to_string())),
+        };
+        let path = VPath::parse(&text);
+        let (dir, name) = self.open_parent(&path)?;
+        if self.occupant(&dir, name, &path)?.is_some() {
+            return Err(Error::AlreadyExists(path));
+        }
+        match rustix::fs::renameat_with(&trash, id, &dir, name, RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Err(Error::AlreadyExists(path)),
+            Err(e) => return Err(errno_io(&path, e)),
+        }
+        let _ = rustix::fs::unlinkat(&trash, record.as_str(), AtFlags::empty());
+        Ok(path)
+    }
+
+    fn trash_list(&self) -> Result<Vec<TrashEntry>> {
+        let _run = self.enter()?;
+        let trash = self.trash_dir()?;
+        let mut dir = rustix::fs::Dir::new(trash).map_err(|e| errno_io(&VPath::root(), e))?;
+        let mut out = Vec::new();
+        while let Some(Ok(entry)) = dir.read() {
+            let name = String::from_utf8_lossy(entry.file_name().to_bytes()).to_string();
+            let Some(id) = name.strip_suffix(".path") else { continue };
+            let Ok(fd) = dir.fd() else { continue };
+            let Ok(file) = rustix::fs::openat(fd, name.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) else {
+                continue;
+            };
+            let mut s = String::new();
+            if File::from(file).read_to_string(&mut s).is_ok() {
+                out.push(TrashEntry { id: id.to_string(), path: VPath::parse(&s) });
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd> {
+        self.scan_impl(under, filter, true, sink)
+    }
+
+    fn scan_paths(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &PathSink<'_>) -> Result<ScanEnd> {
+        self.scan_impl(under, filter, false, &|p, _| sink(p))
+    }
+
+    fn max_file_bytes(&self) -> u64 {
+        self.opts.max_file_bytes
+    }
+
+    fn close(&self) {
+        let mut life = lock_unpoisoned(&self.life);
+        life.closed = true;
+        if life.running == 0 {
+            life.lock.take();
+        }
+    }
+}
+
+impl Drop for HostBackend {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

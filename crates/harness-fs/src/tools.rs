@@ -1,0 +1,489 @@
+//! The file tools' logic (the tools themselves are described in `spec/tools/`): read windows,
+//! guarded write and edit, multiedit, glob, grep, list, mkdir, mv, rm and restore. Each takes a
+//! [`View`] and, where a guard applies, the session's [`Ledger`] of what it last read.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Bytes};
+
+use crate::backend::{Expect, Kind};
+use crate::error::{Error, Result};
+use crate::path::VPath;
+use crate::view::View;
+
+/// Lines a read shows at most (also the default window).
+pub const READ_LINES: usize = 2000;
+/// Characters of one line a read shows at most.
+pub const READ_LINE_CHARS: usize = 2000;
+/// Bytes of lines a read shows at most (50 KiB).
+pub const READ_BYTES: usize = 50 * 1024;
+/// Bytes sampled for a NUL to call a file binary.
+pub const BINARY_SAMPLE: usize = 8192;
+/// Paths glob answers at most by default.
+pub const GLOB_LIMIT: usize = 100;
+/// Matches grep answers at most by default.
+pub const GREP_LIMIT: usize = 250;
+/// Characters of a matched line grep shows at most.
+pub const GREP_LINE_CHARS: usize = 2000;
+/// Directories search never enters: version-control stores.
+pub const VCS_DIRS: [&str; 6] = [".git", ".svn", ".hg", ".bzr", ".jj", ".sl"];
+
+/// What a session last read of each file: the content hash a write or edit must match.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    seen: Mutex<HashMap<VPath, String>>,
+}
+
+impl Ledger {
+    /// An empty ledger (a new session).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that the session saw `path` at `hash`.
+    pub fn record(&self, path: &VPath, hash: String) {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(path.clone(), hash);
+    }
+
+    /// The hash the session last saw `path` at.
+    pub fn get(&self, path: &VPath) -> Option<String> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned()
+    }
+
+    /// Forgets everything (after compaction, say).
+    pub fn clear(&self) {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// Decodes a file as text: binary (a NUL in the first 8 KiB) and invalid UTF-8 are refused.
+pub fn decode_text(path: &VPath, data: &[u8]) -> Result<String> {
+    if data[..data.len().min(BINARY_SAMPLE)].contains(&0) {
+        return Err(Error::Binary(path.clone()));
+    }
+    String::from_utf8(data.to_vec()).map_err(|_| Error::NotUtf8(path.clone()))
+}
+
+fn split_lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect()
+}
+
+/// One read window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadWindow {
+    /// The resolved path.
+    pub path: VPath,
+    /// The file's content hash.
+    pub hash: String,
+    /// The first line shown (1-based; 0 when none is).
+    pub first: usize,
+    /// The last line shown.
+    pub last: usize,
+    /// The file's line count.
+    pub total: usize,
+    /// The window stopped at the byte cap.
+    pub capped: bool,
+    /// What the model reads.
+    pub text: String,
+}
+
+/// Reads a window of a text file: lines from `offset` (1-based, default 1), at most `limit`
+/// (default and most 2000), each cut at 2000 characters, at most 50 KiB of lines, numbered
+/// `N: text`, with the content hash and a footer saying how to continue. Records the read.
+pub fn read(view: &View, ledger: &Ledger, path: &str, offset: Option<usize>, limit: Option<usize>) -> Result<ReadWindow> {
+    let p = view.resolve(path);
+    let data = view.read_bytes(&p)?;
+    let hash = crate::content_hash(&data);
+    let text = decode_text(&p, &data)?;
+    let lines = split_lines(&text);
+    let total = lines.len();
+    let offset = offset.unwrap_or(1);
+    if offset == 0 {
+        return Err(Error::Invalid(format!("offset must be 1 or more (got 0) for {p}")));
+    }
+    if offset > total && !(offset == 1 && total == 0) {
+        return Err(Error::OffsetOutOfRange { path: p, offset, lines: total });
+    }
+    let limit = limit.unwrap_or(READ_LINES).clamp(1, READ_LINES);
+    let mut body = String::new();
+    let mut bytes = 0usize;
+    let mut last = offset - 1;
+    let mut capped = false;
+    for (i, line) in lines.iter().enumerate().skip(offset - 1).take(limit) {
+        let shown = if line.chars().count() > READ_LINE_CHARS {
+            let cut: String = line.chars().take(READ_LINE_CHARS).collect();
+            format!("{cut}... (line truncated to {READ_LINE_CHARS} chars)")
+        } else {
+            (*line).to_string()
+        };
+        let entry = format!("{}: {shown}\n", i + 1);
+        if bytes + entry.len() > READ_BYTES && last >= offset {
+            capped = true;
+            break;
+        }
+        bytes += entry.len();
+        body.push_str(&entry);
+        last = i + 1;
+    }
+    let footer = if capped {
+        format!("(Output capped at 50 KiB. Showing lines {offset}-{last}. Use offset={} to continue.)", last + 1)
+    } else if last < total {
+        format!("(Showing lines {offset}-{last} of {total}. Use offset={} to continue.)", last + 1)
+    } else {
+        format!("(End of file - total {total} lines)")
+    };
+    let rendered = format!("<path>{p}</path>\n<type>file</type>\n<hash>{hash}</hash>\n<content>\n{body}\n{footer}\n</content>");
+    ledger.record(&p, hash.clone());
+    let first = if total == 0 { 0 } else { offset };
+    Ok(ReadWindow { path: p, hash, first, last, total, capped, text: rendered })
+}
+
+/// The result of a write or an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The resolved path.
+    pub path: VPath,
+    /// The file did not exist before.
+    pub created: bool,
+    /// How many occurrences an edit replaced (0 for a write).
+    pub replacements: usize,
+    /// The new content hash.
+    pub hash: String,
+    /// A unified diff of the change (3 lines of context).
+    pub diff: String,
+}
+
+/// A unified diff between two texts, with `path` in the headers.
+pub fn unified_diff(path: &VPath, before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(path.as_str(), path.as_str())
+        .to_string()
+}
+
+/// The version a change must find: the session's last read of an existing file.
+fn guard(view: &View, ledger: &Ledger, p: &VPath) -> Result<Option<(String, Vec<u8>)>> {
+    let meta = match view.stat(p) {
+        Ok(m) => Some(m),
+        Err(Error::NotFound(_)) => None,
+        Err(e) => return Err(e),
+    };
+    match meta {
+        None => Ok(None),
+        Some(m) if m.kind == Kind::Dir => Err(Error::IsADirectory(p.clone())),
+        Some(_) => {
+            let seen = ledger.get(p).ok_or_else(|| Error::NotRead(p.clone()))?;
+            let current = view.read_bytes(p)?;
+            if crate::content_hash(&current) != seen {
+                return Err(Error::Stale(p.clone()));
+            }
+            Ok(Some((seen, current)))
+        }
+    }
+}
+
+/// Writes a whole file. Creating needs no read; overwriting needs this session's last read to
+/// be of the current version (`Not read`, `Stale`). Answers the diff.
+pub fn write(view: &View, ledger: &Ledger, path: &str, content: &str) -> Result<Change> {
+    let p = view.resolve(path);
+    view.check_writable(&p)?;
+    let existing = guard(view, ledger, &p)?;
+    let (expect, before) = match &existing {
+        Some((hash, bytes)) => (Expect::Version(hash.clone()), String::from_utf8_lossy(bytes).into_owned()),
+        None => (Expect::Absent, String::new()),
+    };
+    view.write_bytes(&p, content.as_bytes(), &expect).map_err(|e| match e {
+        // A file appeared since the check: this session has not read it.
+        Error::AlreadyExists(_) => Error::NotRead(p.clone()),
+        other => other,
+    })?;
+    let hash = crate::content_hash(content.as_bytes());
+    ledger.record(&p, hash.clone());
+    Ok(Change { diff: unified_diff(&p, &before, content), path: p, created: existing.is_none(), replacements: 0, hash })
+}
+
+/// One replacement of an edit.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct EditSpec {
+    /// The exact text to replace (not empty).
+    pub old_string: String,
+    /// What replaces it.
+    pub new_string: String,
+    /// Replace every occurrence rather than the one.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Applies one edit to a text: the one occurrence, or all; refused when the old text is empty,
+/// absent, ambiguous or the same as the new. Answers the new text and the count replaced.
+pub fn apply_edit(p: &VPath, text: &str, edit: &EditSpec) -> Result<(String, usize)> {
+    if edit.old_string.is_empty() {
+        return Err(Error::EditEmpty(p.clone()));
+    }
+    if edit.old_string == edit.new_string {
+        return Err(Error::EditNoChange(p.clone()));
+    }
+    let crlf = text.contains("\r\n") && !edit.old_string.contains("\r\n");
+    let (old, new) = if crlf && !text.contains(&edit.old_string) {
+        (edit.old_string.replace('\n', "\r\n"), edit.new_string.replace('\n', "\r\n"))
+    } else {
+        (edit.old_string.clone(), edit.new_string.clone())
+    };
+    let count = text.matches(old.as_str()).count();
+    match count {
+        0 => Err(Error::EditNotFound(p.clone())),
+        1 => Ok((text.replacen(old.as_str(), &new, 1), 1)),
+        n if edit.replace_all => Ok((text.replace(old.as_str(), &new), n)),
+        n => Err(Error::EditAmbiguous { path: p.clone(), count: n }),
+    }
+}
+
+fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
+    let p = view.resolve(path);
+    view.check_writable(&p)?;
+    let (hash, bytes) = match guard(view, ledger, &p)? {
+        Some(x) => x,
+        None => return Err(Error::NotFound(p)),
+    };
+    let before = decode_text(&p, &bytes)?;
+    let mut text = before.clone();
+    let mut replaced = 0;
+    for (i, edit) in edits.iter().enumerate() {
+        let (next, n) = apply_edit(&p, &text, edit).map_err(|e| {
+            if edits.len() > 1 {
+                Error::Invalid(format!("edit {} of {}: {e} No edit was applied.", i + 1, edits.len()))
+            } else {
+                e
+            }
+        })?;
+        text = next;
+        replaced += n;
+    }
+    view.write_bytes(&p, text.as_bytes(), &Expect::Version(hash))?;
+    let new_hash = crate::content_hash(text.as_bytes());
+    ledger.record(&p, new_hash.clone());
+    Ok(Change { diff: unified_diff(&p, &before, &text), path: p, created: false, replacements: replaced, hash: new_hash })
+}
+
+/// Edits a file this session has read at its current version (a stale edit says `Stale`, not
+/// "not found"). Answers the diff.
+pub fn edit(view: &View, ledger: &Ledger, path: &str, old_string: &str, new_string: &str, replace_all: bool) -> Result<Change> {
+    let spec = EditSpec { old_string: old_string.to_string(), new_string: new_string.to_string(), replace_all };
+    edit_many(view, ledger, path, std::slice::from_ref(&spec))
+}
+
+/// Several edits of one file, each applied to the result of the one before: all or nothing.
+pub fn multiedit(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
+    if edits.is_empty() {
+        return Err(Error::Invalid("multiedit needs at least one edit".to_string()));
+    }
+    edit_many(view, ledger, path, edits)
+}
+
+/// Builds an include matcher as ripgrep's `--glob`: a pattern without `/` matches a file's
+/// name, one with `/` its path relative to the search root.
+pub struct Include {
+    matcher: globset::GlobMatcher,
+    by_path: bool,
+}
+
+impl Include {
+    /// Compiles a pattern.
+    pub fn new(pattern: &str) -> Result<Self> {
+        let by_path = pattern.contains('/');
+        let pat = pattern.strip_prefix('/').unwrap_or(pattern);
+        let glob = globset::GlobBuilder::new(pat)
+            .literal_separator(by_path)
+            .build()
+            .map_err(|e| Error::Invalid(format!("bad glob {pattern:?}: {e}")))?;
+        Ok(Include { matcher: glob.compile_matcher(), by_path })
+    }
+
+    /// Whether the file `p` under `root` matches.
+    pub fn matches(&self, root: &VPath, p: &VPath) -> bool {
+        if self.by_path {
+            p.relative_to(root).is_some_and(|rel| self.matcher.is_match(rel))
+        } else {
+            self.matcher.is_match(p.name())
+        }
+    }
+}
+
+fn not_vcs(p: &VPath, kind: Kind) -> bool {
+    kind != Kind::Dir || !VCS_DIRS.contains(&p.name())
+}
+
+fn keep_prefix<T>(items: &mut Vec<T>, cut_at: &Option<VPath>, key: impl Fn(&T) -> &VPath) {
+    if let Some(cut) = cut_at {
+        items.retain(|i| key(i) <= cut);
+    }
+}
+
+/// A glob's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobResult {
+    /// Matching files in path order.
+    pub paths: Vec<VPath>,
+    /// More matched than the limit, or a directory over the bound cut the walk.
+    pub truncated: bool,
+}
+
+/// The visible files under `root` that match `pattern` (as ripgrep's `--glob`), in path order,
+/// at most `limit`.
+pub fn glob(view: &View, root: &str, pattern: &str, limit: usize) -> Result<GlobResult> {
+    let root = view.resolve(root);
+    let include = Include::new(pattern)?;
+    let found = Mutex::new(Vec::new());
+    let end = view.scan_paths(
+        &root,
+        &|p, kind| not_vcs(p, kind) && (kind == Kind::Dir || include.matches(&root, p)),
+        &|p| found.lock().unwrap_or_else(|e| e.into_inner()).push(p.clone()),
+    )?;
+    let mut paths = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    paths.sort();
+    keep_prefix(&mut paths, &end.cut_at, |p| p);
+    let truncated = end.cut_at.is_some() || paths.len() > limit;
+    paths.truncate(limit);
+    Ok(GlobResult { paths, truncated })
+}
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepMatch {
+    /// The file.
+    pub path: VPath,
+    /// The line number (1-based).
+    pub line: u64,
+    /// The line (without its line ending, cut at 2000 characters).
+    pub text: String,
+}
+
+/// What grep is asked.
+#[derive(Debug, Clone, Default)]
+pub struct GrepOptions {
+    /// Only files matching this glob (as ripgrep's `--glob`).
+    pub include: Option<String>,
+    /// Match case-insensitively.
+    pub ignore_case: bool,
+    /// At most this many matches (default [`GREP_LIMIT`]).
+    pub limit: Option<usize>,
+}
+
+/// Grep's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepResult {
+    /// Matches in path then line order.
+    pub matches: Vec<GrepMatch>,
+    /// More matched than the limit, or a directory over the bound cut the walk.
+    pub truncated: bool,
+}
+
+impl GrepResult {
+    /// The answer as the model reads it.
+    pub fn render(&self) -> String {
+        if self.matches.is_empty() {
+            return "No matches found".to_string();
+        }
+        let mut out = String::new();
+        for m in &self.matches {
+            out.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+        }
+        if self.truncated {
+            out.push_str("(Results truncated. Use a more specific path, pattern or include.)\n");
+        }
+        out
+    }
+}
+
+/// The lines matching `pattern` (a Rust regex, linear time) in the visible text files under
+/// `root`, in path then line order. Binary files, invalid UTF-8 and files over the bound are
+/// skipped.
+pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Result<GrepResult> {
+    let root = view.resolve(root);
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(opts.ignore_case)
+        .line_terminator(Some(b'\n'))
+        .build(pattern)
+        .map_err(|e| Error::Invalid(format!("bad regex {pattern:?}: {e}")))?;
+    let include = opts.include.as_deref().map(Include::new).transpose()?;
+    let found = Mutex::new(Vec::new());
+    let end = view.scan(
+        &root,
+        &|p, kind| not_vcs(p, kind) && (kind == Kind::Dir || include.as_ref().is_none_or(|i| i.matches(&root, p))),
+        &|p, data| {
+            if data.contains(&0) {
+                return;
+            }
+            let mut searcher = SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).build();
+            let mut local = Vec::new();
+            let _ = searcher.search_slice(
+                &matcher,
+                data,
+                Bytes(|line, bytes| {
+                    local.push((line, bytes.to_vec()));
+                    Ok(true)
+                }),
+            );
+            if local.is_empty() || std::str::from_utf8(data).is_err() {
+                return;
+            }
+            let mut out: Vec<GrepMatch> = local
+                .into_iter()
+                .map(|(line, bytes)| {
+                    let s = String::from_utf8_lossy(&bytes);
+                    let s = s.trim_end_matches(['\n', '\r']);
+                    let text = if s.chars().count() > GREP_LINE_CHARS { s.chars().take(GREP_LINE_CHARS).collect() } else { s.to_string() };
+                    GrepMatch { path: p.clone(), line, text }
+                })
+                .collect();
+            found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut out);
+        },
+    )?;
+    let mut matches = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    matches.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+    keep_prefix(&mut matches, &end.cut_at, |m| &m.path);
+    let limit = opts.limit.unwrap_or(GREP_LIMIT);
+    let truncated = end.cut_at.is_some() || matches.len() > limit;
+    matches.truncate(limit);
+    Ok(GrepResult { matches, truncated })
+}
+
+/// A directory as the model reads it: one entry a line, and a note when it was over the bound.
+pub fn list(view: &View, path: &str) -> Result<String> {
+    let listing = view.list(path)?;
+    let mut out = listing.lines().join("\n");
+    if listing.truncated {
+        out = format!("({} has too many entries to list; use glob or grep with a pattern)", listing.path);
+    } else if listing.entries.is_empty() {
+        out = format!("({} is empty)", listing.path);
+    }
+    Ok(out)
+}
+
+/// Creates a directory (and its parents).
+pub fn mkdir(view: &View, path: &str) -> Result<VPath> {
+    view.mkdir(path)?;
+    Ok(view.resolve(path))
+}
+
+/// Moves a file or directory.
+pub fn mv(view: &View, from: &str, to: &str) -> Result<VPath> {
+    view.mv(from, to)
+}
+
+/// Moves a file or directory to the trash; answers the id [`restore`] takes.
+pub fn rm(view: &View, path: &str) -> Result<String> {
+    view.rm(path)
+}
+
+/// Puts a trashed entry back where it was.
+pub fn restore(view: &View, id: &str) -> Result<VPath> {
+    view.restore(id)
+}
