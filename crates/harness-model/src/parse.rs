@@ -135,9 +135,8 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// Builds the completion from its events (what a consumer of the stream ends up with).
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a StreamEvent>) -> Completion {
-        let mut c = Completion {
+    fn empty() -> Completion {
+        Completion {
             text: String::new(),
             reasoning: String::new(),
             tool_calls: Vec::new(),
@@ -148,22 +147,33 @@ impl Completion {
                 server_reason: None,
                 error: None,
             },
-        };
-        for e in events {
-            match e {
-                StreamEvent::Text(t) => c.text.push_str(t),
-                StreamEvent::Reasoning(r) => c.reasoning.push_str(r),
-                StreamEvent::TextWasReasoning(moved) => {
-                    if c.text.ends_with(moved.as_str()) {
-                        c.text.truncate(c.text.len() - moved.len());
-                    }
-                    c.reasoning.insert_str(0, moved);
+        }
+    }
+
+    /// Adds one event to the completion.
+    pub fn apply(&mut self, e: &StreamEvent) {
+        match e {
+            StreamEvent::Text(t) => self.text.push_str(t),
+            StreamEvent::Reasoning(r) => self.reasoning.push_str(r),
+            StreamEvent::TextWasReasoning(moved) => {
+                if self.text.ends_with(moved.as_str()) {
+                    self.text.truncate(self.text.len() - moved.len());
                 }
-                StreamEvent::ToolCall(call) => c.tool_calls.push(call.clone()),
-                StreamEvent::InvalidToolCall(call) => c.invalid_calls.push(call.clone()),
-                StreamEvent::Usage(u) => c.usage = Some(*u),
-                StreamEvent::Finish(f) => c.finish = f.clone(),
+                self.reasoning.insert_str(0, moved);
             }
+            StreamEvent::ToolCall(call) => self.tool_calls.push(call.clone()),
+            StreamEvent::InvalidToolCall(call) => self.invalid_calls.push(call.clone()),
+            StreamEvent::Usage(u) => self.usage = Some(*u),
+            StreamEvent::Finish(f) => self.finish = f.clone(),
+        }
+    }
+
+    /// Builds the completion from all of an answer's events (what a consumer of the stream
+    /// ends up with).
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a StreamEvent>) -> Completion {
+        let mut c = Completion::empty();
+        for e in events {
+            c.apply(e);
         }
         c
     }
@@ -231,6 +241,7 @@ pub struct StreamParser<'q> {
     done: bool,
     saw_chunk: bool,
     error: Option<ModelError>,
+    so_far: Completion,
 }
 
 impl<'q> StreamParser<'q> {
@@ -248,6 +259,7 @@ impl<'q> StreamParser<'q> {
             done: false,
             saw_chunk: false,
             error: None,
+            so_far: Completion::empty(),
         }
     }
 
@@ -304,6 +316,14 @@ impl<'q> StreamParser<'q> {
 
     /// Feeds one parsed chunk (or a whole non-streamed answer).
     pub fn push_chunk(&mut self, chunk: &Value) -> Vec<StreamEvent> {
+        let out = self.read_chunk(chunk);
+        for e in &out {
+            self.so_far.apply(e);
+        }
+        out
+    }
+
+    fn read_chunk(&mut self, chunk: &Value) -> Vec<StreamEvent> {
         let mut out = Vec::new();
         self.saw_chunk = true;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null())
@@ -458,10 +478,11 @@ impl<'q> StreamParser<'q> {
                 }
                 return self.new_slot(index);
             }
-            // A new id: a new call, unless the slot at this index has no id yet and is empty.
+            // A new id: a new call, unless the slot at this index has no id yet and no other name
+            // (an id or a name that comes after the arguments).
             if let Some(i) = index.and_then(|ix| self.slots.iter().rposition(|s| s.index == Some(ix))) {
                 let s = &self.slots[i];
-                if s.id.is_none() && s.args.trim().is_empty() && (s.name.is_empty() || name.is_none_or(|n| n == s.name)) {
+                if s.id.is_none() && (s.name.is_empty() || name.is_none_or(|n| n == s.name)) {
                     return i;
                 }
             }
@@ -495,6 +516,7 @@ impl<'q> StreamParser<'q> {
         for p in self.sse.finish() {
             out.extend(self.push_data(&p));
         }
+        let applied = out.len();
         let pieces = self.think.finish();
         self.pieces(pieces, &mut out);
 
@@ -566,7 +588,10 @@ impl<'q> StreamParser<'q> {
             server_reason: self.server_finish.clone(),
             error: self.error.clone(),
         }));
-        let completion = Completion::from_events(&out);
+        let mut completion = std::mem::replace(&mut self.so_far, Completion::empty());
+        for e in &out[applied..] {
+            completion.apply(e);
+        }
         (out, completion)
     }
 
