@@ -1,0 +1,490 @@
+//! The runners of the `context` and `jobs` conformance areas (formats in each file's `about`).
+//!
+//! Each case's `expect` is a list with one object per step. A step's actual result is reported
+//! with the keys its expected object names (and always its `kind` or `decision`), so a case
+//! states only what it is about, and a recorder can write the actual list back as `expect`.
+
+use harness_core::protocol::{Answer, JobEnd, JobKind, Risk, ToolCall};
+use harness_spec::Spec;
+use harness_spec::conformance::{AreaRunner, Outcome};
+use serde_json::{Map, Value, json};
+
+use crate::config::LoopConfig;
+use crate::context::{Context, Insert, InsertKind, ReadInfo};
+use crate::jobs::Jobs;
+use crate::session::{
+    Action, AllowAll, Input, Message, ModelOutput, Session, SessionSetup, ToolCatalog,
+    ToolOutcome, ToolTraits,
+};
+
+/// The runners this crate provides.
+pub fn conformance_runners() -> Vec<Box<dyn AreaRunner>> {
+    vec![Box::new(ContextRunner), Box::new(JobsRunner)]
+}
+
+/// Area `context`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContextRunner;
+
+/// Area `jobs`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobsRunner;
+
+fn config() -> Result<LoopConfig, Outcome> {
+    LoopConfig::embedded().map_err(|e| Outcome::malformed(format!("loop.json: {e}")))
+}
+
+/// Keeps only the keys `expected` names (and `always`), so actual and expected compare.
+fn shape(actual: Map<String, Value>, expected: &Value, always: &[&str]) -> Value {
+    let mut out = Map::new();
+    for (k, v) in actual {
+        let named = expected.get(&k).is_some() || always.contains(&k.as_str());
+        if named {
+            out.insert(k, v);
+        }
+    }
+    Value::Object(out)
+}
+
+fn generated_output(step: &Value) -> Option<String> {
+    if let Some(s) = step.get("output").and_then(Value::as_str) {
+        return Some(s.to_string());
+    }
+    if let Some(g) = step.get("output_lines") {
+        let count = g.get("count")?.as_u64()?;
+        let text = g.get("text").and_then(Value::as_str).unwrap_or("line {n}");
+        let lines: Vec<String> = (1..=count)
+            .map(|n| text.replace("{n}", &n.to_string()))
+            .collect();
+        return Some(lines.join("\n"));
+    }
+    if let Some(g) = step.get("output_repeat") {
+        let text = g.get("text")?.as_str()?;
+        let times = g.get("times")?.as_u64()? as usize;
+        return Some(text.repeat(times));
+    }
+    None
+}
+
+/// Replaces result ids in `text` by `{#k}` (k: the step that made the result).
+fn symbolic(text: &str, ids: &[(String, usize)]) -> String {
+    let mut out = text.to_string();
+    for (id, k) in ids {
+        out = out.replace(id.as_str(), &format!("{{#{k}}}"));
+    }
+    out
+}
+
+/// Replaces `{#k}` in `text` by the id step k made.
+fn concrete(text: &str, ids: &[(String, usize)]) -> String {
+    let mut out = text.to_string();
+    for (id, k) in ids {
+        out = out.replace(&format!("{{#{k}}}"), id);
+    }
+    out
+}
+
+impl AreaRunner for ContextRunner {
+    fn area(&self) -> &'static str {
+        "context"
+    }
+
+    fn run(&self, case: &Value) -> Outcome {
+        let cfg = match config() {
+            Ok(c) => c,
+            Err(o) => return o,
+        };
+        let Some(steps) = case.get("steps").and_then(Value::as_array) else {
+            return Outcome::malformed("a context case needs `steps`");
+        };
+        let Some(expect) = case.get("expect").and_then(Value::as_array) else {
+            return Outcome::malformed("a context case needs `expect`, one object per step");
+        };
+        if expect.len() != steps.len() {
+            return Outcome::malformed("`expect` needs one object per step");
+        }
+        let mut ctx = Context::new(cfg.context, "conformance");
+        ctx.begin_turn(1);
+        let mut ids: Vec<(String, usize)> = Vec::new();
+        let mut actual = Vec::new();
+        for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
+            let mut got = Map::new();
+            if let Some(turn) = step.get("turn").and_then(Value::as_u64) {
+                ctx.begin_turn(turn as u32);
+                got.insert("kind".into(), json!("turn"));
+            } else if let Some(turn) = step.get("rewind").and_then(Value::as_u64) {
+                ctx.rewind(turn as u32);
+                got.insert("kind".into(), json!("rewind"));
+            } else if step.get("compact").is_some() {
+                let table = ctx.compact();
+                got.insert("kind".into(), json!("compact"));
+                got.insert("table".into(), json!(symbolic(&table, &ids)));
+            } else if let Some(edit) = step.get("edit") {
+                let path = edit.get("path").and_then(Value::as_str).unwrap_or_default();
+                let before = edit.get("before").and_then(Value::as_str).unwrap_or_default();
+                let after = edit.get("after").and_then(Value::as_str).unwrap_or_default();
+                let diff = ctx.edit_diff(path, before, after);
+                let ins = ctx.insert(Insert::new("edit", json!({"path": path}), diff));
+                ids.push((ins.id.to_string(), k));
+                describe(&mut got, &ins, &ids);
+            } else if let Some(args) = step.get("recall") {
+                let mut args = args.clone();
+                if let Some(id) = args.get("id").and_then(Value::as_str) {
+                    let real = concrete(id, &ids);
+                    args["id"] = json!(real);
+                }
+                let ins = ctx.recall(args);
+                ids.push((ins.id.to_string(), k));
+                describe(&mut got, &ins, &ids);
+            } else if let Some(tool) = step.get("tool").and_then(Value::as_str) {
+                let Some(output) = generated_output(step) else {
+                    return Outcome::malformed(format!("step {k}: a tool step needs an output"));
+                };
+                let read = match step.get("read") {
+                    None => None,
+                    Some(r) => match serde_json::from_value::<ReadInfo>(r.clone()) {
+                        Ok(r) => Some(r),
+                        Err(e) => return Outcome::malformed(format!("step {k}: read: {e}")),
+                    },
+                };
+                let ins = ctx.insert(Insert {
+                    tool: tool.to_string(),
+                    args: step.get("args").cloned().unwrap_or_else(|| json!({})),
+                    output,
+                    is_error: step.get("error").and_then(Value::as_bool).unwrap_or(false),
+                    read,
+                });
+                ids.push((ins.id.to_string(), k));
+                describe(&mut got, &ins, &ids);
+            } else {
+                return Outcome::malformed(format!("step {k}: unknown step"));
+            }
+            if let Some(subs) = exp.get("contains").and_then(Value::as_array) {
+                let body = got
+                    .get("text")
+                    .or_else(|| got.get("table"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let found: Vec<Value> = subs
+                    .iter()
+                    .filter(|s| s.as_str().is_some_and(|s| body.contains(s)))
+                    .cloned()
+                    .collect();
+                got.insert("contains".into(), Value::Array(found));
+            }
+            if exp.get("reachable").is_some() {
+                let ok = ids
+                    .iter()
+                    .find(|(_, s)| *s == k)
+                    .and_then(|(id, _)| {
+                        let stored = ctx.stored(id)?.output.clone();
+                        let rid = harness_core::protocol::ResultId::new(id.clone()).ok()?;
+                        let back = crate::context::recall_all(&mut ctx, &rid)?;
+                        Some(back == stored.lines().collect::<Vec<_>>().join("\n"))
+                    })
+                    .unwrap_or(false);
+                got.insert("reachable".into(), json!(ok));
+            }
+            actual.push(shape(got, exp, &["kind"]));
+        }
+        Outcome::compare(case, Value::Array(actual))
+    }
+}
+
+fn describe(got: &mut Map<String, Value>, ins: &crate::context::Inserted, ids: &[(String, usize)]) {
+    let (kind, extra): (&str, Vec<(&str, Value)>) = match &ins.kind {
+        InsertKind::Full => ("full", vec![]),
+        InsertKind::Capped { elided } => ("capped", vec![("elided", json!(elided))]),
+        InsertKind::Stub { of, why } => (
+            "stub",
+            vec![
+                (
+                    "of",
+                    ids.iter()
+                        .find(|(id, _)| id == of.as_str())
+                        .map_or(Value::Null, |(_, k)| json!(k)),
+                ),
+                ("why", serde_json::to_value(why).unwrap_or(Value::Null)),
+            ],
+        ),
+        InsertKind::Recall { of } => (
+            "recall",
+            vec![(
+                "of",
+                ids.iter()
+                    .find(|(id, _)| id == of.as_str())
+                    .map_or(Value::Null, |(_, k)| json!(k)),
+            )],
+        ),
+        InsertKind::Error => ("error", vec![]),
+    };
+    got.insert("kind".into(), json!(kind));
+    for (k, v) in extra {
+        got.insert(k.into(), v);
+    }
+    got.insert("text".into(), json!(symbolic(&ins.body, ids)));
+    got.insert("lines".into(), json!(ins.body.lines().count()));
+    got.insert("label".into(), json!(symbolic(&ins.text, ids).lines().next().unwrap_or_default()));
+}
+
+/// The tools a jobs case may call, with their traits: the spec's when it has the tool, else
+/// the README's risk classes.
+struct CaseCatalog;
+
+impl ToolCatalog for CaseCatalog {
+    fn traits(&self, name: &str) -> Option<ToolTraits> {
+        if let Some(t) = Spec::embedded().tool(name) {
+            return Some(ToolTraits {
+                risk: t.risk,
+                exclusive: t.exclusive,
+            });
+        }
+        let risk = match name {
+            "read" | "glob" | "grep" | "list" | "recall" | "job_list" | "job_output" => Risk::Read,
+            "bash" | "task" | "job_stop" | "job_send" | "report" => Risk::Execute,
+            "write" | "edit" => Risk::Write,
+            _ => return None,
+        };
+        Some(ToolTraits {
+            risk,
+            exclusive: false,
+        })
+    }
+}
+
+impl AreaRunner for JobsRunner {
+    fn area(&self) -> &'static str {
+        "jobs"
+    }
+
+    fn run(&self, case: &Value) -> Outcome {
+        let cfg = match config() {
+            Ok(c) => c,
+            Err(o) => return o,
+        };
+        let Some(expect) = case.get("expect").and_then(Value::as_array) else {
+            return Outcome::malformed("a jobs case needs `expect`, one object per step");
+        };
+        if let Some(steps) = case.get("steps").and_then(Value::as_array) {
+            if steps.len() != expect.len() {
+                return Outcome::malformed("`expect` needs one object per step");
+            }
+            return run_job_steps(cfg, steps, expect, case);
+        }
+        if let Some(steps) = case.get("session").and_then(Value::as_array) {
+            if steps.len() != expect.len() {
+                return Outcome::malformed("`expect` needs one object per session input");
+            }
+            return run_session_steps(cfg, steps, expect, case);
+        }
+        Outcome::malformed("a jobs case needs `steps` or `session`")
+    }
+}
+
+fn parse_kind(v: Option<&Value>) -> Option<JobKind> {
+    match v.and_then(Value::as_str)? {
+        "command" => Some(JobKind::Command),
+        "subagent" => Some(JobKind::Subagent),
+        _ => None,
+    }
+}
+
+fn run_job_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Value) -> Outcome {
+    let mut jobs = Jobs::new(cfg);
+    let mut actual = Vec::new();
+    for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
+        let op = step.get("op").and_then(Value::as_str).unwrap_or_default();
+        let got: Value = match op {
+            "start" => {
+                let Some(kind) = parse_kind(step.get("kind")) else {
+                    return Outcome::malformed(format!("step {k}: kind is command or subagent"));
+                };
+                let title = step.get("title").and_then(Value::as_str).unwrap_or("job");
+                serde_json::to_value(jobs.start(kind, title)).unwrap_or(Value::Null)
+            }
+            "overrun" => {
+                let title = step.get("title").and_then(Value::as_str).unwrap_or("command");
+                let seconds = step.get("seconds").and_then(Value::as_u64).unwrap_or(0);
+                let out = step.get("output").and_then(Value::as_str).unwrap_or("");
+                serde_json::to_value(jobs.overrun(title, seconds, out)).unwrap_or(Value::Null)
+            }
+            "output" => {
+                let id = step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32;
+                let text = generated_output(step)
+                    .or_else(|| step.get("text").and_then(Value::as_str).map(String::from))
+                    .unwrap_or_default();
+                jobs.output(id, &text);
+                json!({"decision": "none"})
+            }
+            "end" => {
+                let id = step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32;
+                let end: JobEnd = match step.get("end").cloned().map(serde_json::from_value) {
+                    Some(Ok(e)) => e,
+                    _ => return Outcome::malformed(format!("step {k}: `end` is a JobEnd")),
+                };
+                let reply = step.get("final_reply").and_then(Value::as_str);
+                let wake = jobs.end(id, &end, reply);
+                json!({"decision": "wake", "wake": wake})
+            }
+            "report" => {
+                let id = step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32;
+                let text = step.get("text").and_then(Value::as_str).unwrap_or("");
+                let answer = jobs.report(id, text);
+                json!({"decision": "report", "text": answer})
+            }
+            "wakes" => json!({"decision": "wakes", "wakes": jobs.take_wakes()}),
+            "tool" => {
+                let name = step.get("name").and_then(Value::as_str).unwrap_or("");
+                let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+                match jobs.tool(name, &args) {
+                    Some(d) => serde_json::to_value(d).unwrap_or(Value::Null),
+                    None => json!({"decision": "not_a_job_tool"}),
+                }
+            }
+            other => return Outcome::malformed(format!("step {k}: unknown op `{other}`")),
+        };
+        let map = got.as_object().cloned().unwrap_or_default();
+        actual.push(shape(map, exp, &["decision"]));
+    }
+    Outcome::compare(case, Value::Array(actual))
+}
+
+fn action_name(a: &Action) -> Option<&'static str> {
+    Some(match a {
+        Action::CallModel(_) => "call_model",
+        Action::RunTools { .. } => "run_tools",
+        Action::Ask { .. } => "ask",
+        Action::StartJob { .. } => "start_job",
+        Action::StopJob { .. } => "stop_job",
+        Action::DeliverToJob { .. } => "deliver_to_job",
+        Action::RestartJob { .. } => "restart_job",
+        Action::ReportToParent { .. } => "report_to_parent",
+        Action::EndTurn(_) => "end_turn",
+        Action::Emit(_) => return None,
+    })
+}
+
+fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Value) -> Outcome {
+    let subagent = case.get("subagent").and_then(Value::as_bool).unwrap_or(false);
+    let mut session = Session::new(SessionSetup {
+        config: cfg,
+        project: harness_spec::Project::Cli,
+        budget: None,
+        id: "conformance".into(),
+        catalog: Box::new(CaseCatalog),
+        permissions: Box::new(AllowAll),
+        subagent,
+        hygiene: true,
+    });
+    let mut actual = Vec::new();
+    let mut call_no = 0usize;
+    let mut last_calls: Vec<ToolCall> = Vec::new();
+    for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
+        let input = match step.get("input").and_then(Value::as_str).unwrap_or_default() {
+            "prompt" => Input::Prompt {
+                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+            },
+            "model" => {
+                let mut calls = Vec::new();
+                for c in step.get("calls").and_then(Value::as_array).into_iter().flatten() {
+                    call_no += 1;
+                    calls.push(ToolCall {
+                        id: format!("call_{call_no}"),
+                        name: c.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                        arguments: c.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                    });
+                }
+                Input::Model(ModelOutput {
+                    text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+                    tool_calls: calls,
+                    ..ModelOutput::default()
+                })
+            }
+            "results" => {
+                let outputs: Vec<&str> = step
+                    .get("outputs")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                Input::ToolResults(
+                    last_calls
+                        .iter()
+                        .zip(outputs)
+                        .map(|(c, o)| ToolOutcome::ok(c.id.clone(), o))
+                        .collect(),
+                )
+            }
+            "job_output" => Input::JobOutput {
+                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
+                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+            },
+            "job_ended" => Input::JobEnded {
+                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
+                end: match step.get("end").cloned().map(serde_json::from_value) {
+                    Some(Ok(e)) => e,
+                    _ => return Outcome::malformed(format!("step {k}: `end` is a JobEnd")),
+                },
+                final_reply: step.get("final_reply").and_then(Value::as_str).map(String::from),
+            },
+            "report" => Input::Report {
+                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
+                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+            },
+            "answer" => Input::Answer {
+                call_id: step.get("call_id").and_then(Value::as_str).unwrap_or("").into(),
+                answer: Answer::Once,
+            },
+            "cancel" => Input::Cancel,
+            other => return Outcome::malformed(format!("step {k}: unknown input `{other}`")),
+        };
+        let actions = match session.handle(input) {
+            Ok(a) => a,
+            Err(e) => {
+                actual.push(json!({"error": e.to_string()}));
+                continue;
+            }
+        };
+        let mut got = Map::new();
+        let names: Vec<&str> = actions.iter().filter_map(action_name).collect();
+        got.insert("actions".into(), json!(names));
+        for a in &actions {
+            match a {
+                Action::CallModel(req) => {
+                    let last_user = req.messages.iter().rev().find_map(|m| match m {
+                        Message::User { text, .. } => Some(text.clone()),
+                        _ => None,
+                    });
+                    got.insert("last_user".into(), json!(last_user));
+                    let tools: Vec<Value> = req
+                        .messages
+                        .iter()
+                        .filter_map(|m| match m {
+                            Message::Tool { text, .. } => {
+                                Some(json!(text.lines().skip(1).collect::<Vec<_>>().join("\n")))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    got.insert("tool_results".into(), Value::Array(tools));
+                }
+                Action::RunTools { calls, .. } => last_calls = calls.clone(),
+                Action::StartJob { id, .. } => {
+                    got.insert("job".into(), json!(id));
+                }
+                Action::EndTurn(reason) => {
+                    got.insert(
+                        "end".into(),
+                        serde_json::to_value(reason).unwrap_or(Value::Null),
+                    );
+                }
+                Action::Emit(harness_core::protocol::Event::UserInput { origin, .. }) => {
+                    got.insert("turn_origin".into(), json!(origin));
+                }
+                _ => {}
+            }
+        }
+        actual.push(shape(got, exp, &["actions"]));
+    }
+    Outcome::compare(case, Value::Array(actual))
+}

@@ -1,0 +1,1205 @@
+//! A session's state machine: the run of each prompt.
+//!
+//! [`Session::handle`] takes one [`Input`] and answers with the [`Action`]s to take, in order.
+//! The driver (a front end) performs them — calls the model, runs tools, asks the person,
+//! starts and stops jobs — and feeds what came back as the next input. Nothing here blocks,
+//! sleeps, or touches a process, the network or a disk.
+
+use std::collections::VecDeque;
+
+use harness_core::protocol::{
+    Answer, Event, JobEnd, JobKind, Origin, PermissionQuestion, Risk, ToolCall, ToolResult,
+    TurnEnd, Usage,
+};
+use harness_spec::{Project, Spec};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::{Budget, LoopConfig, fill};
+use crate::context::{Context, Insert, InsertKind, ReadInfo, canonical_args};
+use crate::error::{Error, Result};
+use crate::jobs::{JobDecision, Jobs};
+use crate::transcript::Entry;
+
+/// What the loop needs to know of a tool to schedule its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolTraits {
+    /// Its risk class.
+    pub risk: Risk,
+    /// Whether it must run alone.
+    pub exclusive: bool,
+}
+
+/// Where the loop looks tools up (the spec, or a test's table).
+pub trait ToolCatalog: Send + Sync {
+    /// The traits of the tool named `name` (canonical name), if it exists.
+    fn traits(&self, name: &str) -> Option<ToolTraits>;
+}
+
+impl ToolCatalog for Spec {
+    fn traits(&self, name: &str) -> Option<ToolTraits> {
+        self.tool(name).map(|t| ToolTraits {
+            risk: t.risk,
+            exclusive: t.exclusive,
+        })
+    }
+}
+
+impl<F> ToolCatalog for F
+where
+    F: Fn(&str) -> Option<ToolTraits> + Send + Sync,
+{
+    fn traits(&self, name: &str) -> Option<ToolTraits> {
+        self(name)
+    }
+}
+
+/// A permission decision for one call (the permission engine's answer).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Put this question to the person first.
+    Ask(PermissionQuestion),
+    /// Do not run it; the model is told why.
+    Deny {
+        /// Why, one line.
+        reason: String,
+    },
+}
+
+/// Where the loop gets permission decisions (harness-permission, in the products).
+pub trait Permissions: Send + Sync {
+    /// Decides one call.
+    fn decide(&self, call: &ToolCall) -> Decision;
+}
+
+/// Allows every call (tests, and sessions whose front end decides elsewhere).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowAll;
+
+impl Permissions for AllowAll {
+    fn decide(&self, _call: &ToolCall) -> Decision {
+        Decision::Allow
+    }
+}
+
+/// One message of the history the model is sent (the system text is the driver's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// A user turn, a nudge, a wake-up, a summary.
+    User {
+        /// The text.
+        text: String,
+        /// Who wrote it.
+        #[serde(default)]
+        origin: Origin,
+    },
+    /// The model's answer.
+    Assistant {
+        /// Its visible text.
+        text: String,
+        /// Its reasoning, sent back as the model's metadata says.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reasoning: String,
+        /// Its calls.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// A tool result, in call order after its assistant message.
+    Tool {
+        /// The call answered.
+        call_id: String,
+        /// The text inserted (label and body).
+        text: String,
+    },
+}
+
+impl Message {
+    /// Characters of the message as a model is sent it (for token estimates: chars / 4).
+    pub fn chars(&self) -> usize {
+        match self {
+            Message::User { text, .. } | Message::Tool { text, .. } => text.chars().count(),
+            Message::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                text.chars().count()
+                    + reasoning.chars().count()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>()
+            }
+        }
+    }
+}
+
+/// The model's answer to one request, as the model link parsed it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelOutput {
+    /// Visible text.
+    #[serde(default)]
+    pub text: String,
+    /// Reasoning text.
+    #[serde(default)]
+    pub reasoning: String,
+    /// Tool calls, in order, with our ids.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Token counts, when the server said them.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+/// One request to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The step's number in this turn, from 1.
+    pub step: u32,
+    /// The history, oldest first (the driver puts the system text before it).
+    pub messages: Vec<Message>,
+    /// Whether tools are offered (not on the wrap-up step: tools withdrawn, `tool_choice: none`).
+    pub tools: bool,
+    /// Whether this is the wrap-up step.
+    pub wrap_up: bool,
+}
+
+impl ModelRequest {
+    /// Approximate prompt tokens (characters / 4).
+    pub fn approx_tokens(&self) -> u64 {
+        (self.messages.iter().map(Message::chars).sum::<usize>() / 4) as u64
+    }
+}
+
+/// An edit's before and after, for its diff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EditInfo {
+    /// The file.
+    pub path: String,
+    /// Its text before.
+    pub before: String,
+    /// Its text after.
+    pub after: String,
+}
+
+/// What a tool the front end ran produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutcome {
+    /// The call it answers.
+    pub call_id: String,
+    /// The full output.
+    pub output: String,
+    /// Whether it failed.
+    #[serde(default)]
+    pub is_error: bool,
+    /// For a read: what it read.
+    #[serde(default)]
+    pub read: Option<ReadInfo>,
+    /// For an edit or a write over an existing file: the change, answered with its diff.
+    #[serde(default)]
+    pub edit: Option<EditInfo>,
+}
+
+impl ToolOutcome {
+    /// A plain output.
+    pub fn ok(call_id: impl Into<String>, output: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            call_id: call_id.into(),
+            output: output.into(),
+            is_error: false,
+            read: None,
+            edit: None,
+        }
+    }
+}
+
+/// What a driver feeds into a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum Input {
+    /// A prompt from the person (or a client).
+    Prompt {
+        /// Its text.
+        text: String,
+    },
+    /// The model answered.
+    Model(ModelOutput),
+    /// The model could not be reached or failed after the model link's retries.
+    ModelFailed {
+        /// One line for the person.
+        message: String,
+    },
+    /// Results of the batch last asked for (any order; matched by call id).
+    ToolResults(Vec<ToolOutcome>),
+    /// The person answered a question.
+    Answer {
+        /// The call asked about.
+        call_id: String,
+        /// The answer.
+        answer: Answer,
+    },
+    /// Output of a running command job.
+    JobOutput {
+        /// The job.
+        id: u32,
+        /// The new output.
+        text: String,
+    },
+    /// A job ended.
+    JobEnded {
+        /// The job.
+        id: u32,
+        /// How.
+        end: JobEnd,
+        /// A subagent's final reply.
+        #[serde(default)]
+        final_reply: Option<String>,
+    },
+    /// A subagent job of this session reported (its `report` call).
+    Report {
+        /// The job.
+        id: u32,
+        /// What it said.
+        text: String,
+    },
+    /// Stop the running turn.
+    Cancel,
+}
+
+/// What the driver is to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Send this request to the model and feed back [`Input::Model`] or [`Input::ModelFailed`].
+    CallModel(ModelRequest),
+    /// Run these calls and feed back [`Input::ToolResults`]; `parallel`: side by side.
+    RunTools {
+        /// The calls, in call order.
+        calls: Vec<ToolCall>,
+        /// Whether they may run at once.
+        parallel: bool,
+    },
+    /// Put the question to the person and feed back [`Input::Answer`].
+    Ask {
+        /// The call.
+        call_id: String,
+        /// The question.
+        question: PermissionQuestion,
+    },
+    /// Start the call as background job `id` (bash or task with `background: true`).
+    StartJob {
+        /// The job's id.
+        id: u32,
+        /// Command or subagent.
+        kind: JobKind,
+        /// The call to run.
+        call: ToolCall,
+    },
+    /// End the running job `id`, then feed back [`Input::JobEnded`] with `Stopped`.
+    StopJob {
+        /// The job.
+        id: u32,
+    },
+    /// Give the running subagent `id` this message at its next step.
+    DeliverToJob {
+        /// The job.
+        id: u32,
+        /// The message.
+        message: String,
+    },
+    /// Start the ended subagent `id` again with its context and this message.
+    RestartJob {
+        /// The job.
+        id: u32,
+        /// The message.
+        message: String,
+    },
+    /// This session is a subagent: pass its report to the session that owns its job.
+    ReportToParent {
+        /// What it said.
+        text: String,
+    },
+    /// Show this event (front ends render events and nothing else).
+    Emit(Event),
+    /// The turn is over.
+    EndTurn(TurnEnd),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Model,
+    Asking,
+    Tools,
+}
+
+#[derive(Debug, Clone)]
+struct TurnState {
+    requests: u32,
+    counted_steps: u32,
+    tokens: u64,
+    empty_in_row: u32,
+    text_nudges: u32,
+    wrap_up: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Slot {
+    Waiting,
+    Done(Insert),
+    Recall(Value),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    calls: Vec<ToolCall>,
+    slots: Vec<Option<Slot>>,
+    questions: VecDeque<(usize, PermissionQuestion)>,
+    asking: Option<usize>,
+    allowed: Vec<usize>,
+    batches: VecDeque<(Vec<usize>, bool)>,
+    running: Vec<usize>,
+    end_after: Option<TurnEnd>,
+}
+
+/// One session: its history, context hygiene, jobs, and the run of its current prompt.
+pub struct Session {
+    cfg: LoopConfig,
+    budget: Budget,
+    catalog: Box<dyn ToolCatalog>,
+    permissions: Box<dyn Permissions>,
+    context: Context,
+    jobs: Jobs,
+    history: Vec<Message>,
+    turn_starts: Vec<usize>,
+    compacted_through: u32,
+    phase: Phase,
+    turn: Option<TurnState>,
+    pending: Pending,
+    last_call: Option<(String, u32, String)>,
+    open_tasks: Vec<String>,
+    subagent: bool,
+    log: Vec<Entry>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("phase", &self.phase)
+            .field("turns", &self.turn_starts.len())
+            .field("history", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a session is set up.
+pub struct SessionSetup {
+    /// `loop.json`.
+    pub config: LoopConfig,
+    /// Whose budgets apply.
+    pub project: Project,
+    /// A budget other than the project's (the person's setting); the backstop holds anyway.
+    pub budget: Option<Budget>,
+    /// The session's id (salts result ids).
+    pub id: String,
+    /// Tools.
+    pub catalog: Box<dyn ToolCatalog>,
+    /// Permission decisions.
+    pub permissions: Box<dyn Permissions>,
+    /// Whether this session is a subagent (it has `report`).
+    pub subagent: bool,
+    /// Whether context hygiene is on (off only to measure it).
+    pub hygiene: bool,
+}
+
+impl Session {
+    /// A new, idle session.
+    pub fn new(setup: SessionSetup) -> Session {
+        let budget = setup
+            .budget
+            .unwrap_or_else(|| setup.config.budgets.of(setup.project));
+        let mut context = Context::new(setup.config.context.clone(), setup.id);
+        if !setup.hygiene {
+            context = context.without_hygiene();
+        }
+        Session {
+            jobs: Jobs::new(setup.config.clone()),
+            cfg: setup.config,
+            budget,
+            catalog: setup.catalog,
+            permissions: setup.permissions,
+            context,
+            history: Vec::new(),
+            turn_starts: Vec::new(),
+            compacted_through: 0,
+            phase: Phase::Idle,
+            turn: None,
+            pending: Pending::default(),
+            last_call: None,
+            open_tasks: Vec::new(),
+            subagent: setup.subagent,
+            log: Vec::new(),
+        }
+    }
+
+    /// The history the model sees now.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// The context hygiene state (result store, recall).
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The context hygiene state, to insert results the driver makes itself.
+    pub fn context_mut(&mut self) -> &mut Context {
+        &mut self.context
+    }
+
+    /// The session's jobs.
+    pub fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    /// The session's jobs, for decisions the driver asks for directly ([`Jobs::overrun`]).
+    pub fn jobs_mut(&mut self) -> &mut Jobs {
+        &mut self.jobs
+    }
+
+    /// Turns taken so far.
+    pub fn turns(&self) -> u32 {
+        self.turn_starts.len() as u32
+    }
+
+    /// Whether a prompt is running.
+    pub fn busy(&self) -> bool {
+        self.phase != Phase::Idle
+    }
+
+    /// The plan's open tasks (titles), for the text-only nudge; the driver sets them whenever
+    /// the plan changes.
+    pub fn set_open_tasks(&mut self, tasks: Vec<String>) {
+        self.open_tasks = tasks;
+    }
+
+    /// Takes the transcript entries recorded since the last call.
+    pub fn take_log(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// Feeds one input; returns what to do, in order.
+    pub fn handle(&mut self, input: Input) -> Result<Vec<Action>> {
+        match input {
+            Input::Prompt { text } => {
+                if self.busy() {
+                    return Err(self.unexpected("a prompt"));
+                }
+                Ok(self.start_turn(text, Origin::Person))
+            }
+            Input::Model(out) => {
+                if self.phase != Phase::Model {
+                    return Err(self.unexpected("a model answer"));
+                }
+                Ok(self.on_model(out))
+            }
+            Input::ModelFailed { message } => {
+                if self.phase != Phase::Model {
+                    return Err(self.unexpected("a model failure"));
+                }
+                Ok(self.end(TurnEnd::Error { message }))
+            }
+            Input::Answer { call_id, answer } => {
+                if self.phase != Phase::Asking {
+                    return Err(self.unexpected("an answer"));
+                }
+                Ok(self.on_answer(&call_id, answer))
+            }
+            Input::ToolResults(results) => {
+                if self.phase != Phase::Tools {
+                    return Err(self.unexpected("tool results"));
+                }
+                Ok(self.on_results(results))
+            }
+            Input::JobOutput { id, text } => {
+                self.jobs.output(id, &text);
+                Ok(Vec::new())
+            }
+            Input::JobEnded {
+                id,
+                end,
+                final_reply,
+            } => {
+                let Some(_) = self.jobs.end(id, &end, final_reply.as_deref()) else {
+                    return Ok(Vec::new());
+                };
+                self.log.push(Entry::JobEnded {
+                    id,
+                    end: end.clone(),
+                });
+                let mut actions = vec![Action::Emit(Event::JobEnded {
+                    job_id: id.to_string(),
+                    end,
+                })];
+                actions.extend(self.wake_if_idle());
+                Ok(actions)
+            }
+            Input::Report { id, text } => {
+                if self.jobs.report(id, &text).is_none() {
+                    return Ok(Vec::new());
+                }
+                let mut actions = vec![Action::Emit(Event::JobNote {
+                    job_id: id.to_string(),
+                    text,
+                })];
+                actions.extend(self.wake_if_idle());
+                Ok(actions)
+            }
+            Input::Cancel => Ok(self.cancel()),
+        }
+    }
+
+    fn unexpected(&self, event: &str) -> Error {
+        Error::Unexpected {
+            event: event.into(),
+            state: format!("{:?}", self.phase).to_lowercase(),
+        }
+    }
+
+    fn wake_if_idle(&mut self) -> Vec<Action> {
+        if self.busy() || !self.jobs.has_wakes() {
+            return Vec::new();
+        }
+        let text = self.jobs.take_wakes().join("\n\n");
+        self.start_turn(text, Origin::Machine)
+    }
+
+    fn start_turn(&mut self, text: String, origin: Origin) -> Vec<Action> {
+        let number = self.turns() + 1;
+        self.turn_starts.push(self.history.len());
+        self.context.begin_turn(number);
+        self.turn = Some(TurnState {
+            requests: 0,
+            counted_steps: 0,
+            tokens: 0,
+            empty_in_row: 0,
+            text_nudges: 0,
+            wrap_up: None,
+        });
+        self.last_call = None;
+        self.log.push(Entry::TurnStarted {
+            turn: number,
+            text: text.clone(),
+            origin,
+        });
+        self.history.push(Message::User {
+            text: text.clone(),
+            origin,
+        });
+        let mut actions = vec![Action::Emit(Event::UserInput { text, origin })];
+        actions.extend(self.next_call());
+        actions
+    }
+
+    fn push_user(&mut self, text: String, origin: Origin) {
+        self.log.push(Entry::User {
+            text: text.clone(),
+            origin,
+        });
+        self.history.push(Message::User { text, origin });
+    }
+
+    fn next_call(&mut self) -> Vec<Action> {
+        // Wake-ups that came while the prompt ran go in before the next step.
+        for wake in self.jobs.take_wakes() {
+            self.push_user(wake, Origin::Machine);
+        }
+        let Some(turn) = self.turn.as_ref() else {
+            return Vec::new();
+        };
+        if turn.requests >= self.cfg.steps.backstop {
+            let text = fill(
+                &self.cfg.steps.backstop_text,
+                &[("steps", &self.cfg.steps.backstop.to_string())],
+            );
+            let mut actions = vec![Action::Emit(Event::Notice {
+                level: harness_core::protocol::Level::Warning,
+                text,
+            })];
+            actions.extend(self.end(TurnEnd::Budget {
+                limit: "backstop".into(),
+            }));
+            return actions;
+        }
+        let limit = if turn.wrap_up.is_some() {
+            None
+        } else if turn.counted_steps >= self.budget.steps {
+            Some(("steps", self.cfg.wrap_up.steps_budget_name.clone()))
+        } else if turn.tokens >= self.budget.tokens {
+            Some(("tokens", self.cfg.wrap_up.tokens_budget_name.clone()))
+        } else {
+            None
+        };
+        if let Some((limit, name)) = limit {
+            let text = fill(&self.cfg.wrap_up.text, &[("budget", &name)]);
+            self.push_user(text, Origin::Machine);
+            if let Some(t) = self.turn.as_mut() {
+                t.wrap_up = Some(limit.to_string());
+            }
+        }
+        let Some(turn) = self.turn.as_mut() else {
+            return Vec::new();
+        };
+        turn.requests += 1;
+        let wrap_up = turn.wrap_up.is_some();
+        let step = turn.requests;
+        self.phase = Phase::Model;
+        vec![
+            Action::Emit(Event::StepStarted { step }),
+            Action::CallModel(ModelRequest {
+                step,
+                messages: self.history.clone(),
+                tools: !wrap_up,
+                wrap_up,
+            }),
+        ]
+    }
+
+    fn end(&mut self, reason: TurnEnd) -> Vec<Action> {
+        self.phase = Phase::Idle;
+        self.turn = None;
+        self.pending = Pending::default();
+        self.log.push(Entry::TurnEnded {
+            reason: reason.clone(),
+        });
+        let mut actions = vec![
+            Action::Emit(Event::TurnEnded {
+                reason: reason.clone(),
+            }),
+            Action::EndTurn(reason),
+        ];
+        // A job that ended during the turn, after its last step, gets a turn of its own.
+        actions.extend(self.wake_if_idle());
+        actions
+    }
+
+    fn on_model(&mut self, out: ModelOutput) -> Vec<Action> {
+        let estimate = (self.history.iter().map(Message::chars).sum::<usize>() / 4) as u64;
+        let used = out
+            .usage
+            .map(|u| u.input_tokens + u.output_tokens)
+            .unwrap_or(estimate + (out.text.len() + out.reasoning.len()) as u64 / 4);
+        let empty = out.text.trim().is_empty() && out.tool_calls.is_empty();
+        let counts = !empty || self.cfg.nudges.empty_answer.counts_as_step;
+        let Some(turn) = self.turn.as_mut() else {
+            return Vec::new();
+        };
+        turn.tokens += used;
+        if counts {
+            turn.counted_steps += 1;
+        }
+        if let Some(limit) = turn.wrap_up.clone() {
+            // The wrap-up answer: text only; calls, if any, are not run.
+            self.push_assistant(out.text, out.reasoning, Vec::new());
+            return self.end(TurnEnd::Budget { limit });
+        }
+        if empty {
+            turn.empty_in_row += 1;
+            let count = turn.empty_in_row;
+            if count <= self.cfg.nudges.empty_answer.retries {
+                self.push_user(self.cfg.nudges.empty_answer.text.clone(), Origin::Machine);
+                return self.next_call();
+            }
+            let message = fill(
+                &self.cfg.calls.empty_turn_end,
+                &[("count", &count.to_string())],
+            );
+            return self.end(TurnEnd::Error { message });
+        }
+        turn.empty_in_row = 0;
+        if out.tool_calls.is_empty() {
+            let open = self.open_tasks.len();
+            let nudge = open > 0 && turn.text_nudges < self.cfg.nudges.text_only_mid_task.max_per_prompt;
+            self.push_assistant(out.text, out.reasoning, Vec::new());
+            if nudge {
+                if let Some(t) = self.turn.as_mut() {
+                    t.text_nudges += 1;
+                }
+                let text = fill(
+                    &self.cfg.nudges.text_only_mid_task.text,
+                    &[
+                        ("open", &open.to_string()),
+                        ("tasks", &self.open_tasks.join("; ")),
+                    ],
+                );
+                self.push_user(text, Origin::Machine);
+                return self.next_call();
+            }
+            return self.end(TurnEnd::Finished);
+        }
+        let calls = out.tool_calls.clone();
+        self.push_assistant(out.text, out.reasoning, out.tool_calls);
+        self.plan_calls(calls)
+    }
+
+    fn push_assistant(&mut self, text: String, reasoning: String, tool_calls: Vec<ToolCall>) {
+        self.log.push(Entry::Assistant {
+            text: text.clone(),
+            reasoning: reasoning.clone(),
+            tool_calls: tool_calls.clone(),
+        });
+        self.history.push(Message::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        });
+    }
+
+    fn plan_calls(&mut self, calls: Vec<ToolCall>) -> Vec<Action> {
+        let mut p = Pending {
+            slots: vec![None; calls.len()],
+            ..Pending::default()
+        };
+        for (i, call) in calls.iter().enumerate() {
+            let key = format!("{}\0{}", call.name, canonical_args(&call.arguments));
+            let count = match &self.last_call {
+                Some((k, n, _)) if *k == key => n + 1,
+                _ => 1,
+            };
+            let last_ref = match &self.last_call {
+                Some((k, _, r)) if *k == key => r.clone(),
+                _ => String::new(),
+            };
+            self.last_call = Some((key, count, last_ref.clone()));
+            let rc = &self.cfg.nudges.repeated_call;
+            if count >= rc.threshold {
+                let text = fill(
+                    &rc.text,
+                    &[
+                        ("count", &count.to_string()),
+                        ("tool", &call.name),
+                        ("ref", &last_ref),
+                    ],
+                );
+                p.slots[i] = Some(Slot::Done(Insert::error(
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    text,
+                )));
+                if count >= rc.end_after {
+                    p.end_after = Some(TurnEnd::Error {
+                        message: fill(
+                            &self.cfg.calls.repeated_turn_end,
+                            &[("count", &count.to_string())],
+                        ),
+                    });
+                }
+                continue;
+            }
+            if self.catalog.traits(&call.name).is_none() {
+                let text = fill(&self.cfg.calls.unknown_tool, &[("tool", &call.name)]);
+                p.slots[i] = Some(Slot::Done(Insert::error(
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    text,
+                )));
+                continue;
+            }
+            match self.permissions.decide(call) {
+                Decision::Allow => p.allowed.push(i),
+                Decision::Deny { reason } => {
+                    let text = fill(&self.cfg.calls.denied, &[("reason", &reason)]);
+                    p.slots[i] = Some(Slot::Done(Insert::error(
+                        call.name.clone(),
+                        call.arguments.clone(),
+                        text,
+                    )));
+                }
+                Decision::Ask(question) => {
+                    p.slots[i] = Some(Slot::Waiting);
+                    p.questions.push_back((i, question));
+                }
+            }
+        }
+        p.calls = calls;
+        self.pending = p;
+        self.ask_next()
+    }
+
+    fn ask_next(&mut self) -> Vec<Action> {
+        if let Some((i, question)) = self.pending.questions.pop_front() {
+            self.pending.asking = Some(i);
+            self.phase = Phase::Asking;
+            let call_id = self.pending.calls[i].id.clone();
+            return vec![
+                Action::Emit(Event::ToolCallAsked {
+                    call_id: call_id.clone(),
+                    question: question.clone(),
+                }),
+                Action::Ask { call_id, question },
+            ];
+        }
+        self.pending.asking = None;
+        self.dispatch()
+    }
+
+    fn on_answer(&mut self, call_id: &str, answer: Answer) -> Vec<Action> {
+        let Some(i) = self.pending.asking else {
+            return Vec::new();
+        };
+        let call = self.pending.calls[i].clone();
+        if call.id != call_id {
+            // An answer to another question: ignored, the question stands.
+            return Vec::new();
+        }
+        let mut actions = vec![Action::Emit(Event::ToolCallAnswered {
+            call_id: call_id.to_string(),
+            answer: answer.clone(),
+        })];
+        match answer {
+            Answer::Deny { feedback } => {
+                let text = match feedback.filter(|f| !f.trim().is_empty()) {
+                    Some(f) => fill(&self.cfg.calls.declined_feedback, &[("feedback", &f)]),
+                    None => self.cfg.calls.declined.clone(),
+                };
+                self.pending.slots[i] = Some(Slot::Done(Insert::error(
+                    call.name,
+                    call.arguments,
+                    text,
+                )));
+            }
+            _ => {
+                self.pending.slots[i] = None;
+                self.pending.allowed.push(i);
+                self.pending.allowed.sort_unstable();
+            }
+        }
+        actions.extend(self.ask_next());
+        actions
+    }
+
+    /// Calls the loop answers itself (recall, the job tools, report, background starts), then
+    /// the batches the front end runs.
+    fn dispatch(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let allowed = std::mem::take(&mut self.pending.allowed);
+        let mut front: Vec<usize> = Vec::new();
+        for i in allowed {
+            let call = self.pending.calls[i].clone();
+            let background = call
+                .arguments
+                .get("background")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if call.name == "recall" {
+                self.pending.slots[i] = Some(Slot::Recall(call.arguments.clone()));
+            } else if call.name == "report" {
+                let text = call
+                    .arguments
+                    .get("message")
+                    .or_else(|| call.arguments.get("text"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let insert = if self.subagent {
+                    actions.push(Action::ReportToParent { text });
+                    Insert::new(
+                        "report",
+                        call.arguments.clone(),
+                        self.cfg.job_text("report_delivered"),
+                    )
+                } else {
+                    Insert::error(
+                        "report",
+                        call.arguments.clone(),
+                        self.cfg.job_error("report_from_main"),
+                    )
+                };
+                self.pending.slots[i] = Some(Slot::Done(insert));
+            } else if background && (call.name == "bash" || call.name == "task") {
+                let kind = if call.name == "bash" {
+                    JobKind::Command
+                } else {
+                    JobKind::Subagent
+                };
+                let title = job_title(&call);
+                let decision = self.jobs.start(kind, &title);
+                if let JobDecision::Start { id, .. } = decision {
+                    self.log.push(Entry::JobStarted {
+                        id,
+                        kind,
+                        title: title.clone(),
+                    });
+                    actions.push(Action::Emit(Event::JobStarted {
+                        job_id: id.to_string(),
+                        kind,
+                        title,
+                    }));
+                    actions.push(Action::StartJob {
+                        id,
+                        kind,
+                        call: call.clone(),
+                    });
+                }
+                self.pending.slots[i] = Some(Slot::Done(decision_insert(&call, &decision)));
+            } else if let Some(decision) = self.jobs.tool(&call.name, &call.arguments) {
+                match &decision {
+                    JobDecision::Stop { id, .. } => actions.push(Action::StopJob { id: *id }),
+                    JobDecision::Deliver { id, message, .. } => {
+                        actions.push(Action::DeliverToJob {
+                            id: *id,
+                            message: message.clone(),
+                        })
+                    }
+                    JobDecision::Restart { id, message, .. } => {
+                        actions.push(Action::RestartJob {
+                            id: *id,
+                            message: message.clone(),
+                        })
+                    }
+                    _ => {}
+                }
+                self.pending.slots[i] = Some(Slot::Done(decision_insert(&call, &decision)));
+            } else {
+                front.push(i);
+            }
+        }
+        self.pending.batches = self.batches(&front).into();
+        actions.extend(self.run_next_batch());
+        actions
+    }
+
+    fn parallel_safe(&self, call: &ToolCall) -> bool {
+        let par = &self.cfg.parallel;
+        if !par.enabled {
+            return false;
+        }
+        let Some(t) = self.catalog.traits(&call.name) else {
+            return false;
+        };
+        if t.exclusive && par.exclusive_alone {
+            return false;
+        }
+        par.risks.iter().any(|r| r == t.risk.as_str())
+    }
+
+    /// Groups calls in call order: consecutive parallel-safe calls (up to `max_batch`) run side
+    /// by side; every other call runs alone.
+    fn batches(&self, indices: &[usize]) -> Vec<(Vec<usize>, bool)> {
+        let mut out: Vec<(Vec<usize>, bool)> = Vec::new();
+        for &i in indices {
+            let safe = self.parallel_safe(&self.pending.calls[i]);
+            match out.last_mut() {
+                Some((group, true)) if safe && group.len() < self.cfg.parallel.max_batch => {
+                    group.push(i)
+                }
+                _ => out.push((vec![i], safe)),
+            }
+        }
+        out.into_iter()
+            .map(|(g, safe)| {
+                let parallel = safe && g.len() > 1;
+                (g, parallel)
+            })
+            .collect()
+    }
+
+    fn run_next_batch(&mut self) -> Vec<Action> {
+        if let Some((group, parallel)) = self.pending.batches.pop_front() {
+            for &i in &group {
+                self.pending.slots[i] = Some(Slot::Waiting);
+            }
+            self.pending.running = group.clone();
+            self.phase = Phase::Tools;
+            let calls = group
+                .iter()
+                .map(|&i| self.pending.calls[i].clone())
+                .collect();
+            return vec![Action::RunTools { calls, parallel }];
+        }
+        self.finish_calls()
+    }
+
+    fn on_results(&mut self, results: Vec<ToolOutcome>) -> Vec<Action> {
+        let running = std::mem::take(&mut self.pending.running);
+        for i in running {
+            let call = self.pending.calls[i].clone();
+            let outcome = results.iter().find(|r| r.call_id == call.id);
+            let insert = match outcome {
+                None => Insert::error(
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    self.cfg.calls.no_result.clone(),
+                ),
+                Some(o) => {
+                    let output = match &o.edit {
+                        Some(e) if !o.is_error => self.context.edit_diff(&e.path, &e.before, &e.after),
+                        _ => o.output.clone(),
+                    };
+                    Insert {
+                        tool: call.name.clone(),
+                        args: call.arguments.clone(),
+                        output,
+                        is_error: o.is_error,
+                        read: o.read.clone(),
+                    }
+                }
+            };
+            self.pending.slots[i] = Some(Slot::Done(insert));
+        }
+        self.run_next_batch()
+    }
+
+    /// Every call has its result: insert them in call order, then the next step.
+    fn finish_calls(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let calls = std::mem::take(&mut self.pending.calls);
+        let slots = std::mem::take(&mut self.pending.slots);
+        for (call, slot) in calls.iter().zip(slots) {
+            let inserted = match slot {
+                Some(Slot::Recall(args)) => self.context.recall(args),
+                Some(Slot::Done(insert)) => self.context.insert(insert),
+                Some(Slot::Waiting) | None => self.context.insert(Insert::error(
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    self.cfg.calls.no_result.clone(),
+                )),
+            };
+            actions.extend(self.record_result(call, inserted));
+        }
+        if let Some(reason) = self.pending.end_after.take() {
+            actions.extend(self.end(reason));
+            return actions;
+        }
+        actions.extend(self.next_call());
+        actions
+    }
+
+    fn record_result(&mut self, call: &ToolCall, inserted: crate::context::Inserted) -> Vec<Action> {
+        // The repeated-call nudge names the last result a run of the same call produced.
+        let this = format!("{}\0{}", call.name, canonical_args(&call.arguments));
+        if let Some((key, _, r)) = self.last_call.as_mut()
+            && *key == this
+            && inserted.kind != InsertKind::Error
+        {
+            *r = inserted.id.to_string();
+        }
+        let stored = self.context.stored(inserted.id.as_str());
+        self.log.push(Entry::ToolResult {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            result_id: inserted.id.clone(),
+            output: stored.map(|s| s.output.clone()).unwrap_or_default(),
+            text: inserted.text.clone(),
+            kind: inserted.kind.clone(),
+        });
+        self.history.push(Message::Tool {
+            call_id: call.id.clone(),
+            text: inserted.text.clone(),
+        });
+        vec![Action::Emit(Event::ToolCallFinished {
+            result: ToolResult {
+                call_id: call.id.clone(),
+                result_id: inserted.id,
+                content: inserted.text,
+                is_error: inserted.kind == InsertKind::Error,
+            },
+        })]
+    }
+
+    fn cancel(&mut self) -> Vec<Action> {
+        if self.phase == Phase::Idle {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        if !self.pending.calls.is_empty() {
+            let calls = std::mem::take(&mut self.pending.calls);
+            let slots = std::mem::take(&mut self.pending.slots);
+            for (call, slot) in calls.iter().zip(slots) {
+                let inserted = match slot {
+                    Some(Slot::Done(insert)) => self.context.insert(insert),
+                    Some(Slot::Recall(args)) => self.context.recall(args),
+                    _ => self.context.insert(Insert::error(
+                        call.name.clone(),
+                        call.arguments.clone(),
+                        self.cfg.calls.cancelled.clone(),
+                    )),
+                };
+                actions.extend(self.record_result(call, inserted));
+            }
+        }
+        actions.extend(self.end(TurnEnd::Cancelled));
+        actions
+    }
+
+    /// Rewinds the session to the start of turn `turn` (from 1): that turn and every later one
+    /// leave the history; their results stop being stub targets (and stay recallable). Refused
+    /// while a prompt runs, or past a compaction.
+    pub fn rewind(&mut self, turn: u32) -> Result<()> {
+        let turns = self.turns();
+        if self.busy() {
+            return Err(self.unexpected("a rewind"));
+        }
+        if turn == 0 || turn > turns || turn <= self.compacted_through {
+            return Err(Error::Rewind { turn, turns });
+        }
+        let at = self.turn_starts[(turn - 1) as usize];
+        self.history.truncate(at);
+        self.turn_starts.truncate((turn - 1) as usize);
+        self.context.rewind(turn);
+        self.log.push(Entry::Rewound { turn });
+        Ok(())
+    }
+
+    /// Compaction: the history becomes `summary` followed by the table of reads; the dedupe
+    /// tables empty. Returns the text the model now sees. Refused while a prompt runs.
+    pub fn compact(&mut self, summary: &str) -> Result<String> {
+        if self.busy() {
+            return Err(self.unexpected("a compaction"));
+        }
+        let table = self.context.compact();
+        let text = if table.is_empty() {
+            summary.to_string()
+        } else {
+            format!("{summary}\n\n{table}")
+        };
+        self.history = vec![Message::User {
+            text: text.clone(),
+            origin: Origin::Machine,
+        }];
+        self.compacted_through = self.turns();
+        for start in &mut self.turn_starts {
+            *start = 0;
+        }
+        self.log.push(Entry::Compacted { text: text.clone() });
+        Ok(text)
+    }
+}
+
+fn job_title(call: &ToolCall) -> String {
+    let a = &call.arguments;
+    let raw = a
+        .get("description")
+        .or_else(|| a.get("command"))
+        .or_else(|| a.get("prompt"))
+        .and_then(Value::as_str)
+        .unwrap_or(&call.name);
+    let line = raw.lines().next().unwrap_or_default();
+    if line.chars().count() > 80 {
+        let cut: String = line.chars().take(79).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
+fn decision_insert(call: &ToolCall, d: &JobDecision) -> Insert {
+    if d.is_error() {
+        Insert::error(call.name.clone(), call.arguments.clone(), d.text())
+    } else {
+        Insert::new(call.name.clone(), call.arguments.clone(), d.text())
+    }
+}

@@ -1,0 +1,4 @@
+mod conformance;
+mod figure;
+mod run;
+mod transcript;

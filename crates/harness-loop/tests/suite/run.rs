@@ -1,0 +1,303 @@
+use harness_core::protocol::{Answer, JobEnd, Origin, PermissionQuestion, Risk, ToolCall, TurnEnd};
+use harness_loop::config::{Budget, LoopConfig};
+use harness_loop::session::{
+    Action, AllowAll, Decision, Input, Message, ModelOutput, Permissions, Session, SessionSetup,
+    ToolOutcome, ToolTraits,
+};
+use harness_spec::Project;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn traits(name: &str) -> Option<ToolTraits> {
+    let (risk, exclusive) = match name {
+        "read" | "grep" | "list" | "recall" | "job_list" | "job_output" => (Risk::Read, false),
+        "plan_write" => (Risk::Write, true),
+        "edit" => (Risk::Write, false),
+        "bash" | "task" | "job_stop" | "job_send" => (Risk::Execute, false),
+        _ => return None,
+    };
+    Some(ToolTraits { risk, exclusive })
+}
+
+fn session_with(budget: Option<Budget>, permissions: Box<dyn Permissions>) -> Session {
+    Session::new(SessionSetup {
+        config: LoopConfig::embedded().unwrap(),
+        project: Project::Cli,
+        budget,
+        id: "test".into(),
+        catalog: Box::new(traits),
+        permissions,
+        subagent: false,
+        hygiene: true,
+    })
+}
+
+fn session() -> Session {
+    session_with(None, Box::new(AllowAll))
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall { id: id.into(), name: name.into(), arguments: args }
+}
+
+fn calls_of(actions: &[Action]) -> Vec<(Vec<String>, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RunTools { calls, parallel } => {
+                Some((calls.iter().map(|c| c.id.clone()).collect(), *parallel))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn request(actions: &[Action]) -> Option<&harness_loop::session::ModelRequest> {
+    actions.iter().find_map(|a| match a {
+        Action::CallModel(r) => Some(r),
+        _ => None,
+    })
+}
+
+fn end(actions: &[Action]) -> Option<&TurnEnd> {
+    actions.iter().find_map(|a| match a {
+        Action::EndTurn(r) => Some(r),
+        _ => None,
+    })
+}
+
+fn model(calls: Vec<ToolCall>) -> Input {
+    Input::Model(ModelOutput { tool_calls: calls, ..ModelOutput::default() })
+}
+
+fn text(t: &str) -> Input {
+    Input::Model(ModelOutput { text: t.into(), ..ModelOutput::default() })
+}
+
+#[test]
+fn reads_run_side_by_side_and_exclusive_alone_results_in_call_order() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s
+        .handle(model(vec![
+            call("1", "read", json!({"path": "/a"})),
+            call("2", "grep", json!({"pattern": "x"})),
+            call("3", "plan_write", json!({})),
+            call("4", "read", json!({"path": "/b"})),
+            call("5", "edit", json!({"path": "/b"})),
+        ]))
+        .unwrap();
+    assert_eq!(calls_of(&a), vec![(vec!["1".to_string(), "2".to_string()], true)]);
+    // Results come in any order; they are matched by id.
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("2", "g"), ToolOutcome::ok("1", "r")]))
+        .unwrap();
+    assert_eq!(calls_of(&a), vec![(vec!["3".to_string()], false)]);
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("3", "p")])).unwrap();
+    assert_eq!(calls_of(&a), vec![(vec!["4".to_string()], false)]);
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("4", "b")])).unwrap();
+    assert_eq!(calls_of(&a), vec![(vec!["5".to_string()], false)]);
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("5", "e")])).unwrap();
+    let req = request(&a).unwrap();
+    let ids: Vec<&str> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "5"]);
+}
+
+#[test]
+fn step_budget_ends_with_a_wrap_up_without_tools() {
+    let mut s = session_with(Some(Budget { steps: 2, tokens: u64::MAX }), Box::new(AllowAll));
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    s.handle(model(vec![call("1", "read", json!({"path": "/a"}))])).unwrap();
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("1", "x")])).unwrap();
+    assert!(request(&a).unwrap().tools);
+    s.handle(model(vec![call("2", "read", json!({"path": "/b"}))])).unwrap();
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("2", "y")])).unwrap();
+    let req = request(&a).unwrap();
+    assert!(req.wrap_up && !req.tools);
+    match req.messages.last().unwrap() {
+        Message::User { text, origin } => {
+            assert!(text.starts_with("[budget reached: step]"), "{text}");
+            assert_eq!(*origin, Origin::Machine);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Calls on the wrap-up step are not run.
+    let a = s.handle(model(vec![call("3", "read", json!({"path": "/c"}))])).unwrap();
+    assert!(calls_of(&a).is_empty());
+    assert_eq!(end(&a), Some(&TurnEnd::Budget { limit: "steps".into() }));
+}
+
+#[test]
+fn empty_answers_are_nudged_then_end_the_turn() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let cfg = LoopConfig::embedded().unwrap();
+    for _ in 0..cfg.nudges.empty_answer.retries {
+        let a = s.handle(text("  ")).unwrap();
+        let req = request(&a).unwrap();
+        assert!(matches!(req.messages.last(), Some(Message::User { text, .. }) if text.starts_with("[empty answer]")));
+    }
+    let a = s.handle(text("")).unwrap();
+    assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
+}
+
+#[test]
+fn repeated_identical_calls_are_not_run_again() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    for i in 1..=2 {
+        let a = s.handle(model(vec![call(&i.to_string(), "grep", json!({"pattern": "x"}))])).unwrap();
+        assert_eq!(calls_of(&a).len(), 1);
+        s.handle(Input::ToolResults(vec![ToolOutcome::ok(i.to_string(), format!("out {i}"))])).unwrap();
+    }
+    let a = s.handle(model(vec![call("3", "grep", json!({"pattern": "x"}))])).unwrap();
+    assert!(calls_of(&a).is_empty(), "the third identical call is not run");
+    let req = request(&a).unwrap();
+    let Some(Message::Tool { text, .. }) = req.messages.last() else { panic!() };
+    assert!(text.contains("[repeated call] This is call number 3 of grep"), "{text}");
+    let second = s.context().results()[1].id.to_string();
+    assert!(text.contains(&second), "names the last result {second}: {text}");
+    s.handle(model(vec![call("4", "grep", json!({"pattern": "x"}))])).unwrap();
+    let a = s.handle(model(vec![call("5", "grep", json!({"pattern": "x"}))])).unwrap();
+    assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
+}
+
+#[test]
+fn text_only_with_open_plan_is_nudged_once() {
+    let mut s = session();
+    s.set_open_tasks(vec!["fix parser".into(), "add test".into()]);
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s.handle(text("I will now fix it.")).unwrap();
+    let req = request(&a).unwrap();
+    let Some(Message::User { text: t, .. }) = req.messages.last() else { panic!() };
+    assert!(t.contains("2 open task(s): fix parser; add test"), "{t}");
+    let a = s.handle(text("Blocked: no access.")).unwrap();
+    assert_eq!(end(&a), Some(&TurnEnd::Finished));
+}
+
+struct AskEdits;
+impl Permissions for AskEdits {
+    fn decide(&self, call: &ToolCall) -> Decision {
+        match call.name.as_str() {
+            "edit" => Decision::Ask(PermissionQuestion {
+                tool: "edit".into(),
+                risk: Risk::Write,
+                subject: "/a".into(),
+                pattern: None,
+                reason: None,
+            }),
+            "bash" => Decision::Deny { reason: "rm -rf / is refused in every mode".into() },
+            _ => Decision::Allow,
+        }
+    }
+}
+
+#[test]
+fn permissions_ask_and_deny() {
+    let mut s = session_with(None, Box::new(AskEdits));
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s
+        .handle(model(vec![
+            call("1", "bash", json!({"command": "rm -rf /"})),
+            call("2", "edit", json!({"path": "/a"})),
+        ]))
+        .unwrap();
+    assert!(a.iter().any(|a| matches!(a, Action::Ask { call_id, .. } if call_id == "2")));
+    let a = s
+        .handle(Input::Answer { call_id: "2".into(), answer: Answer::Deny { feedback: Some("not now".into()) } })
+        .unwrap();
+    let req = request(&a).unwrap();
+    let texts: Vec<&str> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(texts[0].ends_with("Not run: rm -rf / is refused in every mode"), "{}", texts[0]);
+    assert!(texts[1].ends_with("Not run: the person declined this call and said: not now"));
+}
+
+#[test]
+fn job_wakes_at_next_step_or_as_a_machine_turn() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s
+        .handle(model(vec![call("1", "bash", json!({"command": "make", "background": true}))]))
+        .unwrap();
+    assert!(a.iter().any(|a| matches!(a, Action::StartJob { id: 1, .. })));
+    // The job ends while the model is thinking: the wake-up goes before the next step.
+    s.handle(model(vec![call("2", "read", json!({"path": "/a"}))])).unwrap();
+    let none = s
+        .handle(Input::JobEnded { id: 1, end: JobEnd::Done { exit_code: Some(0) }, final_reply: None })
+        .unwrap();
+    assert!(request(&none).is_none());
+    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("2", "x")])).unwrap();
+    let Some(Message::User { text: t, origin }) = request(&a).unwrap().messages.last() else { panic!() };
+    assert!(t.starts_with("<job id=\"1\" kind=\"command\" state=\"done\">"), "{t}");
+    assert_eq!(*origin, Origin::Machine);
+    s.handle(text("done")).unwrap();
+    // Idle: a job end starts a machine turn of its own.
+    s.handle(Input::Prompt { text: "again".into() }).unwrap();
+    s.handle(model(vec![call("3", "task", json!({"prompt": "look", "background": true}))])).unwrap();
+    s.handle(text("started")).unwrap();
+    assert!(!s.busy());
+    let a = s
+        .handle(Input::JobEnded { id: 2, end: JobEnd::Done { exit_code: None }, final_reply: Some("found it".into()) })
+        .unwrap();
+    assert!(a.iter().any(|a| matches!(a, Action::Emit(harness_core::protocol::Event::UserInput { origin: Origin::Machine, .. }))));
+    let Some(Message::User { text: t, .. }) = request(&a).unwrap().messages.last() else { panic!() };
+    assert!(t.contains("state=\"done\"") && t.contains("found it"), "{t}");
+}
+
+#[test]
+fn cancel_pairs_every_call_with_a_result() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    s.handle(model(vec![call("1", "read", json!({"path": "/a"})), call("2", "edit", json!({}))])).unwrap();
+    let a = s.handle(Input::Cancel).unwrap();
+    assert_eq!(end(&a), Some(&TurnEnd::Cancelled));
+    let tools: Vec<&str> = s
+        .history()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools.len(), 2);
+    assert!(tools.iter().all(|t| t.ends_with("Not run: the prompt was cancelled.")));
+}
+
+#[test]
+fn rewind_drops_later_turns_and_their_stubs() {
+    let mut s = session();
+    let read = |s: &mut Session, id: &str| {
+        s.handle(model(vec![call(id, "read", json!({"path": "/a"}))])).unwrap();
+        let outcome = ToolOutcome {
+            read: Some(harness_loop::context::ReadInfo { path: "/a".into(), first: 1, last: 3, hash: "h".into() }),
+            ..ToolOutcome::ok(id, "1\n2\n3")
+        };
+        s.handle(Input::ToolResults(vec![outcome])).unwrap();
+        s.handle(text("ok")).unwrap();
+    };
+    s.handle(Input::Prompt { text: "one".into() }).unwrap();
+    s.handle(text("hi")).unwrap();
+    s.handle(Input::Prompt { text: "two".into() }).unwrap();
+    read(&mut s, "1");
+    s.rewind(2).unwrap();
+    assert_eq!(s.history().len(), 2);
+    s.handle(Input::Prompt { text: "two again".into() }).unwrap();
+    read(&mut s, "2");
+    let last = s.context().results().last().unwrap();
+    assert_eq!(last.kind, harness_loop::context::InsertKind::Full, "no stub to a rewound read");
+    assert!(s.rewind(9).is_err());
+}
