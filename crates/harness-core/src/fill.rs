@@ -1,7 +1,8 @@
 //! Filling `{{variables}}` in tool descriptions, parameter descriptions and prompt texts.
 //!
-//! A variable is `{{name}}` with a name of ASCII letters, digits and `_`. Its value is the
-//! run-time value the project gives, else the fixed value the spec gives for the project. Rules
+//! A variable is `{{name}}` with a name of ASCII letters, digits and `_`. Its value is the fixed
+//! value the spec gives for the project (a fixed fact stays fixed), else the value the project
+//! gives at run time. Rules
 //! (the `fill` conformance area):
 //!
 //! - every variable is replaced by its value, as it is; values are not filled again;
@@ -27,19 +28,17 @@ pub struct Values<'a> {
     pub project: Project,
     /// The declared variables (their fixed values per project).
     pub declared: &'a BTreeMap<String, Variable>,
-    /// Values the project gives at run time; they win over fixed ones.
+    /// Values the project gives at run time, for variables with no fixed value.
     pub runtime: &'a BTreeMap<String, String>,
 }
 
 impl<'a> Values<'a> {
     /// The value of a variable, if it has one.
     pub fn get(&self, name: &str) -> Option<&'a str> {
-        if let Some(v) = self.runtime.get(name) {
-            return Some(v.as_str());
-        }
         self.declared
             .get(name)
             .and_then(|v| v.value_for(self.project))
+            .or_else(|| self.runtime.get(name).map(String::as_str))
     }
 }
 

@@ -7,10 +7,14 @@
 //! of `{{variables}}`, `narrow`, aliases and renamed arguments (`todo` → `plan_write`), the plan,
 //! and the assembly of the system prompt. It does no I/O.
 
+pub mod conformance;
 pub mod error;
 pub mod fill;
+pub mod library;
 pub mod narrow;
+pub mod offer;
 pub mod plan;
+pub mod prompt;
 pub mod protocol;
 pub mod toolcall;
 

@@ -100,24 +100,22 @@ pub struct Plan {
     pub submitted: bool,
 }
 
-/// A task as `plan_write` or `plan_update` takes it: a bare title, or a title with a status.
+/// A task as `plan_write` takes it.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum TaskArg {
-    Title(String),
-    Full {
-        title: String,
-        #[serde(default)]
-        status: Option<TaskStatus>,
-    },
+#[serde(deny_unknown_fields)]
+struct TaskArg {
+    title: String,
+    #[serde(default)]
+    status: Option<TaskStatus>,
+    /// An id the model made up: ignored, ids are ours.
+    #[serde(default)]
+    #[allow(dead_code)]
+    id: Option<Value>,
 }
 
 impl TaskArg {
     fn into_parts(self) -> (String, TaskStatus) {
-        match self {
-            TaskArg::Title(t) => (t, TaskStatus::Todo),
-            TaskArg::Full { title, status } => (title, status.unwrap_or_default()),
-        }
+        (self.title, self.status.unwrap_or_default())
     }
 }
 
@@ -125,6 +123,10 @@ impl TaskArg {
 #[serde(deny_unknown_fields)]
 struct PhaseArg {
     title: String,
+    /// An id the model made up: ignored, ids are ours.
+    #[serde(default)]
+    #[allow(dead_code)]
+    id: Option<Value>,
     #[serde(default)]
     tasks: Vec<TaskArg>,
 }
@@ -132,7 +134,6 @@ struct PhaseArg {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WriteArgs {
-    #[serde(default)]
     title: String,
     #[serde(default)]
     summary: String,
@@ -209,10 +210,13 @@ impl Plan {
             phases: Vec::new(),
             submitted: false,
         };
-        if plan.title.is_empty() && a.phases.is_empty() {
+        if plan.title.is_empty() {
+            return Err(args_error("plan_write", "a plan needs a non-empty `title`"));
+        }
+        if a.phases.is_empty() {
             return Err(args_error(
                 "plan_write",
-                "a plan needs a title or at least one phase",
+                "a plan needs at least one phase in `phases`",
             ));
         }
         let mut next_task = 1;
@@ -326,16 +330,18 @@ impl Plan {
             .all(|t| matches!(t.status, TaskStatus::Done | TaskStatus::Dropped))
     }
 
-    /// The plan as the model reads it in `{{plan_context}}`.
+    /// The plan as the model reads it in `{{plan_context}}`: `## TITLE`, the summary, the
+    /// findings and objectives as lists, then each phase as `### PHASE (ID)` with one line per
+    /// task, `- [STATUS] TASK (ID)`.
     pub fn render(&self) -> String {
         let mut s = String::new();
         if self.title.is_empty() {
-            s.push_str("# Plan\n");
+            s.push_str("## Plan\n");
         } else {
-            let _ = writeln!(s, "# Plan: {}", self.title);
+            let _ = writeln!(s, "## {}", self.title);
         }
         if self.submitted {
-            s.push_str("(submitted for approval)\n");
+            s.push_str("\n(Submitted for the person's approval.)\n");
         }
         if !self.summary.is_empty() {
             let _ = write!(s, "\n{}\n", self.summary);
@@ -345,19 +351,19 @@ impl Plan {
             ("Objectives", &self.objectives),
         ] {
             if !items.is_empty() {
-                let _ = write!(s, "\n## {head}\n");
+                let _ = write!(s, "\n{head}:\n");
                 for i in items {
                     let _ = writeln!(s, "- {i}");
                 }
             }
         }
         for p in &self.phases {
-            let _ = write!(s, "\n## {} ({})\n", p.title, p.id);
+            let _ = write!(s, "\n### {} ({})\n", p.title, p.id);
             if p.tasks.is_empty() {
-                s.push_str("(no tasks)\n");
+                s.push_str("(no tasks yet)\n");
             }
             for t in &p.tasks {
-                let _ = writeln!(s, "- [{}] {} {}", t.status.as_str(), t.id, t.title);
+                let _ = writeln!(s, "- [{}] {} ({})", t.status.as_str(), t.title, t.id);
             }
         }
         s
@@ -426,7 +432,8 @@ impl PlanState {
 }
 
 /// Converts the former `todo` tool's arguments to `plan_write`'s: `todos[]` become one phase
-/// called "Work", each item's `content` a task with its status mapped.
+/// called "Work" (the plan's title too, as `plan_write` needs one), each item's `content` a
+/// task with its status mapped.
 pub fn todo_to_plan(args: &Value) -> Result<Value> {
     let todos = args
         .get("todos")
@@ -452,7 +459,7 @@ pub fn todo_to_plan(args: &Value) -> Result<Value> {
         };
         tasks.push(json!({"title": content, "status": status}));
     }
-    Ok(json!({"phases": [{"title": "Work", "tasks": tasks}]}))
+    Ok(json!({"title": "Work", "phases": [{"title": "Work", "tasks": tasks}]}))
 }
 
 #[cfg(test)]
@@ -489,7 +496,7 @@ mod tests {
         let mut s = PlanState::default();
         s.apply(
             "plan_write",
-            &json!({"title": "T", "phases": [{"title": "A", "tasks": ["x", "y"]}]}),
+            &json!({"title": "T", "phases": [{"title": "A", "tasks": [{"title": "x"}, {"title": "y"}]}]}),
             false,
         )
         .unwrap();

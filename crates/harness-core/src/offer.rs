@@ -1,0 +1,359 @@
+//! Offering: which tools a session is given, each exactly as the model is sent it, and what a
+//! model's call of one means (aliases, renamed arguments, `purpose`, requirements gone).
+//!
+//! A tool is offered when all of these hold:
+//!
+//! - its `scope` includes the project, and its `sessions` admit the session's kind;
+//! - `offered: subagent` tools (`report`) only to subagents, never to the main agent;
+//! - every requirement it `requires` (`page`, `display`, `forge`) holds now;
+//! - `plan_submit` only in plan mode (`plan_write` and `plan_update` in every mode);
+//! - a read-only helper is given exactly the tools of risk `read`.
+//!
+//! Each offered tool's description and parameter descriptions are filled for the project (see
+//! [`crate::fill`]), its parameters narrowed by the project's `narrow` (see [`crate::narrow`]),
+//! and a tool with `purpose: true` gets the `purpose` argument of `purpose.json`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use harness_spec::{Offered, Project, Requirement, Risk, Spec, Tool};
+
+use crate::error::{Error, Result};
+use crate::fill::{Values, fill_schema, fill_text};
+use crate::narrow::narrow_parameters;
+use crate::plan::todo_to_plan;
+use crate::protocol::{Mode, SessionKind, ToolCall};
+
+/// The name of the plan-mode approval tool, offered only in plan mode.
+pub const PLAN_SUBMIT: &str = "plan_submit";
+
+/// What holds now for a session: the requirements a tool may have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Holds {
+    /// A browser page of the chat is open and attached.
+    #[serde(default)]
+    pub page: bool,
+    /// The session is shown somewhere a file can be opened (not a bare terminal).
+    #[serde(default)]
+    pub display: bool,
+    /// The session's view holds a repository mounted from a forge.
+    #[serde(default)]
+    pub forge: bool,
+}
+
+impl Holds {
+    /// Whether one requirement holds.
+    pub fn has(&self, r: Requirement) -> bool {
+        match r {
+            Requirement::Page => self.page,
+            Requirement::Display => self.display,
+            Requirement::Forge => self.forge,
+        }
+    }
+
+    /// From a list of the requirements that hold.
+    pub fn from_list(list: &[Requirement]) -> Holds {
+        Holds {
+            page: list.contains(&Requirement::Page),
+            display: list.contains(&Requirement::Display),
+            forge: list.contains(&Requirement::Forge),
+        }
+    }
+}
+
+/// Everything that decides what a session is offered.
+#[derive(Debug, Clone)]
+pub struct OfferContext {
+    /// The project offering.
+    pub project: Project,
+    /// Chat or agent session.
+    pub kind: SessionKind,
+    /// The permission mode.
+    pub mode: Mode,
+    /// What holds now.
+    pub holds: Holds,
+    /// Whether the session is a subagent's.
+    pub subagent: bool,
+    /// Whether the session is a read-only helper (given only the tools of risk `read`).
+    pub read_only: bool,
+    /// Run-time values of tool variables that have no fixed value in the spec.
+    pub values: BTreeMap<String, String>,
+}
+
+impl OfferContext {
+    /// A main-agent context with nothing holding and no run-time values.
+    pub fn new(project: Project, kind: SessionKind, mode: Mode) -> Self {
+        OfferContext {
+            project,
+            kind,
+            mode,
+            holds: Holds::default(),
+            subagent: false,
+            read_only: false,
+            values: BTreeMap::new(),
+        }
+    }
+}
+
+/// One tool as it is offered: exactly what the model is sent, plus the spec's tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct OfferedTool<'s> {
+    /// The spec's tool (risk, block, confirm, ... for the loop and the UI).
+    #[serde(skip)]
+    pub tool: &'s Tool,
+    /// The name the model calls.
+    pub name: String,
+    /// The filled description.
+    pub description: String,
+    /// The filled, narrowed parameters (with `purpose` where the tool has it).
+    pub parameters: Value,
+}
+
+/// Whether a tool is offered in a context (before filling).
+pub fn is_offered(tool: &Tool, cx: &OfferContext) -> bool {
+    tool.scope.includes(cx.project)
+        && cx.kind.admits(tool.sessions)
+        && (tool.offered == Offered::All || cx.subagent)
+        && tool.requires.iter().all(|r| cx.holds.has(*r))
+        && (tool.name != PLAN_SUBMIT || cx.mode == Mode::Plan)
+        && (!cx.read_only || tool.risk == Risk::Read)
+}
+
+/// The `purpose` argument of `purpose.json`: its name, its schema, where it goes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PurposeArg {
+    /// The property's name (`purpose`).
+    pub name: String,
+    /// The property's schema, exactly as inserted.
+    pub property: Value,
+    /// Whether it is added to the tool's required list.
+    pub required: bool,
+    /// Whether it goes before the tool's own parameters.
+    pub first: bool,
+}
+
+/// Reads `purpose.json`.
+pub fn purpose_arg(spec: &Spec) -> Result<PurposeArg> {
+    spec.parse::<PurposeArg>("purpose.json")
+        .map_err(|e| Error::Spec(e.to_string()))
+}
+
+/// One tool prepared for a project: filled, narrowed, with `purpose` where it has it.
+pub fn prepare<'s>(spec: &Spec, tool: &'s Tool, cx: &OfferContext) -> Result<OfferedTool<'s>> {
+    let values = Values {
+        project: cx.project,
+        declared: &tool.variables,
+        runtime: &cx.values,
+    };
+    let description = fill_text(
+        &tool.description,
+        &format!("tool {} description", tool.name),
+        &values,
+    )?;
+    let mut parameters = match tool.narrow.get(&cx.project) {
+        Some(n) => narrow_parameters(&tool.name, &tool.parameters, n)?,
+        None => tool.parameters.clone(),
+    };
+    parameters = fill_schema(
+        &parameters,
+        &format!("tool {} parameters", tool.name),
+        &values,
+    )?;
+    if tool.purpose {
+        let p = purpose_arg(spec)?;
+        add_property(&mut parameters, &p, &tool.name)?;
+    }
+    Ok(OfferedTool {
+        tool,
+        name: tool.name.clone(),
+        description,
+        parameters,
+    })
+}
+
+fn add_property(params: &mut Value, p: &PurposeArg, tool: &str) -> Result<()> {
+    let obj = params
+        .as_object_mut()
+        .ok_or_else(|| Error::Spec(format!("tools/{tool}.json parameters is not an object")))?;
+    let props = obj
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| {
+            Error::Spec(format!(
+                "tools/{tool}.json parameters.properties is not an object"
+            ))
+        })?;
+    if props.contains_key(&p.name) {
+        return Err(Error::Spec(format!(
+            "tools/{tool}.json already has a `{}` parameter, and purpose is true",
+            p.name
+        )));
+    }
+    if p.first {
+        let mut with_first = Map::new();
+        with_first.insert(p.name.clone(), p.property.clone());
+        with_first.extend(std::mem::take(props));
+        *props = with_first;
+    } else {
+        props.insert(p.name.clone(), p.property.clone());
+    }
+    if p.required {
+        let req = obj
+            .entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(r) = req {
+            let name = Value::String(p.name.clone());
+            if p.first {
+                r.insert(0, name);
+            } else {
+                r.push(name);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The tools a session is offered, in the spec's order (by name), each prepared.
+pub fn offer<'s>(spec: &'s Spec, cx: &OfferContext) -> Result<Vec<OfferedTool<'s>>> {
+    spec.tools()
+        .iter()
+        .filter(|t| is_offered(t, cx))
+        .map(|t| prepare(spec, t, cx))
+        .collect()
+}
+
+/// What a call answers when one of the tool's requirements does not hold any more: the tool's
+/// `unavailable` text, word for word. `None` when every requirement holds.
+pub fn unavailable<'t>(tool: &'t Tool, holds: &Holds) -> Option<&'t str> {
+    if tool.requires.iter().all(|r| holds.has(*r)) {
+        return None;
+    }
+    Some(tool.unavailable.as_deref().unwrap_or(
+        "This tool cannot run now: what it needs is no longer available in this session.",
+    ))
+}
+
+/// A call resolved to its tool: the canonical name, the arguments converted from any former
+/// name, and the `purpose` taken out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedCall<'s> {
+    /// The spec's tool.
+    pub tool: &'s Tool,
+    /// The call with the tool's own name and current arguments (`purpose` removed).
+    pub call: ToolCall,
+    /// The former name the model used, if it used one.
+    pub former: Option<String>,
+    /// What the call said it is for.
+    pub purpose: Option<String>,
+}
+
+/// Resolves a call in a project: the tool by its name or a former name (`aliases`), with the
+/// former name's arguments renamed and converted (`renamed`; `todo` → `plan_write`).
+pub fn resolve_call<'s>(
+    spec: &'s Spec,
+    project: Project,
+    call: &ToolCall,
+) -> Result<ResolvedCall<'s>> {
+    let tool = spec
+        .tool_by_any_name(project, &call.name)
+        .filter(|t| t.scope.includes(project))
+        .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
+    let former = (tool.name != call.name).then(|| call.name.clone());
+    let mut arguments = match &call.arguments {
+        Value::Null => Value::Object(Map::new()),
+        Value::Object(_) => call.arguments.clone(),
+        other => {
+            return Err(Error::Arguments {
+                tool: call.name.clone(),
+                reason: format!("arguments must be a JSON object, not {other}"),
+            });
+        }
+    };
+    if let Some(former) = &former
+        && let Some(renamed) = tool.renamed.get(former)
+    {
+        if let Value::Object(map) = &mut arguments {
+            let old = std::mem::take(map);
+            for (k, v) in old {
+                let k = renamed.arguments.get(&k).cloned().unwrap_or(k);
+                map.insert(k, v);
+            }
+        }
+        match renamed.convert.as_deref() {
+            None => {}
+            Some("todo_to_plan") => arguments = todo_to_plan(&arguments)?,
+            Some(other) => {
+                return Err(Error::Spec(format!(
+                    "tools/{}.json renamed.{former}.convert names unknown conversion `{other}`",
+                    tool.name
+                )));
+            }
+        }
+    }
+    let purpose = if tool.purpose {
+        let name = purpose_arg(spec)
+            .map(|p| p.name)
+            .unwrap_or_else(|_| "purpose".into());
+        arguments
+            .as_object_mut()
+            .and_then(|m| m.remove(&name))
+            .and_then(|v| v.as_str().map(str::to_owned))
+    } else {
+        None
+    };
+    Ok(ResolvedCall {
+        tool,
+        call: ToolCall {
+            id: call.id.clone(),
+            name: tool.name.clone(),
+            arguments,
+        },
+        former,
+        purpose,
+    })
+}
+
+/// What a session was offered, kept for resolving its calls.
+#[derive(Debug, Clone)]
+pub struct Offering<'s> {
+    spec: &'s Spec,
+    /// The context it was made for.
+    pub context: OfferContext,
+    /// The tools, as sent.
+    pub tools: Vec<OfferedTool<'s>>,
+}
+
+impl<'s> Offering<'s> {
+    /// Makes the offering for a context.
+    pub fn new(spec: &'s Spec, context: OfferContext) -> Result<Self> {
+        let tools = offer(spec, &context)?;
+        Ok(Offering {
+            spec,
+            context,
+            tools,
+        })
+    }
+
+    /// The offered tools' names.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// Whether a tool (by its own name) is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.name == name)
+    }
+
+    /// Resolves a call against this offering: a tool not offered is unknown here, even if the
+    /// spec has it.
+    pub fn resolve(&self, call: &ToolCall) -> Result<ResolvedCall<'s>> {
+        let r = resolve_call(self.spec, self.context.project, call)?;
+        if !self.offers(&r.tool.name) {
+            return Err(Error::UnknownTool(call.name.clone()));
+        }
+        Ok(r)
+    }
+}

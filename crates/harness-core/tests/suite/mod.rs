@@ -1,0 +1,3 @@
+mod conformance;
+mod offering;
+mod snapshots;

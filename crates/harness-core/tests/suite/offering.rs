@@ -1,0 +1,287 @@
+//! The offering rules of the README, read against the spec's tools.
+
+use std::collections::BTreeMap;
+
+use harness_core::offer::{
+    Holds, OfferContext, Offering, is_offered, offer, resolve_call, unavailable,
+};
+use harness_core::protocol::{Mode, Project, Risk, SessionKind, ToolCall};
+use harness_spec::Spec;
+use serde_json::json;
+
+fn values() -> BTreeMap<String, String> {
+    [
+        ("memory_limit", "4,000 characters"),
+        (
+            "python_packages",
+            "numpy, pandas and matplotlib can be imported.",
+        ),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect()
+}
+
+fn cx(project: Project, kind: SessionKind, mode: Mode, holds: Holds) -> OfferContext {
+    let mut c = OfferContext::new(project, kind, mode);
+    c.holds = holds;
+    c.values = values();
+    c
+}
+
+const ALL_HOLD: Holds = Holds {
+    page: true,
+    display: true,
+    forge: true,
+};
+
+fn names(c: &OfferContext) -> Vec<String> {
+    offer(Spec::embedded(), c)
+        .expect("offer")
+        .into_iter()
+        .map(|t| t.name)
+        .collect()
+}
+
+fn every_context() -> Vec<OfferContext> {
+    let mut out = Vec::new();
+    for project in [Project::Cli, Project::Llembas] {
+        for kind in SessionKind::ALL {
+            for mode in Mode::ALL {
+                for holds in [Holds::default(), ALL_HOLD] {
+                    for subagent in [false, true] {
+                        let mut c = cx(project, kind, mode, holds);
+                        c.subagent = subagent;
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_rules_hold_everywhere() {
+    for c in every_context() {
+        let n = names(&c);
+        let has = |t: &str| n.iter().any(|x| x == t);
+        let label = format!("{:?}", c);
+        if c.kind == SessionKind::Chat {
+            assert!(!has("bash"), "bash in a chat: {label}");
+        }
+        if c.kind == SessionKind::Agent {
+            assert!(!has("mkdir"), "mkdir in an agent session: {label}");
+        }
+        if !c.holds.display {
+            assert!(!has("show"), "show without a display: {label}");
+        }
+        if !c.holds.page {
+            assert!(!has("python"), "python without a page: {label}");
+        }
+        if !c.holds.forge {
+            for t in ["commit", "branch", "pr", "merge", "tag", "release"] {
+                assert!(!has(t), "{t} without a forge: {label}");
+            }
+        }
+        assert_eq!(
+            has("report"),
+            c.subagent,
+            "report only for subagents: {label}"
+        );
+        assert_eq!(
+            has("plan_submit"),
+            c.mode == Mode::Plan,
+            "plan_submit: {label}"
+        );
+        assert!(
+            has("plan_write") && has("plan_update"),
+            "plan tools: {label}"
+        );
+        if c.project == Project::Llembas {
+            for t in [
+                "notes_search",
+                "knowledge_search",
+                "bash",
+                "multiedit",
+                "apply_patch",
+            ] {
+                assert!(!has(t), "{t} is not LLeMbas's: {label}");
+            }
+        }
+        if c.project == Project::Cli {
+            for t in ["mkdir", "mv", "rm", "search", "python", "commit"] {
+                assert!(!has(t), "{t} is not the CLI's: {label}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_two_main_sessions() {
+    let cli = names(&cx(
+        Project::Cli,
+        SessionKind::Agent,
+        Mode::Edit,
+        Holds::default(),
+    ));
+    for t in [
+        "bash",
+        "read",
+        "write",
+        "edit",
+        "glob",
+        "grep",
+        "list",
+        "task",
+        "notes_search",
+        "job_list",
+    ] {
+        assert!(cli.iter().any(|x| x == t), "the CLI offers {t}");
+    }
+    let chat = names(&cx(
+        Project::Llembas,
+        SessionKind::Chat,
+        Mode::Edit,
+        ALL_HOLD,
+    ));
+    for t in [
+        "read", "write", "mkdir", "mv", "rm", "search", "python", "show", "commit", "merge",
+    ] {
+        assert!(chat.iter().any(|x| x == t), "a chat offers {t}");
+    }
+}
+
+#[test]
+fn a_read_only_helper_gets_exactly_the_readers() {
+    let spec = Spec::embedded();
+    for c in every_context() {
+        let mut ro = c.clone();
+        ro.read_only = true;
+        let got = names(&ro);
+        let want: Vec<String> = spec
+            .tools()
+            .iter()
+            .filter(|t| t.risk == Risk::Read && is_offered(t, &c))
+            .map(|t| t.name.clone())
+            .collect();
+        assert_eq!(got, want);
+        for name in &got {
+            assert_eq!(spec.tool(name).unwrap().risk, Risk::Read);
+        }
+    }
+}
+
+#[test]
+fn purpose_goes_first_and_is_required() {
+    let spec = Spec::embedded();
+    let tools = offer(
+        spec,
+        &cx(Project::Cli, SessionKind::Agent, Mode::Auto, ALL_HOLD),
+    )
+    .unwrap();
+    let bash = tools.iter().find(|t| t.name == "bash").unwrap();
+    let props = bash.parameters["properties"].as_object().unwrap();
+    assert_eq!(props.keys().next().map(String::as_str), Some("purpose"));
+    assert_eq!(bash.parameters["required"][0], json!("purpose"));
+    let read = tools.iter().find(|t| t.name == "read").unwrap();
+    assert!(read.parameters["properties"].get("purpose").is_none());
+}
+
+#[test]
+fn nothing_unfilled_reaches_a_model() {
+    for c in every_context() {
+        for t in offer(Spec::embedded(), &c).unwrap() {
+            assert!(!t.description.contains("{{"), "{} description", t.name);
+            assert!(
+                !t.parameters.to_string().contains("{{"),
+                "{} parameters",
+                t.name
+            );
+        }
+    }
+    // Without the run-time value of memory_limit, the offer is an error naming it.
+    let mut c = cx(
+        Project::Cli,
+        SessionKind::Agent,
+        Mode::Edit,
+        Holds::default(),
+    );
+    c.values.clear();
+    let e = offer(Spec::embedded(), &c).unwrap_err();
+    assert!(e.to_string().contains("memory_limit"), "{e}");
+}
+
+#[test]
+fn a_requirement_gone_answers_the_unavailable_text() {
+    let spec = Spec::embedded();
+    let python = spec.tool("python").unwrap();
+    assert_eq!(
+        unavailable(python, &Holds::default()),
+        Some("Python cannot run now: no open browser page is attached to this chat.")
+    );
+    assert_eq!(unavailable(python, &ALL_HOLD), None);
+    let read = spec.tool("read").unwrap();
+    assert_eq!(unavailable(read, &Holds::default()), None);
+}
+
+#[test]
+fn aliases_work_as_the_tool() {
+    let spec = Spec::embedded();
+    let call = |name: &str, args| ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: args,
+    };
+    let r = resolve_call(spec, Project::Cli, &call("bash_output", json!({"id": "2"}))).unwrap();
+    assert_eq!(r.call.name, "job_output");
+    assert_eq!(r.former.as_deref(), Some("bash_output"));
+    let r = resolve_call(
+        spec,
+        Project::Cli,
+        &call(
+            "todo",
+            json!({"todos": [{"content": "x", "status": "in_progress"}]}),
+        ),
+    )
+    .unwrap();
+    assert_eq!(r.call.name, "plan_write");
+    assert_eq!(
+        r.call.arguments,
+        json!({"title": "Work", "phases": [{"title": "Work", "tasks": [{"title": "x", "status": "doing"}]}]})
+    );
+    assert!(resolve_call(spec, Project::Llembas, &call("todo", json!({"todos": []}))).is_err());
+    assert!(resolve_call(spec, Project::Llembas, &call("bash", json!({}))).is_err());
+    let r = resolve_call(
+        spec,
+        Project::Cli,
+        &call("bash", json!({"purpose": "list files", "command": "ls"})),
+    )
+    .unwrap();
+    assert_eq!(r.purpose.as_deref(), Some("list files"));
+    assert_eq!(r.call.arguments, json!({"command": "ls"}));
+}
+
+#[test]
+fn an_offering_knows_only_what_it_offered() {
+    let spec = Spec::embedded();
+    let o = Offering::new(
+        spec,
+        cx(
+            Project::Llembas,
+            SessionKind::Chat,
+            Mode::Edit,
+            Holds::default(),
+        ),
+    )
+    .unwrap();
+    let call = |name: &str| ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: json!({}),
+    };
+    assert!(o.resolve(&call("read")).is_ok());
+    assert!(o.resolve(&call("python")).is_err());
+    assert!(o.resolve(&call("plan_submit")).is_err());
+    assert!(o.resolve(&call("nonsense")).is_err());
+}
