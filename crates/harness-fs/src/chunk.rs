@@ -29,8 +29,11 @@ impl std::fmt::Debug for TokenCounter {
 impl TokenCounter {
     /// Loads a `tokenizer.json` from its bytes, turning its truncation and padding off.
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(json).map_err(|e| Error::Tokenizer(format!("cannot load tokenizer.json: {e}")))?;
-        tokenizer.with_truncation(None).map_err(|e| Error::Tokenizer(format!("cannot turn truncation off: {e}")))?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(json)
+            .map_err(|e| Error::Tokenizer(format!("cannot load tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| Error::Tokenizer(format!("cannot turn truncation off: {e}")))?;
         tokenizer.with_padding(None);
         Ok(TokenCounter { tokenizer })
     }
@@ -43,7 +46,10 @@ impl TokenCounter {
 
     /// The tokens of `text` (no special tokens) as byte ranges of `text`.
     pub fn token_spans(&self, text: &str) -> Result<Vec<(usize, usize)>> {
-        let enc = self.tokenizer.encode(text, false).map_err(|e| Error::Tokenizer(format!("cannot tokenize: {e}")))?;
+        let enc = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| Error::Tokenizer(format!("cannot tokenize: {e}")))?;
         Ok(enc.get_offsets().to_vec())
     }
 
@@ -79,13 +85,20 @@ impl Piece {
 }
 
 fn piece(spans: &[(usize, usize)], start: usize, end: usize) -> Piece {
-    Piece { token_start: start, token_end: end, byte_start: spans[start].0, byte_end: spans[end - 1].1 }
+    Piece {
+        token_start: start,
+        token_end: end,
+        byte_start: spans[start].0,
+        byte_end: spans[end - 1].1,
+    }
 }
 
 /// Token windows over `n` tokens: at most `max` each, each repeating `overlap` of the one before.
 pub fn windows(n: usize, max: usize, overlap: usize) -> Result<Vec<(usize, usize)>> {
     if max == 0 || overlap >= max {
-        return Err(Error::Invalid(format!("a piece of {max} tokens cannot repeat {overlap}")));
+        return Err(Error::Invalid(format!(
+            "a piece of {max} tokens cannot repeat {overlap}"
+        )));
     }
     let mut out = Vec::new();
     let mut start = 0;
@@ -102,14 +115,26 @@ pub fn windows(n: usize, max: usize, overlap: usize) -> Result<Vec<(usize, usize
 
 /// Splits `text` into pieces of at most `max` tokens, each repeating `overlap` tokens of the one
 /// before (480 and 64 for search).
-pub fn chunk_tokens(counter: &TokenCounter, text: &str, max: usize, overlap: usize) -> Result<Vec<Piece>> {
+pub fn chunk_tokens(
+    counter: &TokenCounter,
+    text: &str,
+    max: usize,
+    overlap: usize,
+) -> Result<Vec<Piece>> {
     let spans = counter.token_spans(text)?;
-    Ok(windows(spans.len(), max, overlap)?.into_iter().map(|(s, e)| piece(&spans, s, e)).collect())
+    Ok(windows(spans.len(), max, overlap)?
+        .into_iter()
+        .map(|(s, e)| piece(&spans, s, e))
+        .collect())
 }
 
 /// Splits a token range in two halves that repeat up to `overlap` tokens between them, each
 /// strictly shorter than the range (`None` for a single token).
-pub fn split_range(start: usize, end: usize, overlap: usize) -> Option<((usize, usize), (usize, usize))> {
+pub fn split_range(
+    start: usize,
+    end: usize,
+    overlap: usize,
+) -> Option<((usize, usize), (usize, usize))> {
     let len = end - start;
     if len < 2 {
         return None;
@@ -151,13 +176,21 @@ pub fn index_text(
         while let Some((s, e, depth)) = stack.pop() {
             let p = piece(&spans, s, e);
             match embed(p.text(text), e - s) {
-                Ok(v) => out.push(Indexed { piece: p, vector: Some(v), splits: depth }),
+                Ok(v) => out.push(Indexed {
+                    piece: p,
+                    vector: Some(v),
+                    splits: depth,
+                }),
                 Err(_) => match split_range(s, e, overlap) {
                     Some((a, b)) => {
                         stack.push((b.0, b.1, depth + 1));
                         stack.push((a.0, a.1, depth + 1));
                     }
-                    None => out.push(Indexed { piece: p, vector: None, splits: depth }),
+                    None => out.push(Indexed {
+                        piece: p,
+                        vector: None,
+                        splits: depth,
+                    }),
                 },
             }
         }
@@ -170,7 +203,9 @@ pub fn index_text(
 /// one. Answers character ranges.
 pub fn chunk_chars(text: &str, max: usize, overlap: usize) -> Result<Vec<(usize, usize)>> {
     if max == 0 || overlap >= max {
-        return Err(Error::Invalid(format!("a piece of {max} characters cannot repeat {overlap}")));
+        return Err(Error::Invalid(format!(
+            "a piece of {max} characters cannot repeat {overlap}"
+        )));
     }
     let chars: Vec<char> = text.chars().collect();
     let n = chars.len();
@@ -188,7 +223,11 @@ pub fn chunk_chars(text: &str, max: usize, overlap: usize) -> Result<Vec<(usize,
         if end == n {
             break;
         }
-        start = if end - start > overlap { end - overlap } else { end };
+        start = if end - start > overlap {
+            end - overlap
+        } else {
+            end
+        };
     }
     Ok(out)
 }

@@ -43,7 +43,9 @@ fn err_value(e: &Error) -> Value {
 /// refusal and `{"error_any_of": [...]}` one of the texts. `unchanged` and `absent` are checked
 /// apart and ignored here.
 fn judge(expect: &Value, actual: &Value) -> bool {
-    let Some(exp) = expect.as_object() else { return expect == actual };
+    let Some(exp) = expect.as_object() else {
+        return expect == actual;
+    };
     let mut exp = exp.clone();
     exp.remove("unchanged");
     exp.remove("absent");
@@ -62,7 +64,11 @@ fn string_map(case: &Value, key: &str) -> CaseResult<Vec<(String, String)>> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Object(m)) => m
             .iter()
-            .map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())).ok_or_else(|| format!("`{key}.{k}` must be a string")))
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|s| (k.clone(), s.to_string()))
+                    .ok_or_else(|| format!("`{key}.{k}` must be a string"))
+            })
             .collect(),
         Some(_) => Err(format!("`{key}` must be an object")),
     }
@@ -71,7 +77,14 @@ fn string_map(case: &Value, key: &str) -> CaseResult<Vec<(String, String)>> {
 fn string_list(case: &Value, key: &str) -> CaseResult<Vec<String>> {
     match case.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("`{key}` must hold strings"))).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`{key}` must hold strings"))
+            })
+            .collect(),
         Some(_) => Err(format!("`{key}` must be an array")),
     }
 }
@@ -101,16 +114,25 @@ fn tree_content(path: &str) -> String {
 }
 
 fn cwd_of(case: &Value) -> String {
-    case.get("cwd").and_then(Value::as_str).unwrap_or("/").to_string()
+    case.get("cwd")
+        .and_then(Value::as_str)
+        .unwrap_or("/")
+        .to_string()
 }
 
 fn path_of(case: &Value) -> CaseResult<String> {
-    case.get("path").and_then(Value::as_str).map(str::to_string).ok_or_else(|| "the case needs a string `path`".to_string())
+    case.get("path")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| "the case needs a string `path`".to_string())
 }
 
 /// Runs one op of the `fs_access` format (plus `grep`, `instructions`) on a view.
 fn run_op(view: &View, case: &Value) -> CaseResult<Value> {
-    let op = case.get("op").and_then(Value::as_str).ok_or("the case needs a string `op`")?;
+    let op = case
+        .get("op")
+        .and_then(Value::as_str)
+        .ok_or("the case needs a string `op`")?;
     let path = path_of(case)?;
     let want_content = case.get("expect").and_then(|e| e.get("content")).is_some();
     let answer = match op {
@@ -132,7 +154,10 @@ fn run_op(view: &View, case: &Value) -> CaseResult<Value> {
             }
         }
         "write" => {
-            let content = case.get("content").and_then(Value::as_str).unwrap_or("written by a conformance case\n");
+            let content = case
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("written by a conformance case\n");
             match view.write(&path, content.as_bytes()) {
                 Ok(()) => json!({ "ok": true }),
                 Err(e) => err_value(&e),
@@ -151,32 +176,55 @@ fn run_op(view: &View, case: &Value) -> CaseResult<Value> {
             Err(e) => err_value(&e),
         },
         "grep" => {
-            let pattern = case.get("pattern").and_then(Value::as_str).ok_or("op grep needs a string `pattern`")?;
+            let pattern = case
+                .get("pattern")
+                .and_then(Value::as_str)
+                .ok_or("op grep needs a string `pattern`")?;
             let opts = tools::GrepOptions {
-                include: case.get("include").and_then(Value::as_str).map(str::to_string),
+                include: case
+                    .get("include")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 ignore_case: false,
                 limit: Some(usize::MAX),
             };
             match tools::grep(view, &path, pattern, &opts) {
                 Ok(r) => {
-                    let m: Vec<String> = r.matches.iter().map(|m| format!("{}:{}", m.path, m.line)).collect();
-                    if r.truncated { json!({ "matches": m, "truncated": true }) } else { json!({ "matches": m }) }
+                    let m: Vec<String> = r
+                        .matches
+                        .iter()
+                        .map(|m| format!("{}:{}", m.path, m.line))
+                        .collect();
+                    if r.truncated {
+                        json!({ "matches": m, "truncated": true })
+                    } else {
+                        json!({ "matches": m })
+                    }
                 }
                 Err(e) => err_value(&e),
             }
         }
         "glob" => {
-            let pattern = case.get("pattern").and_then(Value::as_str).ok_or("op glob needs a string `pattern`")?;
+            let pattern = case
+                .get("pattern")
+                .and_then(Value::as_str)
+                .ok_or("op glob needs a string `pattern`")?;
             match tools::glob(view, &path, pattern, usize::MAX) {
                 Ok(r) => {
                     let paths: Vec<String> = r.paths.iter().map(|p| p.to_string()).collect();
-                    if r.truncated { json!({ "paths": paths, "truncated": true }) } else { json!({ "paths": paths }) }
+                    if r.truncated {
+                        json!({ "paths": paths, "truncated": true })
+                    } else {
+                        json!({ "paths": paths })
+                    }
                 }
                 Err(e) => err_value(&e),
             }
         }
         "instructions" => match instructions::stack(view, &path, instructions::DEFAULT_BUDGET) {
-            Ok(s) => json!({ "instructions": s.paths().iter().map(|p| p.to_string()).collect::<Vec<_>>() }),
+            Ok(s) => {
+                json!({ "instructions": s.paths().iter().map(|p| p.to_string()).collect::<Vec<_>>() })
+            }
             Err(e) => err_value(&e),
         },
         other => return Err(format!("unknown op {other:?}")),
@@ -205,11 +253,13 @@ fn memory_tree(case: &Value) -> CaseResult<MemoryBackend> {
         if entry.ends_with('/') {
             tree.add_dir(&p).map_err(|e| e.to_string())?;
         } else {
-            tree.add_file(&p, tree_content(p.as_str())).map_err(|e| e.to_string())?;
+            tree.add_file(&p, tree_content(p.as_str()))
+                .map_err(|e| e.to_string())?;
         }
     }
     for (p, text) in string_map(case, "files")? {
-        tree.add_file(&VPath::parse(&p), text).map_err(|e| e.to_string())?;
+        tree.add_file(&VPath::parse(&p), text)
+            .map_err(|e| e.to_string())?;
     }
     Ok(tree)
 }
@@ -249,8 +299,15 @@ mod tempfile_dir {
         pub fn new() -> std::io::Result<Self> {
             use std::sync::atomic::{AtomicU64, Ordering};
             static N: AtomicU64 = AtomicU64::new(0);
-            let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-            let dir = std::env::temp_dir().join(format!("harness-fs-case-{}-{stamp}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let dir = std::env::temp_dir().join(format!(
+                "harness-fs-case-{}-{stamp}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
             std::fs::create_dir_all(&dir)?;
             Ok(TempDir(dir))
         }
@@ -279,7 +336,11 @@ impl HostCase {
     fn target(&self, t: &str) -> PathBuf {
         if let Some(rest) = t.strip_prefix("{outside}") {
             let rest = rest.trim_start_matches('/');
-            if rest.is_empty() { self.outside.clone() } else { self.outside.join(rest) }
+            if rest.is_empty() {
+                self.outside.clone()
+            } else {
+                self.outside.join(rest)
+            }
         } else if t.starts_with('/') {
             host_path(&self.root, t)
         } else {
@@ -290,26 +351,33 @@ impl HostCase {
     fn at(&self, view_path: &str) -> CaseResult<PathBuf> {
         let p = host_path(&self.root, view_path);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("set-up: {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("set-up: {}: {e}", parent.display()))?;
         }
         Ok(p)
     }
 
     fn build(case: &Value) -> CaseResult<HostCase> {
-        let dir = tempfile_dir::TempDir::new().map_err(|e| format!("set-up: temporary directory: {e}"))?;
+        let dir = tempfile_dir::TempDir::new()
+            .map_err(|e| format!("set-up: temporary directory: {e}"))?;
         let root = dir.path().join("root");
         let outside = dir.path().join("outside");
         for d in [&root, &outside] {
             std::fs::create_dir_all(d).map_err(|e| format!("set-up: {e}"))?;
         }
-        let hc = HostCase { _dir: dir, root, outside };
+        let hc = HostCase {
+            _dir: dir,
+            root,
+            outside,
+        };
         let io = |what: &str, e: std::io::Error| format!("set-up: {what}: {e}");
         for entry in string_list(case, "tree")? {
             let p = hc.at(&entry)?;
             if entry.ends_with('/') {
                 std::fs::create_dir_all(&p).map_err(|e| io(&entry, e))?;
             } else {
-                std::fs::write(&p, tree_content(VPath::parse(&entry).as_str())).map_err(|e| io(&entry, e))?;
+                std::fs::write(&p, tree_content(VPath::parse(&entry).as_str()))
+                    .map_err(|e| io(&entry, e))?;
             }
         }
         for (p, text) in string_map(case, "files")? {
@@ -327,16 +395,20 @@ impl HostCase {
             std::fs::write(hc.at(&p)?, text).map_err(|e| io(&p, e))?;
         }
         for (p, h) in string_map(&host, "file_hex")? {
-            let bytes = hex::decode(h.replace(' ', "")).map_err(|e| format!("host.file_hex.{p}: {e}"))?;
+            let bytes =
+                hex::decode(h.replace(' ', "")).map_err(|e| format!("host.file_hex.{p}: {e}"))?;
             std::fs::write(hc.at(&p)?, bytes).map_err(|e| io(&p, e))?;
         }
         if let Some(many) = host.get("many").and_then(Value::as_object) {
             for (d, n) in many {
-                let n = n.as_u64().ok_or_else(|| format!("host.many.{d} must be a count"))?;
+                let n = n
+                    .as_u64()
+                    .ok_or_else(|| format!("host.many.{d} must be a count"))?;
                 let dir = host_path(&hc.root, d);
                 std::fs::create_dir_all(&dir).map_err(|e| io(d, e))?;
                 for i in 0..n {
-                    std::fs::write(dir.join(format!("f{i:05}.txt")), format!("file {i}\n")).map_err(|e| io(d, e))?;
+                    std::fs::write(dir.join(format!("f{i:05}.txt")), format!("file {i}\n"))
+                        .map_err(|e| io(d, e))?;
                 }
             }
         }
@@ -348,8 +420,14 @@ impl HostCase {
         }
         for p in string_list(&host, "fifo")? {
             let at = hc.at(&p)?;
-            rustix::fs::mknodat(rustix::fs::CWD, &at, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0)
-                .map_err(|e| io(&p, e.into()))?;
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &at,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o644),
+                0,
+            )
+            .map_err(|e| io(&p, e.into()))?;
         }
         for p in string_list(&host, "socket")? {
             std::os::unix::net::UnixListener::bind(hc.at(&p)?).map_err(|e| io(&p, e))?;
@@ -371,7 +449,12 @@ impl HostCase {
                 }
             }
             for p in string_list(src, "absent")? {
-                if std::fs::symlink_metadata(host_path(&self.root, &p)).is_ok() {
+                let at = if p.starts_with("{outside}") {
+                    self.target(&p)
+                } else {
+                    host_path(&self.root, &p)
+                };
+                if std::fs::symlink_metadata(at).is_ok() {
                     problems.push(format!("{p} exists"));
                 }
             }
@@ -388,7 +471,10 @@ impl AreaRunner for HostFs {
     fn run(&self, case: &Value) -> Outcome {
         let result = (|| {
             let hc = HostCase::build(case)?;
-            let mut opts = HostOptions { lock_dir: Some(hc.root.with_file_name("locks")), ..HostOptions::default() };
+            let mut opts = HostOptions {
+                lock_dir: Some(hc.root.with_file_name("locks")),
+                ..HostOptions::default()
+            };
             if let Some(l) = case.get("limits") {
                 if let Some(n) = l.get("max_file_bytes").and_then(Value::as_u64) {
                     opts.max_file_bytes = n;
@@ -399,7 +485,8 @@ impl AreaRunner for HostFs {
             }
             let backend = HostBackend::open(&hc.root, opts).map_err(|e| format!("set-up: {e}"))?;
             let backend: Arc<dyn Backend> = Arc::new(backend);
-            let view = View::new(backend.clone(), access_of(case, &[("/", Level::Commit)])?).with_cwd(&cwd_of(case));
+            let view = View::new(backend.clone(), access_of(case, &[("/", Level::Commit)])?)
+                .with_cwd(&cwd_of(case));
             let mut actual = run_op(&view, case)?;
             backend.close();
             let problems = hc.check_after(case)?;
@@ -426,13 +513,23 @@ impl AreaRunner for InstructionsArea {
     fn run(&self, case: &Value) -> Outcome {
         let result = (|| {
             let tree = memory_tree(case)?;
-            let view = View::new(Arc::new(tree), access_of(case, &[("/", Level::Ro)])?).with_cwd(&cwd_of(case));
-            let start = case.get("start").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| cwd_of(case));
-            let budget = case.get("budget").and_then(Value::as_u64).map(|b| b as usize).unwrap_or(instructions::DEFAULT_BUDGET);
+            let view = View::new(Arc::new(tree), access_of(case, &[("/", Level::Ro)])?)
+                .with_cwd(&cwd_of(case));
+            let start = case
+                .get("start")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| cwd_of(case));
+            let budget = case
+                .get("budget")
+                .and_then(Value::as_u64)
+                .map(|b| b as usize)
+                .unwrap_or(instructions::DEFAULT_BUDGET);
             let expect = case.get("expect").cloned().unwrap_or(Value::Null);
             Ok(match instructions::stack(&view, &start, budget) {
                 Ok(s) => {
-                    let names = |v: Vec<VPath>| json!(v.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+                    let names =
+                        |v: Vec<VPath>| json!(v.iter().map(|p| p.to_string()).collect::<Vec<_>>());
                     let mut m = Map::new();
                     m.insert("instructions".to_string(), names(s.paths()));
                     let cut = s.cut();
@@ -459,15 +556,24 @@ fn case_text(case: &Value) -> CaseResult<String> {
         return Ok(t.to_string());
     }
     if let Some(r) = case.get("repeat") {
-        let piece = r.get("text").and_then(Value::as_str).ok_or("`repeat.text` must be a string")?;
-        let times = r.get("times").and_then(Value::as_u64).ok_or("`repeat.times` must be a count")?;
+        let piece = r
+            .get("text")
+            .and_then(Value::as_str)
+            .ok_or("`repeat.text` must be a string")?;
+        let times = r
+            .get("times")
+            .and_then(Value::as_u64)
+            .ok_or("`repeat.times` must be a count")?;
         return Ok(piece.repeat(times as usize));
     }
     Err("the case needs `text` or `repeat`".to_string())
 }
 
 fn usize_of(case: &Value, key: &str, default: usize) -> usize {
-    case.get(key).and_then(Value::as_u64).map(|n| n as usize).unwrap_or(default)
+    case.get(key)
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+        .unwrap_or(default)
 }
 
 /// `chunk_tokens`: pieces by tokens, and splitting what the embedder refuses.
@@ -494,12 +600,24 @@ impl AreaRunner for ChunkTokens {
             m.insert("tokens".to_string(), json!(tokens));
             if let Some(refuse_over) = case.get("refuse_over").and_then(Value::as_u64) {
                 let mut embed = |_: &str, n: usize| -> Result<Vec<f32>, chunk::Refused> {
-                    if n as u64 > refuse_over { Err(chunk::Refused("input too long".to_string())) } else { Ok(vec![n as f32]) }
+                    if n as u64 > refuse_over {
+                        Err(chunk::Refused("input too long".to_string()))
+                    } else {
+                        Ok(vec![n as f32])
+                    }
                 };
                 match chunk::index_text(&counter, &text, max, overlap, &mut embed) {
                     Ok(done) => {
-                        let spans: Vec<Value> = done.iter().filter(|d| d.vector.is_some()).map(|d| json!([d.piece.token_start, d.piece.token_end])).collect();
-                        let kept: Vec<Value> = done.iter().filter(|d| d.vector.is_none()).map(|d| json!([d.piece.token_start, d.piece.token_end])).collect();
+                        let spans: Vec<Value> = done
+                            .iter()
+                            .filter(|d| d.vector.is_some())
+                            .map(|d| json!([d.piece.token_start, d.piece.token_end]))
+                            .collect();
+                        let kept: Vec<Value> = done
+                            .iter()
+                            .filter(|d| d.vector.is_none())
+                            .map(|d| json!([d.piece.token_start, d.piece.token_end]))
+                            .collect();
                         m.insert("pieces".to_string(), json!(spans));
                         m.insert("unembedded".to_string(), json!(kept));
                     }
@@ -508,9 +626,20 @@ impl AreaRunner for ChunkTokens {
             } else {
                 match chunk::chunk_tokens(&counter, &text, max, overlap) {
                     Ok(pieces) => {
-                        m.insert("pieces".to_string(), json!(pieces.iter().map(|p| json!([p.token_start, p.token_end])).collect::<Vec<_>>()));
+                        m.insert(
+                            "pieces".to_string(),
+                            json!(
+                                pieces
+                                    .iter()
+                                    .map(|p| json!([p.token_start, p.token_end]))
+                                    .collect::<Vec<_>>()
+                            ),
+                        );
                         if expect.get("texts").is_some() {
-                            m.insert("texts".to_string(), json!(pieces.iter().map(|p| p.text(&text)).collect::<Vec<_>>()));
+                            m.insert(
+                                "texts".to_string(),
+                                json!(pieces.iter().map(|p| p.text(&text)).collect::<Vec<_>>()),
+                            );
                         }
                     }
                     Err(e) => return Ok(err_value(&e)),
@@ -540,10 +669,16 @@ impl AreaRunner for ChunkChars {
             Ok(match chunk::chunk_chars(&text, max, overlap) {
                 Ok(spans) => {
                     let mut m = Map::new();
-                    m.insert("pieces".to_string(), json!(spans.iter().map(|(s, e)| json!([s, e])).collect::<Vec<_>>()));
+                    m.insert(
+                        "pieces".to_string(),
+                        json!(spans.iter().map(|(s, e)| json!([s, e])).collect::<Vec<_>>()),
+                    );
                     if expect.get("texts").is_some() {
                         let chars: Vec<char> = text.chars().collect();
-                        let texts: Vec<String> = spans.iter().map(|(s, e)| chars[*s..*e].iter().collect()).collect();
+                        let texts: Vec<String> = spans
+                            .iter()
+                            .map(|(s, e)| chars[*s..*e].iter().collect())
+                            .collect();
                         m.insert("texts".to_string(), json!(texts));
                     }
                     Value::Object(m)
@@ -571,8 +706,12 @@ impl AreaRunner for MemoryArea {
             let changes: Vec<memory::MemoryChange> = if let Some(c) = case.get("change") {
                 vec![serde_json::from_value(c.clone()).map_err(|e| format!("`change`: {e}"))?]
             } else {
-                serde_json::from_value(case.get("changes").cloned().ok_or("the case needs `change` or `changes`")?)
-                    .map_err(|e| format!("`changes`: {e}"))?
+                serde_json::from_value(
+                    case.get("changes")
+                        .cloned()
+                        .ok_or("the case needs `change` or `changes`")?,
+                )
+                .map_err(|e| format!("`changes`: {e}"))?
             };
             let expect = case.get("expect").cloned().unwrap_or(Value::Null);
             Ok(match memory::apply(&entries, &changes, limit) {

@@ -27,7 +27,9 @@ pub enum Error {
     #[error("Already exists: {0}")]
     AlreadyExists(VPath),
     /// Commit asked for at level `stage`.
-    #[error("Not committed: this session may change {0} but not commit it; the change stays staged.")]
+    #[error(
+        "Not committed: this session may change {0} but not commit it; the change stays staged."
+    )]
     NotCommitted(VPath),
     /// Commit asked for outside every mount.
     #[error("Nothing to commit: {0} is not in a repository.")]
@@ -56,10 +58,14 @@ pub enum Error {
     #[error("Edit refused: old_string is empty; to write a whole file use write.")]
     EditEmpty(VPath),
     /// An edit whose old text does not occur.
-    #[error("Edit refused: old_string was not found in {0}; it must match exactly, including whitespace and indentation.")]
+    #[error(
+        "Edit refused: old_string was not found in {0}; it must match exactly, including whitespace and indentation."
+    )]
     EditNotFound(VPath),
     /// An edit whose old text occurs more than once without `replace_all`.
-    #[error("Edit refused: old_string occurs {count} times in {path}; give more surrounding text to make it unique, or set replace_all.")]
+    #[error(
+        "Edit refused: old_string occurs {count} times in {path}; give more surrounding text to make it unique, or set replace_all."
+    )]
     EditAmbiguous {
         /// The file.
         path: VPath,
@@ -86,7 +92,9 @@ pub enum Error {
     #[error("Not in the trash: {0}")]
     NotInTrash(String),
     /// A host root is already open by another backend (this process or another).
-    #[error("Root in use: {0} (or a directory containing it or inside it) is already open by another backend")]
+    #[error(
+        "Root in use: {0} (or a directory containing it or inside it) is already open by another backend"
+    )]
     RootInUse(String),
     /// A host root that cannot be used.
     #[error("Bad root: {0}")]
@@ -116,7 +124,10 @@ pub enum Error {
 impl Error {
     /// An I/O error on a path.
     pub fn io(path: impl std::fmt::Display, err: impl std::fmt::Display) -> Self {
-        Error::Io { path: path.to_string(), message: err.to_string() }
+        Error::Io {
+            path: path.to_string(),
+            message: err.to_string(),
+        }
     }
 }
 

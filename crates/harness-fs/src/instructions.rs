@@ -41,16 +41,28 @@ impl Instructions {
 
     /// The files cut to fit.
     pub fn cut(&self) -> Vec<VPath> {
-        self.files.iter().filter(|f| f.cut).map(|f| f.path.clone()).collect()
+        self.files
+            .iter()
+            .filter(|f| f.cut)
+            .map(|f| f.path.clone())
+            .collect()
     }
 
     /// The text for the prompt: each file under `Instructions from: PATH`, then a note naming
     /// what the budget cut or left out.
     pub fn render(&self, budget: usize) -> String {
-        let mut parts: Vec<String> = self.files.iter().map(|f| format!("Instructions from: {}\n{}", f.path, f.text.trim_end())).collect();
+        let mut parts: Vec<String> = self
+            .files
+            .iter()
+            .map(|f| format!("Instructions from: {}\n{}", f.path, f.text.trim_end()))
+            .collect();
         let cut = self.cut();
         if !cut.is_empty() || !self.omitted.is_empty() {
-            let names: Vec<String> = cut.iter().chain(self.omitted.iter()).map(|p| p.to_string()).collect();
+            let names: Vec<String> = cut
+                .iter()
+                .chain(self.omitted.iter())
+                .map(|p| p.to_string())
+                .collect();
             parts.push(format!("[Instruction files over the {budget}-byte budget were cut or left out: {}. Read them if you need them.]", names.join(", ")));
         }
         parts.join("\n\n")
@@ -59,7 +71,12 @@ impl Instructions {
 
 /// The directories from `boundary` down to `start` (both included).
 fn chain(boundary: &VPath, start: &VPath) -> Vec<VPath> {
-    let mut dirs: Vec<VPath> = start.ancestors().into_iter().rev().chain(std::iter::once(start.clone())).collect();
+    let mut dirs: Vec<VPath> = start
+        .ancestors()
+        .into_iter()
+        .rev()
+        .chain(std::iter::once(start.clone()))
+        .collect();
     dirs.retain(|d| d.starts_with(boundary));
     dirs
 }
@@ -89,7 +106,9 @@ pub fn stack(view: &View, start: &str, budget: usize) -> Result<Instructions> {
                     Ok(t) => t,
                     Err(_) => continue,
                 },
-                Err(Error::NotFound(_)) | Err(Error::IsADirectory(_)) | Err(Error::TooLarge { .. }) => continue,
+                Err(Error::NotFound(_))
+                | Err(Error::IsADirectory(_))
+                | Err(Error::TooLarge { .. }) => continue,
                 Err(e) => return Err(e),
             };
             if text.trim().is_empty() {
@@ -105,7 +124,11 @@ pub fn stack(view: &View, start: &str, budget: usize) -> Result<Instructions> {
     for (i, (path, text)) in found.iter().enumerate().rev() {
         if text.len() <= left {
             left -= text.len();
-            fitted[i] = Some(InstructionFile { path: path.clone(), text: text.clone(), cut: false });
+            fitted[i] = Some(InstructionFile {
+                path: path.clone(),
+                text: text.clone(),
+                cut: false,
+            });
         } else if left > 0 {
             let mut end = left;
             while !text.is_char_boundary(end) {
@@ -118,12 +141,19 @@ pub fn stack(view: &View, start: &str, budget: usize) -> Result<Instructions> {
             if end == 0 {
                 omitted.push(path.clone());
             } else {
-                fitted[i] = Some(InstructionFile { path: path.clone(), text: text[..end].to_string(), cut: true });
+                fitted[i] = Some(InstructionFile {
+                    path: path.clone(),
+                    text: text[..end].to_string(),
+                    cut: true,
+                });
             }
         } else {
             omitted.push(path.clone());
         }
     }
     omitted.reverse();
-    Ok(Instructions { files: fitted.into_iter().flatten().collect(), omitted })
+    Ok(Instructions {
+        files: fitted.into_iter().flatten().collect(),
+        omitted,
+    })
 }

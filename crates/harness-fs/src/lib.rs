@@ -28,10 +28,12 @@ pub mod skills;
 pub mod tools;
 mod view;
 
-pub use backend::{Backend, DirEntry, Expect, HostBackend, HostOptions, Kind, Listing, Meta, MemoryBackend};
+pub use backend::{
+    Backend, DirEntry, Expect, HostBackend, HostOptions, Kind, Listing, MemoryBackend, Meta,
+};
 pub use error::{Error, Result};
 pub use path::{VPath, is_portable_name};
-pub use view::{Access, Level, ListEntry, ViewListing, View};
+pub use view::{Access, Level, ListEntry, View, ViewListing};
 
 /// The content hash of a file: the first 16 hex digits of its SHA-256. A read answers it; a
 /// write or edit of an existing file needs the session's last read to carry the current one.

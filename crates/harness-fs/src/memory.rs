@@ -39,14 +39,24 @@ pub fn usage(entries: &[String]) -> usize {
 fn find(entries: &[String], old_text: &str) -> Result<usize> {
     let old = old_text.trim();
     if old.is_empty() {
-        return Err(Error::Memory("Memory: old_text is empty; quote part of the entry to change.".to_string()));
+        return Err(Error::Memory(
+            "Memory: old_text is empty; quote part of the entry to change.".to_string(),
+        ));
     }
-    let hits: Vec<usize> = entries.iter().enumerate().filter(|(_, e)| e.contains(old)).map(|(i, _)| i).collect();
+    let hits: Vec<usize> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.contains(old))
+        .map(|(i, _)| i)
+        .collect();
     match hits.as_slice() {
         [] => Err(Error::Memory(format!("Memory: no entry contains {old:?}."))),
         [one] => Ok(*one),
         many if many.iter().all(|&i| entries[i] == entries[many[0]]) => Ok(many[0]),
-        many => Err(Error::Memory(format!("Memory: {} entries contain {old:?}; quote more of the one to change.", many.len()))),
+        many => Err(Error::Memory(format!(
+            "Memory: {} entries contain {old:?}; quote more of the one to change.",
+            many.len()
+        ))),
     }
 }
 
@@ -56,7 +66,9 @@ fn content_of(content: &str) -> Result<String> {
         return Err(Error::Memory("Memory: content is empty.".to_string()));
     }
     if c.contains(SEPARATOR.trim()) && c.lines().any(|l| l.trim() == "§") {
-        return Err(Error::Memory("Memory: content may not hold a line that is only §.".to_string()));
+        return Err(Error::Memory(
+            "Memory: content may not hold a line that is only §.".to_string(),
+        ));
     }
     Ok(c.to_string())
 }
@@ -92,7 +104,11 @@ pub fn apply(entries: &[String], changes: &[MemoryChange], limit: usize) -> Resu
         })();
         if let Err(Error::Memory(msg)) = step {
             return Err(Error::Memory(if changes.len() > 1 {
-                format!("{msg} (change {} of {}; nothing was changed)", i + 1, changes.len())
+                format!(
+                    "{msg} (change {} of {}; nothing was changed)",
+                    i + 1,
+                    changes.len()
+                )
             } else {
                 msg
             }));

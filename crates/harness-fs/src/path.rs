@@ -18,7 +18,11 @@ impl VPath {
     /// Resolves `input` lexically against `cwd`: an absolute input starts at `/`, a relative
     /// one at `cwd`; `.` and empty segments drop, `..` goes up and stops at `/`.
     pub fn resolve(cwd: &VPath, input: &str) -> VPath {
-        let mut parts: Vec<&str> = if input.starts_with('/') { Vec::new() } else { cwd.components().collect() };
+        let mut parts: Vec<&str> = if input.starts_with('/') {
+            Vec::new()
+        } else {
+            cwd.components().collect()
+        };
         for seg in input.split('/') {
             match seg {
                 "" | "." => {}
@@ -82,7 +86,11 @@ impl VPath {
 
     /// The child `name` of this directory (`name` is one segment).
     pub fn join(&self, name: &str) -> VPath {
-        if self.is_root() { VPath(format!("/{name}")) } else { VPath(format!("{}/{name}", self.0)) }
+        if self.is_root() {
+            VPath(format!("/{name}"))
+        } else {
+            VPath(format!("{}/{name}", self.0))
+        }
     }
 
     /// Whether `self` is `other` or inside it (whole segments: `/a` is not inside `/ab`).
@@ -90,7 +98,8 @@ impl VPath {
         if other.is_root() {
             return true;
         }
-        self.0 == other.0 || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
+        self.0 == other.0
+            || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
     }
 
     /// Whether `self` is strictly inside `other`.
@@ -150,13 +159,21 @@ impl Ord for VPath {
 /// in a dot or a space, without `/`, `:`, `\`, a control character or any of `<>"|?*`, and not a
 /// Windows device name (CON, PRN, AUX, NUL, COM1–9, LPT1–9) with or without an extension.
 pub fn is_portable_name(name: &str) -> bool {
-    if name.is_empty() || name == "." || name == ".." || name.ends_with('.') || name.ends_with(' ') {
+    if name.is_empty() || name == "." || name == ".." || name.ends_with('.') || name.ends_with(' ')
+    {
         return false;
     }
-    if name.chars().any(|c| c.is_control() || matches!(c, '/' | ':' | '\\' | '<' | '>' | '"' | '|' | '?' | '*')) {
+    if name.chars().any(|c| {
+        c.is_control() || matches!(c, '/' | ':' | '\\' | '<' | '>' | '"' | '|' | '?' | '*')
+    }) {
         return false;
     }
-    let stem = name.split('.').next().unwrap_or("").trim_end().to_ascii_uppercase();
+    let stem = name
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .trim_end()
+        .to_ascii_uppercase();
     let device = match stem.as_str() {
         "CON" | "PRN" | "AUX" | "NUL" => true,
         s if s.len() == 4 && (s.starts_with("COM") || s.starts_with("LPT")) => {
@@ -189,12 +206,18 @@ mod tests {
         assert_eq!(VPath::parse("/a").parent(), Some(VPath::root()));
         assert!(VPath::parse("/a/b").starts_with(&VPath::parse("/a")));
         assert!(!VPath::parse("/ab").starts_with(&VPath::parse("/a")));
-        assert_eq!(VPath::parse("/a/b").relative_to(&VPath::parse("/a")), Some("b"));
+        assert_eq!(
+            VPath::parse("/a/b").relative_to(&VPath::parse("/a")),
+            Some("b")
+        );
     }
 
     #[test]
     fn portable_names() {
-        for bad in ["", ".", "..", "x.", "x ", "a:b", "a\\b", "CON", "nul.txt", "com1", "Lpt9.log", "a*b", "a?b", "a\"b", "a<b", "a>b", "a|b", "a\u{0}b", "a\tb", "a\u{7f}b"] {
+        for bad in [
+            "", ".", "..", "x.", "x ", "a:b", "a\\b", "CON", "nul.txt", "com1", "Lpt9.log", "a*b",
+            "a?b", "a\"b", "a<b", "a>b", "a|b", "a\u{0}b", "a\tb", "a\u{7f}b",
+        ] {
             assert!(!is_portable_name(bad), "{bad:?}");
         }
         for good in ["a", "名前", "é", "com10", "console", ".env", "x.txt"] {
@@ -204,8 +227,19 @@ mod tests {
 
     #[test]
     fn path_order_puts_contents_after_directory() {
-        let mut v = vec![VPath::parse("/a-b"), VPath::parse("/a/z"), VPath::parse("/a")];
+        let mut v = vec![
+            VPath::parse("/a-b"),
+            VPath::parse("/a/z"),
+            VPath::parse("/a"),
+        ];
         v.sort();
-        assert_eq!(v, vec![VPath::parse("/a"), VPath::parse("/a/z"), VPath::parse("/a-b")]);
+        assert_eq!(
+            v,
+            vec![
+                VPath::parse("/a"),
+                VPath::parse("/a/z"),
+                VPath::parse("/a-b")
+            ]
+        );
     }
 }

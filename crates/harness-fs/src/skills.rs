@@ -26,14 +26,26 @@ pub fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
-    if ok { Ok(()) } else { Err(Error::Skill(format!("Skill: {name:?} is not a skill name (a-z, 0-9, -, _, ., at most 64)."))) }
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Skill(format!(
+            "Skill: {name:?} is not a skill name (a-z, 0-9, -, _, ., at most 64)."
+        )))
+    }
 }
 
 /// The front matter's `name` and `description` of a `SKILL.md`.
 pub fn front_matter(text: &str) -> Result<(String, String)> {
-    let rest = text.strip_prefix("---\n").ok_or_else(|| Error::Skill("Skill: SKILL.md must start with front matter (---).".to_string()))?;
-    let end = rest.find("\n---").ok_or_else(|| Error::Skill("Skill: SKILL.md's front matter is not closed (---).".to_string()))?;
+    let rest = text.strip_prefix("---\n").ok_or_else(|| {
+        Error::Skill("Skill: SKILL.md must start with front matter (---).".to_string())
+    })?;
+    let end = rest.find("\n---").ok_or_else(|| {
+        Error::Skill("Skill: SKILL.md's front matter is not closed (---).".to_string())
+    })?;
     let mut name = None;
     let mut description = None;
     for line in rest[..end].lines() {
@@ -48,7 +60,9 @@ pub fn front_matter(text: &str) -> Result<(String, String)> {
     }
     match (name, description) {
         (Some(n), Some(d)) if !n.is_empty() && !d.is_empty() => Ok((n, d)),
-        _ => Err(Error::Skill("Skill: SKILL.md's front matter needs name and description.".to_string())),
+        _ => Err(Error::Skill(
+            "Skill: SKILL.md's front matter needs name and description.".to_string(),
+        )),
     }
 }
 
@@ -62,10 +76,17 @@ pub fn list(view: &View, root: &str) -> Result<Vec<SkillSummary>> {
     let mut out = Vec::new();
     for e in listing.entries.iter().filter(|e| e.kind == Kind::Dir) {
         let p = listing.path.join(&e.name).join(SKILL_FILE);
-        let Ok(bytes) = view.read_bytes(&p) else { continue };
-        let Ok(text) = crate::tools::decode_text(&p, &bytes) else { continue };
+        let Ok(bytes) = view.read_bytes(&p) else {
+            continue;
+        };
+        let Ok(text) = crate::tools::decode_text(&p, &bytes) else {
+            continue;
+        };
         if let Ok((_, description)) = front_matter(&text) {
-            out.push(SkillSummary { name: e.name.clone(), description });
+            out.push(SkillSummary {
+                name: e.name.clone(),
+                description,
+            });
         }
     }
     Ok(out)
@@ -79,7 +100,9 @@ fn skill_dir(view: &View, root: &str, name: &str) -> Result<VPath> {
 fn file_in(dir: &VPath, file: &str) -> Result<VPath> {
     let p = VPath::resolve(dir, file);
     if !p.is_strictly_inside(dir) {
-        return Err(Error::Skill(format!("Skill: {file:?} is not inside the skill.")));
+        return Err(Error::Skill(format!(
+            "Skill: {file:?} is not inside the skill."
+        )));
     }
     Ok(p)
 }
@@ -89,7 +112,9 @@ pub fn view_skill(view: &View, root: &str, name: &str, file: Option<&str>) -> Re
     let dir = skill_dir(view, root, name)?;
     let p = file_in(&dir, file.unwrap_or(SKILL_FILE))?;
     let bytes = view.read_bytes(&p).map_err(|e| match e {
-        Error::NotFound(_) if file.is_none() => Error::Skill(format!("Skill: no skill named {name:?}.")),
+        Error::NotFound(_) if file.is_none() => {
+            Error::Skill(format!("Skill: no skill named {name:?}."))
+        }
         other => other,
     })?;
     crate::tools::decode_text(&p, &bytes)
@@ -158,36 +183,59 @@ pub fn manage(view: &View, root: &str, action: &SkillAction) -> Result<String> {
             let dir = skill_dir(view, root, name)?;
             front_matter(content)?;
             let p = dir.join(SKILL_FILE);
-            view.write_bytes(&p, content.as_bytes(), &Expect::Absent).map_err(|e| match e {
-                Error::AlreadyExists(_) => Error::Skill(format!("Skill: {name:?} already exists; use edit or patch.")),
-                other => other,
-            })?;
+            view.write_bytes(&p, content.as_bytes(), &Expect::Absent)
+                .map_err(|e| match e {
+                    Error::AlreadyExists(_) => Error::Skill(format!(
+                        "Skill: {name:?} already exists; use edit or patch."
+                    )),
+                    other => other,
+                })?;
             Ok(format!("Created skill {name}."))
         }
         SkillAction::Edit { name, content } => {
             let dir = skill_dir(view, root, name)?;
             front_matter(content)?;
             let p = dir.join(SKILL_FILE);
-            view.stat(&p).map_err(|_| Error::Skill(format!("Skill: no skill named {name:?}.")))?;
+            view.stat(&p)
+                .map_err(|_| Error::Skill(format!("Skill: no skill named {name:?}.")))?;
             view.write_bytes(&p, content.as_bytes(), &Expect::Any)?;
             Ok(format!("Updated skill {name}."))
         }
-        SkillAction::Patch { name, old_string, new_string, file_path, replace_all } => {
+        SkillAction::Patch {
+            name,
+            old_string,
+            new_string,
+            file_path,
+            replace_all,
+        } => {
             let dir = skill_dir(view, root, name)?;
             let p = file_in(&dir, file_path.as_deref().unwrap_or(SKILL_FILE))?;
             let bytes = view.read_bytes(&p)?;
             let text = crate::tools::decode_text(&p, &bytes)?;
-            let spec = crate::tools::EditSpec { old_string: old_string.clone(), new_string: new_string.clone(), replace_all: *replace_all };
+            let spec = crate::tools::EditSpec {
+                old_string: old_string.clone(),
+                new_string: new_string.clone(),
+                replace_all: *replace_all,
+            };
             let (new_text, n) = crate::tools::apply_edit(&p, &text, &spec)?;
             if p.name() == SKILL_FILE {
                 front_matter(&new_text)?;
             }
-            view.write_bytes(&p, new_text.as_bytes(), &Expect::Version(crate::content_hash(&bytes)))?;
+            view.write_bytes(
+                &p,
+                new_text.as_bytes(),
+                &Expect::Version(crate::content_hash(&bytes)),
+            )?;
             Ok(format!("Patched {p} ({n} replaced)."))
         }
-        SkillAction::WriteFile { name, file_path, file_content } => {
+        SkillAction::WriteFile {
+            name,
+            file_path,
+            file_content,
+        } => {
             let dir = skill_dir(view, root, name)?;
-            view.stat(&dir.join(SKILL_FILE)).map_err(|_| Error::Skill(format!("Skill: no skill named {name:?}.")))?;
+            view.stat(&dir.join(SKILL_FILE))
+                .map_err(|_| Error::Skill(format!("Skill: no skill named {name:?}.")))?;
             let p = file_in(&dir, file_path)?;
             view.write_bytes(&p, file_content.as_bytes(), &Expect::Any)?;
             Ok(format!("Wrote {p}."))
@@ -196,7 +244,9 @@ pub fn manage(view: &View, root: &str, action: &SkillAction) -> Result<String> {
             let dir = skill_dir(view, root, name)?;
             let p = file_in(&dir, file_path)?;
             if p.name() == SKILL_FILE && p.parent().as_ref() == Some(&dir) {
-                return Err(Error::Skill("Skill: SKILL.md is removed with delete.".to_string()));
+                return Err(Error::Skill(
+                    "Skill: SKILL.md is removed with delete.".to_string(),
+                ));
             }
             view.rm(p.as_str())?;
             Ok(format!("Removed {p}."))

@@ -44,12 +44,19 @@ impl Ledger {
 
     /// Records that the session saw `path` at `hash`.
     pub fn record(&self, path: &VPath, hash: String) {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(path.clone(), hash);
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.clone(), hash);
     }
 
     /// The hash the session last saw `path` at.
     pub fn get(&self, path: &VPath) -> Option<String> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned()
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()
     }
 
     /// Forgets everything (after compaction, say).
@@ -71,7 +78,9 @@ fn split_lines(text: &str) -> Vec<&str> {
         return Vec::new();
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
-    body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect()
+    body.split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect()
 }
 
 /// One read window.
@@ -96,7 +105,13 @@ pub struct ReadWindow {
 /// Reads a window of a text file: lines from `offset` (1-based, default 1), at most `limit`
 /// (default and most 2000), each cut at 2000 characters, at most 50 KiB of lines, numbered
 /// `N: text`, with the content hash and a footer saying how to continue. Records the read.
-pub fn read(view: &View, ledger: &Ledger, path: &str, offset: Option<usize>, limit: Option<usize>) -> Result<ReadWindow> {
+pub fn read(
+    view: &View,
+    ledger: &Ledger,
+    path: &str,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> Result<ReadWindow> {
     let p = view.resolve(path);
     let data = view.read_bytes(&p)?;
     let hash = crate::content_hash(&data);
@@ -105,10 +120,16 @@ pub fn read(view: &View, ledger: &Ledger, path: &str, offset: Option<usize>, lim
     let total = lines.len();
     let offset = offset.unwrap_or(1);
     if offset == 0 {
-        return Err(Error::Invalid(format!("offset must be 1 or more (got 0) for {p}")));
+        return Err(Error::Invalid(format!(
+            "offset must be 1 or more (got 0) for {p}"
+        )));
     }
     if offset > total && !(offset == 1 && total == 0) {
-        return Err(Error::OffsetOutOfRange { path: p, offset, lines: total });
+        return Err(Error::OffsetOutOfRange {
+            path: p,
+            offset,
+            lines: total,
+        });
     }
     let limit = limit.unwrap_or(READ_LINES).clamp(1, READ_LINES);
     let mut body = String::new();
@@ -132,16 +153,32 @@ pub fn read(view: &View, ledger: &Ledger, path: &str, offset: Option<usize>, lim
         last = i + 1;
     }
     let footer = if capped {
-        format!("(Output capped at 50 KiB. Showing lines {offset}-{last}. Use offset={} to continue.)", last + 1)
+        format!(
+            "(Output capped at 50 KiB. Showing lines {offset}-{last}. Use offset={} to continue.)",
+            last + 1
+        )
     } else if last < total {
-        format!("(Showing lines {offset}-{last} of {total}. Use offset={} to continue.)", last + 1)
+        format!(
+            "(Showing lines {offset}-{last} of {total}. Use offset={} to continue.)",
+            last + 1
+        )
     } else {
         format!("(End of file - total {total} lines)")
     };
-    let rendered = format!("<path>{p}</path>\n<type>file</type>\n<hash>{hash}</hash>\n<content>\n{body}\n{footer}\n</content>");
+    let rendered = format!(
+        "<path>{p}</path>\n<type>file</type>\n<hash>{hash}</hash>\n<content>\n{body}\n{footer}\n</content>"
+    );
     ledger.record(&p, hash.clone());
     let first = if total == 0 { 0 } else { offset };
-    Ok(ReadWindow { path: p, hash, first, last, total, capped, text: rendered })
+    Ok(ReadWindow {
+        path: p,
+        hash,
+        first,
+        last,
+        total,
+        capped,
+        text: rendered,
+    })
 }
 
 /// The result of a write or an edit.
@@ -196,17 +233,27 @@ pub fn write(view: &View, ledger: &Ledger, path: &str, content: &str) -> Result<
     view.check_writable(&p)?;
     let existing = guard(view, ledger, &p)?;
     let (expect, before) = match &existing {
-        Some((hash, bytes)) => (Expect::Version(hash.clone()), String::from_utf8_lossy(bytes).into_owned()),
+        Some((hash, bytes)) => (
+            Expect::Version(hash.clone()),
+            String::from_utf8_lossy(bytes).into_owned(),
+        ),
         None => (Expect::Absent, String::new()),
     };
-    view.write_bytes(&p, content.as_bytes(), &expect).map_err(|e| match e {
-        // A file appeared since the check: this session has not read it.
-        Error::AlreadyExists(_) => Error::NotRead(p.clone()),
-        other => other,
-    })?;
+    view.write_bytes(&p, content.as_bytes(), &expect)
+        .map_err(|e| match e {
+            // A file appeared since the check: this session has not read it.
+            Error::AlreadyExists(_) => Error::NotRead(p.clone()),
+            other => other,
+        })?;
     let hash = crate::content_hash(content.as_bytes());
     ledger.record(&p, hash.clone());
-    Ok(Change { diff: unified_diff(&p, &before, content), path: p, created: existing.is_none(), replacements: 0, hash })
+    Ok(Change {
+        diff: unified_diff(&p, &before, content),
+        path: p,
+        created: existing.is_none(),
+        replacements: 0,
+        hash,
+    })
 }
 
 /// One replacement of an edit.
@@ -232,7 +279,10 @@ pub fn apply_edit(p: &VPath, text: &str, edit: &EditSpec) -> Result<(String, usi
     }
     let crlf = text.contains("\r\n") && !edit.old_string.contains("\r\n");
     let (old, new) = if crlf && !text.contains(&edit.old_string) {
-        (edit.old_string.replace('\n', "\r\n"), edit.new_string.replace('\n', "\r\n"))
+        (
+            edit.old_string.replace('\n', "\r\n"),
+            edit.new_string.replace('\n', "\r\n"),
+        )
     } else {
         (edit.old_string.clone(), edit.new_string.clone())
     };
@@ -241,7 +291,10 @@ pub fn apply_edit(p: &VPath, text: &str, edit: &EditSpec) -> Result<(String, usi
         0 => Err(Error::EditNotFound(p.clone())),
         1 => Ok((text.replacen(old.as_str(), &new, 1), 1)),
         n if edit.replace_all => Ok((text.replace(old.as_str(), &new), n)),
-        n => Err(Error::EditAmbiguous { path: p.clone(), count: n }),
+        n => Err(Error::EditAmbiguous {
+            path: p.clone(),
+            count: n,
+        }),
     }
 }
 
@@ -258,7 +311,11 @@ fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Re
     for (i, edit) in edits.iter().enumerate() {
         let (next, n) = apply_edit(&p, &text, edit).map_err(|e| {
             if edits.len() > 1 {
-                Error::Invalid(format!("edit {} of {}: {e} No edit was applied.", i + 1, edits.len()))
+                Error::Invalid(format!(
+                    "edit {} of {}: {e} No edit was applied.",
+                    i + 1,
+                    edits.len()
+                ))
             } else {
                 e
             }
@@ -269,20 +326,39 @@ fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Re
     view.write_bytes(&p, text.as_bytes(), &Expect::Version(hash))?;
     let new_hash = crate::content_hash(text.as_bytes());
     ledger.record(&p, new_hash.clone());
-    Ok(Change { diff: unified_diff(&p, &before, &text), path: p, created: false, replacements: replaced, hash: new_hash })
+    Ok(Change {
+        diff: unified_diff(&p, &before, &text),
+        path: p,
+        created: false,
+        replacements: replaced,
+        hash: new_hash,
+    })
 }
 
 /// Edits a file this session has read at its current version (a stale edit says `Stale`, not
 /// "not found"). Answers the diff.
-pub fn edit(view: &View, ledger: &Ledger, path: &str, old_string: &str, new_string: &str, replace_all: bool) -> Result<Change> {
-    let spec = EditSpec { old_string: old_string.to_string(), new_string: new_string.to_string(), replace_all };
+pub fn edit(
+    view: &View,
+    ledger: &Ledger,
+    path: &str,
+    old_string: &str,
+    new_string: &str,
+    replace_all: bool,
+) -> Result<Change> {
+    let spec = EditSpec {
+        old_string: old_string.to_string(),
+        new_string: new_string.to_string(),
+        replace_all,
+    };
     edit_many(view, ledger, path, std::slice::from_ref(&spec))
 }
 
 /// Several edits of one file, each applied to the result of the one before: all or nothing.
 pub fn multiedit(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
     if edits.is_empty() {
-        return Err(Error::Invalid("multiedit needs at least one edit".to_string()));
+        return Err(Error::Invalid(
+            "multiedit needs at least one edit".to_string(),
+        ));
     }
     edit_many(view, ledger, path, edits)
 }
@@ -303,13 +379,17 @@ impl Include {
             .literal_separator(by_path)
             .build()
             .map_err(|e| Error::Invalid(format!("bad glob {pattern:?}: {e}")))?;
-        Ok(Include { matcher: glob.compile_matcher(), by_path })
+        Ok(Include {
+            matcher: glob.compile_matcher(),
+            by_path,
+        })
     }
 
     /// Whether the file `p` under `root` matches.
     pub fn matches(&self, root: &VPath, p: &VPath) -> bool {
         if self.by_path {
-            p.relative_to(root).is_some_and(|rel| self.matcher.is_match(rel))
+            p.relative_to(root)
+                .is_some_and(|rel| self.matcher.is_match(rel))
         } else {
             self.matcher.is_match(p.name())
         }
@@ -344,7 +424,12 @@ pub fn glob(view: &View, root: &str, pattern: &str, limit: usize) -> Result<Glob
     let end = view.scan_paths(
         &root,
         &|p, kind| not_vcs(p, kind) && (kind == Kind::Dir || include.matches(&root, p)),
-        &|p| found.lock().unwrap_or_else(|e| e.into_inner()).push(p.clone()),
+        &|p| {
+            found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(p.clone())
+        },
     )?;
     let mut paths = found.into_inner().unwrap_or_else(|e| e.into_inner());
     paths.sort();
@@ -416,12 +501,18 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
     let found = Mutex::new(Vec::new());
     let end = view.scan(
         &root,
-        &|p, kind| not_vcs(p, kind) && (kind == Kind::Dir || include.as_ref().is_none_or(|i| i.matches(&root, p))),
+        &|p, kind| {
+            not_vcs(p, kind)
+                && (kind == Kind::Dir || include.as_ref().is_none_or(|i| i.matches(&root, p)))
+        },
         &|p, data| {
             if data.contains(&0) {
                 return;
             }
-            let mut searcher = SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).build();
+            let mut searcher = SearcherBuilder::new()
+                .line_number(true)
+                .binary_detection(BinaryDetection::none())
+                .build();
             let mut local = Vec::new();
             let _ = searcher.search_slice(
                 &matcher,
@@ -439,11 +530,22 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
                 .map(|(line, bytes)| {
                     let s = String::from_utf8_lossy(&bytes);
                     let s = s.trim_end_matches(['\n', '\r']);
-                    let text = if s.chars().count() > GREP_LINE_CHARS { s.chars().take(GREP_LINE_CHARS).collect() } else { s.to_string() };
-                    GrepMatch { path: p.clone(), line, text }
+                    let text = if s.chars().count() > GREP_LINE_CHARS {
+                        s.chars().take(GREP_LINE_CHARS).collect()
+                    } else {
+                        s.to_string()
+                    };
+                    GrepMatch {
+                        path: p.clone(),
+                        line,
+                        text,
+                    }
                 })
                 .collect();
-            found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut out);
+            found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&mut out);
         },
     )?;
     let mut matches = found.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -460,7 +562,10 @@ pub fn list(view: &View, path: &str) -> Result<String> {
     let listing = view.list(path)?;
     let mut out = listing.lines().join("\n");
     if listing.truncated {
-        out = format!("({} has too many entries to list; use glob or grep with a pattern)", listing.path);
+        out = format!(
+            "({} has too many entries to list; use glob or grep with a pattern)",
+            listing.path
+        );
     } else if listing.entries.is_empty() {
         out = format!("({} is empty)", listing.path);
     }

@@ -38,7 +38,11 @@ impl Level {
             "ro" => Level::Ro,
             "stage" => Level::Stage,
             "commit" => Level::Commit,
-            other => return Err(Error::Invalid(format!("unknown level {other:?} (none, ro, stage, commit)"))),
+            other => {
+                return Err(Error::Invalid(format!(
+                    "unknown level {other:?} (none, ro, stage, commit)"
+                )));
+            }
         })
     }
 }
@@ -84,7 +88,10 @@ impl Access {
 
     /// The mount `p` is in (or is), if any.
     pub fn mount_of(&self, p: &VPath) -> Option<&VPath> {
-        self.mounts.iter().filter(|m| p.starts_with(m)).max_by_key(|m| m.as_str().len())
+        self.mounts
+            .iter()
+            .filter(|m| p.starts_with(m))
+            .max_by_key(|m| m.as_str().len())
     }
 
     /// Whether `p` is a mount's root.
@@ -113,7 +120,10 @@ impl Access {
     pub fn is_passage(&self, p: &VPath) -> bool {
         self.level(p) == Level::None
             && !self.in_mount_git(p)
-            && self.grants.keys().any(|g| g.is_strictly_inside(p) && self.level(g) > Level::None)
+            && self
+                .grants
+                .keys()
+                .any(|g| g.is_strictly_inside(p) && self.level(g) > Level::None)
     }
 
     /// Whether the session can see `p` (level ro or more).
@@ -124,9 +134,18 @@ impl Access {
     /// Whether anything strictly inside `p` is granted or capped below `Stage` (or is a mount).
     fn restricted_below(&self, p: &VPath) -> Option<Level> {
         let mut worst: Option<Level> = None;
-        for g in self.grants.keys().chain(self.floors.keys()).chain(self.mounts.iter()) {
+        for g in self
+            .grants
+            .keys()
+            .chain(self.floors.keys())
+            .chain(self.mounts.iter())
+        {
             if g.is_strictly_inside(p) {
-                let l = if self.mounts.contains(g) { Level::None } else { self.level(g) };
+                let l = if self.mounts.contains(g) {
+                    Level::None
+                } else {
+                    self.level(g)
+                };
                 if l < Level::Stage {
                     worst = Some(worst.map_or(l, |w| w.min(l)));
                 }
@@ -197,14 +216,21 @@ pub struct View {
 
 impl std::fmt::Debug for View {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("View").field("access", &self.access).field("cwd", &self.cwd).finish_non_exhaustive()
+        f.debug_struct("View")
+            .field("access", &self.access)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
     }
 }
 
 impl View {
     /// A view at `/`.
     pub fn new(backend: Arc<dyn Backend>, access: Access) -> Self {
-        View { backend, access, cwd: VPath::root() }
+        View {
+            backend,
+            access,
+            cwd: VPath::root(),
+        }
     }
 
     /// The same view starting in `cwd`.
@@ -258,7 +284,11 @@ impl View {
 
     /// Refuses a path the session cannot see.
     pub fn check_visible(&self, p: &VPath) -> Result<()> {
-        if self.access.visible(p) { Ok(()) } else { Err(self.hidden(p)) }
+        if self.access.visible(p) {
+            Ok(())
+        } else {
+            Err(self.hidden(p))
+        }
     }
 
     /// Refuses changing (or creating) `p`: `Access denied` at none, `Read-only` at ro.
@@ -273,7 +303,9 @@ impl View {
     /// The metadata of a visible path.
     pub fn stat(&self, p: &VPath) -> Result<Meta> {
         self.check_visible(p)?;
-        self.backend.stat(p)?.ok_or_else(|| Error::NotFound(p.clone()))
+        self.backend
+            .stat(p)?
+            .ok_or_else(|| Error::NotFound(p.clone()))
     }
 
     /// Lists a directory.
@@ -301,7 +333,11 @@ impl View {
             })
             .collect();
         entries.sort_by(|a, b| (a.kind != Kind::Dir, &a.name).cmp(&(b.kind != Kind::Dir, &b.name)));
-        Ok(ViewListing { path: p, entries, truncated: listing.truncated })
+        Ok(ViewListing {
+            path: p,
+            entries,
+            truncated: listing.truncated,
+        })
     }
 
     /// A visible file's bytes.
@@ -312,7 +348,9 @@ impl View {
 
     fn ensure_dir(&self, d: &VPath) -> Result<()> {
         match self.backend.stat(d)? {
-            Some(Meta { kind: Kind::Dir, .. }) => Ok(()),
+            Some(Meta {
+                kind: Kind::Dir, ..
+            }) => Ok(()),
             Some(_) => Err(Error::NotADirectory(d.clone())),
             None => {
                 if let Some(parent) = d.parent() {
@@ -321,7 +359,9 @@ impl View {
                 match self.backend.mkdir(d) {
                     Ok(()) => Ok(()),
                     Err(Error::AlreadyExists(_)) => match self.backend.stat(d)? {
-                        Some(Meta { kind: Kind::Dir, .. }) => Ok(()),
+                        Some(Meta {
+                            kind: Kind::Dir, ..
+                        }) => Ok(()),
                         Some(_) => Err(Error::NotADirectory(d.clone())),
                         None => Err(Error::AccessDenied(d.clone())),
                     },
@@ -354,9 +394,14 @@ impl View {
         let p = self.resolve(input);
         self.check_writable(&p)?;
         match self.backend.stat(&p)? {
-            Some(Meta { kind: Kind::Dir, .. }) => Ok(()),
+            Some(Meta {
+                kind: Kind::Dir, ..
+            }) => Ok(()),
             Some(_) => Err(Error::AlreadyExists(p)),
-            None => self.ensure_dir(&p),
+            None => self.ensure_dir(&p).map_err(|e| match e {
+                Error::AccessDenied(_) => Error::AccessDenied(p.clone()),
+                other => other,
+            }),
         }
     }
 
@@ -430,7 +475,10 @@ impl View {
         }
     }
 
-    fn scan_filter<'a>(&'a self, accept: &'a (dyn Fn(&VPath, Kind) -> bool + Sync)) -> impl Fn(&VPath, Kind) -> bool + Sync + 'a {
+    fn scan_filter<'a>(
+        &'a self,
+        accept: &'a (dyn Fn(&VPath, Kind) -> bool + Sync),
+    ) -> impl Fn(&VPath, Kind) -> bool + Sync + 'a {
         move |p: &VPath, kind: Kind| self.access.visible(p) && accept(p, kind)
     }
 
@@ -445,14 +493,25 @@ impl View {
     /// Walks the visible files under `under` with their content; `accept` prunes directories
     /// and files. The sink may be called from several threads, in any order; drop what comes
     /// after `cut_at` in path order.
-    pub fn scan(&self, under: &VPath, accept: &(dyn Fn(&VPath, Kind) -> bool + Sync), sink: &(dyn Fn(&VPath, &[u8]) + Sync)) -> Result<ScanEnd> {
+    pub fn scan(
+        &self,
+        under: &VPath,
+        accept: &(dyn Fn(&VPath, Kind) -> bool + Sync),
+        sink: &(dyn Fn(&VPath, &[u8]) + Sync),
+    ) -> Result<ScanEnd> {
         self.scan_start(under)?;
         self.backend.scan(under, &self.scan_filter(accept), sink)
     }
 
     /// As [`View::scan`] without the content.
-    pub fn scan_paths(&self, under: &VPath, accept: &(dyn Fn(&VPath, Kind) -> bool + Sync), sink: &(dyn Fn(&VPath) + Sync)) -> Result<ScanEnd> {
+    pub fn scan_paths(
+        &self,
+        under: &VPath,
+        accept: &(dyn Fn(&VPath, Kind) -> bool + Sync),
+        sink: &(dyn Fn(&VPath) + Sync),
+    ) -> Result<ScanEnd> {
         self.scan_start(under)?;
-        self.backend.scan_paths(under, &self.scan_filter(accept), sink)
+        self.backend
+            .scan_paths(under, &self.scan_filter(accept), sink)
     }
 }

@@ -33,7 +33,10 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
 
-use super::{Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink, TrashEntry};
+use super::{
+    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink,
+    TrashEntry,
+};
 use crate::error::{Error, Result};
 use crate::path::{VPath, is_portable_name, is_reserved_name};
 
@@ -105,18 +108,24 @@ fn take_root_lock(root: &Path, lock_dir: &Path) -> Result<RootLock> {
         .write(true)
         .open(&registry_path)
         .map_err(|e| Error::io(registry_path.display(), e))?;
-    registry.lock().map_err(|e| Error::io(registry_path.display(), e))?;
+    registry
+        .lock()
+        .map_err(|e| Error::io(registry_path.display(), e))?;
     let entries = std::fs::read_dir(lock_dir).map_err(|e| Error::io(lock_dir.display(), e))?;
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension() != Some(OsStr::new("root")) {
             continue;
         }
-        let Ok(held) = std::fs::read_to_string(&path) else { continue };
+        let Ok(held) = std::fs::read_to_string(&path) else {
+            continue;
+        };
         if !related(Path::new(held.trim_end_matches('\n')), root) {
             continue;
         }
-        let Ok(file) = File::options().read(true).write(true).open(&path) else { continue };
+        let Ok(file) = File::options().read(true).write(true).open(&path) else {
+            continue;
+        };
         match file.try_lock() {
             Ok(()) => {
                 // Stale: its holder is gone.
@@ -137,11 +146,17 @@ fn take_root_lock(root: &Path, lock_dir: &Path) -> Result<RootLock> {
     if file.try_lock().is_err() {
         return Err(Error::RootInUse(root.display().to_string()));
     }
-    file.set_len(0).map_err(|e| Error::io(lock_path.display(), e))?;
-    file.write_all(root.as_os_str().as_bytes()).map_err(|e| Error::io(lock_path.display(), e))?;
+    file.set_len(0)
+        .map_err(|e| Error::io(lock_path.display(), e))?;
+    file.write_all(root.as_os_str().as_bytes())
+        .map_err(|e| Error::io(lock_path.display(), e))?;
     open.push(root.to_path_buf());
     drop(registry);
-    Ok(RootLock { root: root.to_path_buf(), file: Some(file), lock_path })
+    Ok(RootLock {
+        root: root.to_path_buf(),
+        file: Some(file),
+        lock_path,
+    })
 }
 
 #[derive(Debug)]
@@ -188,13 +203,25 @@ impl HostBackend {
     /// Opens `root` (an existing directory), taking its lock.
     pub fn open(root: impl AsRef<Path>, opts: HostOptions) -> Result<Self> {
         let given = root.as_ref();
-        let root = std::fs::canonicalize(given).map_err(|e| Error::BadRoot(format!("{}: {e}", given.display())))?;
-        let root_fd = rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| Error::BadRoot(format!("{}: {}", root.display(), std::io::Error::from(e))))?;
-        let st = rustix::fs::fstat(&root_fd).map_err(|e| Error::BadRoot(format!("{}: {e}", root.display())))?;
-        let lock_dir = opts.lock_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("llembas-host-roots"));
+        let root = std::fs::canonicalize(given)
+            .map_err(|e| Error::BadRoot(format!("{}: {e}", given.display())))?;
+        let root_fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::BadRoot(format!("{}: {}", root.display(), std::io::Error::from(e))))?;
+        let st = rustix::fs::fstat(&root_fd)
+            .map_err(|e| Error::BadRoot(format!("{}: {e}", root.display())))?;
+        let lock_dir = opts
+            .lock_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("llembas-host-roots"));
         if lock_dir.starts_with(&root) {
-            return Err(Error::BadRoot(format!("{}: the lock directory is inside the root", root.display())));
+            return Err(Error::BadRoot(format!(
+                "{}: the lock directory is inside the root",
+                root.display()
+            )));
         }
         let lock = take_root_lock(&root, &lock_dir)?;
         Ok(HostBackend {
@@ -202,7 +229,11 @@ impl HostBackend {
             root_fd,
             root_dev: st.st_dev as u64,
             opts,
-            life: Mutex::new(Life { closed: false, running: 0, lock: Some(lock) }),
+            life: Mutex::new(Life {
+                closed: false,
+                running: 0,
+                lock: Some(lock),
+            }),
             mutation: Mutex::new(()),
             counter: AtomicU64::new(0),
         })
@@ -234,12 +265,23 @@ impl HostBackend {
     }
 
     fn dup_root(&self) -> Result<OwnedFd> {
-        rustix::fs::openat(&self.root_fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| errno_io(&VPath::root(), e))
+        rustix::fs::openat(
+            &self.root_fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| errno_io(&VPath::root(), e))
     }
 
     /// Opens the child directory `name` of `dir` without following a link.
-    fn open_child_dir(&self, dir: impl AsFd, name: &str, here: &VPath, full: &VPath) -> Result<OwnedFd> {
+    fn open_child_dir(
+        &self,
+        dir: impl AsFd,
+        name: &str,
+        here: &VPath,
+        full: &VPath,
+    ) -> Result<OwnedFd> {
         if !is_visible_name(name) {
             return Err(Error::NotFound(full.clone()));
         }
@@ -247,12 +289,18 @@ impl HostBackend {
         match rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()) {
             Ok(fd) => {
                 let st = rustix::fs::fstat(&fd).map_err(|e| errno_io(here, e))?;
-                if self.classify(&st) == Some(Kind::Dir) { Ok(fd) } else { Err(Error::NotFound(full.clone())) }
+                if self.classify(&st) == Some(Kind::Dir) {
+                    Ok(fd)
+                } else {
+                    Err(Error::NotFound(full.clone()))
+                }
             }
             Err(Errno::NOENT) => Err(Error::NotFound(full.clone())),
             Err(Errno::NOTDIR) | Err(Errno::LOOP) => {
                 match rustix::fs::statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) if self.classify(&st) == Some(Kind::File) => Err(Error::NotADirectory(here.clone())),
+                    Ok(st) if self.classify(&st) == Some(Kind::File) => {
+                        Err(Error::NotADirectory(here.clone()))
+                    }
                     _ => Err(Error::NotFound(full.clone())),
                 }
             }
@@ -273,7 +321,9 @@ impl HostBackend {
 
     /// The parent directory's descriptor and the last name of `path` (not the root).
     fn open_parent<'p>(&self, path: &'p VPath) -> Result<(OwnedFd, &'p str)> {
-        let parent = path.parent().ok_or_else(|| Error::AccessDenied(path.clone()))?;
+        let parent = path
+            .parent()
+            .ok_or_else(|| Error::AccessDenied(path.clone()))?;
         let fd = self.open_dir(&parent).map_err(|e| match e {
             Error::NotFound(_) => Error::NotFound(path.clone()),
             other => other,
@@ -300,10 +350,13 @@ impl HostBackend {
     /// Opens a visible regular file `name` of `dir` and checks it is the one `expected` (if
     /// given) described.
     fn open_file(&self, dir: impl AsFd, name: &str, path: &VPath) -> Result<(File, Stat)> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let fd = match rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()) {
             Ok(fd) => fd,
-            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(Error::NotFound(path.clone())),
+            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => {
+                return Err(Error::NotFound(path.clone()));
+            }
             Err(e) => return Err(errno_io(path, e)),
         };
         let st = rustix::fs::fstat(&fd).map_err(|e| errno_io(path, e))?;
@@ -317,9 +370,15 @@ impl HostBackend {
     fn read_all(&self, mut file: File, path: &VPath, buf: &mut Vec<u8>) -> Result<()> {
         buf.clear();
         let limit = self.opts.max_file_bytes;
-        (&mut file).take(limit.saturating_add(1)).read_to_end(buf).map_err(|e| Error::io(path, e))?;
+        (&mut file)
+            .take(limit.saturating_add(1))
+            .read_to_end(buf)
+            .map_err(|e| Error::io(path, e))?;
         if buf.len() as u64 > limit {
-            return Err(Error::TooLarge { path: path.clone(), limit });
+            return Err(Error::TooLarge {
+                path: path.clone(),
+                limit,
+            });
         }
         Ok(())
     }
@@ -327,7 +386,10 @@ impl HostBackend {
     fn read_in(&self, dir: &OwnedFd, name: &str, path: &VPath) -> Result<Vec<u8>> {
         let (file, st) = self.open_file(dir, name, path)?;
         if st.st_size as u64 > self.opts.max_file_bytes {
-            return Err(Error::TooLarge { path: path.clone(), limit: self.opts.max_file_bytes });
+            return Err(Error::TooLarge {
+                path: path.clone(),
+                limit: self.opts.max_file_bytes,
+            });
         }
         let mut buf = Vec::with_capacity(st.st_size as usize);
         self.read_all(file, path, &mut buf)?;
@@ -340,7 +402,14 @@ impl HostBackend {
     }
 
     /// Publishes `tmp` as `name` in `dir`: over the existing file, or with no-replace.
-    fn publish(&self, dir: &OwnedFd, tmp: &str, name: &str, replace: bool, path: &VPath) -> Result<()> {
+    fn publish(
+        &self,
+        dir: &OwnedFd,
+        tmp: &str,
+        name: &str,
+        replace: bool,
+        path: &VPath,
+    ) -> Result<()> {
         if replace {
             return rustix::fs::renameat(dir, tmp, dir, name).map_err(|e| errno_io(path, e));
         }
@@ -370,7 +439,10 @@ impl HostBackend {
             Some((Kind::Dir, _)) => return Err(Error::IsADirectory(path.clone())),
             Some((Kind::File, st)) => {
                 if st.st_size as u64 > limit {
-                    return Err(Error::TooLarge { path: path.clone(), limit });
+                    return Err(Error::TooLarge {
+                        path: path.clone(),
+                        limit,
+                    });
                 }
                 Some(st)
             }
@@ -388,21 +460,35 @@ impl HostBackend {
             _ => {}
         }
         if data.len() as u64 > limit {
-            return Err(Error::TooLarge { path: path.clone(), limit });
+            return Err(Error::TooLarge {
+                path: path.clone(),
+                limit,
+            });
         }
         let tmp = self.tmp_name();
         let result = (|| {
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let fd = rustix::fs::openat(&dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600)).map_err(|e| errno_io(path, e))?;
-            let mode = existing.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o644);
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode as _)).map_err(|e| errno_io(path, e))?;
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(&dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600))
+                .map_err(|e| errno_io(path, e))?;
+            let mode = existing
+                .as_ref()
+                .map(|st| st.st_mode & 0o7777)
+                .unwrap_or(0o644);
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode as _))
+                .map_err(|e| errno_io(path, e))?;
             if let Some(st) = &existing {
                 rustix::fs::fchown(
                     &fd,
                     Some(rustix::fs::Uid::from_raw(st.st_uid)),
                     Some(rustix::fs::Gid::from_raw(st.st_gid)),
                 )
-                .map_err(|e| Error::io(path, format!("cannot keep the file's owner: {}", std::io::Error::from(e))))?;
+                .map_err(|e| {
+                    Error::io(
+                        path,
+                        format!("cannot keep the file's owner: {}", std::io::Error::from(e)),
+                    )
+                })?;
             }
             let mut file = File::from(fd);
             file.write_all(data).map_err(|e| Error::io(path, e))?;
@@ -424,11 +510,16 @@ impl HostBackend {
             Err(e) => return Err(errno_io(&VPath::root(), e)),
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(&self.root_fd, TRASH_DIR, flags, Mode::empty()).map_err(|e| errno_io(&VPath::root(), e))
+        rustix::fs::openat(&self.root_fd, TRASH_DIR, flags, Mode::empty())
+            .map_err(|e| errno_io(&VPath::root(), e))
     }
 
     /// Reads a directory's raw entries (at most the bound + 1): `None` when over the bound.
-    fn raw_entries(&self, fd: OwnedFd, path: &VPath) -> Result<(Option<Vec<(String, FileType)>>, OwnedFd)> {
+    fn raw_entries(
+        &self,
+        fd: OwnedFd,
+        path: &VPath,
+    ) -> Result<(Option<Vec<(String, FileType)>>, OwnedFd)> {
         let dup = rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(|e| errno_io(path, e))?;
         let mut dir = rustix::fs::Dir::new(fd).map_err(|e| errno_io(path, e))?;
         let mut out = Vec::new();
@@ -454,18 +545,33 @@ impl HostBackend {
             return None;
         }
         match ft {
-            FileType::Symlink | FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => None,
-            _ => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok().and_then(|st| self.classify(&st)),
+            FileType::Symlink
+            | FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice => None,
+            _ => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .and_then(|st| self.classify(&st)),
         }
     }
 
-    fn scan_impl(&self, under: &VPath, filter: &ScanFilter<'_>, content: bool, sink: &(dyn Fn(&VPath, &[u8]) + Sync)) -> Result<ScanEnd> {
+    fn scan_impl(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        content: bool,
+        sink: &(dyn Fn(&VPath, &[u8]) + Sync),
+    ) -> Result<ScanEnd> {
         let _run = self.enter()?;
         let start = if under.is_root() {
             self.dup_root()?
         } else {
             let (dir, name) = self.open_parent(under)?;
-            match self.occupant(&dir, name, under).map_err(|_| Error::NotFound(under.clone()))? {
+            match self
+                .occupant(&dir, name, under)
+                .map_err(|_| Error::NotFound(under.clone()))?
+            {
                 None => return Err(Error::NotFound(under.clone())),
                 Some((Kind::File, _)) => {
                     if filter(under, Kind::File) {
@@ -485,7 +591,10 @@ impl HostBackend {
         let queue = Mutex::new((VecDeque::from([(under.clone(), start)]), 0usize));
         let wake = Condvar::new();
         let cuts: Mutex<Vec<VPath>> = Mutex::new(Vec::new());
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8);
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, 8);
         let worker = || {
             let mut buf = Vec::new();
             loop {
@@ -511,14 +620,17 @@ impl HostBackend {
                     Ok((None, _)) => lock_unpoisoned(&cuts).push(path.clone()),
                     Ok((Some(entries), dir)) => {
                         for (name, ft) in entries {
-                            let Some(kind) = self.entry_kind(&dir, &name, ft) else { continue };
+                            let Some(kind) = self.entry_kind(&dir, &name, ft) else {
+                                continue;
+                            };
                             let child = path.join(&name);
                             if !filter(&child, kind) {
                                 continue;
                             }
                             match kind {
                                 Kind::Dir => {
-                                    if let Ok(fd) = self.open_child_dir(&dir, &name, &child, &child) {
+                                    if let Ok(fd) = self.open_child_dir(&dir, &name, &child, &child)
+                                    {
                                         found.push((child, fd));
                                     }
                                 }
@@ -532,9 +644,13 @@ impl HostBackend {
                                     }
                                 }
                                 Kind::File => {
-                                    if rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                                        .map(|st| st.st_size as u64 <= self.opts.max_file_bytes)
-                                        .unwrap_or(false)
+                                    if rustix::fs::statat(
+                                        &dir,
+                                        name.as_str(),
+                                        AtFlags::SYMLINK_NOFOLLOW,
+                                    )
+                                    .map(|st| st.st_size as u64 <= self.opts.max_file_bytes)
+                                    .unwrap_or(false)
                                     {
                                         sink(&child, &[]);
                                     }
@@ -557,7 +673,11 @@ impl HostBackend {
             }
             worker();
         });
-        let cut_at = cuts.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().min();
+        let cut_at = cuts
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .min();
         Ok(ScanEnd { cut_at })
     }
 }
@@ -566,7 +686,10 @@ impl Backend for HostBackend {
     fn stat(&self, path: &VPath) -> Result<Option<Meta>> {
         let _run = self.enter()?;
         if path.is_root() {
-            return Ok(Some(Meta { kind: Kind::Dir, size: 0 }));
+            return Ok(Some(Meta {
+                kind: Kind::Dir,
+                size: 0,
+            }));
         }
         let (dir, name) = match self.open_parent(path) {
             Ok(x) => x,
@@ -574,7 +697,14 @@ impl Backend for HostBackend {
             Err(e) => return Err(e),
         };
         match self.occupant(&dir, name, path) {
-            Ok(Some((kind, st))) => Ok(Some(Meta { kind, size: if kind == Kind::File { st.st_size as u64 } else { 0 } })),
+            Ok(Some((kind, st))) => Ok(Some(Meta {
+                kind,
+                size: if kind == Kind::File {
+                    st.st_size as u64
+                } else {
+                    0
+                },
+            })),
             Ok(None) | Err(Error::AccessDenied(_)) => Ok(None),
             Err(e) => Err(e),
         }
@@ -585,14 +715,23 @@ impl Backend for HostBackend {
         let fd = self.open_dir(path)?;
         let (entries, dir) = self.raw_entries(fd, path)?;
         let Some(entries) = entries else {
-            return Ok(Listing { entries: Vec::new(), truncated: true });
+            return Ok(Listing {
+                entries: Vec::new(),
+                truncated: true,
+            });
         };
         let mut out: Vec<DirEntry> = entries
             .into_iter()
-            .filter_map(|(name, ft)| self.entry_kind(&dir, &name, ft).map(|kind| DirEntry { name, kind }))
+            .filter_map(|(name, ft)| {
+                self.entry_kind(&dir, &name, ft)
+                    .map(|kind| DirEntry { name, kind })
+            })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Listing { entries: out, truncated: false })
+        Ok(Listing {
+            entries: out,
+            truncated: false,
+        })
     }
 
     fn read(&self, path: &VPath) -> Result<Vec<u8>> {
@@ -639,21 +778,34 @@ impl Backend for HostBackend {
         let _run = self.enter()?;
         let _order = lock_unpoisoned(&self.mutation);
         if to.starts_with(from) {
-            return Err(Error::Invalid(format!("cannot move {from} into itself ({to})")));
+            return Err(Error::Invalid(format!(
+                "cannot move {from} into itself ({to})"
+            )));
         }
         let (src_dir, src_name) = self.open_parent(from)?;
-        if self.occupant(&src_dir, src_name, from).map_err(|_| Error::NotFound(from.clone()))?.is_none() {
+        if self
+            .occupant(&src_dir, src_name, from)
+            .map_err(|_| Error::NotFound(from.clone()))?
+            .is_none()
+        {
             return Err(Error::NotFound(from.clone()));
         }
         let (dst_dir, dst_name) = self.open_parent(to)?;
         if self.occupant(&dst_dir, dst_name, to)?.is_some() {
             return Err(Error::AlreadyExists(to.clone()));
         }
-        match rustix::fs::renameat_with(&src_dir, src_name, &dst_dir, dst_name, RenameFlags::NOREPLACE) {
+        match rustix::fs::renameat_with(
+            &src_dir,
+            src_name,
+            &dst_dir,
+            dst_name,
+            RenameFlags::NOREPLACE,
+        ) {
             Ok(()) => Ok(()),
             Err(Errno::EXIST) => Err(Error::AlreadyExists(to.clone())),
             Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::NOTSUP) => {
-                rustix::fs::renameat(&src_dir, src_name, &dst_dir, dst_name).map_err(|e| errno_io(from, e))
+                rustix::fs::renameat(&src_dir, src_name, &dst_dir, dst_name)
+                    .map_err(|e| errno_io(from, e))
             }
             Err(e) => Err(errno_io(from, e)),
         }
@@ -663,19 +815,31 @@ impl Backend for HostBackend {
         let _run = self.enter()?;
         let _order = lock_unpoisoned(&self.mutation);
         let (dir, name) = self.open_parent(path)?;
-        if self.occupant(&dir, name, path).map_err(|_| Error::NotFound(path.clone()))?.is_none() {
+        if self
+            .occupant(&dir, name, path)
+            .map_err(|_| Error::NotFound(path.clone()))?
+            .is_none()
+        {
             return Err(Error::NotFound(path.clone()));
         }
         let trash = self.trash_dir()?;
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let id = format!("{stamp}-{}", self.counter.fetch_add(1, Ordering::Relaxed));
         let record = format!("{id}.path");
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&trash, record.as_str(), flags, Mode::from_raw_mode(0o600)).map_err(|e| errno_io(path, e))?;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&trash, record.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(|e| errno_io(path, e))?;
         let mut file = File::from(fd);
-        file.write_all(path.as_str().as_bytes()).map_err(|e| Error::io(path, e))?;
+        file.write_all(path.as_str().as_bytes())
+            .map_err(|e| Error::io(path, e))?;
         file.sync_all().map_err(|e| Error::io(path, e))?;
-        if let Err(e) = rustix::fs::renameat_with(&dir, name, &trash, id.as_str(), RenameFlags::NOREPLACE) {
+        if let Err(e) =
+            rustix::fs::renameat_with(&dir, name, &trash, id.as_str(), RenameFlags::NOREPLACE)
+        {
             let _ = rustix::fs::unlinkat(&trash, record.as_str(), AtFlags::empty());
             return Err(errno_io(path, e));
         }
@@ -690,10 +854,17 @@ impl Backend for HostBackend {
         }
         let trash = self.trash_dir()?;
         let record = format!("{id}.path");
-        let text = match rustix::fs::openat(&trash, record.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+        let text = match rustix::fs::openat(
+            &trash,
+            record.as_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
             Ok(fd) => {
                 let mut s = String::new();
-                File::from(fd).read_to_string(&mut s).map_err(|e| Error::io(id, e))?;
+                File::from(fd)
+                    .read_to_string(&mut s)
+                    .map_err(|e| Error::io(id, e))?;
                 s
             }
             Err(_) => return Err(Error::NotInTrash(id.to_string())),
@@ -719,14 +890,24 @@ impl Backend for HostBackend {
         let mut out = Vec::new();
         while let Some(Ok(entry)) = dir.read() {
             let name = String::from_utf8_lossy(entry.file_name().to_bytes()).to_string();
-            let Some(id) = name.strip_suffix(".path") else { continue };
+            let Some(id) = name.strip_suffix(".path") else {
+                continue;
+            };
             let Ok(fd) = dir.fd() else { continue };
-            let Ok(file) = rustix::fs::openat(fd, name.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) else {
+            let Ok(file) = rustix::fs::openat(
+                fd,
+                name.as_str(),
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) else {
                 continue;
             };
             let mut s = String::new();
             if File::from(file).read_to_string(&mut s).is_ok() {
-                out.push(TrashEntry { id: id.to_string(), path: VPath::parse(&s) });
+                out.push(TrashEntry {
+                    id: id.to_string(),
+                    path: VPath::parse(&s),
+                });
             }
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
@@ -737,7 +918,12 @@ impl Backend for HostBackend {
         self.scan_impl(under, filter, true, sink)
     }
 
-    fn scan_paths(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &PathSink<'_>) -> Result<ScanEnd> {
+    fn scan_paths(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        sink: &PathSink<'_>,
+    ) -> Result<ScanEnd> {
         self.scan_impl(under, filter, false, &|p, _| sink(p))
     }
 

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink, TrashEntry};
+use super::{
+    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink,
+    TrashEntry,
+};
 use crate::error::{Error, Result};
 use crate::path::VPath;
 
@@ -39,7 +42,10 @@ impl Default for MemoryBackend {
 impl MemoryBackend {
     /// An empty tree (just `/`) with the default bounds.
     pub fn new() -> Self {
-        Self::with_bounds(super::DEFAULT_MAX_FILE_BYTES, super::DEFAULT_MAX_SCAN_ENTRIES)
+        Self::with_bounds(
+            super::DEFAULT_MAX_FILE_BYTES,
+            super::DEFAULT_MAX_SCAN_ENTRIES,
+        )
     }
 
     /// An empty tree with these bounds.
@@ -47,7 +53,10 @@ impl MemoryBackend {
         let mut nodes = BTreeMap::new();
         nodes.insert(VPath::root(), Node::Dir);
         MemoryBackend {
-            state: Mutex::new(State { nodes, ..State::default() }),
+            state: Mutex::new(State {
+                nodes,
+                ..State::default()
+            }),
             max_file_bytes,
             max_scan_entries,
             closed: AtomicBool::new(false),
@@ -57,7 +66,12 @@ impl MemoryBackend {
     /// Adds a directory and its missing parents (setting up a tree; no view rules).
     pub fn add_dir(&self, path: &VPath) -> Result<()> {
         let mut st = self.lock()?;
-        for p in path.ancestors().into_iter().rev().chain(std::iter::once(path.clone())) {
+        for p in path
+            .ancestors()
+            .into_iter()
+            .rev()
+            .chain(std::iter::once(path.clone()))
+        {
             match st.nodes.get(&p) {
                 Some(Node::File(_)) => return Err(Error::NotADirectory(p)),
                 Some(Node::Dir) => {}
@@ -86,11 +100,15 @@ impl MemoryBackend {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        self.state.lock().map_err(|_| Error::io("/", "the tree's lock was poisoned"))
+        self.state
+            .lock()
+            .map_err(|_| Error::io("/", "the tree's lock was poisoned"))
     }
 
     fn need_parent_dir(st: &State, path: &VPath) -> Result<()> {
-        let parent = path.parent().ok_or_else(|| Error::AlreadyExists(path.clone()))?;
+        let parent = path
+            .parent()
+            .ok_or_else(|| Error::AlreadyExists(path.clone()))?;
         match st.nodes.get(&parent) {
             Some(Node::Dir) => Ok(()),
             Some(Node::File(_)) => Err(Error::NotADirectory(parent)),
@@ -99,10 +117,20 @@ impl MemoryBackend {
     }
 
     fn subtree(st: &State, path: &VPath) -> Vec<VPath> {
-        st.nodes.range(path.clone()..).map(|(k, _)| k).take_while(|k| k.starts_with(path)).cloned().collect()
+        st.nodes
+            .range(path.clone()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(path))
+            .cloned()
+            .collect()
     }
 
-    fn walk(&self, under: &VPath, filter: &ScanFilter<'_>, visit: &mut dyn FnMut(&VPath, &[u8])) -> Result<ScanEnd> {
+    fn walk(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        visit: &mut dyn FnMut(&VPath, &[u8]),
+    ) -> Result<ScanEnd> {
         let st = self.lock()?;
         let mut end = ScanEnd::default();
         match st.nodes.get(under) {
@@ -157,8 +185,14 @@ impl Backend for MemoryBackend {
     fn stat(&self, path: &VPath) -> Result<Option<Meta>> {
         let st = self.lock()?;
         Ok(st.nodes.get(path).map(|n| match n {
-            Node::Dir => Meta { kind: Kind::Dir, size: 0 },
-            Node::File(d) => Meta { kind: Kind::File, size: d.len() as u64 },
+            Node::Dir => Meta {
+                kind: Kind::Dir,
+                size: 0,
+            },
+            Node::File(d) => Meta {
+                kind: Kind::File,
+                size: d.len() as u64,
+            },
         }))
     }
 
@@ -170,18 +204,36 @@ impl Backend for MemoryBackend {
             Some(Node::Dir) => {}
         }
         let mut entries = Vec::new();
-        for (k, v) in st.nodes.range(path.clone()..).skip(1).take_while(|(k, _)| k.starts_with(path)) {
+        for (k, v) in st
+            .nodes
+            .range(path.clone()..)
+            .skip(1)
+            .take_while(|(k, _)| k.starts_with(path))
+        {
             if k.parent().as_ref() != Some(path) {
                 continue;
             }
             if entries.len() == self.max_scan_entries {
-                return Ok(Listing { entries: Vec::new(), truncated: true });
+                return Ok(Listing {
+                    entries: Vec::new(),
+                    truncated: true,
+                });
             }
-            let kind = if matches!(v, Node::Dir) { Kind::Dir } else { Kind::File };
-            entries.push(DirEntry { name: k.name().to_string(), kind });
+            let kind = if matches!(v, Node::Dir) {
+                Kind::Dir
+            } else {
+                Kind::File
+            };
+            entries.push(DirEntry {
+                name: k.name().to_string(),
+                kind,
+            });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Listing { entries, truncated: false })
+        Ok(Listing {
+            entries,
+            truncated: false,
+        })
     }
 
     fn read(&self, path: &VPath) -> Result<Vec<u8>> {
@@ -189,9 +241,10 @@ impl Backend for MemoryBackend {
         match st.nodes.get(path) {
             None => Err(Error::NotFound(path.clone())),
             Some(Node::Dir) => Err(Error::IsADirectory(path.clone())),
-            Some(Node::File(d)) if d.len() as u64 > self.max_file_bytes => {
-                Err(Error::TooLarge { path: path.clone(), limit: self.max_file_bytes })
-            }
+            Some(Node::File(d)) if d.len() as u64 > self.max_file_bytes => Err(Error::TooLarge {
+                path: path.clone(),
+                limit: self.max_file_bytes,
+            }),
             Some(Node::File(d)) => Ok(d.clone()),
         }
     }
@@ -200,14 +253,22 @@ impl Backend for MemoryBackend {
         let mut st = self.lock()?;
         Self::need_parent_dir(&st, path)?;
         if data.len() as u64 > self.max_file_bytes {
-            return Err(Error::TooLarge { path: path.clone(), limit: self.max_file_bytes });
+            return Err(Error::TooLarge {
+                path: path.clone(),
+                limit: self.max_file_bytes,
+            });
         }
         match (st.nodes.get(path), expect) {
             (Some(Node::Dir), _) => return Err(Error::IsADirectory(path.clone())),
             (Some(Node::File(d)), _) if d.len() as u64 > self.max_file_bytes => {
-                return Err(Error::TooLarge { path: path.clone(), limit: self.max_file_bytes });
+                return Err(Error::TooLarge {
+                    path: path.clone(),
+                    limit: self.max_file_bytes,
+                });
             }
-            (Some(Node::File(_)), Expect::Absent) => return Err(Error::AlreadyExists(path.clone())),
+            (Some(Node::File(_)), Expect::Absent) => {
+                return Err(Error::AlreadyExists(path.clone()));
+            }
             (Some(Node::File(d)), Expect::Version(v)) if crate::content_hash(d) != *v => {
                 return Err(Error::Stale(path.clone()));
             }
@@ -237,13 +298,19 @@ impl Backend for MemoryBackend {
             return Err(Error::AlreadyExists(to.clone()));
         }
         if to.starts_with(from) {
-            return Err(Error::Invalid(format!("cannot move {from} into itself ({to})")));
+            return Err(Error::Invalid(format!(
+                "cannot move {from} into itself ({to})"
+            )));
         }
         Self::need_parent_dir(&st, to)?;
         for old in Self::subtree(&st, from) {
             if let Some(node) = st.nodes.remove(&old) {
                 let rel = old.relative_to(from).unwrap_or("").to_string();
-                let new = if rel.is_empty() { to.clone() } else { VPath::parse(&format!("{to}/{rel}")) };
+                let new = if rel.is_empty() {
+                    to.clone()
+                } else {
+                    VPath::parse(&format!("{to}/{rel}"))
+                };
                 st.nodes.insert(new, node);
             }
         }
@@ -272,7 +339,11 @@ impl Backend for MemoryBackend {
 
     fn restore(&self, id: &str) -> Result<VPath> {
         let mut st = self.lock()?;
-        let idx = st.trash.iter().position(|(i, _, _)| i == id).ok_or_else(|| Error::NotInTrash(id.to_string()))?;
+        let idx = st
+            .trash
+            .iter()
+            .position(|(i, _, _)| i == id)
+            .ok_or_else(|| Error::NotInTrash(id.to_string()))?;
         let path = st.trash[idx].1.clone();
         if st.nodes.contains_key(&path) {
             return Err(Error::AlreadyExists(path));
@@ -287,14 +358,26 @@ impl Backend for MemoryBackend {
 
     fn trash_list(&self) -> Result<Vec<TrashEntry>> {
         let st = self.lock()?;
-        Ok(st.trash.iter().map(|(id, p, _)| TrashEntry { id: id.clone(), path: p.clone() }).collect())
+        Ok(st
+            .trash
+            .iter()
+            .map(|(id, p, _)| TrashEntry {
+                id: id.clone(),
+                path: p.clone(),
+            })
+            .collect())
     }
 
     fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd> {
         self.walk(under, filter, &mut |p, d| sink(p, d))
     }
 
-    fn scan_paths(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &PathSink<'_>) -> Result<ScanEnd> {
+    fn scan_paths(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        sink: &PathSink<'_>,
+    ) -> Result<ScanEnd> {
         self.walk(under, filter, &mut |p, _| sink(p))
     }
 

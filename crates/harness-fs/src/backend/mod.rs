@@ -115,7 +115,12 @@ pub trait Backend: Send + Sync {
     /// and which files visited; `sink` gets each visited file's content.
     fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd>;
     /// As [`Backend::scan`] without reading the files.
-    fn scan_paths(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &PathSink<'_>) -> Result<ScanEnd>;
+    fn scan_paths(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        sink: &PathSink<'_>,
+    ) -> Result<ScanEnd>;
     /// The bound on a file's size.
     fn max_file_bytes(&self) -> u64;
     /// Closes the backend: idempotent, never blocks; later operations are refused.

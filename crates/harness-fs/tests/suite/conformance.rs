@@ -6,7 +6,10 @@ use harness_spec::conformance::assert_area;
 
 fn area(name: &str) {
     let runners = conformance_runners();
-    let runner = runners.iter().find(|r| r.area() == name).expect("a runner for the area");
+    let runner = runners
+        .iter()
+        .find(|r| r.area() == name)
+        .expect("a runner for the area");
     assert_area(runner.as_ref(), Spec::embedded());
 }
 
@@ -42,8 +45,14 @@ fn memory() {
 
 #[test]
 fn the_seed_cases_are_kept_word_for_word() {
-    let seed: serde_json::Value = serde_json::from_str(include_str!("../../../../spec/conformance/fs_access.json")).unwrap();
+    let seed: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../spec/conformance/fs_access.json")).unwrap();
     let cases = seed["cases"].as_array().unwrap();
     assert!(cases.len() >= 20);
-    assert!(seed["about"].as_str().unwrap().starts_with("The file system as one session sees it"));
+    assert!(
+        seed["about"]
+            .as_str()
+            .unwrap()
+            .starts_with("The file system as one session sees it")
+    );
 }

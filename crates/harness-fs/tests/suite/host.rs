@@ -1,1 +1,221 @@
+//! The host backend on real directories: the lock, close, atomic writes, the trash.
 
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+
+use harness_fs::backend::{Backend, Expect, HostBackend, HostOptions};
+use harness_fs::{Access, Error, Level, VPath, View};
+
+fn opts(dir: &tempfile::TempDir) -> HostOptions {
+    HostOptions {
+        lock_dir: Some(dir.path().join("locks")),
+        ..HostOptions::default()
+    }
+}
+
+fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("inner/deeper")).unwrap();
+    (dir, root)
+}
+
+#[test]
+fn one_writer_per_root_same_inside_and_containing() {
+    let (dir, root) = setup();
+    let locks = tempfile::tempdir().unwrap();
+    let opts = |_: &tempfile::TempDir| HostOptions {
+        lock_dir: Some(locks.path().to_path_buf()),
+        ..HostOptions::default()
+    };
+    let first = HostBackend::open(&root, opts(&dir)).unwrap();
+    for other in [
+        root.clone(),
+        root.join("inner"),
+        root.join("inner/deeper"),
+        dir.path().to_path_buf(),
+    ] {
+        match HostBackend::open(&other, opts(&dir)) {
+            Err(Error::RootInUse(_)) => {}
+            other => panic!("expected RootInUse, got {other:?}"),
+        }
+    }
+    // A sibling is not related.
+    let sibling = dir.path().join("sibling");
+    std::fs::create_dir_all(&sibling).unwrap();
+    let b = HostBackend::open(&sibling, opts(&dir)).unwrap();
+    b.close();
+    first.close();
+    first.close();
+    // Released: it opens again.
+    let again = HostBackend::open(&root, opts(&dir)).unwrap();
+    again.close();
+}
+
+#[test]
+fn the_lock_holds_against_a_stale_entry_and_is_taken_over() {
+    let (dir, root) = setup();
+    // A lock file left by a process that is gone (not locked): a new open takes over.
+    let locks = dir.path().join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    std::fs::write(
+        locks.join("stale.root"),
+        root.canonicalize().unwrap().to_str().unwrap(),
+    )
+    .unwrap();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    b.close();
+}
+
+#[test]
+fn close_refuses_later_operations_and_is_idempotent() {
+    let (dir, root) = setup();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    b.close();
+    b.close();
+    assert_eq!(b.stat(&VPath::parse("/inner")), Err(Error::Closed));
+    assert_eq!(b.read(&VPath::parse("/x")), Err(Error::Closed));
+}
+
+#[test]
+fn a_write_keeps_permissions_and_leaves_no_temporary_file() {
+    let (dir, root) = setup();
+    std::fs::write(root.join("script.sh"), "echo hi\n").unwrap();
+    std::fs::set_permissions(
+        root.join("script.sh"),
+        std::fs::Permissions::from_mode(0o751),
+    )
+    .unwrap();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    b.write(&VPath::parse("/script.sh"), b"echo bye\n", &Expect::Any)
+        .unwrap();
+    let meta = std::fs::metadata(root.join("script.sh")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o751);
+    assert_eq!(
+        std::fs::read_to_string(root.join("script.sh")).unwrap(),
+        "echo bye\n"
+    );
+    let names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with(".llembas-tmp-")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_create_never_replaces_a_file_that_appeared() {
+    let (dir, root) = setup();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    std::fs::write(root.join("late.txt"), "theirs\n").unwrap();
+    assert_eq!(
+        b.write(&VPath::parse("/late.txt"), b"mine\n", &Expect::Absent),
+        Err(Error::AlreadyExists(VPath::parse("/late.txt")))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("late.txt")).unwrap(),
+        "theirs\n"
+    );
+}
+
+#[test]
+fn a_versioned_write_refuses_a_changed_file() {
+    let (dir, root) = setup();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    let v = harness_fs::content_hash(b"one\n");
+    std::fs::write(root.join("a.txt"), "two\n").unwrap();
+    assert_eq!(
+        b.write(&VPath::parse("/a.txt"), b"three\n", &Expect::Version(v)),
+        Err(Error::Stale(VPath::parse("/a.txt")))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+#[test]
+fn a_directory_swapped_for_a_link_is_not_followed() {
+    let (dir, root) = setup();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("s.txt"), "secret\n").unwrap();
+    std::fs::write(root.join("inner/s.txt"), "inner\n").unwrap();
+    let b = HostBackend::open(&root, opts(&dir)).unwrap();
+    assert_eq!(b.read(&VPath::parse("/inner/s.txt")).unwrap(), b"inner\n");
+    // Swap the directory for a link out.
+    std::fs::rename(root.join("inner"), dir.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("inner")).unwrap();
+    assert_eq!(
+        b.read(&VPath::parse("/inner/s.txt")),
+        Err(Error::NotFound(VPath::parse("/inner/s.txt")))
+    );
+    assert_eq!(
+        b.write(&VPath::parse("/inner/new.txt"), b"x", &Expect::Any),
+        Err(Error::NotFound(VPath::parse("/inner/new.txt")))
+    );
+    assert!(!outside.join("new.txt").exists());
+}
+
+#[test]
+fn rm_goes_to_a_trash_the_session_restores_from() {
+    let (dir, root) = setup();
+    std::fs::write(root.join("inner/a.txt"), "keep me\n").unwrap();
+    let b: Arc<dyn Backend> = Arc::new(HostBackend::open(&root, opts(&dir)).unwrap());
+    let view = View::new(b.clone(), Access::new().grant("/", Level::Stage));
+    let id = view.rm("/inner").unwrap();
+    assert!(!root.join("inner").exists());
+    assert_eq!(view.list("/").unwrap().lines(), Vec::<String>::new());
+    assert_eq!(view.restore(&id).unwrap(), VPath::parse("/inner"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("inner/a.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(view.restore(&id), Err(Error::NotInTrash(id.clone())));
+}
+
+#[test]
+fn mv_renames_and_refuses_a_taken_name() {
+    let (dir, root) = setup();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    std::fs::write(root.join("b.txt"), "b\n").unwrap();
+    let b: Arc<dyn Backend> = Arc::new(HostBackend::open(&root, opts(&dir)).unwrap());
+    let view = View::new(b, Access::new().grant("/", Level::Stage));
+    assert_eq!(
+        view.mv("/a.txt", "/b.txt"),
+        Err(Error::AlreadyExists(VPath::parse("/b.txt")))
+    );
+    assert_eq!(
+        view.mv("/a.txt", "/inner/c.txt").unwrap(),
+        VPath::parse("/inner/c.txt")
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("inner/c.txt")).unwrap(),
+        "a\n"
+    );
+}
+
+#[test]
+fn mutations_from_many_threads_all_land() {
+    let (dir, root) = setup();
+    let b: Arc<dyn Backend> = Arc::new(HostBackend::open(&root, opts(&dir)).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let b = b.clone();
+            s.spawn(move || {
+                for i in 0..25 {
+                    b.write(
+                        &VPath::parse(&format!("/inner/t{t}-{i}.txt")),
+                        b"x\n",
+                        &Expect::Absent,
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(b.list(&VPath::parse("/inner")).unwrap().entries.len(), 101);
+}

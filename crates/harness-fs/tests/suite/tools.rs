@@ -1,1 +1,264 @@
+//! The file tools' logic over the in-memory tree; what the model reads is snapshot.
 
+use std::sync::Arc;
+
+use harness_fs::tools::{self, EditSpec, GrepOptions, Ledger};
+use harness_fs::{Access, Error, Level, MemoryBackend, VPath, View};
+
+fn view_with(files: &[(&str, &str)]) -> View {
+    let tree = MemoryBackend::new();
+    for (p, text) in files {
+        tree.add_file(&VPath::parse(p), *text).unwrap();
+    }
+    View::new(Arc::new(tree), Access::new().grant("/", Level::Stage))
+}
+
+#[test]
+fn read_numbers_lines_and_says_how_to_continue() {
+    let view = view_with(&[("/a.txt", "one\ntwo\nthree\n")]);
+    let ledger = Ledger::new();
+    let w = tools::read(&view, &ledger, "/a.txt", Some(2), Some(1)).unwrap();
+    insta::assert_snapshot!(w.text, @r"
+    <path>/a.txt</path>
+    <type>file</type>
+    <hash>b6285c57e8797db5</hash>
+    <content>
+    2: two
+
+    (Showing lines 2-2 of 3. Use offset=3 to continue.)
+    </content>
+    ");
+    let all = tools::read(&view, &ledger, "a.txt", None, None).unwrap();
+    assert!(
+        all.text
+            .ends_with("3: three\n\n(End of file - total 3 lines)\n</content>")
+    );
+    assert_eq!(
+        tools::read(&view, &ledger, "/a.txt", Some(9), None),
+        Err(Error::OffsetOutOfRange {
+            path: VPath::parse("/a.txt"),
+            offset: 9,
+            lines: 3
+        })
+    );
+}
+
+#[test]
+fn read_cuts_long_lines_and_caps_bytes() {
+    let long = "x".repeat(2100);
+    let many: String = (0..3000)
+        .map(|i| format!("line {i} {}\n", "y".repeat(30)))
+        .collect();
+    let view = view_with(&[("/long.txt", &long), ("/many.txt", &many)]);
+    let ledger = Ledger::new();
+    let w = tools::read(&view, &ledger, "/long.txt", None, None).unwrap();
+    assert!(w.text.contains("... (line truncated to 2000 chars)"));
+    let w = tools::read(&view, &ledger, "/many.txt", None, None).unwrap();
+    assert!(w.capped);
+    assert!(w.text.contains(&format!(
+        "(Output capped at 50 KiB. Showing lines 1-{}. Use offset={} to continue.)",
+        w.last,
+        w.last + 1
+    )));
+    assert!(w.last < 2000);
+}
+
+#[test]
+fn binary_and_invalid_text_are_refused() {
+    let tree = MemoryBackend::new();
+    tree.add_file(&VPath::parse("/b.bin"), vec![0u8, 1, 2])
+        .unwrap();
+    tree.add_file(&VPath::parse("/bad.txt"), vec![b'a', 0xff])
+        .unwrap();
+    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Ro));
+    let ledger = Ledger::new();
+    insta::assert_snapshot!(tools::read(&view, &ledger, "/b.bin", None, None).unwrap_err().to_string(), @"Binary file: /b.bin is not text and is not shown.");
+    insta::assert_snapshot!(tools::read(&view, &ledger, "/bad.txt", None, None).unwrap_err().to_string(), @"Not text: /bad.txt is not valid UTF-8 and is not shown.");
+}
+
+#[test]
+fn write_needs_a_read_at_the_current_version_to_overwrite() {
+    let view = view_with(&[("/a.txt", "one\n")]);
+    let ledger = Ledger::new();
+    assert_eq!(
+        tools::write(&view, &ledger, "/a.txt", "two\n"),
+        Err(Error::NotRead(VPath::parse("/a.txt")))
+    );
+    let created = tools::write(&view, &ledger, "/new.txt", "fresh\n").unwrap();
+    assert!(created.created);
+    tools::read(&view, &ledger, "/a.txt", None, None).unwrap();
+    view.write("/a.txt", b"changed behind our back\n").unwrap();
+    insta::assert_snapshot!(tools::write(&view, &ledger, "/a.txt", "two\n").unwrap_err().to_string(), @"Stale: /a.txt has changed since this session last read it; read it again, then retry.");
+    tools::read(&view, &ledger, "/a.txt", None, None).unwrap();
+    let done = tools::write(&view, &ledger, "/a.txt", "two\n").unwrap();
+    insta::assert_snapshot!(done.diff, @r"
+    --- /a.txt
+    +++ /a.txt
+    @@ -1 +1 @@
+    -changed behind our back
+    +two
+    ");
+}
+
+#[test]
+fn edit_replaces_one_or_all_and_refuses_clearly() {
+    let view = view_with(&[("/c.rs", "let a = 1;\nlet b = 1;\nlet c = 2;\n")]);
+    let ledger = Ledger::new();
+    assert_eq!(
+        tools::edit(&view, &ledger, "/c.rs", "1", "3", false),
+        Err(Error::NotRead(VPath::parse("/c.rs")))
+    );
+    tools::read(&view, &ledger, "/c.rs", None, None).unwrap();
+    insta::assert_snapshot!(tools::edit(&view, &ledger, "/c.rs", "= 1", "= 3", false).unwrap_err().to_string(), @"Edit refused: old_string occurs 2 times in /c.rs; give more surrounding text to make it unique, or set replace_all.");
+    insta::assert_snapshot!(tools::edit(&view, &ledger, "/c.rs", "", "x", false).unwrap_err().to_string(), @"Edit refused: old_string is empty; to write a whole file use write.");
+    insta::assert_snapshot!(tools::edit(&view, &ledger, "/c.rs", "let z", "x", false).unwrap_err().to_string(), @"Edit refused: old_string was not found in /c.rs; it must match exactly, including whitespace and indentation.");
+    let one = tools::edit(&view, &ledger, "/c.rs", "let c = 2;", "let c = 4;", false).unwrap();
+    assert_eq!(one.replacements, 1);
+    // The edit refreshed this session's version: no re-read needed.
+    let all = tools::edit(&view, &ledger, "/c.rs", "= 1", "= 3", true).unwrap();
+    assert_eq!(all.replacements, 2);
+    insta::assert_snapshot!(all.diff, @r"
+    --- /c.rs
+    +++ /c.rs
+    @@ -1,3 +1,3 @@
+    -let a = 1;
+    -let b = 1;
+    +let a = 3;
+    +let b = 3;
+     let c = 4;
+    ");
+    // Changed outside: a stale edit says stale even when the old text is gone.
+    view.write("/c.rs", b"other\n").unwrap();
+    assert_eq!(
+        tools::edit(&view, &ledger, "/c.rs", "let a = 3;", "x", false),
+        Err(Error::Stale(VPath::parse("/c.rs")))
+    );
+}
+
+#[test]
+fn multiedit_is_all_or_nothing() {
+    let view = view_with(&[("/m.txt", "alpha\nbeta\n")]);
+    let ledger = Ledger::new();
+    tools::read(&view, &ledger, "/m.txt", None, None).unwrap();
+    let edits = vec![
+        EditSpec {
+            old_string: "alpha".into(),
+            new_string: "ALPHA".into(),
+            replace_all: false,
+        },
+        EditSpec {
+            old_string: "gamma".into(),
+            new_string: "GAMMA".into(),
+            replace_all: false,
+        },
+    ];
+    let e = tools::multiedit(&view, &ledger, "/m.txt", &edits).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("Invalid input: edit 2 of 2: Edit refused: old_string was not found"),
+        "{e}"
+    );
+    assert_eq!(
+        view.read_bytes(&VPath::parse("/m.txt")).unwrap(),
+        b"alpha\nbeta\n"
+    );
+    let edits = vec![
+        EditSpec {
+            old_string: "alpha".into(),
+            new_string: "ALPHA".into(),
+            replace_all: false,
+        },
+        EditSpec {
+            old_string: "ALPHA\nbeta".into(),
+            new_string: "ALPHA\nBETA".into(),
+            replace_all: false,
+        },
+    ];
+    tools::multiedit(&view, &ledger, "/m.txt", &edits).unwrap();
+    assert_eq!(
+        view.read_bytes(&VPath::parse("/m.txt")).unwrap(),
+        b"ALPHA\nBETA\n"
+    );
+}
+
+#[test]
+fn crlf_files_match_lf_old_text() {
+    let view = view_with(&[("/w.txt", "a\r\nb\r\n")]);
+    let ledger = Ledger::new();
+    tools::read(&view, &ledger, "/w.txt", None, None).unwrap();
+    tools::edit(&view, &ledger, "/w.txt", "a\nb", "x\ny", false).unwrap();
+    assert_eq!(
+        view.read_bytes(&VPath::parse("/w.txt")).unwrap(),
+        b"x\r\ny\r\n"
+    );
+}
+
+#[test]
+fn glob_and_grep_include_match_as_ripgrep_globs() {
+    let view = view_with(&[
+        ("/src/a.rs", "fn a() {}\n"),
+        ("/src/sub/b.rs", "fn b() {}\n"),
+        ("/c.rs", "fn c() {}\n"),
+        ("/.git/x.rs", "fn x() {}\n"),
+    ]);
+    let names = |r: tools::GlobResult| r.paths.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        names(tools::glob(&view, "/", "*.rs", 100).unwrap()),
+        ["/c.rs", "/src/a.rs", "/src/sub/b.rs"]
+    );
+    assert_eq!(
+        names(tools::glob(&view, "/", "src/*.rs", 100).unwrap()),
+        ["/src/a.rs"]
+    );
+    assert_eq!(
+        names(tools::glob(&view, "/", "src/**/*.rs", 100).unwrap()),
+        ["/src/a.rs", "/src/sub/b.rs"]
+    );
+    assert_eq!(
+        names(tools::glob(&view, "/src", "sub/*.rs", 100).unwrap()),
+        ["/src/sub/b.rs"]
+    );
+    let g = tools::glob(&view, "/", "*.rs", 2).unwrap();
+    assert!(g.truncated);
+    let r = tools::grep(
+        &view,
+        "/",
+        r"fn \w",
+        &GrepOptions {
+            include: Some("src/**".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    insta::assert_snapshot!(r.render(), @r"
+    /src/a.rs:1: fn a() {}
+    /src/sub/b.rs:1: fn b() {}
+    ");
+    assert!(matches!(
+        tools::grep(&view, "/", "(", &GrepOptions::default()),
+        Err(Error::Invalid(_))
+    ));
+}
+
+#[test]
+fn list_renders_marks_and_an_empty_directory() {
+    let tree = MemoryBackend::new();
+    tree.add_file(&VPath::parse("/ref/r.md"), "r").unwrap();
+    tree.add_file(&VPath::parse("/b.md"), "b").unwrap();
+    tree.add_dir(&VPath::parse("/repo/src")).unwrap();
+    tree.add_dir(&VPath::parse("/empty")).unwrap();
+    let view = View::new(
+        Arc::new(tree),
+        Access::new()
+            .grant("/", Level::Commit)
+            .grant("/ref", Level::Ro)
+            .mount("/repo"),
+    );
+    insta::assert_snapshot!(tools::list(&view, "/").unwrap(), @r"
+    empty/
+    ref/ [read-only]
+    repo/ [mount]
+    b.md
+    ");
+    insta::assert_snapshot!(tools::list(&view, "/empty").unwrap(), @"(/empty is empty)");
+}
