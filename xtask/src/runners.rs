@@ -5,7 +5,11 @@ use harness_spec::conformance::AreaRunner;
 
 /// All runners the workspace implements.
 pub fn all() -> Vec<Box<dyn AreaRunner>> {
-    #[allow(unused_mut)]
     let mut runners: Vec<Box<dyn AreaRunner>> = Vec::new();
+    runners.extend(harness_core::conformance::conformance_runners());
+    runners.extend(harness_fs::conformance::conformance_runners());
+    runners.extend(harness_permission::conformance::conformance_runners());
+    runners.extend(harness_loop::conformance::conformance_runners());
+    runners.extend(harness_model::conformance::conformance_runners());
     runners
 }
