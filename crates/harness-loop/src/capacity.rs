@@ -145,7 +145,10 @@ mod tests {
     fn running_subagents_take_slots() {
         let mut c = cap(true);
         c.set_slots("local", 2);
-        assert_eq!(c.acquire("local", Holder::Subagent("s/1".into())), Admit::Now);
+        assert_eq!(
+            c.acquire("local", Holder::Subagent("s/1".into())),
+            Admit::Now
+        );
         assert_eq!(c.acquire("local", Holder::Request("a".into())), Admit::Now);
         assert_eq!(
             c.acquire("local", Holder::Request("b".into())),

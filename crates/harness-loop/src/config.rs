@@ -441,7 +441,10 @@ mod tests {
     fn fill_replaces_known_and_keeps_unknown() {
         assert_eq!(fill("a {x} b {y} {", &[("x", "1")]), "a 1 b {y} {");
         assert_eq!(fill("{\"k\": 1}", &[]), "{\"k\": 1}");
-        assert_eq!(placeholders("[{n} lines elided, full output {ref}]"), ["n", "ref"]);
+        assert_eq!(
+            placeholders("[{n} lines elided, full output {ref}]"),
+            ["n", "ref"]
+        );
     }
 
     #[test]

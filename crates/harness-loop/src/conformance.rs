@@ -13,8 +13,8 @@ use crate::config::LoopConfig;
 use crate::context::{Context, Insert, InsertKind, ReadInfo};
 use crate::jobs::Jobs;
 use crate::session::{
-    Action, AllowAll, Input, Message, ModelOutput, Session, SessionSetup, ToolCatalog,
-    ToolOutcome, ToolTraits,
+    Action, AllowAll, Input, Message, ModelOutput, Session, SessionSetup, ToolCatalog, ToolOutcome,
+    ToolTraits,
 };
 
 /// The runners this crate provides.
@@ -121,8 +121,14 @@ impl AreaRunner for ContextRunner {
                 got.insert("table".into(), json!(symbolic(&table, &ids)));
             } else if let Some(edit) = step.get("edit") {
                 let path = edit.get("path").and_then(Value::as_str).unwrap_or_default();
-                let before = edit.get("before").and_then(Value::as_str).unwrap_or_default();
-                let after = edit.get("after").and_then(Value::as_str).unwrap_or_default();
+                let before = edit
+                    .get("before")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let after = edit
+                    .get("after")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let diff = ctx.edit_diff(path, before, after);
                 let ins = ctx.insert(Insert::new("edit", json!({"path": path}), diff));
                 ids.push((ins.id.to_string(), k));
@@ -225,7 +231,10 @@ fn describe(got: &mut Map<String, Value>, ins: &crate::context::Inserted, ids: &
     }
     got.insert("text".into(), json!(symbolic(&ins.body, ids)));
     got.insert("lines".into(), json!(ins.body.lines().count()));
-    got.insert("label".into(), json!(symbolic(&ins.text, ids).lines().next().unwrap_or_default()));
+    got.insert(
+        "label".into(),
+        json!(symbolic(&ins.text, ids).lines().next().unwrap_or_default()),
+    );
 }
 
 /// The tools a jobs case may call, with their traits: the spec's when it has the tool, else
@@ -304,7 +313,10 @@ fn run_job_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Valu
                 serde_json::to_value(jobs.start(kind, title)).unwrap_or(Value::Null)
             }
             "overrun" => {
-                let title = step.get("title").and_then(Value::as_str).unwrap_or("command");
+                let title = step
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or("command");
                 let seconds = step.get("seconds").and_then(Value::as_u64).unwrap_or(0);
                 let out = step.get("output").and_then(Value::as_str).unwrap_or("");
                 serde_json::to_value(jobs.overrun(title, seconds, out)).unwrap_or(Value::Null)
@@ -366,7 +378,10 @@ fn action_name(a: &Action) -> Option<&'static str> {
 }
 
 fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Value) -> Outcome {
-    let subagent = case.get("subagent").and_then(Value::as_bool).unwrap_or(false);
+    let subagent = case
+        .get("subagent")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut session = Session::new(SessionSetup {
         config: cfg,
         project: harness_spec::Project::Cli,
@@ -381,13 +396,26 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
     let mut call_no = 0usize;
     let mut last_calls: Vec<ToolCall> = Vec::new();
     for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
-        let input = match step.get("input").and_then(Value::as_str).unwrap_or_default() {
+        let input = match step
+            .get("input")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
             "prompt" => Input::Prompt {
-                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+                text: step
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
             },
             "model" => {
                 let mut calls = Vec::new();
-                for c in step.get("calls").and_then(Value::as_array).into_iter().flatten() {
+                for c in step
+                    .get("calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     call_no += 1;
                     calls.push(ToolCall {
                         id: format!("call_{call_no}"),
@@ -396,7 +424,11 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     });
                 }
                 Input::Model(ModelOutput {
-                    text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+                    text: step
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
                     tool_calls: calls,
                     ..ModelOutput::default()
                 })
@@ -417,7 +449,11 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
             }
             "job_output" => Input::JobOutput {
                 id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
-                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+                text: step
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
             },
             "job_ended" => Input::JobEnded {
                 id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
@@ -425,14 +461,25 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     Some(Ok(e)) => e,
                     _ => return Outcome::malformed(format!("step {k}: `end` is a JobEnd")),
                 },
-                final_reply: step.get("final_reply").and_then(Value::as_str).map(String::from),
+                final_reply: step
+                    .get("final_reply")
+                    .and_then(Value::as_str)
+                    .map(String::from),
             },
             "report" => Input::Report {
                 id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
-                text: step.get("text").and_then(Value::as_str).unwrap_or("").into(),
+                text: step
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
             },
             "answer" => Input::Answer {
-                call_id: step.get("call_id").and_then(Value::as_str).unwrap_or("").into(),
+                call_id: step
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
                 answer: Answer::Once,
             },
             "cancel" => Input::Cancel,

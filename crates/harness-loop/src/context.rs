@@ -222,10 +222,10 @@ impl Context {
             h.update(self.counter.to_le_bytes());
             let hexed = hex::encode(h.finalize());
             let id = format!("{}{}", self.cfg.result_id.prefix, &hexed[..width.min(64)]);
-            if !self.by_id.contains_key(&id) {
-                if let Ok(rid) = ResultId::new(id) {
-                    return rid;
-                }
+            if !self.by_id.contains_key(&id)
+                && let Ok(rid) = ResultId::new(id)
+            {
+                return rid;
             }
             tries += 1;
             // A session with tens of thousands of results: widen rather than loop forever.
@@ -520,7 +520,8 @@ pub fn canonical_args(v: &Value) -> String {
     fn canon(v: &Value) -> Value {
         match v {
             Value::Object(m) => {
-                let sorted: BTreeMap<&String, Value> = m.iter().map(|(k, v)| (k, canon(v))).collect();
+                let sorted: BTreeMap<&String, Value> =
+                    m.iter().map(|(k, v)| (k, canon(v))).collect();
                 let mut out = serde_json::Map::new();
                 for (k, v) in sorted {
                     out.insert(k.clone(), v);
@@ -628,7 +629,10 @@ fn recall_window(cfg: &ContextConfig, stored: &Stored, offset: usize) -> String 
         out.push('\n');
         out.push_str(&fill(
             &cfg.recall.more,
-            &[("ref", stored.id.as_str()), ("next", &(end + 1).to_string())],
+            &[
+                ("ref", stored.id.as_str()),
+                ("next", &(end + 1).to_string()),
+            ],
         ));
     }
     out
@@ -703,9 +707,17 @@ mod tests {
         let mut c = ctx();
         let first = read(&mut c, "/a", 1, 50, "h1");
         let again = read(&mut c, "/a", 1, 50, "h1");
-        assert!(matches!(again.kind, InsertKind::Stub { ref of, why: StubKind::UnchangedRead } if *of == first.id));
+        assert!(
+            matches!(again.kind, InsertKind::Stub { ref of, why: StubKind::UnchangedRead } if *of == first.id)
+        );
         let inner = read(&mut c, "/a", 10, 20, "h1");
-        assert!(matches!(inner.kind, InsertKind::Stub { why: StubKind::RangeInside, .. }));
+        assert!(matches!(
+            inner.kind,
+            InsertKind::Stub {
+                why: StubKind::RangeInside,
+                ..
+            }
+        ));
         let changed = read(&mut c, "/a", 1, 50, "h2");
         assert_eq!(changed.kind, InsertKind::Full);
         let table = c.compact();
@@ -720,7 +732,10 @@ mod tests {
         let text: String = (1..=1000).map(|n| format!("line {n}\n")).collect();
         let r = c.insert(Insert::new("bash", json!({"command": "x"}), text.clone()));
         assert_eq!(r.kind, InsertKind::Capped { elided: 650 });
-        assert!(r.body.contains(&format!("[650 lines elided, full output {}]", r.id)));
+        assert!(
+            r.body
+                .contains(&format!("[650 lines elided, full output {}]", r.id))
+        );
         assert!(r.body.starts_with("line 1\n"));
         assert!(r.body.ends_with("line 1000"));
         assert_eq!(recall_all(&mut c, &r.id).unwrap(), text.trim_end());

@@ -722,7 +722,8 @@ impl Session {
         turn.empty_in_row = 0;
         if out.tool_calls.is_empty() {
             let open = self.open_tasks.len();
-            let nudge = open > 0 && turn.text_nudges < self.cfg.nudges.text_only_mid_task.max_per_prompt;
+            let nudge =
+                open > 0 && turn.text_nudges < self.cfg.nudges.text_only_mid_task.max_per_prompt;
             self.push_assistant(out.text, out.reasoning, Vec::new());
             if nudge {
                 if let Some(t) = self.turn.as_mut() {
@@ -865,11 +866,8 @@ impl Session {
                     Some(f) => fill(&self.cfg.calls.declined_feedback, &[("feedback", &f)]),
                     None => self.cfg.calls.declined.clone(),
                 };
-                self.pending.slots[i] = Some(Slot::Done(Insert::error(
-                    call.name,
-                    call.arguments,
-                    text,
-                )));
+                self.pending.slots[i] =
+                    Some(Slot::Done(Insert::error(call.name, call.arguments, text)));
             }
             _ => {
                 self.pending.slots[i] = None;
@@ -954,12 +952,10 @@ impl Session {
                             message: message.clone(),
                         })
                     }
-                    JobDecision::Restart { id, message, .. } => {
-                        actions.push(Action::RestartJob {
-                            id: *id,
-                            message: message.clone(),
-                        })
-                    }
+                    JobDecision::Restart { id, message, .. } => actions.push(Action::RestartJob {
+                        id: *id,
+                        message: message.clone(),
+                    }),
                     _ => {}
                 }
                 self.pending.slots[i] = Some(Slot::Done(decision_insert(&call, &decision)));
@@ -1036,7 +1032,9 @@ impl Session {
                 ),
                 Some(o) => {
                     let output = match &o.edit {
-                        Some(e) if !o.is_error => self.context.edit_diff(&e.path, &e.before, &e.after),
+                        Some(e) if !o.is_error => {
+                            self.context.edit_diff(&e.path, &e.before, &e.after)
+                        }
                         _ => o.output.clone(),
                     };
                     Insert {
@@ -1078,7 +1076,11 @@ impl Session {
         actions
     }
 
-    fn record_result(&mut self, call: &ToolCall, inserted: crate::context::Inserted) -> Vec<Action> {
+    fn record_result(
+        &mut self,
+        call: &ToolCall,
+        inserted: crate::context::Inserted,
+    ) -> Vec<Action> {
         // The repeated-call nudge names the last result a run of the same call produced.
         let this = format!("{}\0{}", call.name, canonical_args(&call.arguments));
         if let Some((key, _, r)) = self.last_call.as_mut()
@@ -1171,9 +1173,7 @@ impl Session {
             origin: Origin::Machine,
         }];
         self.compacted_through = self.turns();
-        for start in &mut self.turn_starts {
-            *start = 0;
-        }
+        self.turn_starts.fill(0);
         self.log.push(Entry::Compacted { text: text.clone() });
         Ok(text)
     }

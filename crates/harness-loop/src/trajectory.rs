@@ -15,8 +15,7 @@ use crate::config::{Budget, LoopConfig};
 use crate::context::{ReadInfo, recall_all};
 use crate::error::Result;
 use crate::session::{
-    Action, AllowAll, EditInfo, Input, ModelOutput, Session, SessionSetup, ToolOutcome,
-    ToolTraits,
+    Action, AllowAll, EditInfo, Input, ModelOutput, Session, SessionSetup, ToolOutcome, ToolTraits,
 };
 
 /// What a replay measured.
@@ -115,7 +114,9 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
             File {
                 path: format!("/work/project/src/module_{i}.rs"),
                 lines: (1..=n)
-                    .map(|l| format!("    let value_{l} = compute_{i}(input_{l}, {l}) + offset; // v0"))
+                    .map(|l| {
+                        format!("    let value_{l} = compute_{i}(input_{l}, {l}) + offset; // v0")
+                    })
                     .collect(),
             }
         })
@@ -153,7 +154,8 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
                         let roll = rng.below(100);
                         let planned = if roll < 38 {
                             // Re-reads dominate: the same few files again and again.
-                            let file = (rng.below(6) + if rng.below(4) == 0 { 6 } else { 0 }) as usize;
+                            let file =
+                                (rng.below(6) + if rng.below(4) == 0 { 6 } else { 0 }) as usize;
                             Planned::Read {
                                 file,
                                 first: 1,
@@ -218,7 +220,12 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
         .context()
         .results()
         .iter()
-        .map(|s| (s.id.clone(), s.output.lines().collect::<Vec<_>>().join("\n")))
+        .map(|s| {
+            (
+                s.id.clone(),
+                s.output.lines().collect::<Vec<_>>().join("\n"),
+            )
+        })
         .collect();
     let stored = ids.len();
     let mut reachable = 0;
@@ -249,15 +256,15 @@ fn to_call(n: u64, p: &Planned, files: &[File], dirs: &[&str], patterns: &[&str]
             },
         ),
         Planned::List { dir } => ("list", json!({"path": dirs[*dir]})),
-        Planned::Grep { pattern } => ("grep", json!({"pattern": patterns[*pattern], "path": "/work/project"})),
+        Planned::Grep { pattern } => (
+            "grep",
+            json!({"pattern": patterns[*pattern], "path": "/work/project"}),
+        ),
         Planned::Bash { run, lines } => (
             "bash",
             json!({"command": "cargo test 2>&1", "run": run, "lines": lines}),
         ),
-        Planned::Edit { file, line } => (
-            "edit",
-            json!({"path": files[*file].path, "line": line}),
-        ),
+        Planned::Edit { file, line } => ("edit", json!({"path": files[*file].path, "line": line})),
     };
     ToolCall {
         id: format!("call_{n}"),
@@ -275,7 +282,11 @@ fn run_tool(call: &ToolCall, files: &mut [File], dirs: &[&str]) -> ToolOutcome {
                 return ToolOutcome::ok(&call.id, "no such file");
             };
             let total = f.lines.len() as u64;
-            let first = a.get("offset").and_then(|v| v.as_u64()).unwrap_or(1).min(total);
+            let first = a
+                .get("offset")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(1)
+                .min(total);
             let limit = a.get("limit").and_then(|v| v.as_u64()).unwrap_or(2000);
             let last = (first + limit - 1).min(total);
             let hash = f.hash();
@@ -299,9 +310,18 @@ fn run_tool(call: &ToolCall, files: &mut [File], dirs: &[&str]) -> ToolOutcome {
         "list" => {
             let d = dirs.iter().position(|d| *d == path).unwrap_or(0);
             let out: Vec<String> = match d {
-                1 => files.iter().map(|f| f.path.rsplit('/').next().unwrap_or("").to_string()).collect(),
+                1 => files
+                    .iter()
+                    .map(|f| f.path.rsplit('/').next().unwrap_or("").to_string())
+                    .collect(),
                 2 => (0..40).map(|i| format!("test_case_{i}.rs")).collect(),
-                _ => vec!["Cargo.toml".into(), "README.md".into(), "src/".into(), "tests/".into(), "target/".into()],
+                _ => vec![
+                    "Cargo.toml".into(),
+                    "README.md".into(),
+                    "src/".into(),
+                    "tests/".into(),
+                    "target/".into(),
+                ],
             };
             ToolOutcome::ok(&call.id, out.join("\n"))
         }
@@ -338,8 +358,15 @@ fn run_tool(call: &ToolCall, files: &mut [File], dirs: &[&str]) -> ToolOutcome {
             };
             let before = f.text();
             if let Some(l) = f.lines.get_mut(line) {
-                let v = l.rsplit("// v").next().and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
-                let head = l.rsplit_once("// v").map(|(h, _)| h.to_string()).unwrap_or_default();
+                let v = l
+                    .rsplit("// v")
+                    .next()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .unwrap_or(0);
+                let head = l
+                    .rsplit_once("// v")
+                    .map(|(h, _)| h.to_string())
+                    .unwrap_or_default();
                 *l = format!("{head}// v{}", v + 1);
             }
             let after = f.text();

@@ -213,9 +213,7 @@ pub fn replay(entries: &[Entry]) -> Vec<Message> {
                     text: text.clone(),
                     origin: Origin::Machine,
                 }];
-                for s in &mut starts {
-                    *s = 0;
-                }
+                starts.fill(0);
             }
             Entry::Rewound { turn } => {
                 let k = (*turn as usize).saturating_sub(1);

@@ -7,7 +7,10 @@ fn hygiene_saves_a_third_and_loses_nothing() {
     assert_eq!(off.steps, 200);
     assert_eq!(on.steps, 200);
     assert_eq!(off.calls, on.calls, "both runs answer the same calls");
-    assert_eq!(on.reachable, on.stored, "every stored result comes back whole by recall");
+    assert_eq!(
+        on.reachable, on.stored,
+        "every stored result comes back whole by recall"
+    );
     assert!(on.stored >= on.calls);
     // At least 30 % fewer prompt tokens with hygiene on.
     assert!(

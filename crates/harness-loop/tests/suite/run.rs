@@ -37,7 +37,11 @@ fn session() -> Session {
 }
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
-    ToolCall { id: id.into(), name: name.into(), arguments: args }
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args,
+    }
 }
 
 fn calls_of(actions: &[Action]) -> Vec<(Vec<String>, bool)> {
@@ -67,11 +71,17 @@ fn end(actions: &[Action]) -> Option<&TurnEnd> {
 }
 
 fn model(calls: Vec<ToolCall>) -> Input {
-    Input::Model(ModelOutput { tool_calls: calls, ..ModelOutput::default() })
+    Input::Model(ModelOutput {
+        tool_calls: calls,
+        ..ModelOutput::default()
+    })
 }
 
 fn text(t: &str) -> Input {
-    Input::Model(ModelOutput { text: t.into(), ..ModelOutput::default() })
+    Input::Model(ModelOutput {
+        text: t.into(),
+        ..ModelOutput::default()
+    })
 }
 
 #[test]
@@ -87,17 +97,29 @@ fn reads_run_side_by_side_and_exclusive_alone_results_in_call_order() {
             call("5", "edit", json!({"path": "/b"})),
         ]))
         .unwrap();
-    assert_eq!(calls_of(&a), vec![(vec!["1".to_string(), "2".to_string()], true)]);
+    assert_eq!(
+        calls_of(&a),
+        vec![(vec!["1".to_string(), "2".to_string()], true)]
+    );
     // Results come in any order; they are matched by id.
     let a = s
-        .handle(Input::ToolResults(vec![ToolOutcome::ok("2", "g"), ToolOutcome::ok("1", "r")]))
+        .handle(Input::ToolResults(vec![
+            ToolOutcome::ok("2", "g"),
+            ToolOutcome::ok("1", "r"),
+        ]))
         .unwrap();
     assert_eq!(calls_of(&a), vec![(vec!["3".to_string()], false)]);
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("3", "p")])).unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("3", "p")]))
+        .unwrap();
     assert_eq!(calls_of(&a), vec![(vec!["4".to_string()], false)]);
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("4", "b")])).unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("4", "b")]))
+        .unwrap();
     assert_eq!(calls_of(&a), vec![(vec!["5".to_string()], false)]);
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("5", "e")])).unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("5", "e")]))
+        .unwrap();
     let req = request(&a).unwrap();
     let ids: Vec<&str> = req
         .messages
@@ -112,13 +134,25 @@ fn reads_run_side_by_side_and_exclusive_alone_results_in_call_order() {
 
 #[test]
 fn step_budget_ends_with_a_wrap_up_without_tools() {
-    let mut s = session_with(Some(Budget { steps: 2, tokens: u64::MAX }), Box::new(AllowAll));
+    let mut s = session_with(
+        Some(Budget {
+            steps: 2,
+            tokens: u64::MAX,
+        }),
+        Box::new(AllowAll),
+    );
     s.handle(Input::Prompt { text: "go".into() }).unwrap();
-    s.handle(model(vec![call("1", "read", json!({"path": "/a"}))])).unwrap();
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("1", "x")])).unwrap();
+    s.handle(model(vec![call("1", "read", json!({"path": "/a"}))]))
+        .unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("1", "x")]))
+        .unwrap();
     assert!(request(&a).unwrap().tools);
-    s.handle(model(vec![call("2", "read", json!({"path": "/b"}))])).unwrap();
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("2", "y")])).unwrap();
+    s.handle(model(vec![call("2", "read", json!({"path": "/b"}))]))
+        .unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("2", "y")]))
+        .unwrap();
     let req = request(&a).unwrap();
     assert!(req.wrap_up && !req.tools);
     match req.messages.last().unwrap() {
@@ -129,9 +163,16 @@ fn step_budget_ends_with_a_wrap_up_without_tools() {
         other => panic!("{other:?}"),
     }
     // Calls on the wrap-up step are not run.
-    let a = s.handle(model(vec![call("3", "read", json!({"path": "/c"}))])).unwrap();
+    let a = s
+        .handle(model(vec![call("3", "read", json!({"path": "/c"}))]))
+        .unwrap();
     assert!(calls_of(&a).is_empty());
-    assert_eq!(end(&a), Some(&TurnEnd::Budget { limit: "steps".into() }));
+    assert_eq!(
+        end(&a),
+        Some(&TurnEnd::Budget {
+            limit: "steps".into()
+        })
+    );
 }
 
 #[test]
@@ -142,7 +183,9 @@ fn empty_answers_are_nudged_then_end_the_turn() {
     for _ in 0..cfg.nudges.empty_answer.retries {
         let a = s.handle(text("  ")).unwrap();
         let req = request(&a).unwrap();
-        assert!(matches!(req.messages.last(), Some(Message::User { text, .. }) if text.starts_with("[empty answer]")));
+        assert!(
+            matches!(req.messages.last(), Some(Message::User { text, .. }) if text.starts_with("[empty answer]"))
+        );
     }
     let a = s.handle(text("")).unwrap();
     assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
@@ -153,19 +196,45 @@ fn repeated_identical_calls_are_not_run_again() {
     let mut s = session();
     s.handle(Input::Prompt { text: "go".into() }).unwrap();
     for i in 1..=2 {
-        let a = s.handle(model(vec![call(&i.to_string(), "grep", json!({"pattern": "x"}))])).unwrap();
+        let a = s
+            .handle(model(vec![call(
+                &i.to_string(),
+                "grep",
+                json!({"pattern": "x"}),
+            )]))
+            .unwrap();
         assert_eq!(calls_of(&a).len(), 1);
-        s.handle(Input::ToolResults(vec![ToolOutcome::ok(i.to_string(), format!("out {i}"))])).unwrap();
+        s.handle(Input::ToolResults(vec![ToolOutcome::ok(
+            i.to_string(),
+            format!("out {i}"),
+        )]))
+        .unwrap();
     }
-    let a = s.handle(model(vec![call("3", "grep", json!({"pattern": "x"}))])).unwrap();
-    assert!(calls_of(&a).is_empty(), "the third identical call is not run");
+    let a = s
+        .handle(model(vec![call("3", "grep", json!({"pattern": "x"}))]))
+        .unwrap();
+    assert!(
+        calls_of(&a).is_empty(),
+        "the third identical call is not run"
+    );
     let req = request(&a).unwrap();
-    let Some(Message::Tool { text, .. }) = req.messages.last() else { panic!() };
-    assert!(text.contains("[repeated call] This is call number 3 of grep"), "{text}");
+    let Some(Message::Tool { text, .. }) = req.messages.last() else {
+        panic!()
+    };
+    assert!(
+        text.contains("[repeated call] This is call number 3 of grep"),
+        "{text}"
+    );
     let second = s.context().results()[1].id.to_string();
-    assert!(text.contains(&second), "names the last result {second}: {text}");
-    s.handle(model(vec![call("4", "grep", json!({"pattern": "x"}))])).unwrap();
-    let a = s.handle(model(vec![call("5", "grep", json!({"pattern": "x"}))])).unwrap();
+    assert!(
+        text.contains(&second),
+        "names the last result {second}: {text}"
+    );
+    s.handle(model(vec![call("4", "grep", json!({"pattern": "x"}))]))
+        .unwrap();
+    let a = s
+        .handle(model(vec![call("5", "grep", json!({"pattern": "x"}))]))
+        .unwrap();
     assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
 }
 
@@ -176,7 +245,9 @@ fn text_only_with_open_plan_is_nudged_once() {
     s.handle(Input::Prompt { text: "go".into() }).unwrap();
     let a = s.handle(text("I will now fix it.")).unwrap();
     let req = request(&a).unwrap();
-    let Some(Message::User { text: t, .. }) = req.messages.last() else { panic!() };
+    let Some(Message::User { text: t, .. }) = req.messages.last() else {
+        panic!()
+    };
     assert!(t.contains("2 open task(s): fix parser; add test"), "{t}");
     let a = s.handle(text("Blocked: no access.")).unwrap();
     assert_eq!(end(&a), Some(&TurnEnd::Finished));
@@ -193,7 +264,9 @@ impl Permissions for AskEdits {
                 pattern: None,
                 reason: None,
             }),
-            "bash" => Decision::Deny { reason: "rm -rf / is refused in every mode".into() },
+            "bash" => Decision::Deny {
+                reason: "rm -rf / is refused in every mode".into(),
+            },
             _ => Decision::Allow,
         }
     }
@@ -209,9 +282,17 @@ fn permissions_ask_and_deny() {
             call("2", "edit", json!({"path": "/a"})),
         ]))
         .unwrap();
-    assert!(a.iter().any(|a| matches!(a, Action::Ask { call_id, .. } if call_id == "2")));
+    assert!(
+        a.iter()
+            .any(|a| matches!(a, Action::Ask { call_id, .. } if call_id == "2"))
+    );
     let a = s
-        .handle(Input::Answer { call_id: "2".into(), answer: Answer::Deny { feedback: Some("not now".into()) } })
+        .handle(Input::Answer {
+            call_id: "2".into(),
+            answer: Answer::Deny {
+                feedback: Some("not now".into()),
+            },
+        })
         .unwrap();
     let req = request(&a).unwrap();
     let texts: Vec<&str> = req
@@ -222,7 +303,11 @@ fn permissions_ask_and_deny() {
             _ => None,
         })
         .collect();
-    assert!(texts[0].ends_with("Not run: rm -rf / is refused in every mode"), "{}", texts[0]);
+    assert!(
+        texts[0].ends_with("Not run: rm -rf / is refused in every mode"),
+        "{}",
+        texts[0]
+    );
     assert!(texts[1].ends_with("Not run: the person declined this call and said: not now"));
 }
 
@@ -231,38 +316,84 @@ fn job_wakes_at_next_step_or_as_a_machine_turn() {
     let mut s = session();
     s.handle(Input::Prompt { text: "go".into() }).unwrap();
     let a = s
-        .handle(model(vec![call("1", "bash", json!({"command": "make", "background": true}))]))
+        .handle(model(vec![call(
+            "1",
+            "bash",
+            json!({"command": "make", "background": true}),
+        )]))
         .unwrap();
-    assert!(a.iter().any(|a| matches!(a, Action::StartJob { id: 1, .. })));
+    assert!(
+        a.iter()
+            .any(|a| matches!(a, Action::StartJob { id: 1, .. }))
+    );
     // The job ends while the model is thinking: the wake-up goes before the next step.
-    s.handle(model(vec![call("2", "read", json!({"path": "/a"}))])).unwrap();
+    s.handle(model(vec![call("2", "read", json!({"path": "/a"}))]))
+        .unwrap();
     let none = s
-        .handle(Input::JobEnded { id: 1, end: JobEnd::Done { exit_code: Some(0) }, final_reply: None })
+        .handle(Input::JobEnded {
+            id: 1,
+            end: JobEnd::Done { exit_code: Some(0) },
+            final_reply: None,
+        })
         .unwrap();
     assert!(request(&none).is_none());
-    let a = s.handle(Input::ToolResults(vec![ToolOutcome::ok("2", "x")])).unwrap();
-    let Some(Message::User { text: t, origin }) = request(&a).unwrap().messages.last() else { panic!() };
-    assert!(t.starts_with("<job id=\"1\" kind=\"command\" state=\"done\">"), "{t}");
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("2", "x")]))
+        .unwrap();
+    let Some(Message::User { text: t, origin }) = request(&a).unwrap().messages.last() else {
+        panic!()
+    };
+    assert!(
+        t.starts_with("<job id=\"1\" kind=\"command\" state=\"done\">"),
+        "{t}"
+    );
     assert_eq!(*origin, Origin::Machine);
     s.handle(text("done")).unwrap();
     // Idle: a job end starts a machine turn of its own.
-    s.handle(Input::Prompt { text: "again".into() }).unwrap();
-    s.handle(model(vec![call("3", "task", json!({"prompt": "look", "background": true}))])).unwrap();
+    s.handle(Input::Prompt {
+        text: "again".into(),
+    })
+    .unwrap();
+    s.handle(model(vec![call(
+        "3",
+        "task",
+        json!({"prompt": "look", "background": true}),
+    )]))
+    .unwrap();
     s.handle(text("started")).unwrap();
     assert!(!s.busy());
     let a = s
-        .handle(Input::JobEnded { id: 2, end: JobEnd::Done { exit_code: None }, final_reply: Some("found it".into()) })
+        .handle(Input::JobEnded {
+            id: 2,
+            end: JobEnd::Done { exit_code: None },
+            final_reply: Some("found it".into()),
+        })
         .unwrap();
-    assert!(a.iter().any(|a| matches!(a, Action::Emit(harness_core::protocol::Event::UserInput { origin: Origin::Machine, .. }))));
-    let Some(Message::User { text: t, .. }) = request(&a).unwrap().messages.last() else { panic!() };
-    assert!(t.contains("state=\"done\"") && t.contains("found it"), "{t}");
+    assert!(a.iter().any(|a| matches!(
+        a,
+        Action::Emit(harness_core::protocol::Event::UserInput {
+            origin: Origin::Machine,
+            ..
+        })
+    )));
+    let Some(Message::User { text: t, .. }) = request(&a).unwrap().messages.last() else {
+        panic!()
+    };
+    assert!(
+        t.contains("state=\"done\"") && t.contains("found it"),
+        "{t}"
+    );
 }
 
 #[test]
 fn cancel_pairs_every_call_with_a_result() {
     let mut s = session();
     s.handle(Input::Prompt { text: "go".into() }).unwrap();
-    s.handle(model(vec![call("1", "read", json!({"path": "/a"})), call("2", "edit", json!({}))])).unwrap();
+    s.handle(model(vec![
+        call("1", "read", json!({"path": "/a"})),
+        call("2", "edit", json!({})),
+    ]))
+    .unwrap();
     let a = s.handle(Input::Cancel).unwrap();
     assert_eq!(end(&a), Some(&TurnEnd::Cancelled));
     let tools: Vec<&str> = s
@@ -274,16 +405,26 @@ fn cancel_pairs_every_call_with_a_result() {
         })
         .collect();
     assert_eq!(tools.len(), 2);
-    assert!(tools.iter().all(|t| t.ends_with("Not run: the prompt was cancelled.")));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.ends_with("Not run: the prompt was cancelled."))
+    );
 }
 
 #[test]
 fn rewind_drops_later_turns_and_their_stubs() {
     let mut s = session();
     let read = |s: &mut Session, id: &str| {
-        s.handle(model(vec![call(id, "read", json!({"path": "/a"}))])).unwrap();
+        s.handle(model(vec![call(id, "read", json!({"path": "/a"}))]))
+            .unwrap();
         let outcome = ToolOutcome {
-            read: Some(harness_loop::context::ReadInfo { path: "/a".into(), first: 1, last: 3, hash: "h".into() }),
+            read: Some(harness_loop::context::ReadInfo {
+                path: "/a".into(),
+                first: 1,
+                last: 3,
+                hash: "h".into(),
+            }),
             ..ToolOutcome::ok(id, "1\n2\n3")
         };
         s.handle(Input::ToolResults(vec![outcome])).unwrap();
@@ -295,9 +436,16 @@ fn rewind_drops_later_turns_and_their_stubs() {
     read(&mut s, "1");
     s.rewind(2).unwrap();
     assert_eq!(s.history().len(), 2);
-    s.handle(Input::Prompt { text: "two again".into() }).unwrap();
+    s.handle(Input::Prompt {
+        text: "two again".into(),
+    })
+    .unwrap();
     read(&mut s, "2");
     let last = s.context().results().last().unwrap();
-    assert_eq!(last.kind, harness_loop::context::InsertKind::Full, "no stub to a rewound read");
+    assert_eq!(
+        last.kind,
+        harness_loop::context::InsertKind::Full,
+        "no stub to a rewound read"
+    );
     assert!(s.rewind(9).is_err());
 }

@@ -1,8 +1,10 @@
 use harness_core::protocol::Origin;
-use harness_loop::config::LoopConfig;
-use harness_loop::session::{AllowAll, Input, ModelOutput, Session, SessionSetup, ToolOutcome, ToolTraits};
-use harness_loop::transcript::{Entry, TranscriptWriter, read, replay};
 use harness_core::protocol::{Risk, ToolCall};
+use harness_loop::config::LoopConfig;
+use harness_loop::session::{
+    AllowAll, Input, ModelOutput, Session, SessionSetup, ToolOutcome, ToolTraits,
+};
+use harness_loop::transcript::{Entry, TranscriptWriter, read, replay};
 use harness_spec::Project;
 use serde_json::json;
 
@@ -12,7 +14,12 @@ fn session() -> Session {
         project: Project::Llembas,
         budget: None,
         id: "t".into(),
-        catalog: Box::new(|_: &str| Some(ToolTraits { risk: Risk::Read, exclusive: false })),
+        catalog: Box::new(|_: &str| {
+            Some(ToolTraits {
+                risk: Risk::Read,
+                exclusive: false,
+            })
+        }),
         permissions: Box::new(AllowAll),
         subagent: false,
         hygiene: true,
@@ -22,16 +29,35 @@ fn session() -> Session {
 fn scripted() -> (Session, Vec<u8>) {
     let mut s = session();
     let mut w = TranscriptWriter::new(Vec::new());
-    s.handle(Input::Prompt { text: "list it".into() }).unwrap();
+    s.handle(Input::Prompt {
+        text: "list it".into(),
+    })
+    .unwrap();
     s.handle(Input::Model(ModelOutput {
-        tool_calls: vec![ToolCall { id: "c1".into(), name: "list".into(), arguments: json!({"path": "/"}) }],
+        tool_calls: vec![ToolCall {
+            id: "c1".into(),
+            name: "list".into(),
+            arguments: json!({"path": "/"}),
+        }],
         ..ModelOutput::default()
     }))
     .unwrap();
-    s.handle(Input::ToolResults(vec![ToolOutcome::ok("c1", "a\nb")])).unwrap();
-    s.handle(Input::Model(ModelOutput { text: "two files".into(), ..ModelOutput::default() })).unwrap();
-    s.handle(Input::Prompt { text: "again".into() }).unwrap();
-    s.handle(Input::Model(ModelOutput { text: "still two".into(), ..ModelOutput::default() })).unwrap();
+    s.handle(Input::ToolResults(vec![ToolOutcome::ok("c1", "a\nb")]))
+        .unwrap();
+    s.handle(Input::Model(ModelOutput {
+        text: "two files".into(),
+        ..ModelOutput::default()
+    }))
+    .unwrap();
+    s.handle(Input::Prompt {
+        text: "again".into(),
+    })
+    .unwrap();
+    s.handle(Input::Model(ModelOutput {
+        text: "still two".into(),
+        ..ModelOutput::default()
+    }))
+    .unwrap();
     w.append_all(&s.take_log()).unwrap();
     (s, w.into_inner())
 }
@@ -56,7 +82,10 @@ fn a_crash_mid_write_keeps_every_complete_event() {
         assert_eq!(&full[..n], &loaded.entries[..], "cut at {cut}");
         let complete_lines = bytes[..cut].iter().filter(|&&b| b == b'\n').count();
         assert_eq!(n, complete_lines, "cut at {cut}");
-        assert_eq!(loaded.torn_tail.is_some(), cut > 0 && bytes[cut - 1] != b'\n');
+        assert_eq!(
+            loaded.torn_tail.is_some(),
+            cut > 0 && bytes[cut - 1] != b'\n'
+        );
     }
 }
 
@@ -81,5 +110,11 @@ fn rewind_is_an_entry_and_replays() {
     let history = replay(&read(&bytes[..]).unwrap().entries);
     assert_eq!(history, s.history());
     assert_eq!(history.len(), 4);
-    assert!(matches!(&history[0], harness_loop::session::Message::User { origin: Origin::Person, .. }));
+    assert!(matches!(
+        &history[0],
+        harness_loop::session::Message::User {
+            origin: Origin::Person,
+            ..
+        }
+    ));
 }
