@@ -1,0 +1,1023 @@
+//! Reading a command as a shell reads it: tree-sitter-bash's tree, walked into the simple
+//! commands that would run, with their words expanded as far as they are known, wrappers peeled
+//! and payloads (`bash -c`, `eval`, heredocs fed to a shell, interpreter one-liners) read too.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use tree_sitter::{Node, Parser};
+
+use crate::data::Data;
+use crate::normalise::decode_ansi_c;
+use crate::paths;
+
+/// One word of a command after expansion.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Word {
+    /// The plain text (an unknown expansion keeps its source text).
+    pub text: String,
+    /// Known only when it runs (a variable, a substitution).
+    pub dynamic: bool,
+    /// Any part of it was quoted.
+    pub quoted: bool,
+    /// It holds the output of a download.
+    pub fetched: bool,
+}
+
+/// A redirection of a command.
+#[derive(Debug, Clone)]
+pub(crate) struct Redirect {
+    pub target: Word,
+    pub write: bool,
+}
+
+/// One simple command that would run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Part {
+    pub argv: Vec<Word>,
+    pub program: String,
+    pub path_qualified: bool,
+    pub wrappers: Vec<String>,
+    pub dynamic_program: bool,
+    pub dynamic: bool,
+    pub inline_code: bool,
+    pub redirects: Vec<Redirect>,
+    pub cwd: String,
+    pub findings: Vec<&'static str>,
+    /// Output redirect targets only (no command), e.g. `{ ...; } > f`.
+    pub redirect_only: bool,
+}
+
+impl Part {
+    pub(crate) fn text(&self) -> String {
+        let mut s = String::new();
+        for (i, w) in self.argv.iter().enumerate() {
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&w.text);
+        }
+        s
+    }
+    pub(crate) fn args(&self) -> &[Word] {
+        self.argv.get(1..).unwrap_or(&[])
+    }
+}
+
+/// What a command of a pipeline writes to the next one.
+#[derive(Debug, Clone, PartialEq)]
+enum Output {
+    Literal(String),
+    Fetched,
+    Unknown,
+}
+
+/// The commands a text would run.
+#[derive(Debug, Default)]
+pub(crate) struct Analysis {
+    pub parts: Vec<Part>,
+    pub unparseable: bool,
+    pub too_big: bool,
+}
+
+thread_local! {
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+fn parse(text: &str) -> Option<tree_sitter::Tree> {
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut p = Parser::new();
+            p.set_language(&tree_sitter_bash::LANGUAGE.into()).ok()?;
+            *slot = Some(p);
+        }
+        slot.as_mut()?.parse(text, None)
+    })
+}
+
+struct Ctx<'a> {
+    data: &'a Data,
+    home: &'a str,
+    workspace: &'a str,
+    out: Analysis,
+}
+
+#[derive(Clone)]
+struct State {
+    cwd: String,
+    vars: HashMap<String, String>,
+    depth: usize,
+}
+
+/// Reads `text` (run in `cwd`) into the commands it would run.
+pub(crate) fn analyse(data: &Data, text: &str, cwd: &str, home: &str, workspace: &str) -> Analysis {
+    let mut ctx = Ctx { data, home, workspace, out: Analysis::default() };
+    if text.chars().count() > data.limits.max_chars {
+        ctx.out.too_big = true;
+        return ctx.out;
+    }
+    let mut st = State { cwd: cwd.to_owned(), vars: HashMap::new(), depth: 0 };
+    ctx.script(text, &mut st);
+    ctx.out
+}
+
+const FETCHERS: &[&str] = &["curl", "wget", "fetch", "http", "https", "aria2c", "lwp-request", "GET", "nc", "ncat", "xh"];
+const DECODERS: &[&str] = &["base64", "base32", "base16", "xxd", "openssl", "tr", "rev", "gunzip", "zcat", "gzip", "bzip2", "xz", "uudecode", "perl", "python3", "python"];
+
+impl<'a> Ctx<'a> {
+    fn script(&mut self, text: &str, st: &mut State) {
+        if st.depth > self.data.limits.max_depth {
+            self.out.too_big = true;
+            return;
+        }
+        let Some(tree) = parse(text) else {
+            self.out.unparseable = true;
+            return;
+        };
+        let root = tree.root_node();
+        if root.has_error() {
+            self.out.unparseable = true;
+        }
+        self.walk(root, text.as_bytes(), st, None);
+    }
+
+    fn push(&mut self, part: Part) {
+        if self.out.parts.len() >= self.data.limits.max_parts {
+            self.out.too_big = true;
+            return;
+        }
+        self.out.parts.push(part);
+    }
+
+    fn walk(&mut self, node: Node<'_>, src: &[u8], st: &mut State, stdin: Option<&Output>) -> Output {
+        if self.out.too_big {
+            return Output::Unknown;
+        }
+        if node.is_error() || node.is_missing() {
+            self.out.unparseable = true;
+        }
+        match node.kind() {
+            "comment" => Output::Unknown,
+            "command" => self.command(node, src, st, Vec::new(), stdin),
+            "redirected_statement" => self.redirected(node, src, st, stdin),
+            "pipeline" => {
+                let mut prev: Option<Output> = None;
+                let mut c = node.walk();
+                let kids: Vec<Node<'_>> = node.named_children(&mut c).collect();
+                let mut last = Output::Unknown;
+                for (i, k) in kids.iter().enumerate() {
+                    let input = if i == 0 { stdin.cloned() } else { prev.clone() };
+                    last = self.walk(*k, src, st, input.as_ref());
+                    prev = Some(last.clone());
+                }
+                last
+            }
+            "subshell" => {
+                let mut inner = st.clone();
+                self.children(node, src, &mut inner);
+                Output::Unknown
+            }
+            "function_definition" => {
+                self.function(node, src, st);
+                Output::Unknown
+            }
+            "variable_assignment" => {
+                self.assignment(node, src, st);
+                Output::Unknown
+            }
+            "declaration_command" => {
+                let mut c = node.walk();
+                for k in node.named_children(&mut c) {
+                    if k.kind() == "variable_assignment" {
+                        self.assignment(k, src, st);
+                    } else {
+                        let _ = self.word(k, src, st);
+                    }
+                }
+                Output::Unknown
+            }
+            "command_substitution" | "process_substitution" => {
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.children(node, src, &mut inner);
+                Output::Unknown
+            }
+            _ => {
+                self.children(node, src, st);
+                Output::Unknown
+            }
+        }
+    }
+
+    fn children(&mut self, node: Node<'_>, src: &[u8], st: &mut State) {
+        let mut c = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut c).collect();
+        for k in kids {
+            if k.is_error() || k.is_missing() {
+                self.out.unparseable = true;
+            }
+            if k.is_named() {
+                self.walk(k, src, st, None);
+            }
+        }
+    }
+
+    fn assignment(&mut self, node: Node<'_>, src: &[u8], st: &mut State) {
+        let name = node.child_by_field_name("name").map(|n| text(n, src).to_owned());
+        let value = node.child_by_field_name("value").map(|v| self.word(v, src, st));
+        if let (Some(name), Some(words)) = (name, value) {
+            let v: Vec<String> = words.into_iter().map(|w| w.text).collect();
+            st.vars.insert(name, v.join(" "));
+        } else if let Some(name) = node.child_by_field_name("name") {
+            st.vars.insert(text(name, src).to_owned(), String::new());
+        }
+    }
+
+    fn function(&mut self, node: Node<'_>, src: &[u8], st: &mut State) {
+        let name = node.child_by_field_name("name").map(|n| text(n, src).to_owned()).unwrap_or_default();
+        let before = self.out.parts.len();
+        let mut inner = st.clone();
+        if let Some(body) = node.child_by_field_name("body") {
+            self.walk(body, src, &mut inner, None);
+            let forks = text(body, src).contains('|') || text(body, src).contains('&');
+            let recursive = self.out.parts[before..].iter().any(|p| p.program == name);
+            if recursive && forks {
+                self.push(Part {
+                    program: name.clone(),
+                    argv: vec![Word { text: name, ..Word::default() }],
+                    cwd: st.cwd.clone(),
+                    findings: vec!["fork_bomb"],
+                    ..Part::default()
+                });
+            }
+        }
+    }
+
+    fn redirected(&mut self, node: Node<'_>, src: &[u8], st: &mut State, stdin: Option<&Output>) -> Output {
+        let mut redirects = Vec::new();
+        let mut body: Option<Node<'_>> = None;
+        let mut feed: Option<Output> = None;
+        let mut c = node.walk();
+        let kids: Vec<Node<'_>> = node.named_children(&mut c).collect();
+        for k in kids {
+            match k.kind() {
+                "file_redirect" => {
+                    if let Some(r) = self.file_redirect(k, src, st) {
+                        redirects.push(r);
+                    }
+                }
+                "heredoc_redirect" => {
+                    let mut hc = k.walk();
+                    let mut body_text = String::new();
+                    let mut quoted = false;
+                    for h in k.named_children(&mut hc) {
+                        match h.kind() {
+                            "heredoc_body" => body_text.push_str(text(h, src)),
+                            "heredoc_start" => {
+                                let t = text(h, src);
+                                quoted = t.contains('\'') || t.contains('"') || t.contains('\\');
+                            }
+                            _ => {
+                                if h.kind() != "heredoc_end" {
+                                    let mut inner = st.clone();
+                                    self.walk(h, src, &mut inner, None);
+                                }
+                            }
+                        }
+                    }
+                    let _ = quoted;
+                    feed = Some(Output::Literal(body_text));
+                }
+                "herestring_redirect" => {
+                    let mut hc = k.walk();
+                    let words: Vec<Word> = k
+                        .named_children(&mut hc)
+                        .flat_map(|w| self.word(w, src, st))
+                        .collect();
+                    if words.iter().any(|w| w.fetched) {
+                        feed = Some(Output::Fetched);
+                    } else {
+                        feed = Some(Output::Literal(
+                            words.into_iter().map(|w| w.text).collect::<Vec<_>>().join(" "),
+                        ));
+                    }
+                }
+                _ => {
+                    if body.is_none() {
+                        body = Some(k);
+                    }
+                }
+            }
+        }
+        let input = feed.or_else(|| stdin.cloned());
+        match body {
+            Some(b) if b.kind() == "command" => self.command(b, src, st, redirects, input.as_ref()),
+            Some(b) => {
+                let out = self.walk(b, src, st, input.as_ref());
+                if !redirects.is_empty() {
+                    self.push(Part {
+                        redirects,
+                        cwd: st.cwd.clone(),
+                        redirect_only: true,
+                        ..Part::default()
+                    });
+                }
+                out
+            }
+            None => {
+                if !redirects.is_empty() {
+                    self.push(Part { redirects, cwd: st.cwd.clone(), redirect_only: true, ..Part::default() });
+                }
+                Output::Unknown
+            }
+        }
+    }
+
+    fn file_redirect(&mut self, node: Node<'_>, src: &[u8], st: &mut State) -> Option<Redirect> {
+        let mut op = String::new();
+        let mut target: Option<Word> = None;
+        let mut c = node.walk();
+        for k in node.children(&mut c) {
+            if !k.is_named() {
+                op.push_str(text(k, src));
+            } else if k.kind() == "file_descriptor" {
+                continue;
+            } else if target.is_none() {
+                let ws = self.word(k, src, st);
+                target = Some(join_words(ws));
+            }
+        }
+        let target = target?;
+        if op.contains('&') && (target.text.chars().all(|c| c.is_ascii_digit()) || target.text == "-") {
+            return None;
+        }
+        let write = op.contains('>');
+        Some(Redirect { target, write })
+    }
+
+    fn command(&mut self, node: Node<'_>, src: &[u8], st: &mut State, mut redirects: Vec<Redirect>, stdin: Option<&Output>) -> Output {
+        let mut argv: Vec<Word> = Vec::new();
+        let mut env_assign = false;
+        let mut c = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut c).collect();
+        for k in kids {
+            if k.is_error() || k.is_missing() {
+                self.out.unparseable = true;
+            }
+            if !k.is_named() {
+                continue;
+            }
+            match k.kind() {
+                "variable_assignment" => {
+                    let mut tmp = st.clone();
+                    self.assignment(k, src, &mut tmp);
+                    env_assign = true;
+                }
+                "file_redirect" => {
+                    if let Some(r) = self.file_redirect(k, src, st) {
+                        redirects.push(r);
+                    }
+                }
+                "herestring_redirect" | "heredoc_redirect" => {}
+                "command_name" => {
+                    let mut cc = k.walk();
+                    for w in k.named_children(&mut cc) {
+                        argv.extend(self.word(w, src, st));
+                    }
+                }
+                "comment" => {}
+                _ => argv.extend(self.word(k, src, st)),
+            }
+        }
+        let _ = env_assign;
+        if argv.is_empty() {
+            if !redirects.is_empty() {
+                self.push(Part { redirects, cwd: st.cwd.clone(), redirect_only: true, ..Part::default() });
+            }
+            return Output::Unknown;
+        }
+        self.simple(argv, redirects, st, stdin, Vec::new())
+    }
+
+    /// Builds the part(s) for one argv: peels wrappers, follows payloads.
+    fn simple(&mut self, mut argv: Vec<Word>, redirects: Vec<Redirect>, st: &mut State, stdin: Option<&Output>, mut wrappers: Vec<String>) -> Output {
+        let mut stdin_words: Vec<Word> = Vec::new();
+        loop {
+            let Some(first) = argv.first() else { break };
+            if first.dynamic && first.text.is_empty() {
+                argv.remove(0);
+                continue;
+            }
+            let base = basename(&first.text).to_owned();
+            if first.dynamic {
+                break;
+            }
+            let Some(w) = self.data.wrapper(&base) else { break };
+            let mut i = 1;
+            let mut no_command = false;
+            let mut split_payload: Option<String> = None;
+            let mut positionals = w.positionals;
+            while i < argv.len() {
+                let a = argv[i].text.as_str();
+                if a == "--" {
+                    i += 1;
+                    break;
+                }
+                if w.assignments && is_assignment(a) {
+                    i += 1;
+                    continue;
+                }
+                if a.starts_with('-') && a.len() > 1 {
+                    let (name, attached) = match a.split_once('=') {
+                        Some((n, _)) => (n, true),
+                        None => (a, false),
+                    };
+                    if w.no_command.iter().any(|f| f == name) {
+                        no_command = true;
+                        break;
+                    }
+                    if w.split_options.iter().any(|f| f == name) {
+                        if attached {
+                            split_payload = a.split_once('=').map(|(_, v)| v.to_owned());
+                            i += 1;
+                        } else {
+                            split_payload = argv.get(i + 1).map(|w| w.text.clone());
+                            i += 2;
+                        }
+                        break;
+                    }
+                    let takes = w.value_options.iter().any(|f| f == name);
+                    let short_attached = !a.starts_with("--") && a.len() > 2 && w.value_options.iter().any(|f| f.len() == 2 && a.starts_with(f.as_str()));
+                    i += if takes && !attached { 2 } else { 1 };
+                    let _ = short_attached;
+                    continue;
+                }
+                if positionals > 0 {
+                    positionals -= 1;
+                    i += 1;
+                    continue;
+                }
+                break;
+            }
+            if no_command {
+                break;
+            }
+            wrappers.push(base.clone());
+            let mut rest: Vec<Word> = argv.split_off(i.min(argv.len()));
+            if let Some(payload) = split_payload {
+                let mut words: Vec<Word> = payload.split_whitespace().map(|t| Word { text: t.to_owned(), ..Word::default() }).collect();
+                words.append(&mut rest);
+                rest = words;
+            }
+            if w.joins && !rest.is_empty() {
+                let joined = rest.iter().map(|w| w.text.clone()).collect::<Vec<_>>().join(" ");
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.script(&joined, &mut inner);
+                rest.clear();
+            }
+            if w.stdin_operands {
+                if rest.is_empty() {
+                    rest.push(Word { text: "echo".into(), ..Word::default() });
+                }
+                if let Some(Output::Literal(t)) = stdin {
+                    stdin_words = t.split_whitespace().map(|x| Word { text: x.to_owned(), ..Word::default() }).collect();
+                }
+            }
+            if rest.is_empty() {
+                // The wrapper alone (`env`, `nohup`): the wrapper itself is the command.
+                argv = vec![Word { text: base, ..Word::default() }];
+                wrappers.pop();
+                break;
+            }
+            argv = rest;
+        }
+        argv.extend(stdin_words);
+        let Some(first) = argv.first().cloned() else { return Output::Unknown };
+        let program_text = first.text.clone();
+        let program = basename(&program_text).to_owned();
+        let mut part = Part {
+            path_qualified: program_text.contains('/'),
+            program: program.clone(),
+            dynamic_program: first.dynamic,
+            dynamic: argv.iter().any(|w| w.dynamic),
+            wrappers: wrappers.clone(),
+            redirects,
+            cwd: st.cwd.clone(),
+            argv,
+            ..Part::default()
+        };
+        let mut inner = st.clone();
+        inner.depth += 1;
+        let mut output = Output::Unknown;
+        let args: Vec<Word> = part.args().to_vec();
+        // busybox / toybox multicall.
+        if (program == "busybox" || program == "toybox") && !args.is_empty() {
+            return self.simple(args, part.redirects, st, stdin, wrappers);
+        }
+        if self.data.shells.contains(&program) {
+            let mut payload: Option<String> = None;
+            let mut operand = false;
+            let mut j = 0;
+            while j < args.len() {
+                let a = &args[j].text;
+                if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 && a[1..].chars().all(|c| c.is_ascii_alphabetic()) {
+                    if a.contains('c') {
+                        payload = args.get(j + 1).map(|w| w.text.clone());
+                        if args.get(j + 1).is_some_and(|w| w.fetched) {
+                            part.findings.push("fetch_to_shell");
+                        }
+                        break;
+                    }
+                    if a == "-o" || a == "-O" {
+                        j += 1;
+                    }
+                } else if a == "-s" || a.starts_with("--") {
+                } else {
+                    operand = true;
+                    if args[j].fetched {
+                        part.findings.push("fetch_to_shell");
+                    }
+                    break;
+                }
+                j += 1;
+            }
+            if let Some(p) = payload {
+                part.inline_code = true;
+                self.script(&p, &mut inner);
+            } else if !operand {
+                self.from_stdin(&mut part, stdin, &mut inner, true);
+            }
+        } else if program == "eval" {
+            part.inline_code = true;
+            if args.iter().any(|w| w.fetched) {
+                part.findings.push("fetch_to_shell");
+            }
+            let joined = args.iter().map(|w| w.text.clone()).collect::<Vec<_>>().join(" ");
+            self.script(&joined, &mut inner);
+        } else if program == "source" || program == "." {
+            if args.iter().any(|w| w.fetched) {
+                part.findings.push("fetch_to_shell");
+            }
+        } else if program == "su" || program == "runuser" {
+            part.findings.push("privileged");
+            if let Some(pos) = args.iter().position(|w| w.text == "-c" || w.text == "--command") {
+                part.inline_code = true;
+                if let Some(p) = args.get(pos + 1) {
+                    self.script(&p.text.clone(), &mut inner);
+                }
+            }
+        } else if program == "pkexec" || program == "run0" {
+            part.findings.push("privileged");
+            if !args.is_empty() {
+                let mut tmp = st.clone();
+                self.simple(args.clone(), Vec::new(), &mut tmp, None, vec![program.clone()]);
+            }
+        } else if let Some(opts) = interpreter(self.data, &program) {
+            let mut code: Option<String> = None;
+            for (j, a) in args.iter().enumerate() {
+                if opts.iter().any(|o| o == &a.text) {
+                    code = args.get(j + 1).map(|w| w.text.clone());
+                    break;
+                }
+                if let Some(o) = opts.iter().find(|o| o.len() == 2 && a.text.starts_with(o.as_str()) && a.text.len() > 2 && !a.text.starts_with("--")) {
+                    code = Some(a.text[o.len()..].to_owned());
+                    break;
+                }
+                if !a.text.starts_with('-') {
+                    break;
+                }
+            }
+            if let Some(code) = code {
+                part.inline_code = true;
+                self.exec_calls(&code, &mut inner);
+            } else if !args.iter().any(|a| !a.text.starts_with('-')) {
+                self.from_stdin(&mut part, stdin, &mut inner, false);
+            }
+        } else if program == "find" {
+            self.find_exec(&part, st);
+        } else if (program == "echo" || program == "printf") && !part.dynamic {
+            output = Output::Literal(echo_output(&program, &args));
+        } else if FETCHERS.contains(&program.as_str()) {
+            let to_file = args.iter().any(|a| a.text == "-o" || a.text == "--output" || a.text.starts_with("--output=") || (a.text == "-O" && program == "curl"));
+            if !to_file || args.iter().any(|a| a.text == "-O-" || a.text == "-") {
+                output = Output::Fetched;
+            } else if program == "wget" {
+                output = Output::Fetched;
+            }
+        } else if DECODERS.contains(&program.as_str()) {
+            output = match stdin {
+                Some(Output::Literal(t)) if program == "base64" && args.iter().any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D")) => {
+                    let clean: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+                    match base64::engine::general_purpose::STANDARD.decode(clean.as_bytes()) {
+                        Ok(b) => Output::Literal(String::from_utf8_lossy(&b).into_owned()),
+                        Err(_) => Output::Fetched,
+                    }
+                }
+                Some(Output::Literal(_)) | Some(Output::Fetched) => Output::Fetched,
+                _ if args.iter().any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-r")) => Output::Fetched,
+                _ => Output::Unknown,
+            };
+        } else if program == "cat" && args.is_empty() {
+            output = stdin.cloned().unwrap_or(Output::Unknown);
+        }
+        if program == "cd" && !part.dynamic {
+            let target = args.iter().find(|a| !a.text.starts_with('-')).map(|a| a.text.clone());
+            st.cwd = match target {
+                Some(t) => paths::resolve(&st.cwd, &t),
+                None => self.home.to_owned(),
+            };
+        }
+        let _ = self.workspace;
+        self.push(part);
+        output
+    }
+
+    fn from_stdin(&mut self, part: &mut Part, stdin: Option<&Output>, inner: &mut State, shell: bool) {
+        match stdin {
+            Some(Output::Literal(t)) => {
+                if shell {
+                    self.script(&t.clone(), inner);
+                } else {
+                    self.exec_calls(&t.clone(), inner);
+                }
+                part.inline_code = true;
+            }
+            Some(Output::Fetched) => part.findings.push("fetch_to_shell"),
+            _ => {}
+        }
+    }
+
+    fn exec_calls(&mut self, code: &str, inner: &mut State) {
+        let found: Vec<String> = self
+            .data
+            .exec_calls
+            .captures_iter(code)
+            .filter_map(|c| c.get(1).map(|m| m.as_str().to_owned()))
+            .collect();
+        for lit in found {
+            let body = &lit[1..lit.len().saturating_sub(1)];
+            let unescaped = body.replace("\\\"", "\"").replace("\\'", "'").replace("\\\\", "\\");
+            self.script(&unescaped, inner);
+        }
+    }
+
+    fn find_exec(&mut self, part: &Part, st: &State) {
+        let args = part.args();
+        let starts: Vec<String> = args
+            .iter()
+            .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+            .map(|a| a.text.clone())
+            .collect();
+        let starts = if starts.is_empty() { vec![".".to_owned()] } else { starts };
+        let mut j = 0;
+        while j < args.len() {
+            let a = args[j].text.as_str();
+            if matches!(a, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                let mut inner_argv = Vec::new();
+                j += 1;
+                while j < args.len() && args[j].text != ";" && args[j].text != "+" {
+                    inner_argv.push(args[j].clone());
+                    j += 1;
+                }
+                for s in &starts {
+                    let argv: Vec<Word> = inner_argv
+                        .iter()
+                        .map(|w| Word { text: w.text.replace("{}", s), ..w.clone() })
+                        .collect();
+                    if !argv.is_empty() {
+                        let mut tmp = st.clone();
+                        tmp.depth += 1;
+                        self.simple(argv, Vec::new(), &mut tmp, None, vec!["find".into()]);
+                    }
+                }
+            }
+            j += 1;
+        }
+    }
+
+    /// Expands one word node into the words it becomes.
+    fn word(&mut self, node: Node<'_>, src: &[u8], st: &mut State) -> Vec<Word> {
+        let mut frags = Vec::new();
+        self.frags(node, src, st, false, &mut frags);
+        assemble(frags)
+    }
+
+    fn frags(&mut self, node: Node<'_>, src: &[u8], st: &mut State, quoted: bool, out: &mut Vec<Frag>) {
+        match node.kind() {
+            "word" | "number" => {
+                let raw = text(node, src);
+                let mut t = unescape_word(raw);
+                if !quoted && out.is_empty() && (t == "~" || t.starts_with("~/")) {
+                    t = format!("{}{}", self.home, &t[1..]);
+                }
+                out.push(Frag { text: t, ..Frag::default() });
+            }
+            "raw_string" => {
+                let raw = text(node, src);
+                let inner = raw.get(1..raw.len().saturating_sub(1)).unwrap_or("");
+                out.push(Frag { text: inner.to_owned(), quoted: true, ..Frag::default() });
+            }
+            "ansi_c_string" => {
+                let raw = text(node, src);
+                let inner = raw.get(2..raw.len().saturating_sub(1)).unwrap_or("");
+                out.push(Frag { text: decode_ansi_c(inner), quoted: true, ..Frag::default() });
+            }
+            "string" | "translated_string" => {
+                let start = node.start_byte();
+                let end = node.end_byte();
+                let open = if node.kind() == "translated_string" { 2 } else { 1 };
+                let mut pos = start + open;
+                out.push(Frag { text: String::new(), quoted: true, ..Frag::default() });
+                let mut c = node.walk();
+                let kids: Vec<Node<'_>> = node.named_children(&mut c).collect();
+                for k in kids {
+                    if k.kind() == "string" {
+                        self.frags(k, src, st, true, out);
+                        pos = k.end_byte();
+                        continue;
+                    }
+                    if k.start_byte() > pos {
+                        out.push(Frag { text: unescape_dq(slice(src, pos, k.start_byte())), quoted: true, ..Frag::default() });
+                    }
+                    if k.kind() == "string_content" {
+                        out.push(Frag { text: unescape_dq(text(k, src)), quoted: true, ..Frag::default() });
+                    } else {
+                        self.frags(k, src, st, true, out);
+                    }
+                    pos = k.end_byte();
+                }
+                if end > pos + 1 {
+                    out.push(Frag { text: unescape_dq(slice(src, pos, end - 1)), quoted: true, ..Frag::default() });
+                }
+            }
+            "concatenation" => {
+                let mut c = node.walk();
+                let kids: Vec<Node<'_>> = node.named_children(&mut c).collect();
+                let before = out.len();
+                for k in kids {
+                    let mut sub = Vec::new();
+                    self.frags(k, src, st, quoted, &mut sub);
+                    if out.len() > before && k.kind() == "word" {
+                        // a `~` only expands at the start of the whole word
+                        if let Some(f) = sub.first_mut()
+                            && f.text.starts_with(self.home)
+                            && text(k, src).starts_with('~')
+                        {
+                            f.text = unescape_word(text(k, src));
+                        }
+                    }
+                    out.extend(sub);
+                }
+            }
+            "simple_expansion" | "expansion" => {
+                let raw = text(node, src).to_owned();
+                self.expansion(&raw, node, src, st, quoted, out);
+            }
+            "command_substitution" => {
+                let before = self.out.parts.len();
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.children(node, src, &mut inner);
+                let new = &self.out.parts[before..];
+                let fetched = new.iter().any(|p| FETCHERS.contains(&p.program.as_str()));
+                let literal = if new.len() == 1 && (new[0].program == "echo" || new[0].program == "printf") && !new[0].dynamic {
+                    Some(echo_output(&new[0].program, new[0].args()).trim_end_matches('\n').to_owned())
+                } else {
+                    None
+                };
+                match literal {
+                    Some(t) => out.push(Frag { text: t, split: !quoted, dynamic: true, quoted, fetched }),
+                    None => out.push(Frag { text: text(node, src).to_owned(), dynamic: true, quoted, fetched, split: false }),
+                }
+            }
+            "process_substitution" => {
+                let before = self.out.parts.len();
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.children(node, src, &mut inner);
+                let fetched = self.out.parts[before..].iter().any(|p| FETCHERS.contains(&p.program.as_str()));
+                out.push(Frag { text: "/dev/fd/63".into(), dynamic: true, quoted, fetched, split: false });
+            }
+            "arithmetic_expansion" | "brace_expression" => {
+                let mut inner = st.clone();
+                self.children(node, src, &mut inner);
+                out.push(Frag { text: text(node, src).to_owned(), dynamic: node.kind() == "arithmetic_expansion", quoted, ..Frag::default() });
+            }
+            _ => {
+                let mut inner = st.clone();
+                self.children(node, src, &mut inner);
+                out.push(Frag { text: text(node, src).to_owned(), quoted, ..Frag::default() });
+            }
+        }
+    }
+
+    fn expansion(&mut self, raw: &str, node: Node<'_>, src: &[u8], st: &mut State, quoted: bool, out: &mut Vec<Frag>) {
+        // walk substitutions nested in ${x:-$(...)}
+        {
+            let mut inner = st.clone();
+            self.children(node, src, &mut inner);
+        }
+        let body = if let Some(b) = raw.strip_prefix("${").and_then(|b| b.strip_suffix('}')) {
+            b
+        } else {
+            raw.strip_prefix('$').unwrap_or(raw)
+        };
+        let name_len = body
+            .char_indices()
+            .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_') || (*i == 0 && c.is_ascii_digit() && false))
+            .map(|(i, _)| i)
+            .unwrap_or(body.len());
+        let (name, rest) = if name_len == 0 { body.split_at(body.len().min(1)) } else { body.split_at(name_len) };
+        if name == "IFS" {
+            out.push(Frag { text: " ".into(), split: !quoted, dynamic: false, quoted, fetched: false });
+            return;
+        }
+        let known: Option<String> = match name {
+            "HOME" => Some(self.home.to_owned()),
+            "PWD" => Some(st.cwd.clone()),
+            _ => st.vars.get(name).cloned(),
+        };
+        let alt: Option<String> = if let Some(d) = rest.strip_prefix(":-").or_else(|| rest.strip_prefix('-')).or_else(|| rest.strip_prefix(":=")).or_else(|| rest.strip_prefix('=')) {
+            Some(d.to_owned())
+        } else if let Some(r) = rest.strip_prefix("//").or_else(|| rest.strip_prefix('/')) {
+            r.split_once('/').map(|(_, rep)| rep.to_owned())
+        } else {
+            None
+        };
+        let stable = matches!(name, "HOME" | "PWD");
+        let value = known.filter(|v| !v.is_empty() || alt.is_none()).or(alt);
+        match value {
+            Some(v) => out.push(Frag { text: v, split: !quoted, dynamic: !stable, quoted, fetched: false }),
+            None => out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Frag {
+    text: String,
+    split: bool,
+    dynamic: bool,
+    quoted: bool,
+    fetched: bool,
+}
+
+fn assemble(frags: Vec<Frag>) -> Vec<Word> {
+    let mut words = Vec::new();
+    let mut cur = Word::default();
+    let mut has = false;
+    for f in frags {
+        if f.split {
+            let mut first = true;
+            let pieces: Vec<&str> = f.text.split(|c: char| c.is_ascii_whitespace()).collect();
+            for p in pieces {
+                if !first && has {
+                    words.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+                first = false;
+                if !p.is_empty() {
+                    cur.text.push_str(p);
+                    cur.dynamic |= f.dynamic;
+                    cur.fetched |= f.fetched;
+                    has = true;
+                }
+            }
+            if f.text.is_empty() && f.dynamic {
+                cur.dynamic = true;
+            }
+        } else {
+            cur.text.push_str(&f.text);
+            cur.dynamic |= f.dynamic;
+            cur.quoted |= f.quoted;
+            cur.fetched |= f.fetched;
+            has = has || f.quoted || !f.text.is_empty() || f.dynamic;
+        }
+    }
+    if has {
+        words.push(cur);
+    }
+    words
+}
+
+fn join_words(ws: Vec<Word>) -> Word {
+    let mut w = Word::default();
+    for (i, x) in ws.into_iter().enumerate() {
+        if i > 0 {
+            w.text.push(' ');
+        }
+        w.text.push_str(&x.text);
+        w.dynamic |= x.dynamic;
+        w.quoted |= x.quoted;
+        w.fetched |= x.fetched;
+    }
+    w
+}
+
+fn text<'s>(node: Node<'_>, src: &'s [u8]) -> &'s str {
+    std::str::from_utf8(&src[node.start_byte()..node.end_byte()]).unwrap_or("")
+}
+
+fn slice(src: &[u8], a: usize, b: usize) -> &str {
+    src.get(a..b).and_then(|s| std::str::from_utf8(s).ok()).unwrap_or("")
+}
+
+fn unescape_word(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut it = raw.chars();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            match it.next() {
+                Some('\n') | None => {}
+                Some(n) => out.push(n),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_dq(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut it = raw.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            match it.peek() {
+                Some('\n') => {
+                    it.next();
+                }
+                Some(&n) if matches!(n, '$' | '`' | '"' | '\\') => {
+                    out.push(n);
+                    it.next();
+                }
+                _ => out.push(c),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_assignment(a: &str) -> bool {
+    match a.split_once('=') {
+        Some((n, _)) => !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.starts_with(|c: char| c.is_ascii_digit()),
+        None => false,
+    }
+}
+
+/// The last path segment of a program word (`/usr/bin/rm` → `rm`).
+pub(crate) fn basename(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+fn interpreter<'d>(data: &'d Data, program: &str) -> Option<&'d Vec<String>> {
+    if let Some(o) = data.interpreters.get(program) {
+        return Some(o);
+    }
+    let trimmed = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    data.interpreters.get(trimmed)
+}
+
+fn echo_output(program: &str, args: &[Word]) -> String {
+    if program == "printf" {
+        let Some(fmt) = args.first() else { return String::new() };
+        let mut rest = args[1..].iter();
+        let f = decode_ansi_c(&fmt.text);
+        let mut out = String::new();
+        let mut it = f.chars().peekable();
+        while let Some(c) = it.next() {
+            if c == '%' {
+                match it.next() {
+                    Some('s') | Some('b') | Some('d') => out.push_str(rest.next().map(|w| w.text.as_str()).unwrap_or("")),
+                    Some('%') => out.push('%'),
+                    Some(o) => {
+                        out.push('%');
+                        out.push(o)
+                    }
+                    None => out.push('%'),
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        return out;
+    }
+    let mut words: Vec<&str> = Vec::new();
+    let mut escapes = false;
+    let mut opts = true;
+    for a in args {
+        if opts && matches!(a.text.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en") {
+            escapes |= a.text.contains('e');
+            continue;
+        }
+        opts = false;
+        words.push(&a.text);
+    }
+    let joined = words.join(" ");
+    if escapes { decode_ansi_c(&joined) } else { joined }
+}

@@ -1,0 +1,38 @@
+//! The crate's test suite: the permission conformance area, and the rules' own examples.
+
+use harness_permission::conformance::conformance_runners;
+use harness_permission::{Action, Engine, Request};
+use harness_core::protocol::Mode;
+use harness_spec::Spec;
+use serde_json::json;
+
+fn engine() -> Engine {
+    Engine::new(Spec::embedded()).unwrap()
+}
+
+#[test]
+fn engine_loads_and_its_examples_hold() {
+    engine();
+}
+
+#[test]
+fn conformance_permission() {
+    for runner in conformance_runners() {
+        harness_spec::conformance::assert_area(runner.as_ref(), Spec::embedded());
+    }
+}
+
+#[test]
+fn check_output_snapshot() {
+    let e = engine();
+    let args = json!({"command": "git -C sub push --force && ls"});
+    let d = e.decide(&Request::bash(&args, Mode::Auto));
+    assert_eq!(d.action, Action::Ask);
+    insta::assert_snapshot!(harness_permission::render_check(&d));
+    let args = json!({"command": "npm install left-pad"});
+    let d = e.decide(&Request::bash(&args, Mode::Manual));
+    insta::assert_snapshot!(harness_permission::render_check(&d));
+    let args = json!({"command": "sudo rm -rf --no-preserve-root /"});
+    let d = e.decide(&Request::bash(&args, Mode::Auto));
+    insta::assert_snapshot!(harness_permission::render_check(&d));
+}
