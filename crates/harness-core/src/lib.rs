@@ -6,6 +6,22 @@
 //! [`harness_spec`]: tool offering per project, session kind, mode and requirements, the filling
 //! of `{{variables}}`, `narrow`, aliases and renamed arguments (`todo` → `plan_write`), the plan,
 //! and the assembly of the system prompt. It does no I/O.
+//!
+//! ```
+//! use harness_core::offer::{Holds, OfferContext, offer};
+//! use harness_core::protocol::{Mode, Project, SessionKind};
+//!
+//! let spec = harness_spec::Spec::embedded();
+//! let mut cx = OfferContext::new(Project::Llembas, SessionKind::Chat, Mode::Plan);
+//! cx.holds = Holds { page: true, display: true, forge: false };
+//! cx.values.insert("memory_limit".into(), "4,000 characters".into());
+//! cx.values.insert("python_packages".into(), "numpy can be imported.".into());
+//! let tools = offer(spec, &cx)?;
+//! let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+//! assert!(names.contains(&"python") && names.contains(&"plan_submit"));
+//! assert!(!names.contains(&"bash") && !names.contains(&"commit"));
+//! # Ok::<(), harness_core::Error>(())
+//! ```
 
 pub mod conformance;
 pub mod error;

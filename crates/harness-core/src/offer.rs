@@ -97,6 +97,16 @@ impl OfferContext {
     }
 }
 
+impl OfferContext {
+    /// Makes this the context of a subagent running the built-in or defined agent `agent`;
+    /// the read-only helper (`explore`) is given exactly the tools of risk `read`.
+    pub fn for_subagent(mut self, agent: &str) -> Self {
+        self.subagent = true;
+        self.read_only = agent == crate::prompt::READ_ONLY_AGENT;
+        self
+    }
+}
+
 /// One tool as it is offered: exactly what the model is sent, plus the spec's tool.
 #[derive(Debug, Clone, Serialize)]
 pub struct OfferedTool<'s> {
@@ -355,5 +365,12 @@ impl<'s> Offering<'s> {
             return Err(Error::UnknownTool(call.name.clone()));
         }
         Ok(r)
+    }
+
+    /// What a call of `tool` answers instead of running when one of its requirements does not
+    /// hold any more (the tool's `unavailable` text, word for word); `None` when it can run.
+    pub fn unavailable_now(&self, tool: &str, holds: &Holds) -> Option<&'s str> {
+        let t = self.tools.iter().find(|t| t.name == tool)?.tool;
+        unavailable(t, holds)
     }
 }
