@@ -51,7 +51,12 @@ impl fmt::Display for ModelError {
 /// The longest piece of a body kept as an error's message.
 const MESSAGE_LIMIT: usize = 600;
 
-fn matches_class(texts: &ErrorClassTexts, status: Option<u16>, codes: &[String], hay: &str) -> bool {
+fn matches_class(
+    texts: &ErrorClassTexts,
+    status: Option<u16>,
+    codes: &[String],
+    hay: &str,
+) -> bool {
     if status.is_some_and(|s| texts.statuses.contains(&s)) {
         return true;
     }
@@ -219,7 +224,11 @@ fn parse_http_date(value: &str) -> Option<u64> {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm).
-    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
     let era = y / 400;
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + day - 1;
@@ -236,20 +245,41 @@ mod tests {
     fn retry_after_seconds_and_dates() {
         assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon"), None);
     }
 
     #[test]
     fn classes_from_the_spec_texts() {
         let q = Quirks::embedded().unwrap();
-        let vllm = classify_http(q, 400, r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).","type":"BadRequestError","code":400}"#, None);
+        let vllm = classify_http(
+            q,
+            400,
+            r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).","type":"BadRequestError","code":400}"#,
+            None,
+        );
         assert_eq!(vllm.class, ErrorClass::ContextOverflow);
-        let rate = classify_http(q, 429, r#"{"error":{"message":"Rate limit reached: too many tokens per minute"}}"#, Some("3"));
+        let rate = classify_http(
+            q,
+            429,
+            r#"{"error":{"message":"Rate limit reached: too many tokens per minute"}}"#,
+            Some("3"),
+        );
         assert_eq!(rate.class, ErrorClass::Capacity);
         assert_eq!(rate.retry_after, Some(Duration::from_secs(3)));
-        let loading = classify_http(q, 503, r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#, None);
+        let loading = classify_http(
+            q,
+            503,
+            r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#,
+            None,
+        );
         assert!(loading.loading && loading.retryable);
         let auth = classify_http(q, 401, r#"{"error":{"message":"Invalid API key"}}"#, None);
         assert_eq!(auth.class, ErrorClass::Other);

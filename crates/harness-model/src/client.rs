@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 use crate::classify::{ErrorClass, ModelError, classify_http};
 use crate::error::{Error, Result};
 use crate::metadata::ModelInfo;
-use crate::parse::{Completion, FinishReason, RequestContext, StreamEvent, StreamParser, parse_response};
+use crate::parse::{
+    Completion, FinishReason, RequestContext, StreamEvent, StreamParser, parse_response,
+};
 use crate::quirks::{Quirks, RetryPolicy, ServerProfile};
 use crate::shape::{ChatRequest, ShapedRequest, shape_request};
 
@@ -66,7 +68,10 @@ impl ModelClient {
         // installed provider is kept).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let url = reqwest::Url::parse(&endpoint.base_url).map_err(|e| {
-            Error::Config(format!("base url {:?} is not a URL: {e}", endpoint.base_url))
+            Error::Config(format!(
+                "base url {:?} is not a URL: {e}",
+                endpoint.base_url
+            ))
         })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Error::Config(format!(
@@ -135,10 +140,15 @@ impl ModelClient {
         let status = response.status().as_u16();
         let text = response.text().await.map_err(|e| transport(&url, &e))?;
         if status >= 400 {
-            return Err(Error::Server(classify_http(self.quirks, status, &text, None)));
+            return Err(Error::Server(classify_http(
+                self.quirks,
+                status,
+                &text,
+                None,
+            )));
         }
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Decode(format!("{url}: {e}")))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| Error::Decode(format!("{url}: {e}")))?;
         let list = v
             .get("data")
             .or_else(|| v.get("models"))
@@ -157,7 +167,11 @@ impl ModelClient {
     }
 
     /// Sends `request` unstreamed and returns the whole answer.
-    pub async fn complete(&self, request: &ChatRequest, cancel: &CancellationToken) -> Result<Completion> {
+    pub async fn complete(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Completion> {
         self.run(request, false, cancel, &mut |_| {}).await
     }
 
@@ -314,8 +328,12 @@ impl ModelClient {
                 _ = cancel.cancelled() => return Err(Error::Cancelled),
                 t = response.text() => t.map_err(|e| transport(&url, &e))?,
             };
-            let value: Value = serde_json::from_str(&text)
-                .map_err(|e| Error::Decode(format!("{e}: {}", text.chars().take(300).collect::<String>())))?;
+            let value: Value = serde_json::from_str(&text).map_err(|e| {
+                Error::Decode(format!(
+                    "{e}: {}",
+                    text.chars().take(300).collect::<String>()
+                ))
+            })?;
             let completion = parse_response(self.quirks, &value, context);
             if let Some(error) = completion.finish.error.clone() {
                 return Ok(Attempt::Failed {

@@ -65,7 +65,12 @@ pub fn run_case(quirks: &Quirks, case: &Value) -> Result<Completion, String> {
                 .map_err(|e| format!("`body` of a {status} answer is not JSON: {e}"))?;
             return Ok(parse_response(quirks, &value, context));
         }
-        return Ok(error_completion(classify_http(quirks, status, &body, retry_after)));
+        return Ok(error_completion(classify_http(
+            quirks,
+            status,
+            &body,
+            retry_after,
+        )));
     }
     Err("a quirks case needs `sse`, `json` or `status`".into())
 }

@@ -56,9 +56,9 @@ impl Error {
     /// How long the server asked us to wait, when it said (capacity answers).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::Capacity { error, .. } | Error::Server(error) | Error::ContextOverflow(error) => {
-                error.retry_after
-            }
+            Error::Capacity { error, .. }
+            | Error::Server(error)
+            | Error::ContextOverflow(error) => error.retry_after,
             _ => None,
         }
     }

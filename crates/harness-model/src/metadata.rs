@@ -61,11 +61,15 @@ pub struct Catalogue {
 impl Catalogue {
     /// Reads the catalogue of a spec.
     pub fn from_spec(spec: &Spec) -> Result<Catalogue> {
-        let file: CatalogueFile = spec.parse("models/catalogue.json").map_err(|e| Error::Spec {
-            file: "models/catalogue.json".into(),
-            message: e.to_string(),
-        })?;
-        Ok(Catalogue { models: file.models })
+        let file: CatalogueFile = spec
+            .parse("models/catalogue.json")
+            .map_err(|e| Error::Spec {
+                file: "models/catalogue.json".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Catalogue {
+            models: file.models,
+        })
     }
 
     /// The catalogue of the embedded spec, read once.
@@ -166,7 +170,10 @@ impl ModelInfo {
                 .or(known.map(|m| m.efforts.clone()))
                 .unwrap_or_default(),
             default_effort: known.and_then(|m| m.default_effort.clone()),
-            vision: overrides.vision.or(known.map(|m| m.vision)).unwrap_or(false),
+            vision: overrides
+                .vision
+                .or(known.map(|m| m.vision))
+                .unwrap_or(false),
             tools: overrides.tools.or(known.map(|m| m.tools)).unwrap_or(true),
             capacity: overrides.capacity.or(known.and_then(|m| m.capacity)),
         }
@@ -216,12 +223,13 @@ impl ModelInfo {
             })
         };
         if let Some(input) = self.input
-            && prompt_estimate > input {
-                return Err(overflow(format!(
-                    "the prompt is about {prompt_estimate} tokens, more than the {input} model {} takes",
-                    self.name
-                )));
-            }
+            && prompt_estimate > input
+        {
+            return Err(overflow(format!(
+                "the prompt is about {prompt_estimate} tokens, more than the {input} model {} takes",
+                self.name
+            )));
+        }
         if let Some(window) = self.context {
             let room = window.saturating_sub(prompt_estimate + rules.margin_tokens);
             if room < rules.min_output_tokens {

@@ -327,10 +327,11 @@ impl<'q> StreamParser<'q> {
         let mut out = Vec::new();
         self.saw_chunk = true;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null())
-            && self.error.is_none() {
-                let raw = chunk.to_string();
-                self.error = Some(classify_value(self.quirks, None, error, &raw, None));
-            }
+            && self.error.is_none()
+        {
+            let raw = chunk.to_string();
+            self.error = Some(classify_value(self.quirks, None, error, &raw, None));
+        }
         if let Some(usage) = chunk.get("usage").and_then(read_usage) {
             self.usage = Some(usage);
             out.push(StreamEvent::Usage(usage));
@@ -453,9 +454,10 @@ impl<'q> StreamParser<'q> {
             slot.index = index;
         }
         if slot.name.is_empty()
-            && let Some(name) = name {
-                slot.name = name;
-            }
+            && let Some(name) = name
+        {
+            slot.name = name;
+        }
         slot.args.push_str(&args);
     }
 
@@ -467,12 +469,19 @@ impl<'q> StreamParser<'q> {
         self.slots.len() - 1
     }
 
-    fn find_slot(&mut self, index: Option<u64>, id: Option<&str>, name: Option<&str>, args: &str) -> usize {
+    fn find_slot(
+        &mut self,
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: &str,
+    ) -> usize {
         if let Some(id) = id {
             if let Some(i) = self.slots.iter().rposition(|s| s.id.as_deref() == Some(id)) {
                 // The same id again is the same call — unless it comes with another index (a
                 // server that repeats one id for every call).
-                let other_index = matches!((index, self.slots[i].index), (Some(a), Some(b)) if a != b);
+                let other_index =
+                    matches!((index, self.slots[i].index), (Some(a), Some(b)) if a != b);
                 if !other_index {
                     return i;
                 }
@@ -480,7 +489,9 @@ impl<'q> StreamParser<'q> {
             }
             // A new id: a new call, unless the slot at this index has no id yet and no other name
             // (an id or a name that comes after the arguments).
-            if let Some(i) = index.and_then(|ix| self.slots.iter().rposition(|s| s.index == Some(ix))) {
+            if let Some(i) =
+                index.and_then(|ix| self.slots.iter().rposition(|s| s.index == Some(ix)))
+            {
                 let s = &self.slots[i];
                 if s.id.is_none() && (s.name.is_empty() || name.is_none_or(|n| n == s.name)) {
                     return i;
@@ -491,7 +502,10 @@ impl<'q> StreamParser<'q> {
         let starts_new = |s: &Slot| {
             let complete = is_complete_json(&s.args);
             match name {
-                Some(n) => !s.name.is_empty() && (n != s.name || (complete && args.trim_start().starts_with('{'))),
+                Some(n) => {
+                    !s.name.is_empty()
+                        && (n != s.name || (complete && args.trim_start().starts_with('{')))
+                }
                 None => false,
             }
         };
@@ -596,12 +610,16 @@ impl<'q> StreamParser<'q> {
     }
 
     fn silently_truncated(&self) -> bool {
-        let Some(usage) = self.usage else { return false };
+        let Some(usage) = self.usage else {
+            return false;
+        };
         let rules = &self.quirks.request;
         if let Some(estimate) = self.context.prompt_estimate
-            && (usage.prompt_tokens as f64) < rules.silent_truncation_ratio * estimate as f64 {
-                return true;
-            }
+            && estimate >= rules.silent_truncation_min_tokens
+            && (usage.prompt_tokens as f64) < rules.silent_truncation_ratio * estimate as f64
+        {
+            return true;
+        }
         if let Some(window) = self.context.window {
             let at_edge = usage.prompt_tokens as f64 >= rules.edge_of_window_ratio * window as f64;
             if self.server_finish.as_deref() == Some("length")
@@ -721,7 +739,10 @@ fn push_value(
         other => other,
     };
     if !value.is_object() {
-        calls.push(Err(invalid(&value.to_string(), "the arguments are not a JSON object")));
+        calls.push(Err(invalid(
+            &value.to_string(),
+            "the arguments are not a JSON object",
+        )));
         return;
     }
     calls.push(Ok(ToolCall {
@@ -831,10 +852,19 @@ mod tests {
 
     #[test]
     fn repairs_are_lossless_only() {
-        assert_eq!(repair_json(r#"{"a": [1, 2,], }"#), Some(serde_json::json!({"a": [1, 2]})));
-        assert_eq!(repair_json(r#"{"a": {"b": 1"#), Some(serde_json::json!({"a": {"b": 1}})));
+        assert_eq!(
+            repair_json(r#"{"a": [1, 2,], }"#),
+            Some(serde_json::json!({"a": [1, 2]}))
+        );
+        assert_eq!(
+            repair_json(r#"{"a": {"b": 1"#),
+            Some(serde_json::json!({"a": {"b": 1}}))
+        );
         assert_eq!(repair_json(r#"{"a": "unterminated"#), None);
-        assert_eq!(repair_json(r#"{"a": "x,}"}"#), None.or(Some(serde_json::json!({"a": "x,}"}))));
+        assert_eq!(
+            repair_json(r#"{"a": "x,}"}"#),
+            None.or(Some(serde_json::json!({"a": "x,}"})))
+        );
         assert_eq!(repair_json(r#"{"a":"#), None);
     }
 }

@@ -107,6 +107,8 @@ pub struct RequestRules {
     pub min_output_tokens: u64,
     /// A reported prompt below this share of our estimate is a silent truncation.
     pub silent_truncation_ratio: f64,
+    /// Estimates below this are never taken for a silent truncation.
+    pub silent_truncation_min_tokens: u64,
     /// A prompt at this share of the window that stopped with `length` and no output overflowed.
     pub edge_of_window_ratio: f64,
     /// The result given to a call that has none.
@@ -118,10 +120,11 @@ pub struct RequestRules {
 impl Quirks {
     /// Reads `quirks.json` of a spec.
     pub fn from_spec(spec: &Spec) -> Result<Quirks> {
-        spec.parse::<Quirks>("quirks.json").map_err(|e| Error::Spec {
-            file: "quirks.json".into(),
-            message: e.to_string(),
-        })
+        spec.parse::<Quirks>("quirks.json")
+            .map_err(|e| Error::Spec {
+                file: "quirks.json".into(),
+                message: e.to_string(),
+            })
     }
 
     /// The quirks of the embedded spec, read once.

@@ -181,9 +181,10 @@ pub fn plain_schema(schema: &Value, keys: &[String]) -> Value {
         out.insert(k.clone(), v);
     }
     if let Some(c) = map.get("const")
-        && keys.iter().any(|k| k == "enum") {
-            out.insert("enum".into(), Value::Array(vec![c.clone()]));
-        }
+        && keys.iter().any(|k| k == "enum")
+    {
+        out.insert("enum".into(), Value::Array(vec![c.clone()]));
+    }
     Value::Object(out)
 }
 
@@ -361,9 +362,10 @@ pub fn shape_request(
             } => {
                 let mut v = json!({"role": "assistant", "content": text});
                 if request.replay_reasoning
-                    && let Some(r) = reasoning.as_ref().filter(|r| !r.is_empty()) {
-                        v[profile.reasoning_field.as_str()] = Value::String(r.clone());
-                    }
+                    && let Some(r) = reasoning.as_ref().filter(|r| !r.is_empty())
+                {
+                    v[profile.reasoning_field.as_str()] = Value::String(r.clone());
+                }
                 if !tool_calls.is_empty() {
                     let calls: Vec<Value> = tool_calls
                         .iter()
@@ -443,14 +445,18 @@ pub fn shape_request(
             body.insert("tool_choice".into(), choice);
         }
     }
-    if let Some(effort) = request.effort.clone().or_else(|| model.default_effort.clone())
-        && !model.efforts.is_empty() {
-            if profile.effort_field == "reasoning.effort" {
-                body.insert("reasoning".into(), json!({"effort": effort}));
-            } else {
-                body.insert("reasoning_effort".into(), Value::String(effort));
-            }
+    if let Some(effort) = request
+        .effort
+        .clone()
+        .or_else(|| model.default_effort.clone())
+        && !model.efforts.is_empty()
+    {
+        if profile.effort_field == "reasoning.effort" {
+            body.insert("reasoning".into(), json!({"effort": effort}));
+        } else {
+            body.insert("reasoning_effort".into(), Value::String(effort));
         }
+    }
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), json!(t));
     }
@@ -489,17 +495,27 @@ mod tests {
 
     #[test]
     fn schema_subset() {
-        let keys: Vec<String> = ["type", "properties", "required", "items", "enum", "description"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let keys: Vec<String> = [
+            "type",
+            "properties",
+            "required",
+            "items",
+            "enum",
+            "description",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let s = json!({"$schema": "x", "type": "object", "additionalProperties": false,
             "properties": {"a": {"type": ["string", "null"], "default": "q"},
                            "b": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}], "description": "B"},
                            "c": {"const": "x"}},
             "required": ["a"]});
-        assert_eq!(plain_schema(&s, &keys), json!({"type": "object",
+        assert_eq!(
+            plain_schema(&s, &keys),
+            json!({"type": "object",
             "properties": {"a": {"type": "string"}, "b": {"type": "integer", "description": "B"}, "c": {"enum": ["x"]}},
-            "required": ["a"]}));
+            "required": ["a"]})
+        );
     }
 }

@@ -170,9 +170,18 @@ mod tests {
 
     #[test]
     fn split_tags() {
-        assert_eq!(run(&["<thi", "nk>abc</th", "ink>\n\nHi"]), ("Hi".into(), "abc".into()));
-        assert_eq!(run(&["plan it", "</think>", "Done"]), ("Done".into(), "plan it".into()));
-        assert_eq!(run(&["a < b and x</", "p>"]), ("a < b and x</p>".into(), "".into()));
+        assert_eq!(
+            run(&["<thi", "nk>abc</th", "ink>\n\nHi"]),
+            ("Hi".into(), "abc".into())
+        );
+        assert_eq!(
+            run(&["plan it", "</think>", "Done"]),
+            ("Done".into(), "plan it".into())
+        );
+        assert_eq!(
+            run(&["a < b and x</", "p>"]),
+            ("a < b and x</p>".into(), "".into())
+        );
         assert_eq!(run(&["<th"]), ("<th".into(), "".into()));
         assert_eq!(run(&["<think>cut off"]), ("".into(), "cut off".into()));
     }

@@ -109,7 +109,8 @@ impl Reply {
         Reply::Raw {
             status,
             headers: Vec::new(),
-            body: json!({"error": {"message": message, "type": "error", "code": status}}).to_string(),
+            body: json!({"error": {"message": message, "type": "error", "code": status}})
+                .to_string(),
         }
     }
 
@@ -158,7 +159,9 @@ type Shared = Arc<Mutex<Script>>;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Script> {
     // A test that panicked while holding the lock leaves the data usable.
-    shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A scripted OpenAI-compatible model server on `127.0.0.1`, stopped when dropped.

@@ -1,1 +1,581 @@
+//! The client end to end against the scripted model server: the exact JSON sent, the answers
+//! parsed, retries, errors and cancellation.
 
+use std::time::Duration;
+
+use harness_core::protocol::ToolCall;
+use harness_model::quirks::RetryPolicy;
+use harness_model::{
+    Catalogue, ChatRequest, Endpoint, Error, FinishReason, Message, ModelClient, ModelInfo,
+    ModelOverrides, StreamEvent, ToolChoice, ToolSpec,
+};
+use harness_test_support::{Recorded, Reply, ScriptedServer, chunk};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn model(overrides: ModelOverrides) -> ModelInfo {
+    ModelInfo::resolve(Catalogue::embedded().unwrap(), "scripted", &overrides)
+}
+
+fn small_model() -> ModelInfo {
+    model(ModelOverrides {
+        context: Some(8192),
+        output: Some(1024),
+        ..ModelOverrides::default()
+    })
+}
+
+fn fast_retry(max_attempts: u32) -> Option<RetryPolicy> {
+    Some(RetryPolicy {
+        max_attempts,
+        loading_max_attempts: max_attempts,
+        base_delay_ms: 1,
+        max_delay_ms: 20,
+        jitter: 0.0,
+    })
+}
+
+fn client(server: &ScriptedServer, kind: &str, model: ModelInfo) -> ModelClient {
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.server = kind.into();
+    endpoint.retry = fast_retry(4);
+    ModelClient::new(endpoint, model).unwrap()
+}
+
+fn user(text: &str) -> Message {
+    Message::User {
+        text: text.into(),
+        images: vec![],
+    }
+}
+
+fn ask(text: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::System {
+                text: "You are terse.".into(),
+            },
+            user(text),
+        ],
+        ..ChatRequest::default()
+    }
+}
+
+async fn stream_all(
+    client: &ModelClient,
+    request: &ChatRequest,
+) -> (
+    Vec<StreamEvent>,
+    harness_model::Result<harness_model::Completion>,
+) {
+    let mut events = Vec::new();
+    let result = client
+        .stream(request, &CancellationToken::new(), &mut |e| {
+            events.push(e.clone())
+        })
+        .await;
+    (events, result)
+}
+
+#[tokio::test]
+async fn streams_text_and_sends_the_exact_body() {
+    let server = ScriptedServer::start(vec![Reply::text_stream(&["Hel", "lo", "!"])])
+        .await
+        .unwrap();
+    let client = client(&server, "llama.cpp", small_model());
+    let request = ask("Say hello");
+    let (events, result) = stream_all(&client, &request).await;
+    let answer = result.unwrap();
+    assert_eq!(answer.text, "Hello!");
+    assert_eq!(answer.finish.reason, FinishReason::Stop);
+    assert_eq!(answer.usage.map(|u| u.prompt_tokens), Some(42));
+    let texts: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, vec!["Hel", "lo", "!"]);
+    assert!(matches!(events.last(), Some(StreamEvent::Finish(_))));
+
+    let shaped = client.shape(&request, true).unwrap();
+    let max_tokens = shaped.max_tokens.unwrap();
+    assert!(max_tokens <= 1024);
+    assert_eq!(
+        server.bodies(),
+        vec![json!({
+            "model": "scripted",
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Say hello"},
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "max_tokens": max_tokens,
+        })]
+    );
+}
+
+#[tokio::test]
+async fn a_conversation_is_shaped_for_strict_servers() {
+    let server = ScriptedServer::start(vec![Reply::text_stream(&["ok"])])
+        .await
+        .unwrap();
+    let client = client(&server, "mistral", small_model());
+    let call = |id: &str, path: &str| ToolCall {
+        id: id.into(),
+        name: "read".into(),
+        arguments: json!({"path": path}),
+    };
+    let request = ChatRequest {
+        messages: vec![
+            Message::System {
+                text: "Base.".into(),
+            },
+            Message::System {
+                text: "Extra.".into(),
+            },
+            user("Read two files."),
+            user("Please."),
+            Message::Assistant {
+                text: String::new(),
+                reasoning: Some("thinking".into()),
+                tool_calls: vec![call("our-1", "a.txt"), call("our-2", "b.txt")],
+            },
+            Message::Tool {
+                call_id: "our-1".into(),
+                content: "A".into(),
+            },
+            Message::Tool {
+                call_id: "stray".into(),
+                content: "orphan".into(),
+            },
+            Message::System {
+                text: "A late note.".into(),
+            },
+        ],
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                "additionalProperties": false, "properties": {"path": {"type": "string", "description": "Path", "default": "."}},
+                "required": ["path"]}),
+        }],
+        tool_choice: Some(ToolChoice::Auto),
+        temperature: Some(0.0),
+        ..ChatRequest::default()
+    };
+    let (_, result) = stream_all(&client, &request).await;
+    result.unwrap();
+    let body = &server.bodies()[0];
+    let messages = body["messages"].as_array().unwrap();
+    let id1 = messages[2]["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id2 = messages[2]["tool_calls"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for id in [&id1, &id2] {
+        assert_eq!(id.len(), 9);
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+    assert_ne!(id1, id2);
+    assert_eq!(
+        Value::Array(messages.clone()),
+        json!([
+            {"role": "system", "content": "Base.\n\nExtra."},
+            {"role": "user", "content": "Read two files.\n\nPlease."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": id1, "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}},
+                {"id": id2, "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"b.txt\"}"}},
+            ]},
+            {"role": "tool", "tool_call_id": id1, "content": "A"},
+            {"role": "tool", "tool_call_id": id2, "content": "cancelled: this call was not run, so it has no result"},
+            {"role": "user", "content": "A late note."},
+        ])
+    );
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "function", "function": {"name": "read", "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "Path"}}, "required": ["path"]}}}])
+    );
+    assert_eq!(body["tool_choice"], json!("auto"));
+    assert_eq!(body["temperature"], json!(0.0));
+
+    // The same call ids give the same wire ids in the next request (the prompt cache holds).
+    server.push(Reply::text_stream(&["ok"]));
+    stream_all(&client, &request).await.1.unwrap();
+    assert_eq!(server.bodies()[1]["messages"], body["messages"]);
+}
+
+#[tokio::test]
+async fn without_a_tool_role_results_go_as_user_messages() {
+    let server = ScriptedServer::start(vec![Reply::text_json("fine")])
+        .await
+        .unwrap();
+    let client = client(&server, "tgi", small_model());
+    let request = ChatRequest {
+        messages: vec![
+            user("go"),
+            Message::Assistant {
+                text: "Reading.".into(),
+                reasoning: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: json!({"path": "x"}),
+                }],
+            },
+            Message::Tool {
+                call_id: "c1".into(),
+                content: "X".into(),
+            },
+            user("and now?"),
+        ],
+        ..ChatRequest::default()
+    };
+    let answer = client
+        .complete(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "fine");
+    let body = &server.bodies()[0];
+    let wire = body["messages"][1]["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        body["messages"][2],
+        json!({"role": "user", "content": format!("[result of call {wire} (read)]\nX\n\nand now?")})
+    );
+    assert_eq!(body["stream"], json!(false));
+    assert!(body.get("stream_options").is_none());
+}
+
+#[tokio::test]
+async fn parallel_calls_at_index_zero_become_separate_calls() {
+    let calls = [("call_a", "a.rs"), ("call_b", "b.rs")];
+    let mut chunks: Vec<Value> = calls
+        .iter()
+        .map(|(id, path)| chunk(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"index": 0, "id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}}]}), None))
+        .collect();
+    chunks.push(chunk(
+        json!({"role": "assistant", "content": ""}),
+        Some("stop"),
+    ));
+    let server = ScriptedServer::start(vec![Reply::sse_chunks(&chunks)])
+        .await
+        .unwrap();
+    let client = client(&server, "ollama", small_model());
+    let (events, result) = stream_all(&client, &ask("read both")).await;
+    let answer = result.unwrap();
+    assert_eq!(answer.finish.reason, FinishReason::ToolCalls);
+    let got: Vec<(String, Value)> = answer
+        .tool_calls
+        .iter()
+        .map(|c| (c.name.clone(), c.arguments.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("read".to_string(), json!({"path": "a.rs"})),
+            ("read".to_string(), json!({"path": "b.rs"}))
+        ]
+    );
+    assert_ne!(answer.tool_calls[0].id, "call_a", "ids are ours");
+    assert_ne!(answer.tool_calls[0].id, answer.tool_calls[1].id);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::ToolCall(_)))
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn capacity_answers_are_retried_until_one_succeeds() {
+    let server = ScriptedServer::start(vec![
+        Reply::Raw { status: 503, headers: vec![], body: json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}).to_string() },
+        Reply::error(429, "Provider returned error").with_header("Retry-After", "0"),
+        Reply::text_stream(&["at last"]),
+    ])
+    .await
+    .unwrap();
+    let client = client(&server, "llama.cpp", small_model());
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "at last");
+    assert_eq!(server.requests().len(), 3);
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, StreamEvent::Finish(f) if f.error.is_some()))
+    );
+    let bodies = server.bodies();
+    assert!(
+        bodies.iter().all(|b| b == &bodies[0]),
+        "every attempt sends the same body"
+    );
+}
+
+#[tokio::test]
+async fn capacity_gives_up_after_the_attempts_and_says_the_wait() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(
+            503,
+            "server busy, please try again. maximum pending requests exceeded",
+        )
+        .with_header("Retry-After", "0"),
+        Reply::error(
+            503,
+            "server busy, please try again. maximum pending requests exceeded",
+        )
+        .with_header("Retry-After", "0"),
+    ])
+    .await
+    .unwrap();
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.server = "ollama".into();
+    endpoint.retry = fast_retry(2);
+    let client = ModelClient::new(endpoint, small_model()).unwrap();
+    let err = client
+        .complete(&ask("hi"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Capacity { error, attempts } => {
+            assert_eq!(*attempts, 2);
+            assert_eq!(error.status, Some(503));
+            assert_eq!(error.retry_after, Some(Duration::ZERO));
+        }
+        other => panic!("expected capacity, got {other:?}"),
+    }
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(server.replies_left(), 0);
+}
+
+#[tokio::test]
+async fn context_overflow_is_not_retried() {
+    let server = ScriptedServer::start(vec![Reply::Raw {
+        status: 400,
+        headers: vec![],
+        body: json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}}).to_string(),
+    }])
+    .await
+    .unwrap();
+    let client = client(&server, "llama.cpp", small_model());
+    let err = client
+        .complete(&ask("hi"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ContextOverflow(_)), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_error_inside_a_200_stream_after_text_is_an_error_not_retried() {
+    let server = ScriptedServer::start(vec![Reply::sse_lines(&[
+        ": OPENROUTER PROCESSING",
+        "",
+        &format!("data: {}", chunk(json!({"role": "assistant", "content": "Partial"}), None)),
+        "",
+        r#"data: {"error":{"code":429,"message":"Provider returned error"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+        "",
+    ])])
+    .await
+    .unwrap();
+    let client = client(&server, "openrouter", small_model());
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, Error::Capacity { attempts: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(events, vec![StreamEvent::Text("Partial".into())]);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_that_closes_early_is_an_error() {
+    let server = ScriptedServer::start(vec![Reply::Sse {
+        pieces: vec![],
+        stall: false,
+    }])
+    .await
+    .unwrap();
+    let client = client(&server, "llama-cpp-python", small_model());
+    let err = stream_all(&client, &ask("hi")).await.1.unwrap_err();
+    match err {
+        Error::Server(e) => assert!(
+            e.retryable && e.message.contains("without sending anything"),
+            "{e:?}"
+        ),
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_stalled_stream() {
+    // One chunk, then the connection stays open with nothing more.
+    let stalled = ScriptedServer::start(vec![Reply::Sse {
+        pieces: vec![format!(
+            "data: {}\n\n",
+            chunk(json!({"role": "assistant", "content": "first"}), None)
+        )],
+        stall: true,
+    }])
+    .await
+    .unwrap();
+    let client = client(&stalled, "vllm", small_model());
+    let cancel = CancellationToken::new();
+    let mut seen = Vec::new();
+    let token = cancel.clone();
+    let result = client
+        .stream(&ask("hi"), &cancel, &mut |e| {
+            seen.push(e.clone());
+            token.cancel();
+        })
+        .await;
+    assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    assert_eq!(seen, vec![StreamEvent::Text("first".into())]);
+}
+
+#[tokio::test]
+async fn effort_tool_choice_and_key_follow_the_server() {
+    let reasoning = model(ModelOverrides {
+        context: Some(8192),
+        output: Some(512),
+        efforts: Some(vec!["low".into(), "high".into()]),
+        ..ModelOverrides::default()
+    });
+    let tool = ToolSpec {
+        name: "read".into(),
+        description: "Read.".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    };
+    let other = ToolSpec {
+        name: "bash".into(),
+        description: "Run.".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    };
+    let request = ChatRequest {
+        tools: vec![tool, other],
+        tool_choice: Some(ToolChoice::Named("read".into())),
+        effort: Some("high".into()),
+        ..ask("go")
+    };
+
+    let server = ScriptedServer::start(vec![Reply::text_json("a"), Reply::text_json("b")])
+        .await
+        .unwrap();
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.server = "llama.cpp".into();
+    endpoint.api_key = Some("sk-local".into());
+    let llama = ModelClient::new(endpoint, reasoning.clone()).unwrap();
+    llama
+        .complete(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.server = "openrouter".into();
+    let openrouter = ModelClient::new(endpoint, reasoning.clone()).unwrap();
+    openrouter
+        .complete(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+
+    let requests: Vec<Recorded> = server.requests();
+    assert_eq!(
+        requests[0].authorization.as_deref(),
+        Some("Bearer sk-local")
+    );
+    assert_eq!(requests[1].authorization, None);
+    let (a, b) = (&requests[0].body, &requests[1].body);
+    assert_eq!(a["tool_choice"], json!("required"));
+    assert_eq!(a["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(a["reasoning_effort"], json!("high"));
+    assert_eq!(
+        b["tool_choice"],
+        json!({"type": "function", "function": {"name": "read"}})
+    );
+    assert_eq!(b["tools"].as_array().unwrap().len(), 2);
+    assert_eq!(b["reasoning"], json!({"effort": "high"}));
+    assert!(b.get("reasoning_effort").is_none());
+
+    let wrong = ChatRequest {
+        effort: Some("max".into()),
+        ..ask("go")
+    };
+    let err = llama
+        .complete(&wrong, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "model configuration: model scripted takes the efforts low, high, not \"max\""
+    );
+    assert_eq!(server.requests().len(), 2, "a refused effort sends nothing");
+}
+
+#[tokio::test]
+async fn max_tokens_is_clamped_and_a_prompt_too_big_is_refused_before_sending() {
+    let server = ScriptedServer::start(vec![Reply::text_json("ok")])
+        .await
+        .unwrap();
+    let tiny = model(ModelOverrides {
+        context: Some(400),
+        output: Some(4096),
+        ..ModelOverrides::default()
+    });
+    let client = client(&server, "vllm", tiny);
+    let request = ChatRequest {
+        max_tokens: Some(10_000),
+        ..ask("hi")
+    };
+    client
+        .complete(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    let sent = server.bodies()[0]["max_tokens"].as_u64().unwrap();
+    let estimate = client.shape(&request, false).unwrap().prompt_estimate;
+    assert_eq!(sent, 400 - estimate - 256);
+
+    let long = ask(&"word ".repeat(400));
+    let err = client
+        .complete(&long, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ContextOverflow(_)), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn lists_models_and_reports_an_unreachable_server() {
+    let server = ScriptedServer::start(vec![]).await.unwrap();
+    server.set_models(&["qwen3-coder", "smollm2"]);
+    let client = client(&server, "llama.cpp", small_model());
+    assert_eq!(
+        client.list_models(&CancellationToken::new()).await.unwrap(),
+        vec!["qwen3-coder", "smollm2"]
+    );
+
+    let url = server.base_url();
+    drop(server);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let gone = ModelClient::new(Endpoint::new(url.clone()), small_model()).unwrap();
+    let err = gone
+        .complete(&ask("hi"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    match err {
+        Error::Transport { url: u, .. } => assert_eq!(u, format!("{url}/chat/completions")),
+        other => panic!("expected a transport error, got {other:?}"),
+    }
+    let bad = ModelClient::new(Endpoint::new("localhost:8080"), small_model()).unwrap_err();
+    assert!(bad.to_string().contains("localhost:8080"), "{bad}");
+}

@@ -18,9 +18,9 @@ fn every_quirk_has_a_case() {
     let file = spec.conformance("quirks").unwrap();
     for q in &quirks.quirks {
         let covered = file.cases.iter().any(|c| {
-            c.get("note")
-                .and_then(|n| n.as_str())
-                .is_some_and(|n| n.starts_with(&format!("{}:", q.id)) || n.starts_with(&format!("{} (", q.id)))
+            c.get("note").and_then(|n| n.as_str()).is_some_and(|n| {
+                n.starts_with(&format!("{}:", q.id)) || n.starts_with(&format!("{} (", q.id))
+            })
         });
         assert!(covered, "quirk {} has no conformance case", q.id);
     }
@@ -33,7 +33,10 @@ fn a_wrong_expectation_fails() {
         "expect": {"text": "bye", "finish": "stop"}});
     let outcome = runner.run(&case);
     assert!(!outcome.passed);
-    assert_eq!(outcome.actual, serde_json::json!({"text": "hi", "finish": "stop"}));
+    assert_eq!(
+        outcome.actual,
+        serde_json::json!({"text": "hi", "finish": "stop"})
+    );
     let malformed = runner.run(&serde_json::json!({"server": "x", "expect": {"finish": "stop"}}));
     assert!(!malformed.passed);
 }
