@@ -121,6 +121,32 @@ pub struct OfferedTool<'s> {
     pub parameters: Value,
 }
 
+impl OfferedTool<'_> {
+    /// Checks arguments against the parameters exactly as offered (narrowed, with `purpose`):
+    /// `Err` holds one line per problem, each naming the JSON pointer at fault, to answer the
+    /// model with. A call valid here is valid for the whole tool.
+    pub fn check_arguments(&self, arguments: &Value) -> std::result::Result<(), String> {
+        let validator = jsonschema::validator_for(&self.parameters)
+            .map_err(|e| format!("the parameters of `{}` do not compile: {e}", self.name))?;
+        let problems: Vec<String> = validator
+            .iter_errors(arguments)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    format!("{e}")
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
+    }
+}
+
 /// Whether a tool is offered in a context (before filling).
 pub fn is_offered(tool: &Tool, cx: &OfferContext) -> bool {
     tool.scope.includes(cx.project)
@@ -364,6 +390,32 @@ impl<'s> Offering<'s> {
         if !self.offers(&r.tool.name) {
             return Err(Error::UnknownTool(call.name.clone()));
         }
+        Ok(r)
+    }
+
+    /// Resolves a call as [`Offering::resolve`] does and checks its arguments (converted from a
+    /// former name, `purpose` still in) against the tool as offered; a call that does not fit
+    /// is an [`Error::Arguments`] whose reason lists every problem, to answer the model with.
+    pub fn check(&self, call: &ToolCall) -> Result<ResolvedCall<'s>> {
+        let r = self.resolve(call)?;
+        let offered = self
+            .tools
+            .iter()
+            .find(|t| t.name == r.tool.name)
+            .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
+        let mut full = r.call.arguments.clone();
+        if let (Some(p), Value::Object(m)) = (&r.purpose, &mut full) {
+            let name = purpose_arg(self.spec)
+                .map(|a| a.name)
+                .unwrap_or_else(|_| "purpose".into());
+            m.insert(name, Value::String(p.clone()));
+        }
+        offered
+            .check_arguments(&full)
+            .map_err(|reason| Error::Arguments {
+                tool: r.tool.name.clone(),
+                reason: format!("invalid arguments:\n{reason}"),
+            })?;
         Ok(r)
     }
 

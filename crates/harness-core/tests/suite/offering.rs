@@ -285,3 +285,64 @@ fn an_offering_knows_only_what_it_offered() {
     assert!(o.resolve(&call("plan_submit")).is_err());
     assert!(o.resolve(&call("nonsense")).is_err());
 }
+
+#[test]
+fn calls_are_checked_against_the_tool_as_offered() {
+    let spec = Spec::embedded();
+    let call = |name: &str, args| ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: args,
+    };
+    let chat = Offering::new(
+        spec,
+        cx(Project::Llembas, SessionKind::Chat, Mode::Edit, ALL_HOLD),
+    )
+    .unwrap();
+    // LLeMbas narrows memory to one store: `target` is not part of its tool.
+    assert!(
+        chat.check(&call("memory", json!({"action": "view"})))
+            .is_ok()
+    );
+    let e = chat
+        .check(&call("memory", json!({"action": "view", "target": "user"})))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("memory: invalid arguments"), "{e}");
+    let cli = Offering::new(
+        spec,
+        cx(
+            Project::Cli,
+            SessionKind::Agent,
+            Mode::Edit,
+            Holds::default(),
+        ),
+    )
+    .unwrap();
+    assert!(
+        cli.check(&call("memory", json!({"action": "view", "target": "user"})))
+            .is_ok()
+    );
+    // `purpose` is required where the tool has it, and taken out after the check.
+    assert!(cli.check(&call("bash", json!({"command": "ls"}))).is_err());
+    let r = cli
+        .check(&call(
+            "bash",
+            json!({"purpose": "list the files", "command": "ls"}),
+        ))
+        .unwrap();
+    assert_eq!(r.call.arguments, json!({"command": "ls"}));
+    // The former `todo` converts to arguments plan_write takes.
+    let r = cli
+        .check(&call(
+            "todo",
+            json!({"todos": [{"content": "a", "status": "pending"}, {"content": "b", "status": "completed"}]}),
+        ))
+        .unwrap();
+    assert_eq!(r.call.name, "plan_write");
+    let e = cli
+        .check(&call("read", json!({"path": 3})))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/path"), "{e}");
+}

@@ -193,3 +193,39 @@ fn assembled_prompt_of_a_subagent_with_prototypes() {
         .contains("grumpy")
     );
 }
+
+#[test]
+fn texts_from_outside_are_never_filled() {
+    // An instruction file, a plan or a grant may hold `{{...}}` and bullet lines of its own:
+    // they reach the model as written.
+    let spec = Spec::embedded();
+    let instructions = [InstructionFile {
+        path: "/home/ana/src/api/AGENTS.md".into(),
+        text: "Templates use {{name}}.\n- {{empty}}\nOpen {{ with no end.".into(),
+    }];
+    let plan = Plan::write(&json!({"title": "Render {{title}}", "phases": [{"title": "A", "tasks": [{"title": "- {{x}}"}]}]}))
+        .unwrap();
+    let vals = values();
+    let c = context(Project::Cli, SessionKind::Agent, Mode::Edit);
+    let offered = offer(spec, &c).unwrap();
+    let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+    let text = assemble(
+        spec,
+        &PromptInput {
+            project: Project::Cli,
+            kind: SessionKind::Agent,
+            mode: Mode::Edit,
+            subagent: None,
+            personality: None,
+            offered: &names,
+            instructions: &instructions,
+            plan: Some(&plan),
+            prototypes: None,
+            values: &vals,
+        },
+    )
+    .unwrap();
+    assert!(text.contains("Templates use {{name}}.\n- {{empty}}\nOpen {{ with no end."));
+    assert!(text.contains("## Render {{title}}"));
+    assert!(text.contains("- [todo] - {{x}} (t1)"));
+}
