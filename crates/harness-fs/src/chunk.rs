@@ -148,6 +148,9 @@ pub fn split_range(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused(pub String);
 
+/// An embedder: a piece's text and token count in, a vector or a refusal out.
+pub type Embed<'a> = dyn FnMut(&str, usize) -> Result<Vec<f32>, Refused> + 'a;
+
 /// An indexed piece: its vector, or, for a single token still refused, none and a flag.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Indexed {
@@ -167,7 +170,7 @@ pub fn index_text(
     text: &str,
     max: usize,
     overlap: usize,
-    embed: &mut dyn FnMut(&str, usize) -> Result<Vec<f32>, Refused>,
+    embed: &mut Embed<'_>,
 ) -> Result<Vec<Indexed>> {
     let spans = counter.token_spans(text)?;
     let mut out = Vec::new();

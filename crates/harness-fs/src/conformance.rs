@@ -490,10 +490,10 @@ impl AreaRunner for HostFs {
             let mut actual = run_op(&view, case)?;
             backend.close();
             let problems = hc.check_after(case)?;
-            if !problems.is_empty() {
-                if let Some(m) = actual.as_object_mut() {
-                    m.insert("after".to_string(), json!(problems));
-                }
+            if !problems.is_empty()
+                && let Some(m) = actual.as_object_mut()
+            {
+                m.insert("after".to_string(), json!(problems));
             }
             Ok(actual)
         })();

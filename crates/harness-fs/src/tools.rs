@@ -509,19 +509,22 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
             if data.contains(&0) {
                 return;
             }
-            let mut searcher = SearcherBuilder::new()
-                .line_number(true)
-                .binary_detection(BinaryDetection::none())
-                .build();
+            thread_local! {
+                static SEARCHER: std::cell::RefCell<grep_searcher::Searcher> = std::cell::RefCell::new(
+                    SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).build(),
+                );
+            }
             let mut local = Vec::new();
-            let _ = searcher.search_slice(
-                &matcher,
-                data,
-                Bytes(|line, bytes| {
-                    local.push((line, bytes.to_vec()));
-                    Ok(true)
-                }),
-            );
+            SEARCHER.with(|searcher| {
+                let _ = searcher.borrow_mut().search_slice(
+                    &matcher,
+                    data,
+                    Bytes(|line, bytes| {
+                        local.push((line, bytes.to_vec()));
+                        Ok(true)
+                    }),
+                );
+            });
             if local.is_empty() || std::str::from_utf8(data).is_err() {
                 return;
             }

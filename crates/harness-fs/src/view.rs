@@ -1,6 +1,6 @@
 //! The view: what one session sees of a backend (`spec/filesystem.md`, *Levels*).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::backend::{Backend, Expect, Kind, Meta, ScanEnd};
@@ -53,6 +53,11 @@ pub struct Access {
     grants: BTreeMap<VPath, Level>,
     floors: BTreeMap<VPath, Level>,
     mounts: BTreeSet<VPath>,
+    /// The same grants and floors keyed by text, for lookups without allocating.
+    grant_text: HashMap<String, Level>,
+    floor_text: HashMap<String, Level>,
+    /// Each mount's `.git`.
+    mount_gits: Vec<VPath>,
 }
 
 impl Access {
@@ -63,27 +68,47 @@ impl Access {
 
     /// Grants `level` at `path` and everything below (the most specific grant wins).
     pub fn grant(mut self, path: &str, level: Level) -> Self {
-        self.grants.insert(VPath::parse(path), level);
+        let p = VPath::parse(path);
+        self.grant_text.insert(p.as_str().to_string(), level);
+        self.grants.insert(p, level);
         self
     }
 
     /// Caps the session at `level` at `path` and below (the most specific floor applies).
     pub fn floor(mut self, path: &str, level: Level) -> Self {
-        self.floors.insert(VPath::parse(path), level);
+        let p = VPath::parse(path);
+        self.floor_text.insert(p.as_str().to_string(), level);
+        self.floors.insert(p, level);
         self
     }
 
     /// Marks `path` as a mount (a forge repository).
     pub fn mount(mut self, path: &str) -> Self {
-        self.mounts.insert(VPath::parse(path));
+        let p = VPath::parse(path);
+        self.mount_gits.push(p.join(".git"));
+        self.mounts.insert(p);
         self
     }
 
-    fn most_specific(map: &BTreeMap<VPath, Level>, p: &VPath) -> Option<Level> {
-        if let Some(l) = map.get(p) {
-            return Some(*l);
+    /// The entry for `p` or its nearest ancestor, looked up by text without allocating.
+    fn most_specific(map: &HashMap<String, Level>, p: &VPath) -> Option<Level> {
+        if map.is_empty() {
+            return None;
         }
-        p.ancestors().iter().find_map(|a| map.get(a).copied())
+        let mut s = p.as_str();
+        loop {
+            if let Some(l) = map.get(s) {
+                return Some(*l);
+            }
+            if s == "/" {
+                return None;
+            }
+            s = match s.rfind('/') {
+                Some(0) => "/",
+                Some(i) => &s[..i],
+                None => return None,
+            };
+        }
     }
 
     /// The mount `p` is in (or is), if any.
@@ -100,7 +125,7 @@ impl Access {
     }
 
     fn in_mount_git(&self, p: &VPath) -> bool {
-        self.mounts.iter().any(|m| p.starts_with(&m.join(".git")))
+        self.mount_gits.iter().any(|g| p.starts_with(g))
     }
 
     /// The session's level at `p`: the most specific grant, capped by the most specific floor;
@@ -109,8 +134,8 @@ impl Access {
         if self.in_mount_git(p) {
             return Level::None;
         }
-        let granted = Self::most_specific(&self.grants, p).unwrap_or(Level::None);
-        match Self::most_specific(&self.floors, p) {
+        let granted = Self::most_specific(&self.grant_text, p).unwrap_or(Level::None);
+        match Self::most_specific(&self.floor_text, p) {
             Some(floor) => granted.min(floor),
             None => granted,
         }

@@ -40,6 +40,9 @@ use super::{
 use crate::error::{Error, Result};
 use crate::path::{VPath, is_portable_name, is_reserved_name};
 
+/// A directory's raw entries (name, type), `None` when over the bound.
+type RawEntries = Option<Vec<(String, FileType)>>;
+
 const TRASH_DIR: &str = ".llembas-trash";
 const TMP_PREFIX: &str = ".llembas-tmp-";
 
@@ -253,6 +256,7 @@ impl HostBackend {
         Ok(Running(self))
     }
 
+    #[allow(clippy::unnecessary_cast)]
     fn classify(&self, st: &Stat) -> Option<Kind> {
         if st.st_dev as u64 != self.root_dev {
             return None;
@@ -556,6 +560,20 @@ impl HostBackend {
         }
     }
 
+    /// As [`Self::entry_kind`] for a scan that opens what it visits: a directory or regular
+    /// file the directory names is taken on its word here, and checked on the opened
+    /// descriptor (file system, link count) before anything is read from it.
+    fn scan_kind(&self, dir: &OwnedFd, name: &str, ft: FileType) -> Option<Kind> {
+        if !is_visible_name(name) {
+            return None;
+        }
+        match ft {
+            FileType::Directory => Some(Kind::Dir),
+            FileType::RegularFile => Some(Kind::File),
+            _ => self.entry_kind(dir, name, ft),
+        }
+    }
+
     fn scan_impl(
         &self,
         under: &VPath,
@@ -620,7 +638,12 @@ impl HostBackend {
                     Ok((None, _)) => lock_unpoisoned(&cuts).push(path.clone()),
                     Ok((Some(entries), dir)) => {
                         for (name, ft) in entries {
-                            let Some(kind) = self.entry_kind(&dir, &name, ft) else {
+                            let kind = if content {
+                                self.scan_kind(&dir, &name, ft)
+                            } else {
+                                self.entry_kind(&dir, &name, ft)
+                            };
+                            let Some(kind) = kind else {
                                 continue;
                             };
                             let child = path.join(&name);
@@ -635,12 +658,11 @@ impl HostBackend {
                                     }
                                 }
                                 Kind::File if content => {
-                                    if let Ok((file, st)) = self.open_file(&dir, &name, &child) {
-                                        if st.st_size as u64 <= self.opts.max_file_bytes
-                                            && self.read_all(file, &child, &mut buf).is_ok()
-                                        {
-                                            sink(&child, &buf);
-                                        }
+                                    if let Ok((file, st)) = self.open_file(&dir, &name, &child)
+                                        && st.st_size as u64 <= self.opts.max_file_bytes
+                                        && self.read_all(file, &child, &mut buf).is_ok()
+                                    {
+                                        sink(&child, &buf);
                                     }
                                 }
                                 Kind::File => {

@@ -17,10 +17,13 @@ enum Node {
     File(Vec<u8>),
 }
 
+/// A trashed subtree: its id, where it was, its nodes.
+type Trashed = (String, VPath, Vec<(VPath, Node)>);
+
 #[derive(Debug, Default)]
 struct State {
     nodes: BTreeMap<VPath, Node>,
-    trash: Vec<(String, VPath, Vec<(VPath, Node)>)>,
+    trash: Vec<Trashed>,
     next_trash: u64,
 }
 
