@@ -1156,10 +1156,29 @@ impl Session {
         Ok(())
     }
 
+    /// The request of the step waiting for the model, built from the history as it is now —
+    /// after a compaction (for an answer that said the context overflowed, or a prompt the
+    /// driver found too big) the driver sends this one instead. `None` unless the session waits
+    /// for the model.
+    pub fn request_again(&self) -> Option<ModelRequest> {
+        if self.phase != Phase::Model {
+            return None;
+        }
+        let turn = self.turn.as_ref()?;
+        Some(ModelRequest {
+            step: turn.requests,
+            messages: self.history.clone(),
+            tools: turn.wrap_up.is_none(),
+            wrap_up: turn.wrap_up.is_some(),
+        })
+    }
+
     /// Compaction: the history becomes `summary` followed by the table of reads; the dedupe
-    /// tables empty. Returns the text the model now sees. Refused while a prompt runs.
+    /// tables empty. Returns the text the model now sees. Allowed while idle, and while a step
+    /// waits for the model (then send [`Session::request_again`]); refused while calls are being
+    /// asked about or run, whose results must follow their calls.
     pub fn compact(&mut self, summary: &str) -> Result<String> {
-        if self.busy() {
+        if !matches!(self.phase, Phase::Idle | Phase::Model) {
             return Err(self.unexpected("a compaction"));
         }
         let table = self.context.compact();

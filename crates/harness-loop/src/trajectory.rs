@@ -4,7 +4,11 @@
 //! the model would be sent over the whole run (approximate tokens: characters / 4).
 //!
 //! The script is deterministic (a fixed-seed generator), so both runs see the same calls and the
-//! same tool outputs; only what the session inserts differs.
+//! same tool outputs; only what the session inserts differs. With `compact_at`, the replay
+//! compacts like a real driver when a request would pass that many tokens (80 % of a 128k-token
+//! window: [`COMPACT_AT_TOKENS`]): the summarising request's prompt is counted, and the summary
+//! (a fixed handoff text) replaces the history. Without it, nothing is ever dropped, so the
+//! figure shows what the insert-time rules alone save.
 
 use harness_core::protocol::{Risk, ToolCall};
 use harness_spec::Project;
@@ -31,6 +35,30 @@ pub struct Figure {
     pub reachable: usize,
     /// Results stored.
     pub stored: usize,
+    /// Compactions the run needed.
+    pub compactions: u32,
+}
+
+/// The window the replay assumes, in tokens.
+pub const WINDOW_TOKENS: u64 = 128_000;
+
+/// A request past this many tokens is compacted first (80 % of the window).
+pub const COMPACT_AT_TOKENS: u64 = WINDOW_TOKENS * 8 / 10;
+
+fn summary() -> String {
+    let mut s = String::from(
+        "Summary of the work so far (another model started this task):\n\
+         Goal: fix the failing tests and keep the build green.\n\
+         Progress: ran the test suite several times; failures are in modules 3, 7 and 11; \
+         edited compute functions in several modules.\n\
+         Next: re-run the tests, read the failing modules again, fix what remains.\n",
+    );
+    for i in 0..14 {
+        s.push_str(&format!(
+            "- /work/project/src/module_{i}.rs: compute_{i} and its callers; see the table below.\n"
+        ));
+    }
+    s
 }
 
 struct Rng(u64);
@@ -91,8 +119,8 @@ enum Planned {
 }
 
 /// Replays the scripted trajectory of `steps` model requests (the last one answers in text),
-/// with context hygiene on or off.
-pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
+/// with context hygiene on or off, compacting past `compact_at` tokens if given.
+pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figure> {
     let config = LoopConfig::embedded()?;
     let mut session = Session::new(SessionSetup {
         config,
@@ -110,7 +138,7 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut files: Vec<File> = (0..14)
         .map(|i| {
-            let n = 60 + rng.below(700) as usize;
+            let n = 40 + rng.below(460) as usize;
             File {
                 path: format!("/work/project/src/module_{i}.rs"),
                 lines: (1..=n)
@@ -132,12 +160,22 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
     let mut calls_answered = 0usize;
     let mut call_no = 0u64;
     let mut bash_runs = 0u64;
+    let mut compactions = 0u32;
     loop {
         let mut next_input = None;
         for a in &actions {
             match a {
                 Action::CallModel(req) => {
-                    prompt_tokens += req.approx_tokens();
+                    let mut tokens = req.approx_tokens();
+                    if compact_at.is_some_and(|at| tokens > at) {
+                        // The summarising request sees the whole context; then the step is
+                        // sent again over the summary.
+                        prompt_tokens += tokens;
+                        session.compact(&summary())?;
+                        compactions += 1;
+                        tokens = session.request_again().map_or(0, |r| r.approx_tokens());
+                    }
+                    prompt_tokens += tokens;
                     model_steps += 1;
                     if model_steps >= steps {
                         next_input = Some(Input::Model(ModelOutput {
@@ -182,7 +220,7 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
                             bash_runs += 1;
                             Planned::Bash {
                                 run: bash_runs,
-                                lines: 300 + rng.below(2500),
+                                lines: 60 + rng.below(700),
                             }
                         } else {
                             let file = rng.below(files.len() as u64) as usize;
@@ -242,6 +280,7 @@ pub fn replay(steps: u32, hygiene: bool) -> Result<Figure> {
         calls: calls_answered,
         reachable,
         stored,
+        compactions,
     })
 }
 
