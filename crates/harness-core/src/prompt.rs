@@ -14,7 +14,11 @@
 //! - `prototypes_block`: `blocks/prototypes.md` when an instance older than 3.0.0 handed the
 //!   session prototypes and `show` is offered (see [`prototype_lines`]);
 //! - `instructions_block`: `blocks/instructions.md` with the stacked instruction files;
-//! - `plan_block`: `blocks/plan.md` with `{{plan_context}}` while the session has a plan.
+//! - `plan_block`: `blocks/plan.md` with `{{plan_context}}` while the session has a plan;
+//! - `memory_block`: `blocks/memory.md` when the run-time value `memory_entries` (made by
+//!   [`memory_entries`]) is not empty;
+//! - `client_context_block`: `blocks/client_context.md` when an ACP client handed a `context`
+//!   text (the run-time value `client_context`, CLI only).
 //!
 //! Every block is filled by the same rules before it is put in; the assembled text has no run
 //! of more than one blank line (a block left empty leaves no hole) and ends with one newline.
@@ -50,13 +54,28 @@ pub const READ_ONLY_AGENT: &str = "explore";
 
 /// Run-time values that may be empty when unknown (`prompts/index.json` says so for each):
 /// missing, they are filled with nothing rather than refused.
-const EMPTY_WHEN_UNKNOWN: [&str; 5] = [
+const EMPTY_WHEN_UNKNOWN: [&str; 7] = [
     "model",
     "platform",
     "shell",
     "git_status",
     "library_summary",
+    "memory_entries",
+    "client_context",
 ];
+
+/// The run-time value `memory_entries`: one line per entry, `- [ID] TEXT`, in the order stored
+/// (an entry's inner line breaks folded to spaces so a line stays a line).
+pub fn memory_entries<'e>(entries: impl IntoIterator<Item = (&'e str, &'e str)>) -> String {
+    entries
+        .into_iter()
+        .map(|(id, text)| {
+            let text: Vec<&str> = text.split_whitespace().collect();
+            format!("- [{id}] {}", text.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// One instruction file that applies, outermost first (from `harness-fs`'s stacking).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,8 +132,9 @@ pub struct PromptInput<'a> {
     /// Prototypes a client handed over, if any.
     pub prototypes: Option<&'a PrototypeHandoff>,
     /// Run-time values: `product_version`, `cwd`, `date` (required), `model`, `platform`,
-    /// `shell`, `git_status`, `library_summary` (empty when missing), `grants` (required in a
-    /// chat), `max_running` (default: `loop.json` `jobs.limits.max_running`).
+    /// `shell`, `git_status`, `library_summary`, `memory_entries`, `client_context` (empty when
+    /// missing), `grants` (required in a chat), `max_running` (default: `loop.json`
+    /// `jobs.limits.max_running`).
     pub values: &'a BTreeMap<String, String>,
 }
 
@@ -272,7 +292,27 @@ pub fn assemble(spec: &Spec, input: &PromptInput<'_>) -> Result<String> {
         None => String::new(),
     };
 
+    let memory_block = if values
+        .get("memory_entries")
+        .is_some_and(|v| !v.trim().is_empty())
+    {
+        fill_prompt(spec, "blocks/memory.md", project, &values)?
+    } else {
+        String::new()
+    };
+    let client_context_block = if project == Project::Cli
+        && values
+            .get("client_context")
+            .is_some_and(|v| !v.trim().is_empty())
+    {
+        fill_prompt(spec, "blocks/client_context.md", project, &values)?
+    } else {
+        String::new()
+    };
+
     for (name, value) in [
+        ("memory_block", memory_block),
+        ("client_context_block", client_context_block),
         ("subagent_block", subagent_block),
         ("mode_text", mode_text),
         ("personality", personality),

@@ -38,9 +38,17 @@ fn values() -> BTreeMap<String, String> {
         ("product_version", "0.1.0"),
         ("model", "qwen3-coder-30b-a3b-instruct"),
         ("cwd", "/home/ana/src/api"),
-        ("platform", "linux x86_64"),
-        ("shell", "/bin/bash"),
-        ("git_status", "branch main, clean"),
+        ("platform", "Platform: linux x86_64"),
+        ("shell", "Shell: /bin/bash"),
+        ("git_status", "Git: branch main, clean"),
+        (
+            "memory_entries",
+            "- [m1] Ana prefers small commits.\n- [m2] The API tests need `make db` first.",
+        ),
+        (
+            "client_context",
+            "This chat is about the billing API's retries.",
+        ),
         ("date", "2026-11-29"),
         ("grants", "- /home/ana/src/api — stage\n- /shared/docs — ro"),
         ("library_summary", "12 notes, 3 documents"),
@@ -228,4 +236,62 @@ fn texts_from_outside_are_never_filled() {
     assert!(text.contains("Templates use {{name}}.\n- {{empty}}\nOpen {{ with no end."));
     assert!(text.contains("## Render {{title}}"));
     assert!(text.contains("- [todo] - {{x}} (t1)"));
+}
+
+#[test]
+fn optional_blocks_and_environment_lines_come_and_go() {
+    let spec = Spec::embedded();
+    let entries = harness_core::prompt::memory_entries([("m1", "Ana prefers\nsmall commits.")]);
+    assert_eq!(entries, "- [m1] Ana prefers small commits.");
+    for project in [Project::Cli, Project::Llembas] {
+        let kind = if project == Project::Cli {
+            SessionKind::Agent
+        } else {
+            SessionKind::Chat
+        };
+        let offered = offer(spec, &context(project, kind, Mode::Manual)).unwrap();
+        let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+        let mut vals = values();
+        let full = |vals: &BTreeMap<String, String>| {
+            assemble(
+                spec,
+                &PromptInput {
+                    project,
+                    kind,
+                    mode: Mode::Manual,
+                    subagent: None,
+                    personality: None,
+                    offered: &names,
+                    instructions: &[],
+                    plan: None,
+                    prototypes: None,
+                    values: vals,
+                },
+            )
+            .unwrap()
+        };
+        let with = full(&vals);
+        assert!(with.contains("# Memory"), "{with}");
+        assert!(with.contains("- [m2] The API tests need `make db` first."));
+        assert_eq!(
+            with.contains("billing API's retries"),
+            project == Project::Cli
+        );
+        assert_eq!(
+            with.contains("- Platform: linux x86_64"),
+            project == Project::Cli
+        );
+        vals.remove("memory_entries");
+        vals.remove("client_context");
+        vals.remove("platform");
+        vals.remove("shell");
+        vals.remove("git_status");
+        let without = full(&vals);
+        assert!(!without.contains("# Memory"), "{without}");
+        assert!(!without.contains("From the app that opened"));
+        assert!(
+            !without.lines().any(|l| l.trim() == "-"),
+            "an empty bullet stayed:\n{without}"
+        );
+    }
 }
