@@ -1,5 +1,6 @@
 //! The subcommands that are not a session: `spec`, `permission check`, `sessions`.
 
+use std::io::{IsTerminal as _, Read as _};
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
@@ -8,6 +9,8 @@ use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::{Project, Spec};
 
 use crate::args::{Args, PermissionCommand, SpecCommand};
+use crate::oneshot::{self, Answers};
+use crate::session;
 use crate::settings::Settings;
 use crate::store::{Store, format_time};
 
@@ -84,8 +87,20 @@ pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
 }
 
 /// `llembas permission check`.
-pub fn permission(_command: &PermissionCommand, _settings: &Settings) -> Result<ExitCode> {
-    bail!("permission check: not available in this build yet")
+pub fn permission(command: &PermissionCommand, settings: &Settings) -> Result<ExitCode> {
+    let PermissionCommand::Check { command } = command;
+    let line = command.join(" ");
+    let root = settings.cwd.display().to_string();
+    let perms = crate::perm::SessionPermissions::new(
+        crate::perm::engine()?,
+        settings.mode,
+        &root,
+        settings.rules.clone(),
+    );
+    let args = serde_json::json!({ "command": line });
+    let decision = perms.decide_raw("bash", &args);
+    print!("{}", harness_permission::render_check(&decision));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn project_name(p: Project) -> &'static str {
@@ -137,9 +152,48 @@ pub fn acp(_settings: Settings) -> Result<ExitCode> {
 }
 
 /// A session: one-shot with `-p` or piped stdin, else the interactive terminal.
-pub fn session(_args: &Args, settings: Settings) -> Result<ExitCode> {
+pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
     if let Err(line) = &settings.model {
         bail!("{line}");
     }
-    bail!("sessions: not available in this build yet")
+    let stdin_tty = std::io::stdin().is_terminal();
+    let (prompt, answers) = match args.prompt.as_deref() {
+        Some("-") => (Some(read_stdin()?), Answers::Nobody),
+        Some(p) => (
+            Some(p.to_owned()),
+            if stdin_tty || !stdin_is_open() {
+                Answers::Stdin
+            } else {
+                Answers::Stdin
+            },
+        ),
+        None if !stdin_tty => (Some(read_stdin()?), Answers::Nobody),
+        None => (None, Answers::Nobody),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match prompt {
+        Some(prompt) => {
+            if prompt.trim().is_empty() {
+                bail!("the prompt is empty");
+            }
+            runtime.block_on(async {
+                let parts = session::build(&settings, args.resume.as_deref()).await?;
+                oneshot::run(parts, prompt, settings.output, answers).await
+            })
+        }
+        None => bail!("the interactive terminal is not built yet: use -p \"PROMPT\""),
+    }
+}
+
+fn read_stdin() -> Result<String> {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s)?;
+    Ok(s)
+}
+
+fn stdin_is_open() -> bool {
+    true
 }

@@ -9,7 +9,13 @@
 
 pub mod args;
 pub mod commands;
+pub mod driver;
+pub mod exec;
+pub mod oneshot;
+pub mod perm;
 pub mod process;
+pub mod render;
+pub mod session;
 pub mod settings;
 pub mod store;
 pub mod tools;

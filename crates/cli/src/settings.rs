@@ -69,19 +69,14 @@ pub struct EndpointConfig {
     /// How many requests the server takes at once.
     #[serde(default)]
     pub capacity: Option<u32>,
+    /// The kind of server (`llama.cpp`, `vllm`, `ollama`, ...: a name of the spec's
+    /// `quirks.json`), for the quirks it is known to have.
+    #[serde(default)]
+    pub server: Option<String>,
 }
 
-/// A permission rule as configured.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleConfig {
-    /// The tool (or permission key) it is about.
-    pub tool: String,
-    /// The pattern (`git status *`, a path glob).
-    pub pattern: String,
-    /// allow, ask or deny.
-    pub action: String,
-}
+/// A permission rule as configured: `{tool, pattern, action = "allow"|"ask"|"deny"}`.
+pub type RuleConfig = harness_permission::Rule;
 
 /// Where llembas keeps its files.
 #[derive(Debug, Clone)]
@@ -144,6 +139,8 @@ pub struct ModelSettings {
     pub output: Option<u64>,
     /// The server's capacity the person configured.
     pub capacity: Option<u32>,
+    /// The kind of server, when configured.
+    pub server: Option<String>,
 }
 
 /// Everything a session needs, resolved and checked.
@@ -208,16 +205,6 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
             .is_none()
     {
         bail!("{}: unknown personality {p:?}", dirs.config_file.display());
-    }
-    for r in &config.rules {
-        if !matches!(r.action.as_str(), "allow" | "ask" | "deny") {
-            bail!(
-                "{}: rule for {} has action {:?}: use allow, ask or deny",
-                dirs.config_file.display(),
-                r.tool,
-                r.action
-            );
-        }
     }
 
     let model = resolve_model(args, env, &config, &dirs)?;
@@ -300,6 +287,9 @@ fn resolve_model(
         context: endpoint.as_ref().and_then(|e| e.context),
         output: endpoint.as_ref().and_then(|e| e.output),
         capacity: endpoint.as_ref().and_then(|e| e.capacity),
+        server: env
+            .var("LLEMBAS_SERVER")
+            .or_else(|| endpoint.as_ref().and_then(|e| e.server.clone())),
     }))
 }
 

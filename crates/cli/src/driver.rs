@@ -1,0 +1,816 @@
+//! The session driver: it feeds the loop's state machine ([`harness_loop::session::Session`])
+//! and performs the actions it answers — model calls through `harness-model`, tools through
+//! [`crate::exec`], questions through the front end, jobs as processes — while the front end
+//! talks to it only with [`Op`]s in and [`Out`]s (the core event stream) out.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::io::BufReader;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, anyhow};
+use harness_core::offer::{OfferContext, Offering};
+use harness_core::prompt::{self, InstructionFile, PromptInput};
+use harness_core::protocol::{
+    Answer, Event, JobEnd, JobKind, Level, Mode, Op, PermissionQuestion, SessionKind, ToolCall,
+    TurnEnd,
+};
+use harness_loop::config::LoopConfig;
+use harness_loop::session::{
+    Action, Input, Message as LoopMessage, ModelOutput, ModelRequest, Session, SessionSetup,
+    ToolCatalog as _, ToolOutcome,
+};
+use harness_loop::transcript::{self, Entry, TranscriptWriter};
+use harness_model::{
+    CancellationToken, ChatRequest, Completion, FinishReason, Message as ModelMessage, ModelClient,
+    StreamEvent, ToolChoice, ToolSpec,
+};
+use harness_spec::{Project, Spec};
+use tokio::sync::mpsc;
+
+use crate::exec::{self, Exec, Ran};
+use crate::perm::SessionPermissions;
+use crate::process::{Exit, Running};
+use crate::store::{Meta, Store};
+
+/// What the driver tells its front end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// An event of the core stream.
+    Event(Event),
+    /// A piece of a running command's output (shown as it comes; the result has it whole).
+    ToolOutput {
+        /// The call.
+        call_id: String,
+        /// The new output.
+        text: String,
+    },
+}
+
+/// What a job's watcher reports.
+#[derive(Debug)]
+enum JobMsg {
+    Output { id: u32, text: String },
+    Ended { id: u32, exit: Exit },
+}
+
+/// Everything a session is made from.
+pub struct DriverSetup {
+    /// The model link.
+    pub client: ModelClient,
+    /// The model's id as shown.
+    pub model_name: String,
+    /// The permission state.
+    pub perms: SessionPermissions,
+    /// The working directory's file system.
+    pub exec: Exec,
+    /// The personality preset.
+    pub personality: Option<String>,
+    /// The session store and this session's metadata.
+    pub store: Store,
+    /// This session's metadata.
+    pub meta: Meta,
+}
+
+/// One session, driven.
+pub struct Driver {
+    session: Session,
+    client: ModelClient,
+    model_name: String,
+    perms: SessionPermissions,
+    exec: Arc<Exec>,
+    offering: Offering<'static>,
+    personality: Option<String>,
+    instructions: Vec<InstructionFile>,
+    values: BTreeMap<String, String>,
+    transcript: TranscriptWriter<File>,
+    store: Store,
+    meta: Meta,
+    out: mpsc::UnboundedSender<Out>,
+    ops: mpsc::UnboundedReceiver<Op>,
+    job_tx: mpsc::UnboundedSender<JobMsg>,
+    job_rx: mpsc::UnboundedReceiver<JobMsg>,
+    jobs: HashMap<u32, Running>,
+    stopping: HashSet<u32>,
+    cancel: CancellationToken,
+    cancelled: bool,
+    queued_prompts: VecDeque<String>,
+    last_end: Option<TurnEnd>,
+}
+
+fn offering(mode: Mode) -> Result<Offering<'static>> {
+    let spec = Spec::embedded();
+    let mut cx = OfferContext::new(Project::Cli, SessionKind::Agent, mode);
+    cx.values = crate::tools::runtime_values();
+    let mut o = Offering::new(spec, cx)?;
+    o.tools.retain(|t| {
+        exec::RUNS.contains(&t.name.as_str()) || exec::LOOP_ANSWERS.contains(&t.name.as_str())
+    });
+    Ok(o)
+}
+
+impl Driver {
+    /// A new driver; the front end keeps the other ends of `out` and `ops`.
+    pub fn new(
+        setup: DriverSetup,
+        out: mpsc::UnboundedSender<Out>,
+        ops: mpsc::UnboundedReceiver<Op>,
+    ) -> Result<Driver> {
+        let cfg = LoopConfig::embedded()?;
+        let session = Session::new(SessionSetup {
+            config: cfg,
+            project: Project::Cli,
+            budget: None,
+            id: setup.meta.id.clone(),
+            catalog: Box::new(|name: &str| {
+                if exec::RUNS.contains(&name) || exec::LOOP_ANSWERS.contains(&name) {
+                    Spec::embedded().traits(name)
+                } else {
+                    None
+                }
+            }),
+            permissions: Box::new(setup.perms.clone()),
+            subagent: false,
+            hygiene: true,
+        });
+        let transcript_path = setup.store.transcript(&setup.meta.id);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&transcript_path)
+            .with_context(|| format!("cannot open {}", transcript_path.display()))?;
+        let exec = Arc::new(setup.exec);
+        let instructions = exec.instructions();
+        let mut values = BTreeMap::new();
+        values.insert("product_version".into(), env!("CARGO_PKG_VERSION").into());
+        values.insert("cwd".into(), exec.root().display().to_string());
+        values.insert(
+            "date".into(),
+            crate::store::format_time(crate::store::now())[..10].to_owned(),
+        );
+        values.insert("model".into(), setup.model_name.clone());
+        values.insert("platform".into(), std::env::consts::OS.into());
+        values.insert("shell".into(), "bash".into());
+        let (job_tx, job_rx) = mpsc::unbounded_channel();
+        Ok(Driver {
+            session,
+            client: setup.client,
+            model_name: setup.model_name,
+            offering: offering(setup.perms.mode())?,
+            perms: setup.perms,
+            exec,
+            personality: setup.personality,
+            instructions,
+            values,
+            transcript: TranscriptWriter::new(file),
+            store: setup.store,
+            meta: setup.meta,
+            out,
+            ops,
+            job_tx,
+            job_rx,
+            jobs: HashMap::new(),
+            stopping: HashSet::new(),
+            cancel: CancellationToken::new(),
+            cancelled: false,
+            queued_prompts: VecDeque::new(),
+            last_end: None,
+        })
+    }
+
+    /// Queues a prompt to run as soon as the session is idle.
+    pub fn queue_prompt(&mut self, text: String) {
+        self.queued_prompts.push_back(text);
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// How the last turn ended.
+    pub fn last_end(&self) -> Option<&TurnEnd> {
+        self.last_end.as_ref()
+    }
+
+    /// Jobs still running.
+    pub fn running_jobs(&self) -> usize {
+        self.jobs.len()
+    }
+
+    fn emit(&self, event: Event) {
+        let _ = self.out.send(Out::Event(event));
+    }
+
+    fn notice(&self, level: Level, text: impl Into<String>) {
+        self.emit(Event::Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    fn flush_log(&mut self) -> Result<()> {
+        let entries = self.session.take_log();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        for e in &entries {
+            if let Entry::TurnStarted { text, .. } = e
+                && self.meta.title.is_empty()
+            {
+                self.meta.title = text
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(80)
+                    .collect();
+            }
+        }
+        self.transcript
+            .append_all(&entries)
+            .map_err(|e| anyhow!("cannot write the transcript: {e}"))?;
+        self.meta.updated = crate::store::now();
+        self.store.save(&self.meta)
+    }
+
+    /// Runs until the front end closes its end of `ops`; with `until_idle`, returns as soon as
+    /// the session is idle with no prompt queued and no job running (a one-shot run).
+    pub async fn run(&mut self, until_idle: bool) -> Result<()> {
+        loop {
+            if let Some(text) = self.queued_prompts.pop_front() {
+                self.feed(Input::Prompt { text }).await?;
+                continue;
+            }
+            if until_idle && !self.session.busy() && self.jobs.is_empty() {
+                return Ok(());
+            }
+            tokio::select! {
+                op = self.ops.recv() => match op {
+                    None => break,
+                    Some(Op::Prompt { text, .. }) => self.feed(Input::Prompt { text }).await?,
+                    Some(op) => {
+                        let _ = self.op_while_busy(op);
+                    }
+                },
+                Some(msg) = self.job_rx.recv() => {
+                    let input = self.job_input(msg);
+                    self.feed(input).await?;
+                }
+            }
+        }
+        self.shutdown().await;
+        Ok(())
+    }
+
+    /// Stops every job (the session is ending).
+    pub async fn shutdown(&mut self) {
+        for (_, r) in self.jobs.drain() {
+            r.stop().await;
+        }
+    }
+
+    fn job_input(&mut self, msg: JobMsg) -> Input {
+        match msg {
+            JobMsg::Output { id, text } => Input::JobOutput { id, text },
+            JobMsg::Ended { id, exit } => {
+                self.jobs.remove(&id);
+                let end = if self.stopping.remove(&id) {
+                    JobEnd::Stopped
+                } else {
+                    match exit {
+                        Exit::Code(c) => JobEnd::Done { exit_code: Some(c) },
+                        Exit::Signal(s) => JobEnd::Failed {
+                            message: format!("killed by signal {s}"),
+                        },
+                    }
+                };
+                Input::JobEnded {
+                    id,
+                    end,
+                    final_reply: None,
+                }
+            }
+        }
+    }
+
+    /// An op that came while the driver waits on something (or is idle and it is not a prompt).
+    fn op_while_busy(&mut self, op: Op) -> Option<(String, Answer)> {
+        match op {
+            Op::Prompt { text, .. } => {
+                self.queued_prompts.push_back(text);
+                None
+            }
+            Op::Cancel => {
+                if self.session.busy() {
+                    self.cancelled = true;
+                    self.cancel.cancel();
+                }
+                None
+            }
+            Op::SetMode { mode } => {
+                self.set_mode(mode);
+                None
+            }
+            Op::Answer { call_id, answer } => Some((call_id, answer)),
+            _ => None,
+        }
+    }
+
+    /// Changes the permission mode (and what is offered with it).
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.perms.set_mode(mode);
+        match offering(mode) {
+            Ok(o) => self.offering = o,
+            Err(e) => self.notice(
+                Level::Warning,
+                format!("cannot offer tools for mode {mode}: {e}"),
+            ),
+        }
+        self.emit(Event::ModeChanged { mode });
+    }
+
+    async fn feed(&mut self, input: Input) -> Result<()> {
+        let mut queue: VecDeque<Action> = self.session.handle(input)?.into();
+        self.flush_log()?;
+        while let Some(action) = queue.pop_front() {
+            let next = match action {
+                Action::Emit(event) => {
+                    self.emit(event);
+                    None
+                }
+                Action::EndTurn(reason) => {
+                    self.last_end = Some(reason);
+                    self.cancelled = false;
+                    self.cancel = CancellationToken::new();
+                    None
+                }
+                Action::CallModel(request) => Some(self.call_model(request).await?),
+                Action::RunTools { calls, parallel } => {
+                    Some(self.run_tools(calls, parallel).await?)
+                }
+                Action::Ask { call_id, question } => Some(self.ask(call_id, question).await?),
+                Action::StartJob { id, kind, call } => {
+                    self.start_job(id, kind, &call);
+                    None
+                }
+                Action::StopJob { id } => {
+                    if let Some(r) = self.jobs.get(&id).cloned() {
+                        self.stopping.insert(id);
+                        tokio::spawn(async move {
+                            r.stop().await;
+                        });
+                    }
+                    None
+                }
+                Action::DeliverToJob { id, .. } | Action::RestartJob { id, .. } => {
+                    self.notice(
+                        Level::Warning,
+                        format!("job {id}: subagents do not run in llembas yet"),
+                    );
+                    None
+                }
+                Action::ReportToParent { .. } => None,
+            };
+            if let Some(input) = next {
+                let more = self.session.handle(input)?;
+                self.flush_log()?;
+                queue.extend(more);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for `task` while ops and job messages keep coming; job messages are fed to the
+    /// session at once (they never need an answer), ops are applied.
+    async fn wait<T: Send + 'static>(&mut self, task: tokio::task::JoinHandle<T>) -> Result<T> {
+        let mut task = task;
+        loop {
+            tokio::select! {
+                r = &mut task => return r.map_err(|e| anyhow!("a task of the session failed: {e}")),
+                Some(op) = self.ops.recv() => {
+                    // An answer outside a question is stale; nothing to do with it.
+                    let _ = self.op_while_busy(op);
+                }
+                Some(msg) = self.job_rx.recv() => {
+                    let input = self.job_input(msg);
+                    let actions = self.session.handle(input)?;
+                    self.flush_log()?;
+                    for a in actions {
+                        match a {
+                            Action::Emit(e) => self.emit(e),
+                            other => self.notice(Level::Info, format!("deferred action dropped: {other:?}")),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn system_text(&self) -> Result<String> {
+        let names = self.offering.names();
+        let plan = self.exec.plan.lock().ok().and_then(|p| p.plan.clone());
+        let text = prompt::assemble(
+            Spec::embedded(),
+            &PromptInput {
+                project: Project::Cli,
+                kind: SessionKind::Agent,
+                mode: self.perms.mode(),
+                subagent: None,
+                personality: self.personality.as_deref(),
+                offered: &names,
+                instructions: &self.instructions,
+                plan: plan.as_ref(),
+                prototypes: None,
+                values: &self.values,
+            },
+        )?;
+        Ok(text)
+    }
+
+    async fn call_model(&mut self, request: ModelRequest) -> Result<Input> {
+        let mut messages = vec![ModelMessage::System {
+            text: self.system_text()?,
+        }];
+        messages.extend(request.messages.iter().map(to_model_message));
+        let chat = ChatRequest {
+            messages,
+            tools: if request.tools {
+                self.offering
+                    .tools
+                    .iter()
+                    .map(|t| ToolSpec {
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        parameters: t.parameters.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            tool_choice: if request.tools {
+                None
+            } else {
+                Some(ToolChoice::None)
+            },
+            ..ChatRequest::default()
+        };
+        let client = self.client.clone();
+        let cancel = self.cancel.clone();
+        let out = self.out.clone();
+        let task = tokio::spawn(async move {
+            let mut on_event = |e: &StreamEvent| {
+                let ev = match e {
+                    StreamEvent::Text(t) => Event::TextDelta { text: t.clone() },
+                    StreamEvent::Reasoning(t) => Event::ReasoningDelta { text: t.clone() },
+                    _ => return,
+                };
+                let _ = out.send(Out::Event(ev));
+            };
+            client.stream(&chat, &cancel, &mut on_event).await
+        });
+        let result = self.wait(task).await?;
+        if self.cancelled {
+            return Ok(Input::Cancel);
+        }
+        Ok(match result {
+            Ok(c) => self.model_input(c),
+            Err(harness_model::Error::Cancelled) => Input::Cancel,
+            Err(e) => Input::ModelFailed {
+                message: e.to_string(),
+            },
+        })
+    }
+
+    fn model_input(&mut self, c: Completion) -> Input {
+        match c.finish.reason {
+            FinishReason::Error | FinishReason::ContextOverflow | FinishReason::Capacity => {
+                let message = c.finish.error.map(|e| e.to_string()).unwrap_or_else(|| {
+                    format!("the model's answer ended with {}", c.finish.reason.as_str())
+                });
+                return Input::ModelFailed { message };
+            }
+            FinishReason::Length if c.tool_calls.is_empty() => {
+                self.notice(Level::Warning, "the answer was cut at the output limit");
+            }
+            _ => {}
+        }
+        for bad in &c.invalid_calls {
+            self.notice(
+                Level::Warning,
+                format!("a call of {:?} was not run: {}", bad.name, bad.reason),
+            );
+        }
+        self.emit(Event::ModelAnswered {
+            usage: c.usage.map(Into::into),
+        });
+        let spec = Spec::embedded();
+        let calls: Vec<ToolCall> = c
+            .tool_calls
+            .into_iter()
+            .map(|call| match self.offering.resolve(&call) {
+                Ok(r) => r.call,
+                Err(_) => call,
+            })
+            .collect();
+        for call in &calls {
+            let block = spec
+                .tool(&call.name)
+                .map(|t| t.block)
+                .unwrap_or(harness_spec::Block::Tool);
+            self.emit(Event::ToolCallStarted {
+                call: call.clone(),
+                block,
+            });
+        }
+        Input::Model(ModelOutput {
+            text: c.text,
+            reasoning: c.reasoning,
+            tool_calls: calls,
+            usage: c.usage.map(Into::into),
+        })
+    }
+
+    async fn ask(&mut self, call_id: String, question: PermissionQuestion) -> Result<Input> {
+        loop {
+            tokio::select! {
+                op = self.ops.recv() => match op {
+                    None => {
+                        return Ok(Input::Answer {
+                            call_id,
+                            answer: Answer::Deny { feedback: None },
+                        });
+                    }
+                    Some(op) => {
+                        if let Some((id, answer)) = self.op_while_busy(op)
+                            && id == call_id
+                        {
+                            if answer == Answer::Always {
+                                self.perms.approve_always(&question);
+                            }
+                            return Ok(Input::Answer { call_id, answer });
+                        }
+                        if self.cancelled {
+                            return Ok(Input::Cancel);
+                        }
+                    }
+                },
+                Some(msg) = self.job_rx.recv() => {
+                    let input = self.job_input(msg);
+                    let actions = self.session.handle(input)?;
+                    self.flush_log()?;
+                    for a in actions {
+                        if let Action::Emit(e) = a {
+                            self.emit(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_tools(&mut self, calls: Vec<ToolCall>, parallel: bool) -> Result<Input> {
+        let plan_mode = self.perms.mode() == Mode::Plan;
+        let mut results = Vec::new();
+        if parallel {
+            let exec = self.exec.clone();
+            let batch = calls.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = batch
+                        .iter()
+                        .map(|c| s.spawn(|| exec.run_sync(c, plan_mode)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .zip(batch.iter())
+                        .map(|(h, c)| {
+                            h.join().unwrap_or_else(|_| ToolOutcome {
+                                call_id: c.id.clone(),
+                                output: "the tool failed".into(),
+                                is_error: true,
+                                read: None,
+                                edit: None,
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            });
+            results = self.wait(task).await?;
+        } else {
+            for call in calls {
+                if self.cancelled {
+                    break;
+                }
+                let outcome = self.run_one(call, plan_mode).await?;
+                results.push(outcome);
+            }
+        }
+        if self.cancelled {
+            return Ok(Input::Cancel);
+        }
+        Ok(Input::ToolResults(results))
+    }
+
+    async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
+        if call.name != "bash" {
+            let exec = self.exec.clone();
+            let c = call.clone();
+            let task = tokio::task::spawn_blocking(move || exec.run_sync(&c, plan_mode));
+            let outcome = self.wait(task).await?;
+            if !outcome.is_error && call.name.starts_with("plan_") {
+                let (plan, open) = match self.exec.plan.lock() {
+                    Ok(p) => (p.plan.clone(), open_tasks(p.plan.as_ref())),
+                    Err(_) => (None, Vec::new()),
+                };
+                self.session.set_open_tasks(open);
+                self.emit(Event::PlanChanged { plan });
+            }
+            return Ok(outcome);
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let out = self.out.clone();
+        let call_id = call.id.clone();
+        let forward = tokio::spawn(async move {
+            while let Some(text) = rx.recv().await {
+                let _ = out.send(Out::ToolOutput {
+                    call_id: call_id.clone(),
+                    text,
+                });
+            }
+        });
+        let exec = self.exec.clone();
+        let cancel = self.cancel.clone();
+        let c = call.clone();
+        let task = tokio::spawn(async move { exec.bash(&c, Some(tx), &cancel).await });
+        let ran = self.wait(task).await?;
+        let _ = forward.await;
+        Ok(match ran {
+            Ran::Done(o) => o,
+            Ran::Overran {
+                call_id,
+                title,
+                seconds,
+                running,
+            } => {
+                let so_far = running.output();
+                match self.session.jobs_mut().overrun(&title, seconds, &so_far) {
+                    harness_loop::jobs::Overrun::Continue { id, text } => {
+                        self.emit(Event::JobStarted {
+                            job_id: id.to_string(),
+                            kind: JobKind::Command,
+                            title,
+                        });
+                        self.watch_job(id, running, so_far.len());
+                        let body = so_far.trim_end_matches('\n');
+                        let output = if body.is_empty() {
+                            text
+                        } else {
+                            format!("{body}\n\n{text}")
+                        };
+                        ToolOutcome::ok(call_id, output)
+                    }
+                    harness_loop::jobs::Overrun::Kill { text } => {
+                        running.stop().await;
+                        ToolOutcome {
+                            call_id,
+                            output: text,
+                            is_error: true,
+                            read: None,
+                            edit: None,
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn start_job(&mut self, id: u32, kind: JobKind, call: &ToolCall) {
+        if kind != JobKind::Command {
+            let _ = self.job_tx.send(JobMsg::Ended {
+                id,
+                exit: Exit::Code(-1),
+            });
+            self.notice(
+                Level::Warning,
+                format!("job {id}: subagents do not run in llembas yet"),
+            );
+            return;
+        }
+        let command = call
+            .arguments
+            .get("command")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        match crate::process::spawn(command, self.exec.root(), None) {
+            Ok(r) => self.watch_job(id, r, 0),
+            Err(e) => {
+                self.notice(Level::Warning, format!("job {id} did not start: {e:#}"));
+                let _ = self.job_tx.send(JobMsg::Ended {
+                    id,
+                    exit: Exit::Code(127),
+                });
+            }
+        }
+    }
+
+    /// Follows a running job: its new output and its end go to the session.
+    fn watch_job(&mut self, id: u32, running: Running, seen: usize) {
+        self.jobs.insert(id, running.clone());
+        let tx = self.job_tx.clone();
+        tokio::spawn(async move {
+            let mut seen = seen;
+            loop {
+                let done = running
+                    .wait_for(std::time::Duration::from_millis(250))
+                    .await;
+                let all = running.output();
+                if all.len() > seen {
+                    let _ = tx.send(JobMsg::Output {
+                        id,
+                        text: all[seen..].to_owned(),
+                    });
+                    seen = all.len();
+                }
+                if let Some(exit) = done {
+                    let _ = tx.send(JobMsg::Ended { id, exit });
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Continues a saved session from its events.
+    pub fn resume(&mut self, entries: &[Entry]) -> Result<()> {
+        let _ = entries;
+        Err(anyhow!(
+            "resuming needs the loop to restore a session from its transcript, which it cannot do yet"
+        ))
+    }
+
+    /// The history the model sees now.
+    pub fn history(&self) -> &[LoopMessage] {
+        self.session.history()
+    }
+
+    /// The model's name.
+    pub fn model_name(&self) -> &str {
+        &self.model_name
+    }
+}
+
+/// Reads a saved transcript (up to its last complete event).
+pub fn read_transcript(path: &std::path::Path) -> Result<Vec<Entry>> {
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let loaded =
+        transcript::read(BufReader::new(f)).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    Ok(loaded.entries)
+}
+
+fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
+    let Some(plan) = plan else {
+        return Vec::new();
+    };
+    let v = serde_json::to_value(plan).unwrap_or_default();
+    let mut out = Vec::new();
+    if let Some(phases) = v.get("phases").and_then(|p| p.as_array()) {
+        for ph in phases {
+            for t in ph
+                .get("tasks")
+                .and_then(|t| t.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let status = t.get("status").and_then(|s| s.as_str()).unwrap_or("");
+                if status == "todo" || status == "doing" {
+                    if let Some(title) = t.get("title").and_then(|s| s.as_str()) {
+                        out.push(title.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn to_model_message(m: &LoopMessage) -> ModelMessage {
+    match m {
+        LoopMessage::User { text, .. } => ModelMessage::User {
+            text: text.clone(),
+            images: Vec::new(),
+        },
+        LoopMessage::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        } => ModelMessage::Assistant {
+            text: text.clone(),
+            reasoning: (!reasoning.is_empty()).then(|| reasoning.clone()),
+            tool_calls: tool_calls.clone(),
+        },
+        LoopMessage::Tool { call_id, text } => ModelMessage::Tool {
+            call_id: call_id.clone(),
+            content: text.clone(),
+        },
+    }
+}

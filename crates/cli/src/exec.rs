@@ -1,0 +1,459 @@
+//! Running tool calls on this machine: the file tools through `harness-fs`'s host backend
+//! rooted at the working directory, `bash` as a real process, and the plan tools on the
+//! session's plan. The texts a model reads come from the core crates; this module moves bytes.
+//!
+//! The host backend shows the working directory as `/`. The model is told the real directory
+//! (its shell runs there), so paths are mapped both ways: an absolute path inside the working
+//! directory, a relative path, or a path of the view go in; the paths of answers come back as
+//! real absolute paths.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use harness_core::plan::PlanState;
+use harness_core::protocol::ToolCall;
+use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
+use harness_fs::{HostBackend, HostOptions, Level, VPath, View};
+use harness_loop::context::ReadInfo;
+use harness_loop::session::{EditInfo, ToolOutcome};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::process::{self, Exit, Running};
+
+/// The tools this front end runs itself (the loop answers `recall`, the job tools and `report`).
+pub const RUNS: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "multiedit",
+    "glob",
+    "grep",
+    "list",
+    "bash",
+    "plan_write",
+    "plan_update",
+    "plan_submit",
+];
+
+/// Tools the loop answers without the front end.
+pub const LOOP_ANSWERS: &[&str] = &["recall", "job_list", "job_output", "job_stop"];
+
+/// Seconds a command runs in the foreground by default and at most: bash's `variables` as the
+/// spec fills them for the CLI.
+fn bash_timeouts() -> (u64, u64) {
+    let var = |name: &str, fallback: u64| {
+        harness_spec::Spec::embedded()
+            .tool("bash")
+            .and_then(|t| t.variables.get(name))
+            .and_then(|v| v.value_for(harness_spec::Project::Cli))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(fallback)
+    };
+    (var("timeout_default", 120), var("timeout_max", 600))
+}
+
+/// What running a call gave.
+pub enum Ran {
+    /// A finished result.
+    Done(ToolOutcome),
+    /// A foreground command still running at its timeout: the driver asks the loop whether it
+    /// goes on as a job.
+    Overran {
+        /// The call.
+        call_id: String,
+        /// Its title (the command's first line).
+        title: String,
+        /// The timeout that passed.
+        seconds: u64,
+        /// The process.
+        running: Running,
+    },
+}
+
+/// The file system and plan of one session.
+pub struct Exec {
+    root: PathBuf,
+    view: View,
+    ledger: Ledger,
+    /// The session's plan.
+    pub plan: Arc<Mutex<PlanState>>,
+}
+
+fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
+    a.get(key).and_then(Value::as_str)
+}
+
+fn arg_usize(a: &Value, key: &str) -> Option<usize> {
+    a.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+}
+
+fn missing(tool: &str, key: &str) -> ToolOutcome {
+    ToolOutcome {
+        call_id: String::new(),
+        output: format!("{tool}: the argument `{key}` is missing"),
+        is_error: true,
+        read: None,
+        edit: None,
+    }
+}
+
+impl Exec {
+    /// Opens the working directory `root` (canonical) as the session's file system.
+    pub fn open(root: &Path) -> Result<Exec> {
+        let backend = HostBackend::open(root, HostOptions::default())
+            .with_context(|| format!("cannot open {} as the working directory", root.display()))?;
+        let view = View::new(
+            Arc::new(backend),
+            harness_fs::Access::new().grant("/", Level::Commit),
+        );
+        Ok(Exec {
+            root: root.to_path_buf(),
+            view,
+            ledger: Ledger::new(),
+            plan: Arc::new(Mutex::new(PlanState::default())),
+        })
+    }
+
+    /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first.
+    pub fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
+        let Ok(stack) = harness_fs::instructions::stack(
+            &self.view,
+            "/",
+            harness_fs::instructions::DEFAULT_BUDGET,
+        ) else {
+            return Vec::new();
+        };
+        stack
+            .files
+            .iter()
+            .map(|f| harness_core::prompt::InstructionFile {
+                path: self.to_host(&f.path),
+                text: f.text.clone(),
+            })
+            .collect()
+    }
+
+    /// The working directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A path as the model gave it, as a path of the view.
+    pub fn to_view(&self, input: &str) -> String {
+        let p = Path::new(input);
+        if p.is_absolute() {
+            if let Ok(rel) = p.strip_prefix(&self.root) {
+                return format!("/{}", rel.display());
+            }
+        }
+        input.to_owned()
+    }
+
+    /// A path of the view as the real path.
+    pub fn to_host(&self, p: &VPath) -> String {
+        let rel = p.as_str().trim_start_matches('/');
+        if rel.is_empty() {
+            self.root.display().to_string()
+        } else {
+            self.root.join(rel).display().to_string()
+        }
+    }
+
+    fn host_vpath(&self, p: &VPath) -> VPath {
+        VPath::parse(&self.to_host(p))
+    }
+
+    fn error(&self, call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
+        ToolOutcome {
+            call_id: call.id.clone(),
+            output: e.to_string(),
+            is_error: true,
+            read: None,
+            edit: None,
+        }
+    }
+
+    /// Runs a call that is not bash (bash needs the runtime: [`Exec::bash`]).
+    pub fn run_sync(&self, call: &ToolCall, plan_mode: bool) -> ToolOutcome {
+        let a = &call.arguments;
+        let mut out = match call.name.as_str() {
+            "read" => self.read(call),
+            "write" | "edit" | "multiedit" => self.change(call),
+            "glob" => {
+                let Some(pattern) = arg_str(a, "pattern") else {
+                    return with_id(missing("glob", "pattern"), call);
+                };
+                let root = self.to_view(arg_str(a, "path").unwrap_or("/"));
+                match fst::glob(&self.view, &root, pattern, 200) {
+                    Ok(g) => {
+                        let mut text: Vec<String> =
+                            g.paths.iter().map(|p| self.to_host(p)).collect();
+                        if text.is_empty() {
+                            text.push("No files found".to_owned());
+                        }
+                        if g.truncated {
+                            text.push(
+                                "(Results truncated. Use a more specific path or pattern.)"
+                                    .to_owned(),
+                            );
+                        }
+                        ToolOutcome::ok(&call.id, text.join("\n"))
+                    }
+                    Err(e) => self.error(call, e),
+                }
+            }
+            "grep" => {
+                let Some(pattern) = arg_str(a, "pattern") else {
+                    return with_id(missing("grep", "pattern"), call);
+                };
+                let root = self.to_view(arg_str(a, "path").unwrap_or("/"));
+                let opts = GrepOptions {
+                    include: arg_str(a, "include").map(str::to_owned),
+                    ignore_case: a
+                        .get("ignore_case")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    limit: arg_usize(a, "limit"),
+                };
+                match fst::grep(&self.view, &root, pattern, &opts) {
+                    Ok(mut g) => {
+                        for m in &mut g.matches {
+                            m.path = self.host_vpath(&m.path);
+                        }
+                        ToolOutcome::ok(&call.id, g.render())
+                    }
+                    Err(e) => self.error(call, e),
+                }
+            }
+            "list" => {
+                let path = self.to_view(arg_str(a, "path").unwrap_or("/"));
+                match fst::list(&self.view, &path) {
+                    Ok(text) => ToolOutcome::ok(&call.id, text),
+                    Err(e) => self.error(call, e),
+                }
+            }
+            "plan_write" | "plan_update" | "plan_submit" => {
+                let result = self
+                    .plan
+                    .lock()
+                    .map_err(|_| "the plan is not available".to_owned())
+                    .and_then(|mut p| p.apply(&call.name, a, plan_mode).map_err(|e| e.to_string()));
+                match result {
+                    Ok(text) => ToolOutcome::ok(&call.id, text),
+                    Err(text) => ToolOutcome {
+                        call_id: call.id.clone(),
+                        output: text,
+                        is_error: true,
+                        read: None,
+                        edit: None,
+                    },
+                }
+            }
+            other => ToolOutcome {
+                call_id: call.id.clone(),
+                output: format!("{other} cannot run in llembas"),
+                is_error: true,
+                read: None,
+                edit: None,
+            },
+        };
+        out.call_id = call.id.clone();
+        out
+    }
+
+    fn read(&self, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let Some(path) = arg_str(a, "path") else {
+            return with_id(missing("read", "path"), call);
+        };
+        let vp = self.to_view(path);
+        match fst::read(
+            &self.view,
+            &self.ledger,
+            &vp,
+            arg_usize(a, "offset"),
+            arg_usize(a, "limit"),
+        ) {
+            Ok(w) => {
+                let host = self.to_host(&w.path);
+                let text = w.text.replacen(
+                    &format!("<path>{}</path>", w.path),
+                    &format!("<path>{host}</path>"),
+                    1,
+                );
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: text,
+                    is_error: false,
+                    read: Some(ReadInfo {
+                        path: host,
+                        first: w.first as u64,
+                        last: w.last as u64,
+                        hash: w.hash,
+                    }),
+                    edit: None,
+                }
+            }
+            Err(e) => self.error(call, e),
+        }
+    }
+
+    fn change(&self, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let Some(path) = arg_str(a, "path") else {
+            return with_id(missing(&call.name, "path"), call);
+        };
+        let vp = self.to_view(path);
+        let resolved = self.view.resolve(&vp);
+        let before = self
+            .view
+            .read_bytes(&resolved)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let result = match call.name.as_str() {
+            "write" => {
+                let Some(content) = arg_str(a, "content") else {
+                    return with_id(missing("write", "content"), call);
+                };
+                fst::write(&self.view, &self.ledger, &vp, content)
+            }
+            "edit" => {
+                let (Some(old), Some(new)) = (arg_str(a, "old_string"), arg_str(a, "new_string"))
+                else {
+                    return with_id(missing("edit", "old_string/new_string"), call);
+                };
+                let all = a
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                fst::edit(&self.view, &self.ledger, &vp, old, new, all)
+            }
+            _ => {
+                let edits: Vec<EditSpec> = match a
+                    .get("edits")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                {
+                    Ok(Some(e)) => e,
+                    Ok(None) => return with_id(missing("multiedit", "edits"), call),
+                    Err(e) => {
+                        return ToolOutcome {
+                            call_id: call.id.clone(),
+                            output: format!("multiedit: `edits` is malformed: {e}"),
+                            is_error: true,
+                            read: None,
+                            edit: None,
+                        };
+                    }
+                };
+                fst::multiedit(&self.view, &self.ledger, &vp, &edits)
+            }
+        };
+        match result {
+            Ok(change) => {
+                let after = self
+                    .view
+                    .read_bytes(&change.path)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                let host = self.to_host(&change.path);
+                let what = if change.created {
+                    format!("Created {host}.")
+                } else {
+                    format!("Changed {host}.")
+                };
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: what,
+                    is_error: false,
+                    read: None,
+                    edit: Some(EditInfo {
+                        path: host,
+                        before: before.unwrap_or_default(),
+                        after,
+                    }),
+                }
+            }
+            Err(e) => self.error(call, e),
+        }
+    }
+
+    /// Runs a bash call in the foreground, streaming its output to `chunks`; a command still
+    /// running at its timeout is handed back as [`Ran::Overran`].
+    pub async fn bash(
+        &self,
+        call: &ToolCall,
+        chunks: Option<mpsc::UnboundedSender<String>>,
+        cancel: &harness_model::CancellationToken,
+    ) -> Ran {
+        let a = &call.arguments;
+        let Some(command) = arg_str(a, "command") else {
+            return Ran::Done(with_id(missing("bash", "command"), call));
+        };
+        let (default, max) = bash_timeouts();
+        let seconds = a
+            .get("timeout")
+            .and_then(Value::as_u64)
+            .unwrap_or(default)
+            .clamp(1, max);
+        let running = match process::spawn(command, &self.root, chunks) {
+            Ok(r) => r,
+            Err(e) => {
+                return Ran::Done(ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: format!("{e:#}"),
+                    is_error: true,
+                    read: None,
+                    edit: None,
+                });
+            }
+        };
+        tokio::select! {
+            exit = running.wait_for(Duration::from_secs(seconds)) => match exit {
+                Some(exit) => Ran::Done(bash_outcome(&call.id, &running.output(), exit)),
+                None => Ran::Overran {
+                    call_id: call.id.clone(),
+                    title: command.lines().next().unwrap_or_default().to_owned(),
+                    seconds,
+                    running,
+                },
+            },
+            () = cancel.cancelled() => {
+                let exit = running.stop().await;
+                Ran::Done(bash_outcome(&call.id, &running.output(), exit))
+            }
+        }
+    }
+}
+
+fn with_id(mut o: ToolOutcome, call: &ToolCall) -> ToolOutcome {
+    o.call_id = call.id.clone();
+    o
+}
+
+/// A finished command's result: its output, then its exit status.
+pub fn bash_outcome(call_id: &str, output: &str, exit: Exit) -> ToolOutcome {
+    let status = match exit {
+        Exit::Code(c) => format!("exit code {c}"),
+        Exit::Signal(s) => format!("killed by signal {s}"),
+    };
+    let body = output.trim_end_matches('\n');
+    let text = if body.is_empty() {
+        format!("(no output)\n{status}")
+    } else {
+        format!("{body}\n{status}")
+    };
+    ToolOutcome {
+        call_id: call_id.to_owned(),
+        output: text,
+        is_error: exit != Exit::Code(0),
+        read: None,
+        edit: None,
+    }
+}

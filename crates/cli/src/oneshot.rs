@@ -1,0 +1,211 @@
+//! `llembas -p`: one prompt without the terminal UI. The answer goes to stdout (or the event
+//! stream as JSON lines with `--output json`), tool activity to stderr; a question is answered
+//! from stdin when the prompt did not come from there, else refused with a note. The exit code
+//! says whether the turn finished.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use harness_core::protocol::{Answer, Event, Op, PermissionQuestion, TurnEnd};
+use tokio::sync::mpsc;
+
+use crate::args::OutputFormat;
+use crate::driver::{Driver, Out};
+use crate::render;
+use crate::session::SessionParts;
+
+/// Where questions are answered in a one-shot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answers {
+    /// Lines of stdin (`y`, `a`/`always`, `n` or `n: what to do instead`).
+    Stdin,
+    /// Nobody: every question is answered no, with a note on stderr.
+    Nobody,
+}
+
+/// Reads an answer line: yes, always, or no with an optional note after `:` or a blank.
+pub fn parse_answer(line: &str) -> Answer {
+    let t = line.trim();
+    let (word, rest) = match t.find([':', ' ']) {
+        Some(i) => (&t[..i], t[i + 1..].trim()),
+        None => (t, ""),
+    };
+    match word.to_ascii_lowercase().as_str() {
+        "y" | "yes" | "once" => Answer::Once,
+        "a" | "always" => Answer::Always,
+        _ => Answer::Deny {
+            feedback: (!rest.is_empty()).then(|| rest.to_owned()),
+        },
+    }
+}
+
+/// Runs one prompt to its end.
+pub async fn run(
+    parts: SessionParts,
+    prompt: String,
+    output: OutputFormat,
+    answers: Answers,
+) -> Result<ExitCode> {
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+    let (op_tx, op_rx) = mpsc::unbounded_channel();
+    let mut driver = Driver::new(parts.setup, out_tx, op_rx)?;
+    if let Some(entries) = parts.resume {
+        driver.resume(&entries)?;
+    }
+    let id = driver.id().to_owned();
+    driver.queue_prompt(prompt);
+    let mut task = tokio::spawn(async move {
+        let r = driver.run(true).await;
+        (driver, r)
+    });
+    let color = render::color_on_stderr();
+    let mut stdout = std::io::stdout().lock();
+    let mut line_open = false;
+    let mut interrupts = 0u32;
+    let mut stdin_lines = (answers == Answers::Stdin).then(|| {
+        let (tx, rx) = mpsc::unbounded_channel::<Option<String>>();
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                if tx.send(line.ok()).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(None);
+        });
+        rx
+    });
+    let result = loop {
+        tokio::select! {
+            out = out_rx.recv() => {
+                let Some(out) = out else { continue };
+                if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
+                    emit(&mut stdout, &out, output, color, &mut line_open)?;
+                    let answer = ask(question, answers, stdin_lines.as_mut()).await;
+                    let _ = op_tx.send(Op::Answer { call_id: call_id.clone(), answer });
+                    continue;
+                }
+                emit(&mut stdout, &out, output, color, &mut line_open)?;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts > 1 {
+                    eprintln!("\nllembas: interrupted");
+                    return Ok(ExitCode::from(130));
+                }
+                eprintln!("\nllembas: cancelling (Ctrl-C again to quit)");
+                let _ = op_tx.send(Op::Cancel);
+            }
+            r = &mut task => break r,
+        }
+    };
+    while let Ok(out) = out_rx.try_recv() {
+        emit(&mut stdout, &out, output, color, &mut line_open)?;
+    }
+    if line_open && output == OutputFormat::Text {
+        writeln!(stdout)?;
+    }
+    stdout.flush()?;
+    let (driver, r) = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
+    r?;
+    Ok(match driver.last_end() {
+        Some(TurnEnd::Finished) => ExitCode::SUCCESS,
+        Some(end) => {
+            eprintln!("llembas: {} (session {id})", render::turn_end_line(end));
+            ExitCode::FAILURE
+        }
+        None => {
+            eprintln!("llembas: the prompt did not run (session {id})");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+async fn ask(
+    question: &PermissionQuestion,
+    answers: Answers,
+    lines: Option<&mut mpsc::UnboundedReceiver<Option<String>>>,
+) -> Answer {
+    match (answers, lines) {
+        (Answers::Stdin, Some(rx)) => {
+            if std::io::stdin().is_terminal() {
+                eprint!("allow? [y]es / [a]lways / [n]o (a note after n: goes to the model) > ");
+                let _ = std::io::stderr().flush();
+            }
+            match rx.recv().await.flatten() {
+                Some(line) => parse_answer(&line),
+                None => {
+                    eprintln!(
+                        "llembas: not run: {} (stdin ended before an answer)",
+                        question.subject
+                    );
+                    Answer::Deny { feedback: None }
+                }
+            }
+        }
+        _ => {
+            eprintln!(
+                "llembas: not run: {} (nobody to ask in this run; --mode auto or a rule in the config file allows it)",
+                question.subject
+            );
+            Answer::Deny { feedback: None }
+        }
+    }
+}
+
+fn emit(
+    stdout: &mut impl std::io::Write,
+    out: &Out,
+    format: OutputFormat,
+    color: bool,
+    line_open: &mut bool,
+) -> Result<()> {
+    match format {
+        OutputFormat::Json => {
+            if let Out::Event(e) = out {
+                serde_json::to_writer(&mut *stdout, e)?;
+                writeln!(stdout)?;
+                stdout.flush()?;
+            }
+        }
+        OutputFormat::Text => match out {
+            Out::Event(Event::TextDelta { text }) => {
+                write!(stdout, "{text}")?;
+                stdout.flush()?;
+                *line_open = !text.ends_with('\n');
+            }
+            other => {
+                if let Some(text) = render::activity(other, color) {
+                    if *line_open {
+                        writeln!(stdout)?;
+                        stdout.flush()?;
+                        *line_open = false;
+                    }
+                    eprint!("{text}");
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_written() {
+        assert_eq!(parse_answer("y"), Answer::Once);
+        assert_eq!(parse_answer(" yes\n"), Answer::Once);
+        assert_eq!(parse_answer("always"), Answer::Always);
+        assert_eq!(parse_answer("n"), Answer::Deny { feedback: None });
+        assert_eq!(
+            parse_answer("n: use cargo test instead"),
+            Answer::Deny {
+                feedback: Some("use cargo test instead".into())
+            }
+        );
+        assert_eq!(parse_answer(""), Answer::Deny { feedback: None });
+    }
+}

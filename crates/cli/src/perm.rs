@@ -1,0 +1,145 @@
+//! The permission engine plugged into the loop: the session's mode, the configured rules and
+//! the "always" approvals given in this session, passed to `harness-permission` for every call.
+
+use std::sync::{Arc, Mutex};
+
+use harness_core::protocol::{Mode, PermissionQuestion, ToolCall};
+use harness_loop::session::{Decision, Permissions};
+use harness_permission::{Action, Engine, Request, Rule};
+use harness_spec::Spec;
+use serde_json::Value;
+
+/// What every decision of a session shares; cloned handles see the same mode and approvals.
+#[derive(Clone)]
+pub struct SessionPermissions {
+    engine: Arc<Engine>,
+    mode: Arc<Mutex<Mode>>,
+    root: String,
+    home: String,
+    rules: Arc<Vec<Rule>>,
+    approvals: Arc<Mutex<Vec<Rule>>>,
+}
+
+impl std::fmt::Debug for SessionPermissions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionPermissions")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine, built once per process.
+pub fn engine() -> anyhow::Result<Arc<Engine>> {
+    static ENGINE: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
+    if let Some(e) = ENGINE.get() {
+        return Ok(e.clone());
+    }
+    let e = Arc::new(Engine::new(Spec::embedded())?);
+    Ok(ENGINE.get_or_init(|| e).clone())
+}
+
+/// The home directory as a string (the engine's notion of `~`).
+pub fn home_dir() -> String {
+    dirs::home_dir()
+        .map(|h| h.display().to_string())
+        .unwrap_or_else(|| "/".to_owned())
+}
+
+impl SessionPermissions {
+    /// Permissions for a session working in `root`.
+    pub fn new(engine: Arc<Engine>, mode: Mode, root: &str, rules: Vec<Rule>) -> Self {
+        SessionPermissions {
+            engine,
+            mode: Arc::new(Mutex::new(mode)),
+            root: root.to_owned(),
+            home: home_dir(),
+            rules: Arc::new(rules),
+            approvals: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The mode now.
+    pub fn mode(&self) -> Mode {
+        self.mode.lock().map(|m| *m).unwrap_or(Mode::Manual)
+    }
+
+    /// Changes the mode.
+    pub fn set_mode(&self, mode: Mode) {
+        if let Ok(mut m) = self.mode.lock() {
+            *m = mode;
+        }
+    }
+
+    /// Remembers an "always" answer: every pattern of the question as an allow rule.
+    pub fn approve_always(&self, question: &PermissionQuestion) {
+        let Some(pattern) = &question.pattern else {
+            return;
+        };
+        if let Ok(mut a) = self.approvals.lock() {
+            for p in pattern.split('\n') {
+                a.push(Rule::new(question.tool.clone(), p, Action::Allow));
+            }
+        }
+    }
+
+    /// The engine's decision, as is.
+    pub fn decide_raw(&self, tool: &str, args: &Value) -> harness_permission::Decision {
+        let approvals = self.approvals.lock().map(|a| a.clone()).unwrap_or_default();
+        self.engine.decide(&Request {
+            tool,
+            args,
+            mode: self.mode(),
+            workspace_root: &self.root,
+            cwd: &self.root,
+            home: &self.home,
+            rules: &self.rules,
+            approvals: &approvals,
+        })
+    }
+}
+
+/// What a call is about, as the person reads it in a question: the command, the path, the URL.
+pub fn subject(call: &ToolCall) -> String {
+    let a = &call.arguments;
+    for key in [
+        "command",
+        "path",
+        "file_path",
+        "url",
+        "query",
+        "pattern",
+        "prompt",
+    ] {
+        if let Some(s) = a.get(key).and_then(Value::as_str) {
+            return s.to_owned();
+        }
+    }
+    if a.as_object().is_some_and(|o| o.is_empty()) {
+        String::new()
+    } else {
+        a.to_string()
+    }
+}
+
+impl Permissions for SessionPermissions {
+    fn decide(&self, call: &ToolCall) -> Decision {
+        let d = self.decide_raw(&call.name, &call.arguments);
+        match d.action {
+            Action::Allow => Decision::Allow,
+            Action::Deny => Decision::Deny { reason: d.reason },
+            Action::Ask => {
+                let risk = Spec::embedded()
+                    .tool(&call.name)
+                    .map(|t| t.risk)
+                    .unwrap_or(harness_spec::Risk::Execute);
+                Decision::Ask(PermissionQuestion {
+                    tool: call.name.clone(),
+                    risk,
+                    subject: subject(call),
+                    pattern: d.always,
+                    reason: Some(d.reason),
+                })
+            }
+        }
+    }
+}

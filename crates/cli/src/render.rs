@@ -1,0 +1,251 @@
+//! How events read in a terminal or a pipe: one short line per tool call drawn by its `block`
+//! (shell, edit with its diff, read, search, web, task; plan as a card; hidden not at all),
+//! results folded to a few lines, questions with the exact command, the reason and the "always"
+//! pattern. Colour only on a terminal and never with `NO_COLOR`.
+
+use std::io::IsTerminal as _;
+
+use harness_core::plan::Plan;
+use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQuestion, TurnEnd};
+
+use crate::driver::Out;
+
+/// Whether stderr gets colour.
+pub fn color_on_stderr() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Whether stdout gets colour.
+pub fn color_on_stdout() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// SGR styles.
+#[derive(Debug, Clone, Copy)]
+pub enum Style {
+    /// Dim (reasoning, folded output).
+    Dim,
+    /// Bold (titles).
+    Bold,
+    /// Red (errors, removed lines).
+    Red,
+    /// Green (added lines, success).
+    Green,
+    /// Yellow (questions, warnings).
+    Yellow,
+    /// Cyan (tool names).
+    Cyan,
+}
+
+/// `text` in `style` when `color`.
+pub fn paint(text: &str, style: Style, color: bool) -> String {
+    if !color {
+        return text.to_owned();
+    }
+    let code = match style {
+        Style::Dim => "2",
+        Style::Bold => "1",
+        Style::Red => "31",
+        Style::Green => "32",
+        Style::Yellow => "33",
+        Style::Cyan => "36",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// How many lines of a result are shown before it is folded.
+const FOLD_LINES: usize = 6;
+
+fn fold(text: &str, color: bool) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for l in lines.iter().take(FOLD_LINES) {
+        out.push_str(&paint(&format!("  │ {l}"), Style::Dim, color));
+        out.push('\n');
+    }
+    if lines.len() > FOLD_LINES {
+        out.push_str(&paint(
+            &format!("  │ … {} more lines", lines.len() - FOLD_LINES),
+            Style::Dim,
+            color,
+        ));
+        out.push('\n');
+    }
+    out
+}
+
+fn diff_lines(diff: &str, color: bool) -> String {
+    let mut out = String::new();
+    for l in diff.lines() {
+        let styled = if l.starts_with("+++") || l.starts_with("---") {
+            paint(l, Style::Bold, color)
+        } else if l.starts_with('+') {
+            paint(l, Style::Green, color)
+        } else if l.starts_with('-') {
+            paint(l, Style::Red, color)
+        } else if l.starts_with("@@") {
+            paint(l, Style::Cyan, color)
+        } else {
+            l.to_owned()
+        };
+        out.push_str("  ");
+        out.push_str(&styled);
+        out.push('\n');
+    }
+    out
+}
+
+/// The one-line title of a call: what it does, per its block.
+pub fn call_title(name: &str, block: Block, args: &serde_json::Value) -> String {
+    let s = |k: &str| {
+        args.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+    };
+    match block {
+        Block::Shell => format!("$ {}", s("command")),
+        Block::Edit | Block::Read => format!("{name} {}", s("path")),
+        Block::Search => {
+            let path = s("path");
+            if path.is_empty() {
+                format!("{name} {}", s("pattern"))
+            } else {
+                format!("{name} {} in {path}", s("pattern"))
+            }
+        }
+        Block::Web => format!(
+            "{name} {}",
+            if s("url").is_empty() {
+                s("query")
+            } else {
+                s("url")
+            }
+        ),
+        Block::Task => format!("{name} {}", s("prompt").lines().next().unwrap_or("")),
+        _ => {
+            let a = args.to_string();
+            if a == "{}" {
+                name.to_owned()
+            } else {
+                format!("{name} {a}")
+            }
+        }
+    }
+}
+
+/// A plan as a card.
+pub fn plan_card(plan: &Plan, color: bool) -> String {
+    let mut out = String::new();
+    for l in plan.render().lines() {
+        out.push_str(&paint(&format!("  ▌ {l}"), Style::Cyan, color));
+        out.push('\n');
+    }
+    out
+}
+
+/// A question as the person reads it.
+pub fn question(q: &PermissionQuestion, color: bool) -> String {
+    let mut out = format!(
+        "{} {} wants to run:\n    {}\n",
+        paint("?", Style::Yellow, color),
+        q.tool,
+        paint(&q.subject, Style::Bold, color)
+    );
+    if let Some(r) = &q.reason {
+        out.push_str(&format!("  because: {r}\n"));
+    }
+    match &q.pattern {
+        Some(p) => out.push_str(&format!(
+            "  [y]es  [a]lways allow `{}`  [n]o (add a note for the model after n:)\n",
+            p.replace('\n', "`, `")
+        )),
+        None => out.push_str("  [y]es  [n]o (add a note for the model after n:)\n"),
+    }
+    out
+}
+
+/// The reason a turn ended, as one line.
+pub fn turn_end_line(end: &TurnEnd) -> String {
+    match end {
+        TurnEnd::Finished => "finished".into(),
+        TurnEnd::Cancelled => "cancelled".into(),
+        TurnEnd::Budget { limit } => format!("stopped: the {limit} budget ran out"),
+        TurnEnd::PlanSubmitted => "the plan waits for approval".into(),
+        TurnEnd::ContextOverflow => "stopped: the model's context is full".into(),
+        TurnEnd::Error { message } => format!("error: {message}"),
+        other => format!("ended: {other:?}"),
+    }
+}
+
+/// What a non-text output looks like on stderr (`None`: nothing to show).
+pub fn activity(out: &Out, color: bool) -> Option<String> {
+    match out {
+        Out::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
+        Out::Event(e) => event(e, color),
+    }
+}
+
+fn event(e: &Event, color: bool) -> Option<String> {
+    Some(match e {
+        Event::ReasoningDelta { text } => paint(text, Style::Dim, color),
+        Event::ToolCallStarted { call, block } => {
+            if matches!(block, Block::Hidden | Block::Plan) {
+                return None;
+            }
+            format!(
+                "{} {}\n",
+                paint("●", Style::Cyan, color),
+                call_title(&call.name, *block, &call.arguments)
+            )
+        }
+        Event::ToolCallAsked { question: q, .. } => question(q, color),
+        Event::ToolCallAnswered { answer, .. } => match answer {
+            Answer::Once => "  allowed once\n".into(),
+            Answer::Always => "  allowed always\n".into(),
+            _ => "  declined\n".into(),
+        },
+        Event::ToolCallFinished { result } => {
+            if result.content.starts_with("---") || result.content.contains("\n@@") {
+                diff_lines(&result.content, color)
+            } else if result.is_error {
+                paint(&fold(&result.content, false), Style::Red, color)
+            } else {
+                fold(&result.content, color)
+            }
+        }
+        Event::PlanChanged { plan: Some(plan) } => plan_card(plan, color),
+        Event::ModeChanged { mode } => format!("mode: {mode}\n"),
+        Event::JobStarted { job_id, title, .. } => format!("job {job_id} started: {title}\n"),
+        Event::JobNote { job_id, text } => format!("job {job_id}: {text}\n"),
+        Event::JobEnded { job_id, end } => match end {
+            JobEnd::Done { exit_code } => format!(
+                "job {job_id} ended (exit code {})\n",
+                exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "-".into())
+            ),
+            JobEnd::Failed { message } => format!("job {job_id} failed: {message}\n"),
+            _ => format!("job {job_id} stopped\n"),
+        },
+        Event::Compacted {
+            before_tokens,
+            after_tokens,
+        } => {
+            format!("context compacted: {before_tokens} → {after_tokens} tokens\n")
+        }
+        Event::Notice { level, text } => match level {
+            Level::Warning => format!("{} {text}\n", paint("!", Style::Yellow, color)),
+            _ => paint(&format!("{text}\n"), Style::Dim, color),
+        },
+        Event::UserInput { text, origin } if *origin == Default::default() => {
+            let _ = text;
+            return None;
+        }
+        Event::UserInput { text, .. } => paint(
+            &format!("(woken) {}\n", text.lines().next().unwrap_or("")),
+            Style::Dim,
+            color,
+        ),
+        _ => return None,
+    })
+}
