@@ -138,6 +138,9 @@ pub struct Loaded {
     pub entries: Vec<Entry>,
     /// The bytes of a torn last line (a write the crash cut), if any.
     pub torn_tail: Option<String>,
+    /// Bytes up to the end of the last complete entry. Before appending to a log whose tail
+    /// was torn, cut the file to this length, so the next entry starts on a line of its own.
+    pub valid_bytes: u64,
 }
 
 /// Reads a transcript: every complete event, up to a torn last line.
@@ -146,6 +149,8 @@ pub fn read(mut input: impl BufRead) -> Result<Loaded> {
     let mut buf = Vec::new();
     let mut line_no = 0usize;
     let mut pending_bad: Option<(usize, String, String)> = None;
+    let mut valid_bytes = 0u64;
+    let mut offset = 0u64;
     loop {
         buf.clear();
         let n = input.read_until(b'\n', &mut buf)?;
@@ -153,6 +158,7 @@ pub fn read(mut input: impl BufRead) -> Result<Loaded> {
             break;
         }
         line_no += 1;
+        offset += n as u64;
         if let Some((line, why, _)) = pending_bad.take() {
             // A bad line followed by more lines: damage, not a torn tail.
             return Err(Error::Transcript { line, why });
@@ -161,10 +167,16 @@ pub fn read(mut input: impl BufRead) -> Result<Loaded> {
         let text = String::from_utf8_lossy(&buf);
         let trimmed = text.trim_end_matches(['\n', '\r']);
         if trimmed.trim().is_empty() {
+            if complete {
+                valid_bytes = offset;
+            }
             continue;
         }
         match serde_json::from_str::<Entry>(trimmed) {
-            Ok(entry) if complete => entries.push(entry),
+            Ok(entry) if complete => {
+                entries.push(entry);
+                valid_bytes = offset;
+            }
             // A last line with no newline was cut mid-write even if it parses: the writer
             // always ends an entry with one.
             Ok(_) => pending_bad = Some((line_no, "no newline".into(), trimmed.to_string())),
@@ -174,6 +186,7 @@ pub fn read(mut input: impl BufRead) -> Result<Loaded> {
     Ok(Loaded {
         entries,
         torn_tail: pending_bad.map(|(_, _, text)| text),
+        valid_bytes,
     })
 }
 

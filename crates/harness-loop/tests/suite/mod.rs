@@ -1,4 +1,5 @@
 mod conformance;
 mod figure;
 mod run;
+mod snapshots;
 mod transcript;

@@ -86,6 +86,13 @@ fn a_crash_mid_write_keeps_every_complete_event() {
             loaded.torn_tail.is_some(),
             cut > 0 && bytes[cut - 1] != b'\n'
         );
+        // Cut to the valid length and append: the log reads whole again.
+        let mut resumed = bytes[..loaded.valid_bytes as usize].to_vec();
+        let mut w = TranscriptWriter::new(&mut resumed);
+        w.append(&Entry::Rewound { turn: 1 }).unwrap();
+        let again = read(&resumed[..]).unwrap();
+        assert_eq!(again.entries.len(), n + 1, "cut at {cut}");
+        assert_eq!(again.torn_tail, None);
     }
 }
 
