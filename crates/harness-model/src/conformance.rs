@@ -2,7 +2,8 @@
 //! products use.
 //!
 //! A case is `{"server", "sse": [raw lines]}`, `{"server", "json": {...}}` or `{"server",
-//! "status": N, "body": "..."}` (optional `"retry_after"` header value), with an optional
+//! "status": N, "body": "..."}` (optional `"retry_after"` header value; a 200 body that is not
+//! JSON is read as a streamed body), with an optional
 //! `"context": {"window", "prompt_estimate"}` (what the harness knew of the request, for silent
 //! truncation). `expect` holds any of `text`, `reasoning` (compared trimmed), `tool_calls`
 //! (`[{name, arguments}]`, ids not compared) and `finish` (always compared).
@@ -61,9 +62,13 @@ pub fn run_case(quirks: &Quirks, case: &Value) -> Result<Completion, String> {
         };
         let retry_after = case.get("retry_after").and_then(Value::as_str);
         if status < 400 {
-            let value: Value = serde_json::from_str(&body)
-                .map_err(|e| format!("`body` of a {status} answer is not JSON: {e}"))?;
-            return Ok(parse_response(quirks, &value, context));
+            // A 200 body is a whole JSON answer, or else a streamed body given as one text.
+            if let Ok(value) = serde_json::from_str::<Value>(&body) {
+                return Ok(parse_response(quirks, &value, context));
+            }
+            let mut parser = StreamParser::new(quirks).with_context(context);
+            parser.push_bytes(body.as_bytes());
+            return Ok(parser.finish().1);
         }
         return Ok(error_completion(classify_http(
             quirks,

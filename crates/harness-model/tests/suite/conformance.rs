@@ -40,3 +40,13 @@ fn a_wrong_expectation_fails() {
     let malformed = runner.run(&serde_json::json!({"server": "x", "expect": {"finish": "stop"}}));
     assert!(!malformed.passed);
 }
+
+#[test]
+fn a_200_body_given_as_text_is_read_as_a_stream() {
+    let runner = &conformance_runners()[0];
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"streamed\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let case = serde_json::json!({"server": "other", "status": 200, "body": body,
+        "expect": {"text": "streamed", "finish": "stop"}});
+    let outcome = runner.run(&case);
+    assert!(outcome.passed, "{}", outcome.actual);
+}
