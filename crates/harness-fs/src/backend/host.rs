@@ -519,11 +519,7 @@ impl HostBackend {
     }
 
     /// Reads a directory's raw entries (at most the bound + 1): `None` when over the bound.
-    fn raw_entries(
-        &self,
-        fd: OwnedFd,
-        path: &VPath,
-    ) -> Result<(Option<Vec<(String, FileType)>>, OwnedFd)> {
+    fn raw_entries(&self, fd: OwnedFd, path: &VPath) -> Result<(RawEntries, OwnedFd)> {
         let dup = rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(|e| errno_io(path, e))?;
         let mut dir = rustix::fs::Dir::new(fd).map_err(|e| errno_io(path, e))?;
         let mut out = Vec::new();

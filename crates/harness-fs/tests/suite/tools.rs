@@ -262,3 +262,161 @@ fn list_renders_marks_and_an_empty_directory() {
     ");
     insta::assert_snapshot!(tools::list(&view, "/empty").unwrap(), @"(/empty is empty)");
 }
+
+#[test]
+fn skills_are_files_under_the_view() {
+    use harness_fs::skills::{self, SkillAction};
+    let view = view_with(&[("/skills/.keep", "")]);
+    let md = "---\nname: deploy\ndescription: How to deploy the site\n---\nRun the script.\n";
+    skills::manage(
+        &view,
+        "/skills",
+        &SkillAction::Create {
+            name: "deploy".into(),
+            content: md.into(),
+        },
+    )
+    .unwrap();
+    let again = skills::manage(
+        &view,
+        "/skills",
+        &SkillAction::Create {
+            name: "deploy".into(),
+            content: md.into(),
+        },
+    )
+    .unwrap_err();
+    insta::assert_snapshot!(again.to_string(), @r#"Skill: "deploy" already exists; use edit or patch."#);
+    assert!(
+        skills::manage(
+            &view,
+            "/skills",
+            &SkillAction::Create {
+                name: "Bad Name".into(),
+                content: md.into()
+            }
+        )
+        .is_err()
+    );
+    assert!(
+        skills::manage(
+            &view,
+            "/skills",
+            &SkillAction::Create {
+                name: "x".into(),
+                content: "no front matter".into()
+            }
+        )
+        .is_err()
+    );
+    skills::manage(
+        &view,
+        "/skills",
+        &SkillAction::WriteFile {
+            name: "deploy".into(),
+            file_path: "scripts/run.sh".into(),
+            file_content: "echo go\n".into(),
+        },
+    )
+    .unwrap();
+    assert!(
+        skills::manage(
+            &view,
+            "/skills",
+            &SkillAction::WriteFile {
+                name: "deploy".into(),
+                file_path: "../escape.sh".into(),
+                file_content: "x".into()
+            }
+        )
+        .is_err()
+    );
+    skills::manage(
+        &view,
+        "/skills",
+        &SkillAction::Patch {
+            name: "deploy".into(),
+            old_string: "Run the script.".into(),
+            new_string: "Run scripts/run.sh.".into(),
+            file_path: None,
+            replace_all: false,
+        },
+    )
+    .unwrap();
+    let listed = skills::list(&view, "/skills").unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].description, "How to deploy the site");
+    assert!(
+        skills::view_skill(&view, "/skills", "deploy", None)
+            .unwrap()
+            .ends_with("Run scripts/run.sh.\n")
+    );
+    assert_eq!(
+        skills::view_skill(&view, "/skills", "deploy", Some("scripts/run.sh")).unwrap(),
+        "echo go\n"
+    );
+    skills::manage(
+        &view,
+        "/skills",
+        &SkillAction::Delete {
+            name: "deploy".into(),
+        },
+    )
+    .unwrap();
+    assert!(skills::list(&view, "/skills").unwrap().is_empty());
+}
+
+#[test]
+fn memory_batches_apply_together() {
+    use harness_fs::memory::{self, MemoryChange};
+    let entries = vec!["likes tea".to_string()];
+    let out = memory::apply(
+        &entries,
+        &[
+            MemoryChange::Remove {
+                old_text: "tea".into(),
+            },
+            MemoryChange::Add {
+                content: "likes coffee".into(),
+            },
+        ],
+        20,
+    )
+    .unwrap();
+    assert_eq!(out, ["likes coffee"]);
+}
+
+#[test]
+fn token_chunks_never_drop_a_refused_piece() {
+    use harness_fs::chunk::{self, TokenCounter};
+    let counter = TokenCounter::from_bytes(harness_fs::conformance::FIXTURE_TOKENIZER).unwrap();
+    let text = "alpha beta ".repeat(300);
+    assert_eq!(counter.count(&text).unwrap(), 600);
+    let mut calls = 0;
+    let done = chunk::index_text(&counter, &text, 480, 64, &mut |_, n| {
+        calls += 1;
+        if n > 100 {
+            Err(chunk::Refused("too long".into()))
+        } else {
+            Ok(vec![0.0])
+        }
+    })
+    .unwrap();
+    assert!(calls > done.len());
+    assert!(
+        done.iter()
+            .all(|d| d.vector.is_some() && d.piece.tokens() <= 100)
+    );
+    // Every token is covered.
+    let mut covered = vec![false; 600];
+    for d in &done {
+        for c in covered
+            .iter_mut()
+            .take(d.piece.token_end)
+            .skip(d.piece.token_start)
+        {
+            *c = true;
+        }
+    }
+    assert!(covered.iter().all(|c| *c));
+}
