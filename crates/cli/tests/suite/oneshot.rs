@@ -1,7 +1,7 @@
 //! One-shot runs (`-p`) against the scripted model server.
 
 use harness_test_support::ScriptedServer;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -29,4 +29,229 @@ async fn answers_text_and_saves_the_session() {
     let t = sb.transcript();
     assert_eq!(t.first().unwrap()["type"], "turn_started");
     assert_eq!(t.last().unwrap()["type"], "turn_ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_edits_runs_and_plans() {
+    let sb = Sandbox::new();
+    sb.write("src/lib.rs", "pub fn answer() -> u32 {\n    41\n}\n");
+    let root = sb.root();
+    let lib = root.join("src/lib.rs").display().to_string();
+    let server = ScriptedServer::start(vec![
+        calls(&[
+            (
+                "c1",
+                "plan_write",
+                json!({"title": "Fix the answer", "phases": [
+                {"title": "Work", "tasks": [{"title": "read lib.rs"}, {"title": "fix it"}]}]}),
+            ),
+            ("c2", "read", json!({"path": "src/lib.rs"})),
+        ]),
+        tool_call(
+            "c3",
+            "edit",
+            json!({"path": lib, "old_string": "41", "new_string": "42"}),
+        ),
+        calls(&[
+            (
+                "c4",
+                "plan_update",
+                json!({"tasks": [{"id": "t1", "status": "done"}, {"id": "t2", "status": "done"}]}),
+            ),
+            (
+                "c5",
+                "bash",
+                json!({"command": "grep -c 42 src/lib.rs && echo done-$((6*7))"}),
+            ),
+        ]),
+        text(&["The answer is now 42."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "make the answer 42"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "The answer is now 42.\n");
+    assert_eq!(
+        sb.read("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    42\n}\n"
+    );
+
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 4);
+    // Step 2 got the plan's answer and the read, numbered and with the real path.
+    let r = tool_results(&bodies[1]);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert!(r[0].contains("Plan written: 2 tasks"), "{}", r[0]);
+    assert!(r[0].starts_with("[#"), "every result has its id: {}", r[0]);
+    assert!(r[1].contains(&format!("<path>{lib}</path>")), "{}", r[1]);
+    assert!(r[1].contains("2:     41"), "{}", r[1]);
+    // The plan is in the system text from then on.
+    let system = messages(&bodies[1])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("Fix the answer"), "{system}");
+    // The edit answered with its diff.
+    let r = tool_results(&bodies[2]);
+    let edit = r.last().unwrap();
+    assert!(
+        edit.contains("-    41") && edit.contains("+    42"),
+        "{edit}"
+    );
+    // The command ran in the project and its exit code came back.
+    let r = tool_results(&bodies[3]);
+    let bash = r.last().unwrap();
+    assert!(bash.contains("1\ndone-42\nexit code 0"), "{bash}");
+    // The assistant's calls went back to the server with our ids, paired with results.
+    let m = messages(&bodies[3]);
+    let calls: Vec<&Value> = m.iter().filter(|m| m["role"] == "assistant").collect();
+    assert_eq!(calls.len(), 3);
+    // stderr shows the activity.
+    assert!(
+        run.stderr.contains("$ grep -c 42 src/lib.rs"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("+    42"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_on_stdin_and_passes_the_note_on() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "bash", json!({"command": "touch made-by-bash"})),
+        tool_call("c2", "bash", json!({"command": "touch second"})),
+        text(&["ok"]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "manual", "-p", "make files"],
+            "n: use the write tool\ny\n",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!sb.project.path().join("made-by-bash").exists());
+    assert!(sb.project.path().join("second").exists());
+    let bodies = server.bodies();
+    let r = tool_results(&bodies[1]);
+    assert!(
+        r.last()
+            .unwrap()
+            .ends_with("\nNot run: the person declined this call and said: use the write tool"),
+        "{r:?}"
+    );
+    assert!(run.stderr.contains("touch made-by-bash"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("[a]lways allow `touch *`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_to_ask_is_no_with_a_note() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "bash", json!({"command": "touch nope"})),
+        text(&["gave up"]),
+    ])
+    .await
+    .unwrap();
+    // The prompt comes on stdin, so nothing is left to answer with.
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "manual", "-p", "-"],
+            "make a file\n",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!sb.project.path().join("nope").exists());
+    assert!(
+        run.stderr
+            .contains("llembas: not run: touch nope (nobody to ask"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(messages(&server.bodies()[0])[1]["content"], "make a file\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_job_wakes_the_session() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "sleep 1; echo built > out.txt; echo finished", "background": true}),
+        ),
+        text(&["Started the build."]),
+        text(&["The build finished."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "build it"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(sb.read("out.txt"), "built\n");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    let started = tool_results(&bodies[1]);
+    assert!(
+        started[0].contains("\nStarted job 1 (command)"),
+        "{started:?}"
+    );
+    // The third request is the machine turn the job's end started.
+    let m = messages(&bodies[2]);
+    let wake = m.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        wake.starts_with("<job id=\"1\" kind=\"command\" state=\"done\">"),
+        "{wake}"
+    );
+    assert!(wake.contains("finished"), "{wake}");
+    assert_eq!(run.stdout, "Started the build.\nThe build finished.\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_output_streams_the_events() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![tool_call("c1", "list", json!({})), text(&["done"])])
+        .await
+        .unwrap();
+    sb.write("a.txt", "a");
+    let run = sb
+        .run(&server.base_url(), &["--output", "json", "-p", "look"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let types: Vec<String> = run
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(types.first().map(String::as_str), Some("user_input"));
+    assert!(types.contains(&"tool_call_started".to_owned()), "{types:?}");
+    assert!(
+        types.contains(&"tool_call_finished".to_owned()),
+        "{types:?}"
+    );
+    assert_eq!(types.last().map(String::as_str), Some("turn_ended"));
 }
