@@ -368,7 +368,11 @@ impl Engine {
         if let Some((reason, id)) = facts.deny {
             return Decision::new(Action::Deny, format!("refused by the floor: {reason} (`{shown}`)")).rule(id);
         }
-        let subjects = vec![shown.clone()];
+        let mut subjects = vec![shown.clone()];
+        if part.path_qualified && !part.redirect_only {
+            let rest: Vec<&str> = part.args().iter().map(|w| w.text.as_str()).collect();
+            subjects.push(std::iter::once(part.program.as_str()).chain(rest).collect::<Vec<_>>().join(" "));
+        }
         let rule = self.rule_for(req, "bash", "bash", &subjects);
         if let Some((Action::Deny, r)) = &rule {
             return Decision::new(Action::Deny, format!("refused by the rule {r} (`{shown}`)")).rule(r.clone());

@@ -360,6 +360,7 @@ impl<'a> Ctx<'a> {
     fn command(&mut self, node: Node<'_>, src: &[u8], st: &mut State, mut redirects: Vec<Redirect>, stdin: Option<&Output>) -> Output {
         let mut argv: Vec<Word> = Vec::new();
         let mut env_assign = false;
+        let mut feed: Option<Output> = None;
         let mut c = node.walk();
         let kids: Vec<Node<'_>> = node.children(&mut c).collect();
         for k in kids {
@@ -380,7 +381,20 @@ impl<'a> Ctx<'a> {
                         redirects.push(r);
                     }
                 }
-                "herestring_redirect" | "heredoc_redirect" => {}
+                "herestring_redirect" => {
+                    let mut hc = k.walk();
+                    let words: Vec<Word> = k.named_children(&mut hc).flat_map(|w| self.word(w, src, st)).collect();
+                    feed = Some(if words.iter().any(|w| w.fetched) {
+                        Output::Fetched
+                    } else {
+                        Output::Literal(words.into_iter().map(|w| w.text).collect::<Vec<_>>().join(" "))
+                    });
+                }
+                "heredoc_redirect" => {
+                    let mut hc = k.walk();
+                    let body: String = k.named_children(&mut hc).filter(|h| h.kind() == "heredoc_body").map(|h| text(h, src).to_owned()).collect();
+                    feed = Some(Output::Literal(body));
+                }
                 "command_name" => {
                     let mut cc = k.walk();
                     for w in k.named_children(&mut cc) {
@@ -398,7 +412,8 @@ impl<'a> Ctx<'a> {
             }
             return Output::Unknown;
         }
-        self.simple(argv, redirects, st, stdin, Vec::new())
+        let input = feed.or_else(|| stdin.cloned());
+        self.simple(argv, redirects, st, input.as_ref(), Vec::new())
     }
 
     /// Builds the part(s) for one argv: peels wrappers, follows payloads.
@@ -482,9 +497,10 @@ impl<'a> Ctx<'a> {
                 if rest.is_empty() {
                     rest.push(Word { text: "echo".into(), ..Word::default() });
                 }
-                if let Some(Output::Literal(t)) = stdin {
-                    stdin_words = t.split_whitespace().map(|x| Word { text: x.to_owned(), ..Word::default() }).collect();
-                }
+                stdin_words = match stdin {
+                    Some(Output::Literal(t)) => t.split_whitespace().map(|x| Word { text: x.to_owned(), ..Word::default() }).collect(),
+                    _ => vec![Word { text: "$STDIN".into(), dynamic: true, ..Word::default() }],
+                };
             }
             if rest.is_empty() {
                 // The wrapper alone (`env`, `nohup`): the wrapper itself is the command.
@@ -655,10 +671,19 @@ impl<'a> Ctx<'a> {
             .data
             .exec_calls
             .captures_iter(code)
+            .filter_map(|c| c.iter().skip(1).flatten().next().map(|m| m.as_str().to_owned()))
+            .collect();
+        let deletes: Vec<String> = self
+            .data
+            .delete_calls
+            .captures_iter(code)
             .filter_map(|c| c.get(1).map(|m| m.as_str().to_owned()))
             .collect();
+        for path in deletes {
+            self.script(&format!("rm -rf '{}'", path.replace('\'', "")), inner);
+        }
         for lit in found {
-            let body = &lit[1..lit.len().saturating_sub(1)];
+            let body = lit.strip_prefix("%x(").map(|b| b.trim_end_matches(')')).unwrap_or_else(|| lit.get(1..lit.len().saturating_sub(1)).unwrap_or(""));
             let unescaped = body.replace("\\\"", "\"").replace("\\'", "'").replace("\\\\", "\\");
             self.script(&unescaped, inner);
         }
@@ -848,6 +873,26 @@ impl<'a> Ctx<'a> {
             None
         };
         let stable = matches!(name, "HOME" | "PWD");
+        if let Some(sub) = rest.strip_prefix(':').filter(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
+            // ${x:offset:length}
+            let mut it = sub.splitn(2, ':');
+            let off: Option<usize> = it.next().and_then(|o| o.trim().parse().ok());
+            let len: Option<Option<usize>> = match it.next() {
+                Some(l) => l.trim().parse().ok().map(Some),
+                None => Some(None),
+            };
+            if let (Some(v), Some(off), Some(len)) = (known.as_ref(), off, len) {
+                let cut: String = v.chars().skip(off).take(len.unwrap_or(usize::MAX)).collect();
+                out.push(Frag { text: cut, split: !quoted, dynamic: !stable, quoted, fetched: false });
+            } else {
+                out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false });
+            }
+            return;
+        }
+        if alt.is_none() && !rest.is_empty() {
+            out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false });
+            return;
+        }
         let value = known.filter(|v| !v.is_empty() || alt.is_none()).or(alt);
         match value {
             Some(v) => out.push(Frag { text: v, split: !quoted, dynamic: !stable, quoted, fetched: false }),

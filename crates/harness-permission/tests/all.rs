@@ -36,3 +36,17 @@ fn check_output_snapshot() {
     let d = e.decide(&Request::bash(&args, Mode::Auto));
     insta::assert_snapshot!(harness_permission::render_check(&d));
 }
+
+#[test]
+#[ignore]
+fn probe() {
+    let e = engine();
+    let text = std::fs::read_to_string("/tmp/probe.txt").unwrap();
+    for line in text.lines() {
+        let (mode, cmd) = line.split_once(' ').unwrap();
+        let cmd = cmd.replace("\\n", "\n");
+        let args = json!({"command": cmd});
+        let d = e.decide(&Request::bash(&args, mode.parse().unwrap()));
+        println!("{mode:7} {:5} {:40} | {} | {:?}", d.action.as_str(), cmd, d.reason, d.always);
+    }
+}
