@@ -31,18 +31,23 @@ pub struct Endpoint {
     pub server: String,
     /// The time allowed to connect.
     pub connect_timeout: Duration,
+    /// The longest silence inside a streamed body before it counts as cut (and is sent again
+    /// while nothing was given out). None: wait as long as the server takes (a CPU server may
+    /// think for minutes before its first token).
+    pub idle_timeout: Option<Duration>,
     /// The retry policy (None: `quirks.json` `retry`).
     pub retry: Option<RetryPolicy>,
 }
 
 impl Endpoint {
-    /// An endpoint with the defaults: no key, server `other`, 30 s to connect.
+    /// An endpoint with the defaults: no key, server `other`, 30 s to connect, no idle limit.
     pub fn new(base_url: impl Into<String>) -> Endpoint {
         Endpoint {
             base_url: base_url.into(),
             api_key: None,
             server: "other".into(),
             connect_timeout: Duration::from_secs(30),
+            idle_timeout: None,
             retry: None,
         }
     }
@@ -235,6 +240,20 @@ impl ModelClient {
                         attempts: attempt,
                     });
                 }
+                // A stream cut short (no status: the body ended early or broke) is sent again
+                // while nothing was given out; any other error answer is final.
+                ErrorClass::Other
+                    if error.retryable
+                        && error.status.is_none()
+                        && !gave_out
+                        && attempt < budget =>
+                {
+                    let wait = self.backoff(attempt, None);
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(Error::Cancelled),
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
                 ErrorClass::Other => return Err(Error::Server(error)),
             }
         }
@@ -300,9 +319,11 @@ impl ModelClient {
             let mut body = response.bytes_stream();
             let mut gave_out = false;
             loop {
+                let idle = self.endpoint.idle_timeout;
                 let next = tokio::select! {
                     _ = cancel.cancelled() => return Err(Error::Cancelled),
                     n = body.next() => n,
+                    _ = sleep_or_never(idle) => None,
                 };
                 match next {
                     Some(Ok(bytes)) => {
@@ -348,6 +369,13 @@ impl ModelClient {
             FinishReason::Error | FinishReason::Capacity | FinishReason::ContextOverflow
         ));
         Ok(Attempt::Done(completion))
+    }
+}
+
+async fn sleep_or_never(limit: Option<Duration>) {
+    match limit {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending::<()>().await,
     }
 }
 

@@ -401,14 +401,22 @@ async fn an_error_inside_a_200_stream_after_text_is_an_error_not_retried() {
 }
 
 #[tokio::test]
-async fn a_stream_that_closes_early_is_an_error() {
-    let server = ScriptedServer::start(vec![Reply::Sse {
+async fn a_stream_that_closes_early_is_sent_again_then_an_error() {
+    let empty = || Reply::Sse {
         pieces: vec![],
         stall: false,
-    }])
-    .await
-    .unwrap();
+    };
+    let server = ScriptedServer::start(vec![empty(), Reply::text_stream(&["second try"])])
+        .await
+        .unwrap();
     let client = client(&server, "llama-cpp-python", small_model());
+    let answer = stream_all(&client, &ask("hi")).await.1.unwrap();
+    assert_eq!(answer.text, "second try");
+    assert_eq!(server.requests().len(), 2);
+
+    for _ in 0..4 {
+        server.push(empty());
+    }
     let err = stream_all(&client, &ask("hi")).await.1.unwrap_err();
     match err {
         Error::Server(e) => assert!(
@@ -417,6 +425,7 @@ async fn a_stream_that_closes_early_is_an_error() {
         ),
         other => panic!("expected a server error, got {other:?}"),
     }
+    assert_eq!(server.requests().len(), 6, "four attempts in all");
 }
 
 #[tokio::test]
@@ -443,6 +452,26 @@ async fn cancellation_stops_a_stalled_stream() {
         .await;
     assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
     assert_eq!(seen, vec![StreamEvent::Text("first".into())]);
+}
+
+#[tokio::test]
+async fn a_silent_stream_is_cut_by_the_idle_limit_and_sent_again() {
+    let server = ScriptedServer::start(vec![
+        Reply::Sse {
+            pieces: vec![],
+            stall: true,
+        },
+        Reply::text_stream(&["awake"]),
+    ])
+    .await
+    .unwrap();
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.idle_timeout = Some(Duration::from_millis(200));
+    endpoint.retry = fast_retry(3);
+    let client = ModelClient::new(endpoint, small_model()).unwrap();
+    let answer = stream_all(&client, &ask("hi")).await.1.unwrap();
+    assert_eq!(answer.text, "awake");
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
