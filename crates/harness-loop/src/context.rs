@@ -143,6 +143,23 @@ pub struct Stored {
     pub in_view: bool,
 }
 
+/// One result as a transcript recorded it, for [`Context::restore`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restored {
+    /// Its id.
+    pub id: ResultId,
+    /// The tool.
+    pub tool: String,
+    /// The call's arguments.
+    pub args: Value,
+    /// The full output.
+    pub output: String,
+    /// How it went in.
+    pub kind: InsertKind,
+    /// For a read: what it read.
+    pub read: Option<ReadInfo>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct ReadRecord {
     info: ReadInfo,
@@ -369,6 +386,39 @@ impl Context {
     /// (and how many lines were not shown whole).
     pub fn cap(&self, text: &str, id: &ResultId) -> (String, Option<usize>) {
         cap_text(&self.cfg, text, id)
+    }
+
+    /// Puts back a result a transcript recorded (resuming a session): the store, and — as
+    /// the insert did — the read or listing table. Compactions and rewinds recorded after it
+    /// are replayed by calling [`Context::compact`] and [`Context::rewind`] in order.
+    pub fn restore(&mut self, r: Restored) {
+        let seq = self.store.len();
+        let whole = r.kind == InsertKind::Full;
+        if self.hygiene {
+            if let Some(read) = &r.read
+                && self.read_tools.contains(&r.tool)
+                && !matches!(r.kind, InsertKind::Stub { .. } | InsertKind::Error)
+            {
+                self.reads.push(ReadRecord {
+                    info: read.clone(),
+                    seq,
+                    whole,
+                });
+            } else if self.listing_tools.contains(&r.tool) && whole {
+                self.listings.insert(listing_key(&r.tool, &r.args), seq);
+            }
+        }
+        self.by_id.insert(r.id.as_str().to_string(), seq);
+        self.store.push(Stored {
+            id: r.id,
+            tool: r.tool,
+            args: r.args,
+            output: r.output,
+            kind: r.kind,
+            turn: self.turn,
+            in_view: true,
+        });
+        self.counter = self.counter.max(self.store.len() as u64);
     }
 
     /// Shows a stored result by id, a window of lines at a time (`offset` from 1). The answer is

@@ -49,6 +49,15 @@ pub fn kind_name(kind: JobKind) -> &'static str {
     }
 }
 
+fn end_state(end: &JobEnd) -> JobState {
+    match end {
+        JobEnd::Done { exit_code } if exit_code.is_none_or(|c| c == 0) => JobState::Done,
+        JobEnd::Done { .. } | JobEnd::Failed { .. } => JobState::Failed,
+        JobEnd::Stopped => JobState::Stopped,
+        _ => JobState::Failed,
+    }
+}
+
 /// One job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
@@ -224,6 +233,32 @@ impl Jobs {
         id
     }
 
+    /// Puts back a job a transcript recorded (resuming a session): the id sequence goes on
+    /// after it. It is running until [`Jobs::restore_end`] says otherwise.
+    pub fn restore(&mut self, id: u32, kind: JobKind, title: &str) {
+        self.next = self.next.max(id);
+        self.jobs.insert(
+            id,
+            Job {
+                id,
+                kind,
+                title: title.to_string(),
+                state: JobState::Running,
+                output: String::new(),
+                dropped_chars: 0,
+                inbox: Vec::new(),
+            },
+        );
+    }
+
+    /// Puts back how a recorded job ended, without waking anyone (the wake-up was delivered
+    /// before).
+    pub fn restore_end(&mut self, id: u32, end: &JobEnd) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.state = end_state(end);
+        }
+    }
+
     /// Starts a background job (bash or task with `background: true`), or refuses when the
     /// session has `max_running` jobs running.
     pub fn start(&mut self, kind: JobKind, title: &str) -> JobDecision {
@@ -303,12 +338,7 @@ impl Jobs {
         if let Some(reply) = final_reply {
             job.output.push_str(reply);
         }
-        job.state = match end {
-            JobEnd::Done { exit_code } if exit_code.is_none_or(|c| c == 0) => JobState::Done,
-            JobEnd::Done { .. } | JobEnd::Failed { .. } => JobState::Failed,
-            JobEnd::Stopped => JobState::Stopped,
-            _ => JobState::Failed,
-        };
+        job.state = end_state(end);
         let id_s = id.to_string();
         let body = match (end, job.kind) {
             (JobEnd::Stopped, _) => self.cfg.job_text("stopped_body").to_string(),

@@ -445,6 +445,118 @@ impl Session {
         }
     }
 
+    /// A session put back from its transcript (the products reopen sessions this way): the
+    /// history, the result store with its read and listing tables (compactions and rewinds
+    /// replayed, so stubs still point only at what the model sees), the job table and the turn
+    /// count. A turn the crash cut short is closed: its calls without results get the
+    /// `cancelled` answer and the turn ends as cancelled — entries that [`Session::take_log`]
+    /// then returns, for the driver to append.
+    pub fn resume(setup: SessionSetup, entries: &[Entry]) -> Session {
+        let mut s = Session::new(setup);
+        let mut open_turn = false;
+        for e in entries {
+            match e {
+                Entry::TurnStarted { turn, text, origin } => {
+                    s.turn_starts.push(s.history.len());
+                    s.context.begin_turn(*turn);
+                    s.history.push(Message::User {
+                        text: text.clone(),
+                        origin: *origin,
+                    });
+                    open_turn = true;
+                }
+                Entry::User { text, origin } => s.history.push(Message::User {
+                    text: text.clone(),
+                    origin: *origin,
+                }),
+                Entry::Assistant {
+                    text,
+                    reasoning,
+                    tool_calls,
+                } => s.history.push(Message::Assistant {
+                    text: text.clone(),
+                    reasoning: reasoning.clone(),
+                    tool_calls: tool_calls.clone(),
+                }),
+                Entry::ToolResult {
+                    call_id,
+                    tool,
+                    result_id,
+                    output,
+                    text,
+                    kind,
+                    args,
+                    read,
+                } => {
+                    s.context.restore(crate::context::Restored {
+                        id: result_id.clone(),
+                        tool: tool.clone(),
+                        args: args.clone(),
+                        output: output.clone(),
+                        kind: kind.clone(),
+                        read: read.clone(),
+                    });
+                    s.history.push(Message::Tool {
+                        call_id: call_id.clone(),
+                        text: text.clone(),
+                    });
+                }
+                Entry::JobStarted { id, kind, title } => s.jobs.restore(*id, *kind, title),
+                Entry::JobEnded { id, end } => s.jobs.restore_end(*id, end),
+                Entry::TurnEnded { .. } => open_turn = false,
+                Entry::Compacted { text } => {
+                    s.context.compact();
+                    s.history = vec![Message::User {
+                        text: text.clone(),
+                        origin: Origin::Machine,
+                    }];
+                    s.compacted_through = s.turns();
+                    s.turn_starts.fill(0);
+                }
+                Entry::Rewound { turn } => {
+                    let k = (*turn as usize).saturating_sub(1);
+                    if let Some(&at) = s.turn_starts.get(k) {
+                        s.history.truncate(at);
+                        s.turn_starts.truncate(k);
+                        s.context.rewind(*turn);
+                    }
+                }
+            }
+        }
+        if open_turn {
+            s.close_cut_turn();
+        }
+        s
+    }
+
+    /// Pairs every call of the last assistant message that has no result with the `cancelled`
+    /// answer, and ends the turn as cancelled.
+    fn close_cut_turn(&mut self) {
+        let answered: Vec<String> = self
+            .history
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { call_id, .. } => Some(call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let last_calls = self.history.iter().rev().find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls.clone()),
+            _ => None,
+        });
+        let missing = self.cfg.calls.cancelled.clone();
+        for call in last_calls.unwrap_or_default() {
+            if answered.contains(&call.id) {
+                continue;
+            }
+            let (inserted, read) = self.insert_slot(&call, None, &missing);
+            self.record_result(&call, inserted, read);
+        }
+        self.log.push(Entry::TurnEnded {
+            reason: TurnEnd::Cancelled,
+        });
+    }
+
     /// The history the model sees now.
     pub fn history(&self) -> &[Message] {
         &self.history
@@ -1056,17 +1168,10 @@ impl Session {
         let mut actions = Vec::new();
         let calls = std::mem::take(&mut self.pending.calls);
         let slots = std::mem::take(&mut self.pending.slots);
+        let missing = self.cfg.calls.no_result.clone();
         for (call, slot) in calls.iter().zip(slots) {
-            let inserted = match slot {
-                Some(Slot::Recall(args)) => self.context.recall(args),
-                Some(Slot::Done(insert)) => self.context.insert(insert),
-                Some(Slot::Waiting) | None => self.context.insert(Insert::error(
-                    call.name.clone(),
-                    call.arguments.clone(),
-                    self.cfg.calls.no_result.clone(),
-                )),
-            };
-            actions.extend(self.record_result(call, inserted));
+            let (inserted, read) = self.insert_slot(call, slot, &missing);
+            actions.extend(self.record_result(call, inserted, read));
         }
         if let Some(reason) = self.pending.end_after.take() {
             actions.extend(self.end(reason));
@@ -1076,10 +1181,35 @@ impl Session {
         actions
     }
 
+    /// Inserts one call's result; a call with none gets `missing` as an error.
+    fn insert_slot(
+        &mut self,
+        call: &ToolCall,
+        slot: Option<Slot>,
+        missing: &str,
+    ) -> (crate::context::Inserted, Option<ReadInfo>) {
+        match slot {
+            Some(Slot::Recall(args)) => (self.context.recall(args), None),
+            Some(Slot::Done(insert)) => {
+                let read = insert.read.clone();
+                (self.context.insert(insert), read)
+            }
+            Some(Slot::Waiting) | None => (
+                self.context.insert(Insert::error(
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    missing,
+                )),
+                None,
+            ),
+        }
+    }
+
     fn record_result(
         &mut self,
         call: &ToolCall,
         inserted: crate::context::Inserted,
+        read: Option<ReadInfo>,
     ) -> Vec<Action> {
         // The repeated-call nudge names the last result a run of the same call produced.
         let this = format!("{}\0{}", call.name, canonical_args(&call.arguments));
@@ -1097,6 +1227,8 @@ impl Session {
             output: stored.map(|s| s.output.clone()).unwrap_or_default(),
             text: inserted.text.clone(),
             kind: inserted.kind.clone(),
+            args: call.arguments.clone(),
+            read,
         });
         self.history.push(Message::Tool {
             call_id: call.id.clone(),
@@ -1120,17 +1252,10 @@ impl Session {
         if !self.pending.calls.is_empty() {
             let calls = std::mem::take(&mut self.pending.calls);
             let slots = std::mem::take(&mut self.pending.slots);
+            let missing = self.cfg.calls.cancelled.clone();
             for (call, slot) in calls.iter().zip(slots) {
-                let inserted = match slot {
-                    Some(Slot::Done(insert)) => self.context.insert(insert),
-                    Some(Slot::Recall(args)) => self.context.recall(args),
-                    _ => self.context.insert(Insert::error(
-                        call.name.clone(),
-                        call.arguments.clone(),
-                        self.cfg.calls.cancelled.clone(),
-                    )),
-                };
-                actions.extend(self.record_result(call, inserted));
+                let (inserted, read) = self.insert_slot(call, slot, &missing);
+                actions.extend(self.record_result(call, inserted, read));
             }
         }
         actions.extend(self.end(TurnEnd::Cancelled));

@@ -62,6 +62,12 @@ pub enum Entry {
         text: String,
         /// How it went in.
         kind: InsertKind,
+        /// The call's arguments (for the listing dedupe table on resume).
+        #[serde(default)]
+        args: serde_json::Value,
+        /// For a read: what it read (for the read table on resume).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read: Option<crate::context::ReadInfo>,
     },
     /// A job started.
     JobStarted {

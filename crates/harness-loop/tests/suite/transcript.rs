@@ -125,3 +125,126 @@ fn rewind_is_an_entry_and_replays() {
         }
     ));
 }
+
+fn read_of(id: &str, path: &str) -> ToolOutcome {
+    ToolOutcome {
+        read: Some(harness_loop::context::ReadInfo {
+            path: path.into(),
+            first: 1,
+            last: 2,
+            hash: "h".into(),
+        }),
+        ..ToolOutcome::ok(id, "1\ta\n2\tb")
+    }
+}
+
+fn calls(list: &[(&str, &str, serde_json::Value)]) -> Input {
+    Input::Model(ModelOutput {
+        tool_calls: list
+            .iter()
+            .map(|(id, name, args)| ToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: args.clone(),
+            })
+            .collect(),
+        ..ModelOutput::default()
+    })
+}
+
+#[test]
+fn a_session_resumes_from_its_transcript() {
+    let mut s = session();
+    let mut log = Vec::new();
+    s.handle(Input::Prompt { text: "one".into() }).unwrap();
+    s.handle(calls(&[("c1", "read", json!({"path": "/old"}))]))
+        .unwrap();
+    s.handle(Input::ToolResults(vec![read_of("c1", "/old")]))
+        .unwrap();
+    s.handle(calls(&[(
+        "c2",
+        "bash",
+        json!({"command": "make", "background": true}),
+    )]))
+    .unwrap();
+    s.handle(Input::Model(ModelOutput {
+        text: "ok".into(),
+        ..ModelOutput::default()
+    }))
+    .unwrap();
+    s.compact("summary").unwrap();
+    s.handle(Input::Prompt { text: "two".into() }).unwrap();
+    s.handle(calls(&[("c3", "read", json!({"path": "/new"}))]))
+        .unwrap();
+    s.handle(Input::ToolResults(vec![read_of("c3", "/new")]))
+        .unwrap();
+    // The process dies while two calls run.
+    s.handle(calls(&[
+        ("c4", "list", json!({"path": "/"})),
+        ("c5", "grep", json!({"pattern": "x"})),
+    ]))
+    .unwrap();
+    log.extend(s.take_log());
+    let new_read_id = s.context().results()[2].id.clone();
+
+    let mut r = Session::resume(
+        SessionSetup {
+            config: LoopConfig::embedded().unwrap(),
+            project: Project::Llembas,
+            budget: None,
+            id: "t".into(),
+            catalog: Box::new(|_: &str| {
+                Some(ToolTraits {
+                    risk: Risk::Read,
+                    exclusive: false,
+                })
+            }),
+            permissions: Box::new(AllowAll),
+            subagent: false,
+            hygiene: true,
+        },
+        &log,
+    );
+    // The cut turn is closed: both calls answered `cancelled`, the turn ended.
+    let repair = r.take_log();
+    assert_eq!(repair.len(), 3, "{repair:?}");
+    assert!(matches!(repair.last(), Some(Entry::TurnEnded { .. })));
+    log.extend(repair);
+    assert_eq!(replay(&log), r.history());
+    assert!(!r.busy());
+    assert_eq!(r.turns(), 2);
+
+    r.handle(Input::Prompt {
+        text: "three".into(),
+    })
+    .unwrap();
+    r.handle(calls(&[
+        ("c6", "read", json!({"path": "/new"})),
+        ("c7", "read", json!({"path": "/old"})),
+        ("c8", "bash", json!({"command": "make", "background": true})),
+    ]))
+    .unwrap();
+    r.handle(Input::ToolResults(vec![
+        read_of("c6", "/new"),
+        read_of("c7", "/old"),
+    ]))
+    .unwrap();
+    let results = r.context().results();
+    let n = results.len();
+    // /new was read after the compaction and is still in view: a stub to the same id.
+    assert!(matches!(
+        &results[n - 3].kind,
+        harness_loop::context::InsertKind::Stub { of, .. } if *of == new_read_id
+    ));
+    // /old was read before the compaction: whole again.
+    assert_eq!(results[n - 2].kind, harness_loop::context::InsertKind::Full);
+    // Job ids go on after the recorded ones.
+    assert!(r.jobs().get(2).is_some(), "the new job is job 2");
+    // Every result of the first life is still recallable.
+    for id in log.iter().filter_map(|e| match e {
+        Entry::ToolResult { result_id, .. } => Some(result_id.clone()),
+        _ => None,
+    }) {
+        assert!(r.context().stored(id.as_str()).is_some(), "{id}");
+    }
+}
