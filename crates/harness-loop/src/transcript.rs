@@ -20,6 +20,8 @@ use crate::session::Message;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
+// A log line, written and read one at a time: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Entry {
     /// A turn began with this user (or machine) text.
     TurnStarted {
