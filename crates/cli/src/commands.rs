@@ -159,14 +159,7 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
     let stdin_tty = std::io::stdin().is_terminal();
     let (prompt, answers) = match args.prompt.as_deref() {
         Some("-") => (Some(read_stdin()?), Answers::Nobody),
-        Some(p) => (
-            Some(p.to_owned()),
-            if stdin_tty || !stdin_is_open() {
-                Answers::Stdin
-            } else {
-                Answers::Stdin
-            },
-        ),
+        Some(p) => (Some(p.to_owned()), Answers::Stdin),
         None if !stdin_tty => (Some(read_stdin()?), Answers::Nobody),
         None => (None, Answers::Nobody),
     };
@@ -194,6 +187,3 @@ fn read_stdin() -> Result<String> {
     Ok(s)
 }
 
-fn stdin_is_open() -> bool {
-    true
-}

@@ -782,10 +782,10 @@ fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
                 .flatten()
             {
                 let status = t.get("status").and_then(|s| s.as_str()).unwrap_or("");
-                if status == "todo" || status == "doing" {
-                    if let Some(title) = t.get("title").and_then(|s| s.as_str()) {
-                        out.push(title.to_owned());
-                    }
+                if (status == "todo" || status == "doing")
+                    && let Some(title) = t.get("title").and_then(|s| s.as_str())
+                {
+                    out.push(title.to_owned());
                 }
             }
         }

@@ -146,10 +146,10 @@ impl Exec {
     /// A path as the model gave it, as a path of the view.
     pub fn to_view(&self, input: &str) -> String {
         let p = Path::new(input);
-        if p.is_absolute() {
-            if let Ok(rel) = p.strip_prefix(&self.root) {
-                return format!("/{}", rel.display());
-            }
+        if p.is_absolute()
+            && let Ok(rel) = p.strip_prefix(&self.root)
+        {
+            return format!("/{}", rel.display());
         }
         input.to_owned()
     }
