@@ -399,6 +399,9 @@ impl View {
     /// Writes a whole file (creating missing parent directories), with the given expectation.
     pub fn write_bytes(&self, p: &VPath, data: &[u8], expect: &Expect) -> Result<()> {
         self.check_writable(p)?;
+        if p.is_root() {
+            return Err(Error::IsADirectory(p.clone()));
+        }
         if let Some(parent) = p.parent() {
             self.ensure_dir(&parent).map_err(|e| match e {
                 Error::AccessDenied(_) => Error::AccessDenied(p.clone()),
