@@ -179,6 +179,7 @@ pub struct Context {
     store: Vec<Stored>,
     by_id: HashMap<String, usize>,
     reads: Vec<ReadRecord>,
+    read_log: Vec<ReadRecord>,
     listings: HashMap<String, usize>,
     read_tools: HashSet<String>,
     listing_tools: HashSet<String>,
@@ -199,6 +200,7 @@ impl Context {
             store: Vec::new(),
             by_id: HashMap::new(),
             reads: Vec::new(),
+            read_log: Vec::new(),
             listings: HashMap::new(),
             read_tools,
             listing_tools,
@@ -289,11 +291,13 @@ impl Context {
                 && self.read_tools.contains(&ins.tool)
                 && !matches!(kind, InsertKind::Stub { .. })
             {
-                self.reads.push(ReadRecord {
+                let record = ReadRecord {
                     info: read.clone(),
                     seq,
                     whole,
-                });
+                };
+                self.read_log.push(record.clone());
+                self.reads.push(record);
             } else if self.listing_tools.contains(&ins.tool) && whole {
                 self.listings.insert(listing_key(&ins.tool, &ins.args), seq);
             }
@@ -399,11 +403,13 @@ impl Context {
                 && self.read_tools.contains(&r.tool)
                 && !matches!(r.kind, InsertKind::Stub { .. } | InsertKind::Error)
             {
-                self.reads.push(ReadRecord {
+                let record = ReadRecord {
                     info: read.clone(),
                     seq,
                     whole,
-                });
+                };
+                self.read_log.push(record.clone());
+                self.reads.push(record);
             } else if self.listing_tools.contains(&r.tool) && whole {
                 self.listings.insert(listing_key(&r.tool, &r.args), seq);
             }
@@ -483,12 +489,12 @@ impl Context {
         &self.store
     }
 
-    /// The table of reads compaction adds: each window read since the last compaction (and not
-    /// rewound), its latest read, in the order first read. Empty when nothing was read.
+    /// The table of reads compaction adds: each window of a file the session read (and did not
+    /// rewind), its latest read, in the order first read. Empty when nothing was read.
     pub fn read_table(&self) -> String {
         let mut rows: Vec<(String, u64, u64)> = Vec::new();
         let mut latest: BTreeMap<(String, u64, u64), &ReadRecord> = BTreeMap::new();
-        for r in &self.reads {
+        for r in &self.read_log {
             let key = (r.info.path.clone(), r.info.first, r.info.last);
             if !latest.contains_key(&key) {
                 rows.push(key.clone());
@@ -541,6 +547,7 @@ impl Context {
         }
         let store = &self.store;
         self.reads.retain(|r| store[r.seq].in_view);
+        self.read_log.retain(|r| store[r.seq].turn < turn);
         self.listings.retain(|_, seq| store[*seq].in_view);
         self.turn = turn;
     }
