@@ -219,3 +219,55 @@ fn mutations_from_many_threads_all_land() {
     });
     assert_eq!(b.list(&VPath::parse("/inner")).unwrap().entries.len(), 101);
 }
+
+/// Run by [`another_process_is_refused`] in a child process: opens the root it is given and
+/// says what came of it.
+#[test]
+fn child_opens_root() {
+    let (Ok(root), Ok(locks)) = (
+        std::env::var("HARNESS_FS_CHILD_ROOT"),
+        std::env::var("HARNESS_FS_CHILD_LOCKS"),
+    ) else {
+        return;
+    };
+    let opts = HostOptions {
+        lock_dir: Some(locks.into()),
+        ..HostOptions::default()
+    };
+    match HostBackend::open(&root, opts) {
+        Err(Error::RootInUse(_)) => println!("child: in use"),
+        Ok(b) => {
+            b.close();
+            println!("child: opened");
+        }
+        Err(e) => println!("child: {e}"),
+    }
+}
+
+#[test]
+fn another_process_is_refused() {
+    let (dir, root) = setup();
+    let locks = dir.path().join("locks");
+    let child = |path: &std::path::Path| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "suite::host::child_opens_root",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("HARNESS_FS_CHILD_ROOT", path)
+            .env("HARNESS_FS_CHILD_LOCKS", &locks)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let held = HostBackend::open(root.join("inner"), opts(&dir)).unwrap();
+    assert!(child(&root).contains("child: in use"), "containing root");
+    assert!(
+        child(&root.join("inner/deeper")).contains("child: in use"),
+        "root inside"
+    );
+    held.close();
+    assert!(child(&root).contains("child: opened"), "after close");
+}
