@@ -1,6 +1,6 @@
 //! One-shot runs (`-p`) against the scripted model server.
 
-use harness_test_support::ScriptedServer;
+use harness_test_support::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 
 use super::*;
@@ -254,4 +254,97 @@ async fn json_output_streams_the_events() {
         "{types:?}"
     );
     assert_eq!(types.last().map(String::as_str), Some("turn_ended"));
+}
+
+async fn interrupt_when(sb: &Sandbox, base_url: &str, args: &[&str], ready: impl Fn() -> bool) -> Run {
+    let mut child = sb.command(base_url, args).spawn().unwrap();
+    drop(child.stdin.take());
+    let pid = child.id().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "never got ready");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("llembas did not stop after Ctrl-C")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_a_stalled_answer() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        Reply::sse_chunks(&[harness_test_support::chunk(json!({"content": "Thinking about"}), None)]).stalling(),
+    ])
+    .await
+    .unwrap();
+    // The stall starts after the first piece: no [DONE] comes.
+    let stalled = server.base_url();
+    let run = interrupt_when(&sb, &stalled, &["-p", "go"], || server.requests().len() == 1).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("llembas: cancelled (session"), "{}", run.stderr);
+    let t = sb.transcript();
+    assert_eq!(t.last().unwrap()["reason"]["kind"], "cancelled", "{t:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_a_running_command() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "echo started > started.txt; sleep 30; echo late > late.txt"}),
+    )])
+    .await
+    .unwrap();
+    let started = sb.project.path().join("started.txt");
+    let run = interrupt_when(&sb, &server.base_url(), &["--mode", "auto", "-p", "go"], || started.exists()).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(!sb.project.path().join("late.txt").exists());
+    let t = sb.transcript();
+    let result = t.iter().find(|e| e["type"] == "tool_result").unwrap();
+    assert_eq!(result["tool"], "bash");
+    assert_eq!(t.last().unwrap()["reason"]["kind"], "cancelled", "{t:?}");
+    assert_eq!(server.requests().len(), 1, "no step after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copes_with_a_quirky_server() {
+    let sb = Sandbox::new();
+    sb.write("notes.txt", "remember the milk\n");
+    // `data:` without a space, arguments as an object, finish_reason stop with a call,
+    // reasoning inside <think> in the content of the next answer.
+    let call = Reply::sse_lines(&[
+        r#"data:{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+        "",
+        r#"data:{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","type":"function","function":{"name":"read","arguments":{"path":"notes.txt"}}}]}}]}"#,
+        "",
+        r#"data:{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "",
+        "data: [DONE]",
+        "",
+    ]);
+    let server = ScriptedServer::start(vec![
+        call,
+        text(&["<think>the file says", " milk</think>", "Buy milk."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb.run(&server.base_url(), &["-p", "what do my notes say?"], "").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim(), "Buy milk.");
+    assert!(run.stderr.contains("the file says"), "reasoning is shown dimmed: {}", run.stderr);
+    let r = tool_results(&server.bodies()[1]);
+    assert!(r[0].contains("1: remember the milk"), "{r:?}");
 }
