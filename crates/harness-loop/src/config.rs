@@ -197,6 +197,8 @@ pub struct JobMarks {
     pub finished: String,
     /// A subagent's report.
     pub report: String,
+    /// A message from the owning session, as a running subagent receives it (`{text}`).
+    pub message: String,
     /// The mark of a turn a job started.
     pub machine: String,
 }

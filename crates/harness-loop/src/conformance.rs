@@ -482,6 +482,13 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     .into(),
                 answer: Answer::Once,
             },
+            "message" => Input::Message {
+                text: step
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
+            },
             "cancel" => Input::Cancel,
             other => return Outcome::malformed(format!("step {k}: unknown input `{other}`")),
         };

@@ -265,6 +265,12 @@ pub enum Input {
         /// What it said.
         text: String,
     },
+    /// This session is a running subagent: the session that owns its job sent it a message
+    /// (`job_send`). It is read at the next step, or starts a turn marked machine when idle.
+    Message {
+        /// The message.
+        text: String,
+    },
     /// Stop the running turn.
     Cancel,
 }
@@ -382,6 +388,7 @@ pub struct Session {
     last_call: Option<(String, u32, String)>,
     open_tasks: Vec<String>,
     subagent: bool,
+    inbox: Vec<String>,
     log: Vec<Entry>,
 }
 
@@ -441,6 +448,7 @@ impl Session {
             last_call: None,
             open_tasks: Vec::new(),
             subagent: setup.subagent,
+            inbox: Vec::new(),
             log: Vec::new(),
         }
     }
@@ -670,6 +678,11 @@ impl Session {
                 actions.extend(self.wake_if_idle());
                 Ok(actions)
             }
+            Input::Message { text } => {
+                let mark = fill(&self.cfg.jobs.marks.message, &[("text", &text)]);
+                self.inbox.push(mark);
+                Ok(self.wake_if_idle())
+            }
             Input::Cancel => Ok(self.cancel()),
         }
     }
@@ -682,11 +695,12 @@ impl Session {
     }
 
     fn wake_if_idle(&mut self) -> Vec<Action> {
-        if self.busy() || !self.jobs.has_wakes() {
+        if self.busy() || (!self.jobs.has_wakes() && self.inbox.is_empty()) {
             return Vec::new();
         }
-        let text = self.jobs.take_wakes().join("\n\n");
-        self.start_turn(text, Origin::Machine)
+        let mut parts = self.jobs.take_wakes();
+        parts.append(&mut self.inbox);
+        self.start_turn(parts.join("\n\n"), Origin::Machine)
     }
 
     fn start_turn(&mut self, text: String, origin: Origin) -> Vec<Action> {
@@ -728,6 +742,9 @@ impl Session {
         // Wake-ups that came while the prompt ran go in before the next step.
         for wake in self.jobs.take_wakes() {
             self.push_user(wake, Origin::Machine);
+        }
+        for message in std::mem::take(&mut self.inbox) {
+            self.push_user(message, Origin::Machine);
         }
         let Some(turn) = self.turn.as_ref() else {
             return Vec::new();
