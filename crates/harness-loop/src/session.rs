@@ -1228,11 +1228,13 @@ impl Session {
         inserted: crate::context::Inserted,
         read: Option<ReadInfo>,
     ) -> Vec<Action> {
-        // The repeated-call nudge names the last result a run of the same call produced.
+        // The repeated-call nudge names the last result a run of the same call produced (an
+        // error too), never a nudge of its own.
         let this = format!("{}\0{}", call.name, canonical_args(&call.arguments));
-        if let Some((key, _, r)) = self.last_call.as_mut()
+        let threshold = self.cfg.nudges.repeated_call.threshold;
+        if let Some((key, count, r)) = self.last_call.as_mut()
             && *key == this
-            && inserted.kind != InsertKind::Error
+            && *count < threshold
         {
             *r = inserted.id.to_string();
         }
