@@ -186,4 +186,3 @@ fn read_stdin() -> Result<String> {
     std::io::stdin().read_to_string(&mut s)?;
     Ok(s)
 }
-

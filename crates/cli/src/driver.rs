@@ -435,7 +435,7 @@ impl Driver {
         messages.extend(request.messages.iter().map(to_model_message));
         let chat = ChatRequest {
             messages,
-            tools: if request.tools {
+            tools: if request.tools && self.client.model().tools {
                 self.offering
                     .tools
                     .iter()

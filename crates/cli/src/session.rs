@@ -33,6 +33,7 @@ pub async fn model_client(m: &ModelSettings) -> Result<(ModelClient, String)> {
         context: m.context,
         output: m.output,
         capacity: m.capacity,
+        tools: m.tools,
         ..ModelOverrides::default()
     };
     let catalogue = Catalogue::embedded()?;

@@ -73,6 +73,9 @@ pub struct EndpointConfig {
     /// `quirks.json`), for the quirks it is known to have.
     #[serde(default)]
     pub server: Option<String>,
+    /// Whether the model calls tools, overriding the catalogue (`false`: none are offered).
+    #[serde(default)]
+    pub tools: Option<bool>,
 }
 
 /// A permission rule as configured: `{tool, pattern, action = "allow"|"ask"|"deny"}`.
@@ -141,6 +144,8 @@ pub struct ModelSettings {
     pub capacity: Option<u32>,
     /// The kind of server, when configured.
     pub server: Option<String>,
+    /// Whether the model calls tools, when configured.
+    pub tools: Option<bool>,
 }
 
 /// Everything a session needs, resolved and checked.
@@ -290,6 +295,7 @@ fn resolve_model(
         server: env
             .var("LLEMBAS_SERVER")
             .or_else(|| endpoint.as_ref().and_then(|e| e.server.clone())),
+        tools: endpoint.as_ref().and_then(|e| e.tools),
     }))
 }
 

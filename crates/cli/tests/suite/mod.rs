@@ -3,6 +3,7 @@
 
 mod cli;
 mod oneshot;
+mod real_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

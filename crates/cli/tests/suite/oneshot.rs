@@ -256,7 +256,12 @@ async fn json_output_streams_the_events() {
     assert_eq!(types.last().map(String::as_str), Some("turn_ended"));
 }
 
-async fn interrupt_when(sb: &Sandbox, base_url: &str, args: &[&str], ready: impl Fn() -> bool) -> Run {
+async fn interrupt_when(
+    sb: &Sandbox,
+    base_url: &str,
+    args: &[&str],
+    ready: impl Fn() -> bool,
+) -> Run {
     let mut child = sb.command(base_url, args).spawn().unwrap();
     drop(child.stdin.take());
     let pid = child.id().unwrap();
@@ -285,15 +290,26 @@ async fn interrupt_when(sb: &Sandbox, base_url: &str, args: &[&str], ready: impl
 async fn ctrl_c_cancels_a_stalled_answer() {
     let sb = Sandbox::new();
     let server = ScriptedServer::start(vec![
-        Reply::sse_chunks(&[harness_test_support::chunk(json!({"content": "Thinking about"}), None)]).stalling(),
+        Reply::sse_chunks(&[harness_test_support::chunk(
+            json!({"content": "Thinking about"}),
+            None,
+        )])
+        .stalling(),
     ])
     .await
     .unwrap();
     // The stall starts after the first piece: no [DONE] comes.
     let stalled = server.base_url();
-    let run = interrupt_when(&sb, &stalled, &["-p", "go"], || server.requests().len() == 1).await;
+    let run = interrupt_when(&sb, &stalled, &["-p", "go"], || {
+        server.requests().len() == 1
+    })
+    .await;
     assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stderr.contains("llembas: cancelled (session"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("llembas: cancelled (session"),
+        "{}",
+        run.stderr
+    );
     let t = sb.transcript();
     assert_eq!(t.last().unwrap()["reason"]["kind"], "cancelled", "{t:?}");
 }
@@ -309,7 +325,13 @@ async fn ctrl_c_stops_a_running_command() {
     .await
     .unwrap();
     let started = sb.project.path().join("started.txt");
-    let run = interrupt_when(&sb, &server.base_url(), &["--mode", "auto", "-p", "go"], || started.exists()).await;
+    let run = interrupt_when(
+        &sb,
+        &server.base_url(),
+        &["--mode", "auto", "-p", "go"],
+        || started.exists(),
+    )
+    .await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(!sb.project.path().join("late.txt").exists());
     let t = sb.transcript();
@@ -341,10 +363,16 @@ async fn copes_with_a_quirky_server() {
     ])
     .await
     .unwrap();
-    let run = sb.run(&server.base_url(), &["-p", "what do my notes say?"], "").await;
+    let run = sb
+        .run(&server.base_url(), &["-p", "what do my notes say?"], "")
+        .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout.trim(), "Buy milk.");
-    assert!(run.stderr.contains("the file says"), "reasoning is shown dimmed: {}", run.stderr);
+    assert!(
+        run.stderr.contains("the file says"),
+        "reasoning is shown dimmed: {}",
+        run.stderr
+    );
     let r = tool_results(&server.bodies()[1]);
     assert!(r[0].contains("1: remember the milk"), "{r:?}");
 }
