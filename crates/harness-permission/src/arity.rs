@@ -9,7 +9,11 @@ pub(crate) fn pattern(data: &Data, words: &[&str]) -> Option<String> {
         return None;
     }
     // Longest listed prefix of the leading non-flag words.
-    let lead: Vec<&str> = words.iter().take_while(|w| !w.starts_with('-')).copied().collect();
+    let lead: Vec<&str> = words
+        .iter()
+        .take_while(|w| !w.starts_with('-'))
+        .copied()
+        .collect();
     let mut arity = data.default_arity;
     for len in (1..=lead.len().min(4)).rev() {
         if let Some(a) = data.arity.get(&lead[..len].join(" ")) {

@@ -42,7 +42,9 @@ impl AreaRunner for PermissionRunner {
     fn run(&self, case: &Value) -> Outcome {
         let engine = match self.engine() {
             Ok(e) => e,
-            Err(e) => return Outcome::malformed(format!("the permission engine did not load: {e}")),
+            Err(e) => {
+                return Outcome::malformed(format!("the permission engine did not load: {e}"));
+            }
         };
         let Some(mode) = case.get("mode").and_then(Value::as_str) else {
             return Outcome::malformed("a case needs a string `mode`");
@@ -53,8 +55,15 @@ impl AreaRunner for PermissionRunner {
         };
         let (tool, args) = match (case.get("command"), case.get("tool")) {
             (Some(Value::String(c)), None) => ("bash".to_owned(), json!({ "command": c })),
-            (None, Some(Value::String(t))) => (t.clone(), case.get("args").cloned().unwrap_or_else(|| json!({}))),
-            _ => return Outcome::malformed("a case needs either a string `command` or a string `tool` (with `args`)"),
+            (None, Some(Value::String(t))) => (
+                t.clone(),
+                case.get("args").cloned().unwrap_or_else(|| json!({})),
+            ),
+            _ => {
+                return Outcome::malformed(
+                    "a case needs either a string `command` or a string `tool` (with `args`)",
+                );
+            }
         };
         let cwd = match case.get("cwd") {
             None => DEFAULT_WORKSPACE.to_owned(),
@@ -86,21 +95,35 @@ impl AreaRunner for PermissionRunner {
         let mut passed = match (expect.get("decision"), expect.get("decision_any_of")) {
             (Some(Value::String(want)), None) => want == got,
             (None, Some(Value::Array(list))) => list.iter().any(|v| v.as_str() == Some(got)),
-            _ => return Outcome::malformed("`expect` needs `decision` (a string) or `decision_any_of` (a list)"),
+            _ => {
+                return Outcome::malformed(
+                    "`expect` needs `decision` (a string) or `decision_any_of` (a list)",
+                );
+            }
         };
         let pats = d.always_patterns();
         let offered = d.action == Action::Ask;
         if let Some(want) = expect.get("always") {
-            let Some(want) = want.as_str() else { return Outcome::malformed("`expect.always` must be a string") };
+            let Some(want) = want.as_str() else {
+                return Outcome::malformed("`expect.always` must be a string");
+            };
             passed &= offered && pats.contains(&want);
         }
         if let Some(not) = expect.get("always_not") {
-            let Some(not) = not.as_str() else { return Outcome::malformed("`expect.always_not` must be a string") };
+            let Some(not) = not.as_str() else {
+                return Outcome::malformed("`expect.always_not` must be a string");
+            };
             passed &= !pats.contains(&not);
         }
         let mut actual = serde_json::Map::new();
         if expect.contains_key("decision_any_of") && passed {
-            actual.insert("decision_any_of".into(), expect.get("decision_any_of").cloned().unwrap_or(Value::Null));
+            actual.insert(
+                "decision_any_of".into(),
+                expect
+                    .get("decision_any_of")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
         } else {
             actual.insert("decision".into(), json!(got));
         }
@@ -118,6 +141,9 @@ impl AreaRunner for PermissionRunner {
         if !passed {
             actual.insert("reason".into(), json!(d.reason));
         }
-        Outcome { passed, actual: Value::Object(actual) }
+        Outcome {
+            passed,
+            actual: Value::Object(actual),
+        }
     }
 }

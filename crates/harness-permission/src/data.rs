@@ -9,7 +9,9 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 /// What a rule or a mode does with a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// Run it.
@@ -104,7 +106,6 @@ pub(crate) struct RawRule {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct RawProtected {
-    pub id: String,
     pub reason: String,
     pub paths: Vec<String>,
     #[serde(default)]
@@ -169,7 +170,11 @@ pub struct Rule {
 impl Rule {
     /// A rule from its three parts.
     pub fn new(tool: impl Into<String>, pattern: impl Into<String>, action: Action) -> Rule {
-        Rule { tool: tool.into(), pattern: pattern.into(), action }
+        Rule {
+            tool: tool.into(),
+            pattern: pattern.into(),
+            action,
+        }
     }
 }
 
@@ -298,7 +303,10 @@ pub(crate) struct Data {
 }
 
 fn regex(file: &'static str, what: &str, src: &str) -> Result<Regex> {
-    Regex::new(src).map_err(|e| Error::Data { file, message: format!("{what}: bad regex: {e}") })
+    Regex::new(src).map_err(|e| Error::Data {
+        file,
+        message: format!("{what}: bad regex: {e}"),
+    })
 }
 
 fn compile_condition(c: &Condition) -> Result<Compiled> {
@@ -325,7 +333,11 @@ fn compile_rules(raw: &[RawRule]) -> Result<Vec<FloorRule>> {
                 reason: r.reason.clone(),
                 programs: r.programs.clone(),
                 also_programs: r.also_programs.clone(),
-                when: r.when.iter().map(compile_condition).collect::<Result<_>>()?,
+                when: r
+                    .when
+                    .iter()
+                    .map(compile_condition)
+                    .collect::<Result<_>>()?,
                 must_match: r.must_match.clone(),
                 must_not_match: r.must_not_match.clone(),
             })
@@ -339,10 +351,16 @@ fn globset(patterns: &[&str]) -> Result<GlobSet> {
         let g = globset::GlobBuilder::new(p)
             .literal_separator(true)
             .build()
-            .map_err(|e| Error::Data { file: "hardline.json", message: format!("path `{p}`: {e}") })?;
+            .map_err(|e| Error::Data {
+                file: "hardline.json",
+                message: format!("path `{p}`: {e}"),
+            })?;
         b.add(g);
     }
-    b.build().map_err(|e| Error::Data { file: "hardline.json", message: e.to_string() })
+    b.build().map_err(|e| Error::Data {
+        file: "hardline.json",
+        message: e.to_string(),
+    })
 }
 
 fn split_paths(paths: &[String]) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
@@ -368,9 +386,15 @@ impl Data {
         let parse = |file: &'static str| -> Result<serde_json::Value> {
             spec.json(&format!("permission/{file}"))
                 .cloned()
-                .ok_or(Error::Data { file, message: "missing".into() })
+                .ok_or(Error::Data {
+                    file,
+                    message: "missing".into(),
+                })
         };
-        let de = |file: &'static str, v: serde_json::Value| Error::Data { file, message: v.to_string() };
+        let de = |file: &'static str, v: serde_json::Value| Error::Data {
+            file,
+            message: v.to_string(),
+        };
         let hard: Hardline = serde_json::from_value(parse("hardline.json")?)
             .map_err(|e| de("hardline.json", e.to_string().into()))?;
         let arity: ArityFile = serde_json::from_value(parse("arity.json")?)
@@ -381,7 +405,10 @@ impl Data {
             .map_err(|e| de("modes.json", e.to_string().into()))?;
         for m in ["manual", "edit", "auto", "plan"] {
             if !modes.modes.contains_key(m) {
-                return Err(Error::Data { file: "modes.json", message: format!("mode `{m}` is missing") });
+                return Err(Error::Data {
+                    file: "modes.json",
+                    message: format!("mode `{m}` is missing"),
+                });
             }
         }
         let mut protected = Vec::new();
@@ -402,7 +429,11 @@ impl Data {
         let data = Data {
             unparseable: hard.unparseable.clone(),
             unknown_program: hard.unknown_program.clone(),
-            wrappers: hard.wrappers.into_iter().map(|w| (w.name.clone(), w)).collect(),
+            wrappers: hard
+                .wrappers
+                .into_iter()
+                .map(|w| (w.name.clone(), w))
+                .collect(),
             shells: hard.shells.into_iter().collect(),
             interpreters: hard.interpreters,
             exec_calls: regex("hardline.json", "exec_calls", &hard.exec_calls)?,
@@ -412,14 +443,23 @@ impl Data {
             floor: compile_rules(&hard.floor)?,
             caution: compile_rules(&hard.caution)?,
             protected,
-            arity: arity.entries.iter().map(|e| (e.prefix.clone(), e.arity)).collect(),
+            arity: arity
+                .entries
+                .iter()
+                .map(|e| (e.prefix.clone(), e.arity))
+                .collect(),
             default_arity: arity.default_arity,
             never: arity.never.iter().cloned().collect(),
             keys: defaults.keys,
             key_aliases: defaults.key_aliases,
             defaults: defaults.rules,
             modes: modes.modes,
-            reads: modes.bash_read.commands.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            reads: modes
+                .bash_read
+                .commands
+                .into_iter()
+                .map(|c| (c.name.clone(), c))
+                .collect(),
             git_read: modes.bash_read.git_read.into_iter().collect(),
             git_unless: modes.bash_read.git_unless,
             quiet_targets: modes.bash_read.quiet_targets.into_iter().collect(),

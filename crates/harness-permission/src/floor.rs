@@ -21,7 +21,10 @@ fn flag_present(args: &[Word], flags: &[String]) -> bool {
         }
         for f in flags {
             if f.starts_with("--") || f.len() > 2 {
-                if t == f || t.strip_prefix(f.as_str()).is_some_and(|r| r.starts_with('=')) {
+                if t == f
+                    || t.strip_prefix(f.as_str())
+                        .is_some_and(|r| r.starts_with('='))
+                {
                     return true;
                 }
             } else if !t.starts_with("--") {
@@ -61,7 +64,7 @@ impl Data {
         let reach = paths::reach(&resolved);
         let root = reach == "/";
         let home = reach == place.home;
-        let system = self.system_dirs.iter().any(|d| *d == reach);
+        let system = self.system_dirs.contains(&reach);
         match pred {
             "root" => !w.text.is_empty() && root,
             "system_dir" => system,
@@ -70,7 +73,9 @@ impl Data {
             "sysrq" => resolved == "/proc/sysrq-trigger",
             "root_home_or_system" => root || home || system,
             "outside_or_workspace_or_dynamic" => {
-                if w.dynamic && (w.text.starts_with('$') || w.text.starts_with("${") || w.text.is_empty()) {
+                if w.dynamic
+                    && (w.text.starts_with('$') || w.text.starts_with("${") || w.text.is_empty())
+                {
                     return true;
                 }
                 let ws = place.workspace;
@@ -85,20 +90,31 @@ impl Data {
     fn condition(&self, c: &Compiled, rule: &FloorRule, part: &Part, place: &Place<'_>) -> bool {
         let args = part.args();
         match c {
-            Compiled::Operand(p) => operands(args).iter().any(|w| self.operand_pred(p, w, part, place)),
+            Compiled::Operand(p) => operands(args)
+                .iter()
+                .any(|w| self.operand_pred(p, w, part, place)),
             Compiled::Redirect(p) => {
-                part.redirects.iter().any(|r| r.write && self.operand_pred(p, &r.target, part, place))
+                part.redirects
+                    .iter()
+                    .any(|r| r.write && self.operand_pred(p, &r.target, part, place))
                     || (program_matches(&rule.also_programs, &part.program)
-                        && write_targets(part).iter().any(|w| self.operand_pred(p, w, part, place)))
+                        && write_targets(part)
+                            .iter()
+                            .any(|w| self.operand_pred(p, w, part, place)))
             }
             Compiled::Flag(f) => flag_present(args, f),
-            Compiled::Subcommand(s) => operands(args).first().is_some_and(|w| s.iter().any(|x| *x == w.text)),
-            Compiled::LastArg(s) => args.len() >= 2 && args.last().is_some_and(|w| s.iter().any(|x| *x == w.text)),
+            Compiled::Subcommand(s) => operands(args).first().is_some_and(|w| s.contains(&w.text)),
+            Compiled::LastArg(s) => {
+                args.len() >= 2 && args.last().is_some_and(|w| s.contains(&w.text))
+            }
             Compiled::ArgRegex(re) => args.iter().any(|w| re.is_match(&w.text)),
             Compiled::AnyWordRegex(re) => {
-                part.argv.iter().any(|w| re.is_match(&w.text)) || part.redirects.iter().any(|r| re.is_match(&r.target.text))
+                part.argv.iter().any(|w| re.is_match(&w.text))
+                    || part.redirects.iter().any(|r| re.is_match(&r.target.text))
             }
-            Compiled::Finding(f) => part.findings.iter().any(|x| x == f) || self.semantic(f, part, place),
+            Compiled::Finding(f) => {
+                part.findings.iter().any(|x| x == f) || self.semantic(f, part, place)
+            }
             Compiled::Not(inner) => !self.condition(inner, rule, part, place),
         }
     }
@@ -107,7 +123,10 @@ impl Data {
         let args = part.args();
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
         match finding {
-            "privileged" => part.wrappers.iter().any(|w| matches!(w.as_str(), "sudo" | "doas" | "pkexec" | "run0")),
+            "privileged" => part
+                .wrappers
+                .iter()
+                .any(|w| matches!(w.as_str(), "sudo" | "doas" | "pkexec" | "run0")),
             "find_delete_system" => {
                 part.program == "find"
                     && texts.contains(&"-delete")
@@ -123,7 +142,12 @@ impl Data {
     }
 
     /// The floor (`deny`) or caution (`ask`) rules a part hits.
-    pub(crate) fn hits<'d>(&'d self, rules: &'d [FloorRule], part: &Part, place: &Place<'_>) -> Vec<&'d FloorRule> {
+    pub(crate) fn hits<'d>(
+        &'d self,
+        rules: &'d [FloorRule],
+        part: &Part,
+        place: &Place<'_>,
+    ) -> Vec<&'d FloorRule> {
         rules
             .iter()
             .filter(|r| {
@@ -138,15 +162,22 @@ impl Data {
     }
 
     /// What the protected paths say about writing (or reading) an absolute path.
-    pub(crate) fn protected(&self, path: &str, write: bool, place: &Place<'_>) -> Option<(Action, &str)> {
+    pub(crate) fn protected(
+        &self,
+        path: &str,
+        write: bool,
+        place: &Place<'_>,
+    ) -> Option<(Action, &str)> {
         let rel_abs = path.trim_start_matches('/');
         let rel_home = if paths::inside(path, place.home) && path != place.home {
-            path.strip_prefix(place.home).map(|r| r.trim_start_matches('/'))
+            path.strip_prefix(place.home)
+                .map(|r| r.trim_start_matches('/'))
         } else {
             None
         };
         let rel_ws = if paths::inside(path, place.workspace) && path != place.workspace {
-            path.strip_prefix(place.workspace).map(|r| r.trim_start_matches('/'))
+            path.strip_prefix(place.workspace)
+                .map(|r| r.trim_start_matches('/'))
         } else {
             None
         };
@@ -158,7 +189,8 @@ impl Data {
             if !hit {
                 continue;
             }
-            let except = p.except_absolute.is_match(rel_abs) || rel_home.is_some_and(|r| p.except_home.is_match(r));
+            let except = p.except_absolute.is_match(rel_abs)
+                || rel_home.is_some_and(|r| p.except_home.is_match(r));
             if except {
                 continue;
             }
@@ -179,13 +211,20 @@ pub(crate) fn write_targets(part: &Part) -> Vec<&Word> {
         "rm" | "rmdir" | "touch" | "mkdir" | "shred" | "tee" | "unlink" | "mv" | "truncate" => ops,
         "chmod" | "chown" | "chgrp" | "setfacl" => ops.into_iter().skip(1).collect(),
         "cp" | "install" | "ln" | "rsync" | "scp" => {
-            if let Some(pos) = args.iter().position(|a| a.text == "-t" || a.text == "--target-directory") {
+            if let Some(pos) = args
+                .iter()
+                .position(|a| a.text == "-t" || a.text == "--target-directory")
+            {
                 args.get(pos + 1).into_iter().collect()
             } else {
                 ops.last().copied().into_iter().collect()
             }
         }
-        "sed" | "perl" | "ruby" if args.iter().any(|a| a.text.starts_with("-i") || a.text == "--in-place") => {
+        "sed" | "perl" | "ruby"
+            if args
+                .iter()
+                .any(|a| a.text.starts_with("-i") || a.text == "--in-place") =>
+        {
             ops.into_iter().skip(1).collect()
         }
         "dd" => args.iter().filter(|a| a.text.starts_with("of=")).collect(),
@@ -202,7 +241,15 @@ fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
     let mut i = 0;
     while i < texts.len() {
         let t = texts[i];
-        if matches!(t, "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path" | "--config-env") {
+        if matches!(
+            t,
+            "-C" | "-c"
+                | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--exec-path"
+                | "--config-env"
+        ) {
             i += 2;
             continue;
         }
@@ -216,40 +263,68 @@ fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
 }
 
 fn git_destructive(texts: &[&str]) -> bool {
-    let Some((i, sub)) = git_sub(texts) else { return false };
+    let Some((i, sub)) = git_sub(texts) else {
+        return false;
+    };
     let rest = &texts[i + 1..];
-    let has = |f: &str| rest.iter().any(|t| *t == f);
-    let short = |c: char| rest.iter().any(|t| t.starts_with('-') && !t.starts_with("--") && t.contains(c));
+    let has = |f: &str| rest.contains(&f);
+    let short = |c: char| {
+        rest.iter()
+            .any(|t| t.starts_with('-') && !t.starts_with("--") && t.contains(c))
+    };
     match sub.as_str() {
-        "reset" => rest.iter().any(|t| t.len() >= 3 && "--hard".starts_with(t) && t.starts_with("--h")),
+        "reset" => rest
+            .iter()
+            .any(|t| t.len() >= 3 && "--hard".starts_with(t) && t.starts_with("--h")),
         "push" => {
             short('f')
-                || rest.iter().any(|t| t.starts_with("--force") || *t == "--mirror" || *t == "--prune")
+                || rest
+                    .iter()
+                    .any(|t| t.starts_with("--force") || *t == "--mirror" || *t == "--prune")
                 || rest.iter().any(|t| t.starts_with('+') && t.len() > 1)
         }
         "clean" => short('f') || has("--force"),
-        "branch" => rest.iter().any(|t| *t == "-D") || ((has("--delete") || short('d')) && (has("--force") || short('f'))),
+        "branch" => {
+            rest.contains(&"-D")
+                || ((has("--delete") || short('d')) && (has("--force") || short('f')))
+        }
         "stash" => rest.first().is_some_and(|t| *t == "clear"),
-        "checkout" => (has("--") || has(".")) && rest.iter().any(|t| *t == "." || *t == "*") || has("-f") || has("--force"),
+        "checkout" => {
+            (has("--") || has(".")) && rest.iter().any(|t| *t == "." || *t == "*")
+                || has("-f")
+                || has("--force")
+        }
         "restore" => rest.iter().any(|t| *t == "." || *t == "*"),
         "filter-branch" | "filter-repo" => true,
-        "reflog" => rest.first().is_some_and(|t| *t == "expire" || *t == "delete"),
+        "reflog" => rest
+            .first()
+            .is_some_and(|t| *t == "expire" || *t == "delete"),
         "update-ref" => has("-d"),
         _ => false,
     }
 }
 
 fn infra_destroy(program: &str, texts: &[&str]) -> bool {
-    let ops: Vec<&str> = texts.iter().filter(|t| !t.starts_with('-')).copied().collect();
+    let ops: Vec<&str> = texts
+        .iter()
+        .filter(|t| !t.starts_with('-'))
+        .copied()
+        .collect();
     let first = ops.first().copied().unwrap_or("");
     match program {
-        "terraform" | "tofu" => first == "destroy" || (first == "apply" && texts.contains(&"-destroy")),
+        "terraform" | "tofu" => {
+            first == "destroy" || (first == "apply" && texts.contains(&"-destroy"))
+        }
         "kubectl" => first == "delete" || first == "drain",
         "helm" => first == "uninstall" || first == "delete",
         "gh" => ops.len() >= 2 && ops[1] == "delete",
         "aws" => {
-            (ops.len() >= 2 && ops[0] == "s3" && (ops[1] == "rb" || (ops[1] == "rm" && texts.contains(&"--recursive"))))
-                || ops.get(1).is_some_and(|o| o.starts_with("delete-") || o.starts_with("terminate-"))
+            (ops.len() >= 2
+                && ops[0] == "s3"
+                && (ops[1] == "rb" || (ops[1] == "rm" && texts.contains(&"--recursive"))))
+                || ops
+                    .get(1)
+                    .is_some_and(|o| o.starts_with("delete-") || o.starts_with("terminate-"))
         }
         "docker" | "podman" => {
             (first == "system" && ops.get(1) == Some(&"prune"))

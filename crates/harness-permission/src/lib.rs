@@ -110,7 +110,12 @@ pub struct Decision {
 
 impl Decision {
     fn new(action: Action, reason: impl Into<String>) -> Decision {
-        Decision { action, reason: reason.into(), rule: None, always: None }
+        Decision {
+            action,
+            reason: reason.into(),
+            rule: None,
+            always: None,
+        }
     }
     fn rule(mut self, rule: impl Into<String>) -> Decision {
         self.rule = Some(rule.into());
@@ -122,7 +127,10 @@ impl Decision {
     }
     /// The "always" patterns, one per asking part.
     pub fn always_patterns(&self) -> Vec<&str> {
-        self.always.as_deref().map(|a| a.split('\n').collect()).unwrap_or_default()
+        self.always
+            .as_deref()
+            .map(|a| a.split('\n').collect())
+            .unwrap_or_default()
     }
 }
 
@@ -154,7 +162,10 @@ impl Engine {
     fn check_examples(&self) -> Result<()> {
         for step in &self.data.steps {
             if !normalise::known(&step.step) {
-                return Err(Error::Data { file: "hardline.json", message: format!("unknown normalisation step `{}`", step.step) });
+                return Err(Error::Data {
+                    file: "hardline.json",
+                    message: format!("unknown normalisation step `{}`", step.step),
+                });
             }
             for (input, want) in &step.examples {
                 let got = normalise::apply(&step.step, input);
@@ -181,18 +192,35 @@ impl Engine {
             }
         }
         if !wrong.is_empty() {
-            return Err(Error::Example { file: "hardline.json", rule: "floor and caution".into(), message: wrong.join("; ") });
+            return Err(Error::Example {
+                file: "hardline.json",
+                rule: "floor and caution".into(),
+                message: wrong.join("; "),
+            });
         }
-        let place = Place { home: DEFAULT_HOME, workspace: DEFAULT_WORKSPACE };
+        let place = Place {
+            home: DEFAULT_HOME,
+            workspace: DEFAULT_WORKSPACE,
+        };
         for ex in &self.data.path_examples {
             for (write, want) in [(true, ex.write), (false, ex.read)] {
                 let Some(want) = want else { continue };
-                let got = self.data.protected(&ex.path, write, &place).map(|(a, _)| a).unwrap_or(Action::Allow);
+                let got = self
+                    .data
+                    .protected(&ex.path, write, &place)
+                    .map(|(a, _)| a)
+                    .unwrap_or(Action::Allow);
                 if got != want {
                     return Err(Error::Example {
                         file: "hardline.json",
                         rule: "path_examples".into(),
-                        message: format!("{} {} is {}, not {}", if write { "writing" } else { "reading" }, ex.path, got.as_str(), want.as_str()),
+                        message: format!(
+                            "{} {} is {}, not {}",
+                            if write { "writing" } else { "reading" },
+                            ex.path,
+                            got.as_str(),
+                            want.as_str()
+                        ),
                     });
                 }
             }
@@ -213,11 +241,19 @@ impl Engine {
     /// The ids of the floor and caution rules a command hits (in the default places), for
     /// tests and the rules' own examples.
     pub fn rule_hits(&self, command: &str) -> Vec<String> {
-        let place = Place { home: DEFAULT_HOME, workspace: DEFAULT_WORKSPACE };
+        let place = Place {
+            home: DEFAULT_HOME,
+            workspace: DEFAULT_WORKSPACE,
+        };
         let mut out = Vec::new();
         for a in self.variants(command, DEFAULT_WORKSPACE, &place) {
             for part in &a.parts {
-                for r in self.data.hits(&self.data.floor, part, &place).into_iter().chain(self.data.hits(&self.data.caution, part, &place)) {
+                for r in self
+                    .data
+                    .hits(&self.data.floor, part, &place)
+                    .into_iter()
+                    .chain(self.data.hits(&self.data.caution, part, &place))
+                {
                     if !out.contains(&r.id) {
                         out.push(r.id.clone());
                     }
@@ -229,8 +265,17 @@ impl Engine {
 
     /// The "always" pattern a single command would be offered, as `decide` computes it.
     pub fn always_for(&self, command: &str) -> Option<String> {
-        let place = Place { home: DEFAULT_HOME, workspace: DEFAULT_WORKSPACE };
-        let a = shell::analyse(&self.data, command, DEFAULT_WORKSPACE, DEFAULT_HOME, DEFAULT_WORKSPACE);
+        let place = Place {
+            home: DEFAULT_HOME,
+            workspace: DEFAULT_WORKSPACE,
+        };
+        let a = shell::analyse(
+            &self.data,
+            command,
+            DEFAULT_WORKSPACE,
+            DEFAULT_HOME,
+            DEFAULT_WORKSPACE,
+        );
         let part = a.parts.last()?;
         self.facts(part, &place).always
     }
@@ -247,7 +292,10 @@ impl Engine {
 
     /// Decides one call.
     pub fn decide(&self, req: &Request<'_>) -> Decision {
-        let place = Place { home: req.home, workspace: req.workspace_root };
+        let place = Place {
+            home: req.home,
+            workspace: req.workspace_root,
+        };
         if req.tool == "bash" || self.key_of(req.tool).as_deref() == Some("bash") {
             let Some(command) = req.args.get("command").and_then(Value::as_str) else {
                 return Decision::new(Action::Deny, "a bash call needs a `command` string");
@@ -266,13 +314,22 @@ impl Engine {
 
     fn key_of(&self, name: &str) -> Option<String> {
         let tool = self.find_tool(name)?;
-        Some(self.data.keys.get(&tool.name).cloned().unwrap_or_else(|| tool.name.clone()))
+        Some(
+            self.data
+                .keys
+                .get(&tool.name)
+                .cloned()
+                .unwrap_or_else(|| tool.name.clone()),
+        )
     }
 
     fn find_tool(&self, name: &str) -> Option<&'static harness_spec::Tool> {
-        self.spec
-            .tool(name)
-            .or_else(|| self.spec.tools().iter().find(|t| t.aliases.values().any(|a| a.iter().any(|x| x == name))))
+        self.spec.tool(name).or_else(|| {
+            self.spec
+                .tools()
+                .iter()
+                .find(|t| t.aliases.values().any(|a| a.iter().any(|x| x == name)))
+        })
     }
 
     /// Whether a rule's `tool` reaches a call of `tool` (canonical name) with permission `key`.
@@ -280,25 +337,51 @@ impl Engine {
         if rule_tool == "*" || rule_tool == tool || rule_tool == key {
             return true;
         }
-        if self.data.key_aliases.get(rule_tool).is_some_and(|k| k == key || k == tool) {
+        if self
+            .data
+            .key_aliases
+            .get(rule_tool)
+            .is_some_and(|k| k == key || k == tool)
+        {
             return true;
         }
         self.find_tool(rule_tool).is_some_and(|t| t.name == tool)
     }
 
     /// The strictest rule among defaults, configured rules and approvals that matches any subject.
-    fn rule_for(&self, req: &Request<'_>, tool: &str, key: &str, subjects: &[String]) -> Option<(Action, String)> {
+    fn rule_for(
+        &self,
+        req: &Request<'_>,
+        tool: &str,
+        key: &str,
+        subjects: &[String],
+    ) -> Option<(Action, String)> {
         let mut best: Option<(Action, String)> = None;
         let home_prefixed = |p: &str| -> String {
-            if let Some(rest) = p.strip_prefix("~/") { format!("{}/{rest}", req.home) } else { p.to_owned() }
+            if let Some(rest) = p.strip_prefix("~/") {
+                format!("{}/{rest}", req.home)
+            } else {
+                p.to_owned()
+            }
         };
-        for r in self.data.defaults.iter().chain(req.rules).chain(req.approvals) {
+        for r in self
+            .data
+            .defaults
+            .iter()
+            .chain(req.rules)
+            .chain(req.approvals)
+        {
             if !self.rule_reaches(&r.tool, tool, key) {
                 continue;
             }
             let pat = home_prefixed(&r.pattern);
-            if subjects.iter().any(|s| wildcard::matches(&pat, s)) && best.as_ref().is_none_or(|(a, _)| r.action > *a) {
-                best = Some((r.action, format!("{} `{}` {}", r.tool, r.pattern, r.action.as_str())));
+            if subjects.iter().any(|s| wildcard::matches(&pat, s))
+                && best.as_ref().is_none_or(|(a, _)| r.action > *a)
+            {
+                best = Some((
+                    r.action,
+                    format!("{} `{}` {}", r.tool, r.pattern, r.action.as_str()),
+                ));
             }
         }
         best
@@ -323,7 +406,8 @@ impl Engine {
         for d in decisions {
             if d.action > best.action {
                 best = d;
-            } else if d.action == best.action && d.action == Action::Ask && d.always != best.always {
+            } else if d.action == best.action && d.action == Action::Ask && d.always != best.always
+            {
                 best.always = None;
             }
         }
@@ -357,57 +441,111 @@ impl Engine {
                     None => all = false,
                 }
             }
-            return first.always(if all && !pats.is_empty() { Some(pats.join("\n")) } else { None });
+            return first.always(if all && !pats.is_empty() {
+                Some(pats.join("\n"))
+            } else {
+                None
+            });
         }
-        allows.into_iter().next().unwrap_or_else(|| Decision::new(Action::Allow, "nothing runs"))
+        allows
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Decision::new(Action::Allow, "nothing runs"))
     }
 
     fn part_decision(&self, req: &Request<'_>, part: &Part, place: &Place<'_>) -> Decision {
         let facts = self.facts(part, place);
-        let shown = if part.redirect_only { "(redirection)".to_owned() } else { part.text() };
+        let shown = if part.redirect_only {
+            "(redirection)".to_owned()
+        } else {
+            part.text()
+        };
         if let Some((reason, id)) = facts.deny {
-            return Decision::new(Action::Deny, format!("refused by the floor: {reason} (`{shown}`)")).rule(id);
+            return Decision::new(
+                Action::Deny,
+                format!("refused by the floor: {reason} (`{shown}`)"),
+            )
+            .rule(id);
         }
         let mut subjects = vec![shown.clone()];
         if part.path_qualified && !part.redirect_only {
             let rest: Vec<&str> = part.args().iter().map(|w| w.text.as_str()).collect();
-            subjects.push(std::iter::once(part.program.as_str()).chain(rest).collect::<Vec<_>>().join(" "));
+            subjects.push(
+                std::iter::once(part.program.as_str())
+                    .chain(rest)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
         }
         let rule = self.rule_for(req, "bash", "bash", &subjects);
         if let Some((Action::Deny, r)) = &rule {
-            return Decision::new(Action::Deny, format!("refused by the rule {r} (`{shown}`)")).rule(r.clone());
+            return Decision::new(Action::Deny, format!("refused by the rule {r} (`{shown}`)"))
+                .rule(r.clone());
         }
         let Some(mode) = self.mode_entry(req.mode) else {
             return Decision::new(Action::Deny, format!("unknown mode {}", req.mode));
         };
         let (risk, mode_action) = if facts.read {
-            ("read", if facts.outside { mode.outside_workspace.read } else { mode.risks.read })
+            (
+                "read",
+                if facts.outside {
+                    mode.outside_workspace.read
+                } else {
+                    mode.risks.read
+                },
+            )
         } else {
             ("execute", mode.risks.execute)
         };
         if mode_action == Action::Deny {
-            return Decision::new(Action::Deny, format!("{} mode refuses commands that {} (`{shown}`)", req.mode, if risk == "read" { "read outside the workspace" } else { "do more than read" }))
-                .rule(format!("mode:{}", req.mode));
+            return Decision::new(
+                Action::Deny,
+                format!(
+                    "{} mode refuses commands that {} (`{shown}`)",
+                    req.mode,
+                    if risk == "read" {
+                        "read outside the workspace"
+                    } else {
+                        "do more than read"
+                    }
+                ),
+            )
+            .rule(format!("mode:{}", req.mode));
         }
         if let Some((reason, id)) = facts.ask {
-            return Decision::new(Action::Ask, format!("asked in every mode: {reason} (`{shown}`)")).rule(id);
+            return Decision::new(
+                Action::Ask,
+                format!("asked in every mode: {reason} (`{shown}`)"),
+            )
+            .rule(id);
         }
         match rule {
             Some((Action::Ask, r)) => {
-                return Decision::new(Action::Ask, format!("the rule {r} asks (`{shown}`)")).rule(r).always(facts.always);
+                return Decision::new(Action::Ask, format!("the rule {r} asks (`{shown}`)"))
+                    .rule(r)
+                    .always(facts.always);
             }
-            Some((Action::Allow, r)) => return Decision::new(Action::Allow, format!("allowed by the rule {r}")).rule(r),
+            Some((Action::Allow, r)) => {
+                return Decision::new(Action::Allow, format!("allowed by the rule {r}")).rule(r);
+            }
             _ => {}
         }
         match mode_action {
             Action::Allow => Decision::new(
                 Action::Allow,
-                if risk == "read" { format!("`{shown}` only reads") } else { format!("{} mode runs commands", req.mode) },
+                if risk == "read" {
+                    format!("`{shown}` only reads")
+                } else {
+                    format!("{} mode runs commands", req.mode)
+                },
             ),
             _ => Decision::new(
                 Action::Ask,
                 if risk == "read" {
-                    format!("{} mode asks before reading outside the workspace (`{shown}`)", req.mode)
+                    format!(
+                        "{} mode asks before reading outside the workspace (`{shown}`)",
+                        req.mode
+                    )
                 } else {
                     format!("{} mode asks before running `{shown}`", req.mode)
                 },
@@ -418,21 +556,40 @@ impl Engine {
 
     fn facts(&self, part: &Part, place: &Place<'_>) -> Facts {
         let d = &self.data;
-        let mut f = Facts { deny: None, ask: None, read: false, outside: false, always: None };
+        let mut f = Facts {
+            deny: None,
+            ask: None,
+            read: false,
+            outside: false,
+            always: None,
+        };
         if let Some(r) = d.hits(&d.floor, part, place).first() {
             f.deny = Some((r.reason.clone(), r.id.clone()));
             return f;
         }
         // writes: redirects and write operands
-        let mut writes: Vec<String> = part.redirects.iter().filter(|r| r.write).map(|r| r.target.text.clone()).collect();
-        writes.extend(floor::write_targets(part).into_iter().map(|w| floor::target_text(w).to_owned()));
+        let mut writes: Vec<String> = part
+            .redirects
+            .iter()
+            .filter(|r| r.write)
+            .map(|r| r.target.text.clone())
+            .collect();
+        writes.extend(
+            floor::write_targets(part)
+                .into_iter()
+                .map(|w| floor::target_text(w).to_owned()),
+        );
         let mut noisy_write = false;
         for t in &writes {
             let path = paths::resolve(&part.cwd, t);
             if d.quiet_targets.contains(&path) {
                 continue;
             }
-            if part.redirects.iter().any(|r| r.write && r.target.text == *t) {
+            if part
+                .redirects
+                .iter()
+                .any(|r| r.write && r.target.text == *t)
+            {
                 noisy_write = true;
             }
             match d.protected(&path, true, place) {
@@ -450,11 +607,23 @@ impl Engine {
         let (read, read_paths) = self.classify(part);
         f.read = read && !noisy_write && !part.redirect_only;
         let mut reads = read_paths;
-        reads.extend(part.redirects.iter().filter(|r| !r.write).map(|r| r.target.text.clone()));
-        if matches!(part.program.as_str(), "cp" | "scp" | "rsync" | "mv" | "tar" | "zip" | "curl") {
+        reads.extend(
+            part.redirects
+                .iter()
+                .filter(|r| !r.write)
+                .map(|r| r.target.text.clone()),
+        );
+        if matches!(
+            part.program.as_str(),
+            "cp" | "scp" | "rsync" | "mv" | "tar" | "zip" | "curl"
+        ) {
             let ops = floor::operands(part.args());
             let n = ops.len().saturating_sub(1);
-            reads.extend(ops.iter().take(n.max(if part.program == "curl" { ops.len() } else { 0 })).map(|w| w.text.trim_start_matches('@').to_owned()));
+            reads.extend(
+                ops.iter()
+                    .take(n.max(if part.program == "curl" { ops.len() } else { 0 }))
+                    .map(|w| w.text.trim_start_matches('@').to_owned()),
+            );
         }
         for t in &reads {
             let path = paths::resolve(&part.cwd, t);
@@ -500,10 +669,17 @@ impl Engine {
     /// Whether a part only reads, and the paths it reads.
     fn classify(&self, part: &Part) -> (bool, Vec<String>) {
         let d = &self.data;
-        if part.redirect_only || part.path_qualified || part.dynamic_program || part.inline_code || !part.findings.is_empty() {
+        if part.redirect_only
+            || part.path_qualified
+            || part.dynamic_program
+            || part.inline_code
+            || !part.findings.is_empty()
+        {
             return (false, Vec::new());
         }
-        let Some(rc) = d.reads.get(&part.program) else { return (false, Vec::new()) };
+        let Some(rc) = d.reads.get(&part.program) else {
+            return (false, Vec::new());
+        };
         let args = part.args();
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
         for u in &rc.unless {
@@ -511,7 +687,11 @@ impl Engine {
                 if u.ends_with('=') {
                     t.starts_with(u.as_str())
                 } else if u.len() == 2 && !u.starts_with("--") {
-                    *t == u || (t.starts_with('-') && !t.starts_with("--") && t[1..].contains(&u[1..]) && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
+                    *t == u
+                        || (t.starts_with('-')
+                            && !t.starts_with("--")
+                            && t[1..].contains(&u[1..])
+                            && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
                 } else {
                     *t == u || t.starts_with(&format!("{u}="))
                 }
@@ -527,7 +707,12 @@ impl Engine {
         match rc.only.as_deref() {
             Some("sed_print") => {
                 let ok = texts.contains(&"-n")
-                    && texts.iter().all(|t| !t.starts_with("-i") && !t.starts_with("--in-place") && *t != "-e" && *t != "-f")
+                    && texts.iter().all(|t| {
+                        !t.starts_with("-i")
+                            && !t.starts_with("--in-place")
+                            && *t != "-e"
+                            && *t != "-f"
+                    })
                     && ops.first().is_some_and(|s| sed_print(&s.text));
                 if !ok {
                     return (false, Vec::new());
@@ -544,10 +729,19 @@ impl Engine {
         let paths: Vec<String> = match rc.paths.as_str() {
             "operands" => ops.iter().map(|w| w.text.clone()).collect(),
             "after_first" => {
-                let explicit = texts.iter().any(|t| matches!(*t, "-e" | "-f" | "--regexp" | "--file") || t.starts_with("--regexp="));
-                ops.iter().skip(if explicit { 0 } else { 1 }).map(|w| w.text.clone()).collect()
+                let explicit = texts.iter().any(|t| {
+                    matches!(*t, "-e" | "-f" | "--regexp" | "--file") || t.starts_with("--regexp=")
+                });
+                ops.iter()
+                    .skip(if explicit { 0 } else { 1 })
+                    .map(|w| w.text.clone())
+                    .collect()
             }
-            "find" => args.iter().take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!").map(|w| w.text.clone()).collect(),
+            "find" => args
+                .iter()
+                .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+                .map(|w| w.text.clone())
+                .collect(),
             _ => Vec::new(),
         };
         (true, paths)
@@ -558,7 +752,10 @@ impl Engine {
         let mut i = 0;
         while i < texts.len() {
             let t = texts[i];
-            if globals.iter().any(|g| t == *g || t.starts_with(&format!("{g}="))) {
+            if globals
+                .iter()
+                .any(|g| t == *g || t.starts_with(&format!("{g}=")))
+            {
                 return false;
             }
             if matches!(t, "-C" | "--git-dir" | "--work-tree" | "--namespace") {
@@ -571,16 +768,37 @@ impl Engine {
             }
             break;
         }
-        let Some(sub) = texts.get(i) else { return false };
+        let Some(sub) = texts.get(i) else {
+            return false;
+        };
         if !self.data.git_read.contains(*sub) {
             return false;
         }
         let rest = &texts[i + 1..];
-        if rest.iter().any(|t| self.data.git_unless.iter().any(|u| !globals.contains(&u.as_str()) && (*t == u || (u.ends_with('=') && t.starts_with(u.as_str())) || t.starts_with(&format!("{u}="))))) {
+        if rest.iter().any(|t| {
+            self.data.git_unless.iter().any(|u| {
+                !globals.contains(&u.as_str())
+                    && (*t == u
+                        || (u.ends_with('=') && t.starts_with(u.as_str()))
+                        || t.starts_with(&format!("{u}=")))
+            })
+        }) {
             return false;
         }
         if matches!(*sub, "branch" | "tag" | "remote") {
-            let listing = rest.iter().any(|t| matches!(*t, "-l" | "--list" | "-v" | "-vv" | "-a" | "-r" | "--show-current" | "--contains" | "--merged"));
+            let listing = rest.iter().any(|t| {
+                matches!(
+                    *t,
+                    "-l" | "--list"
+                        | "-v"
+                        | "-vv"
+                        | "-a"
+                        | "-r"
+                        | "--show-current"
+                        | "--contains"
+                        | "--merged"
+                )
+            });
             let operands = rest.iter().any(|t| !t.starts_with('-'));
             if operands && !listing {
                 return false;
@@ -591,9 +809,15 @@ impl Engine {
 
     fn tool_call(&self, req: &Request<'_>, place: &Place<'_>) -> Decision {
         let Some(tool) = self.find_tool(req.tool) else {
-            return Decision::new(Action::Deny, format!("there is no tool `{}`", req.tool)).rule("unknown_tool");
+            return Decision::new(Action::Deny, format!("there is no tool `{}`", req.tool))
+                .rule("unknown_tool");
         };
-        let key = self.data.keys.get(&tool.name).cloned().unwrap_or_else(|| tool.name.clone());
+        let key = self
+            .data
+            .keys
+            .get(&tool.name)
+            .cloned()
+            .unwrap_or_else(|| tool.name.clone());
         let Some(mode) = self.mode_entry(req.mode) else {
             return Decision::new(Action::Deny, format!("unknown mode {}", req.mode));
         };
@@ -605,8 +829,18 @@ impl Engine {
         for p in &paths {
             if matches!(tool.risk, Risk::Read | Risk::Write) {
                 match self.data.protected(p, write, place) {
-                    Some((Action::Deny, why)) if deny.is_none() => deny = Some(format!("{} {why} ({p})", if write { "writes to" } else { "reads" })),
-                    Some((Action::Ask, why)) if ask.is_none() => ask = Some(format!("{} {why} ({p})", if write { "writes to" } else { "reads" })),
+                    Some((Action::Deny, why)) if deny.is_none() => {
+                        deny = Some(format!(
+                            "{} {why} ({p})",
+                            if write { "writes to" } else { "reads" }
+                        ))
+                    }
+                    Some((Action::Ask, why)) if ask.is_none() => {
+                        ask = Some(format!(
+                            "{} {why} ({p})",
+                            if write { "writes to" } else { "reads" }
+                        ))
+                    }
                     _ => {}
                 }
             }
@@ -625,7 +859,8 @@ impl Engine {
         }
         let what = paths.first().cloned().unwrap_or_else(|| tool.name.clone());
         if let Some(why) = deny {
-            return Decision::new(Action::Deny, format!("refused by the floor: {why}")).rule("protected_path");
+            return Decision::new(Action::Deny, format!("refused by the floor: {why}"))
+                .rule("protected_path");
         }
         let rule = self.rule_for(req, &tool.name, &key, &subjects);
         if let Some((Action::Deny, r)) = &rule {
@@ -644,23 +879,68 @@ impl Engine {
             }
         };
         if mode_action == Action::Deny {
-            return Decision::new(Action::Deny, format!("{} mode refuses {} ({})", req.mode, risk_words(tool.risk, outside), tool.name)).rule(format!("mode:{}", req.mode));
+            return Decision::new(
+                Action::Deny,
+                format!(
+                    "{} mode refuses {} ({})",
+                    req.mode,
+                    risk_words(tool.risk, outside),
+                    tool.name
+                ),
+            )
+            .rule(format!("mode:{}", req.mode));
         }
         if let Some(why) = ask {
-            return Decision::new(Action::Ask, format!("asked in every mode: {why}")).rule("protected_path");
+            return Decision::new(Action::Ask, format!("asked in every mode: {why}"))
+                .rule("protected_path");
         }
         if tool.confirm == Some(Confirm::Always) {
-            return Decision::new(Action::Ask, format!("`{}` is confirmed by the person every time, in every mode", tool.name)).rule("confirm:always");
+            return Decision::new(
+                Action::Ask,
+                format!(
+                    "`{}` is confirmed by the person every time, in every mode",
+                    tool.name
+                ),
+            )
+            .rule("confirm:always");
         }
-        let always = Some(if outside { paths.first().map(|p| format!("{}/*", p.rsplit_once('/').map(|x| x.0).unwrap_or(""))).unwrap_or_else(|| "*".into()) } else { "*".into() });
+        let always = Some(if outside {
+            paths
+                .first()
+                .map(|p| format!("{}/*", p.rsplit_once('/').map(|x| x.0).unwrap_or("")))
+                .unwrap_or_else(|| "*".into())
+        } else {
+            "*".into()
+        });
         match rule {
-            Some((Action::Ask, r)) => return Decision::new(Action::Ask, format!("the rule {r} asks ({what})")).rule(r).always(always),
-            Some((Action::Allow, r)) => return Decision::new(Action::Allow, format!("allowed by the rule {r}")).rule(r),
+            Some((Action::Ask, r)) => {
+                return Decision::new(Action::Ask, format!("the rule {r} asks ({what})"))
+                    .rule(r)
+                    .always(always);
+            }
+            Some((Action::Allow, r)) => {
+                return Decision::new(Action::Allow, format!("allowed by the rule {r}")).rule(r);
+            }
             _ => {}
         }
         match mode_action {
-            Action::Allow => Decision::new(Action::Allow, format!("{} mode allows {}", req.mode, risk_words(tool.risk, outside))),
-            _ => Decision::new(Action::Ask, format!("{} mode asks before {} ({what})", req.mode, risk_words(tool.risk, outside))).always(always),
+            Action::Allow => Decision::new(
+                Action::Allow,
+                format!(
+                    "{} mode allows {}",
+                    req.mode,
+                    risk_words(tool.risk, outside)
+                ),
+            ),
+            _ => Decision::new(
+                Action::Ask,
+                format!(
+                    "{} mode asks before {} ({what})",
+                    req.mode,
+                    risk_words(tool.risk, outside)
+                ),
+            )
+            .always(always),
         }
     }
 }
@@ -678,7 +958,9 @@ fn risk_words(risk: Risk, outside: bool) -> &'static str {
 
 fn sed_print(script: &str) -> bool {
     let s = script.trim();
-    let Some(body) = s.strip_suffix('p') else { return false };
+    let Some(body) = s.strip_suffix('p') else {
+        return false;
+    };
     let addr = |a: &str| !a.is_empty() && (a == "$" || a.chars().all(|c| c.is_ascii_digit()));
     match body.split_once(',') {
         Some((a, b)) => addr(a) && addr(b),
@@ -689,7 +971,18 @@ fn sed_print(script: &str) -> bool {
 /// The absolute paths a file tool's arguments name.
 fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
     let mut raw: Vec<String> = Vec::new();
-    for k in ["path", "file_path", "filePath", "target", "destination", "source", "from", "to", "directory", "dir"] {
+    for k in [
+        "path",
+        "file_path",
+        "filePath",
+        "target",
+        "destination",
+        "source",
+        "from",
+        "to",
+        "directory",
+        "dir",
+    ] {
         if let Some(s) = args.get(k).and_then(Value::as_str) {
             raw.push(s.to_owned());
         }
@@ -698,12 +991,24 @@ fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
         raw.extend(list.iter().filter_map(Value::as_str).map(str::to_owned));
     }
     if let Some(edits) = args.get("edits").and_then(Value::as_array) {
-        raw.extend(edits.iter().filter_map(|e| e.get("path").and_then(Value::as_str)).map(str::to_owned));
+        raw.extend(
+            edits
+                .iter()
+                .filter_map(|e| e.get("path").and_then(Value::as_str))
+                .map(str::to_owned),
+        );
     }
     for k in ["patch", "input"] {
         if let Some(p) = args.get(k).and_then(Value::as_str) {
             for line in p.lines() {
-                for prefix in ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ", "+++ b/", "--- a/"] {
+                for prefix in [
+                    "*** Add File: ",
+                    "*** Update File: ",
+                    "*** Delete File: ",
+                    "*** Move to: ",
+                    "+++ b/",
+                    "--- a/",
+                ] {
                     if let Some(rest) = line.strip_prefix(prefix) {
                         raw.push(rest.trim().to_owned());
                     }
@@ -713,7 +1018,13 @@ fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
     }
     raw.into_iter()
         .map(|p| {
-            let p = if p == "~" { home.to_owned() } else if let Some(r) = p.strip_prefix("~/") { format!("{home}/{r}") } else { p };
+            let p = if p == "~" {
+                home.to_owned()
+            } else if let Some(r) = p.strip_prefix("~/") {
+                format!("{home}/{r}")
+            } else {
+                p
+            };
             paths::resolve(cwd, &p)
         })
         .collect()
@@ -721,7 +1032,11 @@ fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
 
 /// The text `llembas permission check` prints for a decision.
 pub fn render_check(decision: &Decision) -> String {
-    let mut s = format!("decision: {}\nreason: {}\n", decision.action.as_str(), decision.reason);
+    let mut s = format!(
+        "decision: {}\nreason: {}\n",
+        decision.action.as_str(),
+        decision.reason
+    );
     if let Some(r) = &decision.rule {
         s.push_str(&format!("rule: {r}\n"));
     }
@@ -739,5 +1054,6 @@ pub fn render_check(decision: &Decision) -> String {
 
 /// Parses a mode name as the spec spells it (`unrestricted` is read as `auto`).
 pub fn parse_mode(name: &str) -> Result<Mode> {
-    name.parse::<Mode>().map_err(|_| Error::UnknownMode(name.to_owned()))
+    name.parse::<Mode>()
+        .map_err(|_| Error::UnknownMode(name.to_owned()))
 }

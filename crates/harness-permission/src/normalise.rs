@@ -143,7 +143,10 @@ fn drop_empty_quotes(text: &str) -> String {
         let c = chars[i];
         match q {
             Q::None => {
-                if (c == '\'' || c == '"') && chars.get(i + 1) == Some(&c) && !(i > 0 && chars[i - 1] == '$') {
+                if (c == '\'' || c == '"')
+                    && chars.get(i + 1) == Some(&c)
+                    && !(i > 0 && chars[i - 1] == '$')
+                {
                     i += 2;
                     continue;
                 }

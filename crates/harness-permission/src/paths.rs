@@ -3,7 +3,11 @@
 
 /// Resolves `path` against `cwd` lexically.
 pub fn resolve(cwd: &str, path: &str) -> String {
-    let joined = if path.starts_with('/') { path.to_owned() } else { format!("{cwd}/{path}") };
+    let joined = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{cwd}/{path}")
+    };
     let mut segs: Vec<&str> = Vec::new();
     for s in joined.split('/') {
         match s {
@@ -14,7 +18,11 @@ pub fn resolve(cwd: &str, path: &str) -> String {
             other => segs.push(other),
         }
     }
-    if segs.is_empty() { "/".to_owned() } else { format!("/{}", segs.join("/")) }
+    if segs.is_empty() {
+        "/".to_owned()
+    } else {
+        format!("/{}", segs.join("/"))
+    }
 }
 
 /// Whether `path` is `dir` or lies under it.
@@ -35,7 +43,11 @@ pub(crate) fn glob_only(seg: &str) -> bool {
 pub(crate) fn reach(resolved: &str) -> String {
     match resolved.rsplit_once('/') {
         Some((parent, last)) if glob_only(last) => {
-            if parent.is_empty() { "/".to_owned() } else { parent.to_owned() }
+            if parent.is_empty() {
+                "/".to_owned()
+            } else {
+                parent.to_owned()
+            }
         }
         _ => resolved.to_owned(),
     }

@@ -113,18 +113,42 @@ struct State {
 
 /// Reads `text` (run in `cwd`) into the commands it would run.
 pub(crate) fn analyse(data: &Data, text: &str, cwd: &str, home: &str, workspace: &str) -> Analysis {
-    let mut ctx = Ctx { data, home, workspace, out: Analysis::default() };
+    let mut ctx = Ctx {
+        data,
+        home,
+        workspace,
+        out: Analysis::default(),
+    };
     if text.chars().count() > data.limits.max_chars {
         ctx.out.too_big = true;
         return ctx.out;
     }
-    let mut st = State { cwd: cwd.to_owned(), vars: HashMap::new(), depth: 0 };
+    let mut st = State {
+        cwd: cwd.to_owned(),
+        vars: HashMap::new(),
+        depth: 0,
+    };
     ctx.script(text, &mut st);
     ctx.out
 }
 
-const FETCHERS: &[&str] = &["curl", "wget", "fetch", "http", "https", "aria2c", "lwp-request", "GET", "nc", "ncat", "xh"];
-const DECODERS: &[&str] = &["base64", "base32", "base16", "xxd", "openssl", "tr", "rev", "gunzip", "zcat", "gzip", "bzip2", "xz", "uudecode", "perl", "python3", "python"];
+const FETCHERS: &[&str] = &[
+    "curl",
+    "wget",
+    "fetch",
+    "http",
+    "https",
+    "aria2c",
+    "lwp-request",
+    "GET",
+    "nc",
+    "ncat",
+    "xh",
+];
+const DECODERS: &[&str] = &[
+    "base64", "base32", "base16", "xxd", "openssl", "tr", "rev", "gunzip", "zcat", "gzip", "bzip2",
+    "xz", "uudecode", "perl", "python3", "python",
+];
 
 impl<'a> Ctx<'a> {
     fn script(&mut self, text: &str, st: &mut State) {
@@ -151,7 +175,13 @@ impl<'a> Ctx<'a> {
         self.out.parts.push(part);
     }
 
-    fn walk(&mut self, node: Node<'_>, src: &[u8], st: &mut State, stdin: Option<&Output>) -> Output {
+    fn walk(
+        &mut self,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        stdin: Option<&Output>,
+    ) -> Output {
         if self.out.too_big {
             return Output::Unknown;
         }
@@ -225,8 +255,12 @@ impl<'a> Ctx<'a> {
     }
 
     fn assignment(&mut self, node: Node<'_>, src: &[u8], st: &mut State) {
-        let name = node.child_by_field_name("name").map(|n| text(n, src).to_owned());
-        let value = node.child_by_field_name("value").map(|v| self.word(v, src, st));
+        let name = node
+            .child_by_field_name("name")
+            .map(|n| text(n, src).to_owned());
+        let value = node
+            .child_by_field_name("value")
+            .map(|v| self.word(v, src, st));
         if let (Some(name), Some(words)) = (name, value) {
             let v: Vec<String> = words.into_iter().map(|w| w.text).collect();
             st.vars.insert(name, v.join(" "));
@@ -236,7 +270,10 @@ impl<'a> Ctx<'a> {
     }
 
     fn function(&mut self, node: Node<'_>, src: &[u8], st: &mut State) {
-        let name = node.child_by_field_name("name").map(|n| text(n, src).to_owned()).unwrap_or_default();
+        let name = node
+            .child_by_field_name("name")
+            .map(|n| text(n, src).to_owned())
+            .unwrap_or_default();
         let before = self.out.parts.len();
         let mut inner = st.clone();
         if let Some(body) = node.child_by_field_name("body") {
@@ -246,7 +283,10 @@ impl<'a> Ctx<'a> {
             if recursive && forks {
                 self.push(Part {
                     program: name.clone(),
-                    argv: vec![Word { text: name, ..Word::default() }],
+                    argv: vec![Word {
+                        text: name,
+                        ..Word::default()
+                    }],
                     cwd: st.cwd.clone(),
                     findings: vec!["fork_bomb"],
                     ..Part::default()
@@ -255,7 +295,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn redirected(&mut self, node: Node<'_>, src: &[u8], st: &mut State, stdin: Option<&Output>) -> Output {
+    fn redirected(
+        &mut self,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        stdin: Option<&Output>,
+    ) -> Output {
         let mut redirects = Vec::new();
         let mut body: Option<Node<'_>> = None;
         let mut feed: Option<Output> = None;
@@ -300,7 +346,11 @@ impl<'a> Ctx<'a> {
                         feed = Some(Output::Fetched);
                     } else {
                         feed = Some(Output::Literal(
-                            words.into_iter().map(|w| w.text).collect::<Vec<_>>().join(" "),
+                            words
+                                .into_iter()
+                                .map(|w| w.text)
+                                .collect::<Vec<_>>()
+                                .join(" "),
                         ));
                     }
                 }
@@ -328,7 +378,12 @@ impl<'a> Ctx<'a> {
             }
             None => {
                 if !redirects.is_empty() {
-                    self.push(Part { redirects, cwd: st.cwd.clone(), redirect_only: true, ..Part::default() });
+                    self.push(Part {
+                        redirects,
+                        cwd: st.cwd.clone(),
+                        redirect_only: true,
+                        ..Part::default()
+                    });
                 }
                 Output::Unknown
             }
@@ -350,14 +405,23 @@ impl<'a> Ctx<'a> {
             }
         }
         let target = target?;
-        if op.contains('&') && (target.text.chars().all(|c| c.is_ascii_digit()) || target.text == "-") {
+        if op.contains('&')
+            && (target.text.chars().all(|c| c.is_ascii_digit()) || target.text == "-")
+        {
             return None;
         }
         let write = op.contains('>');
         Some(Redirect { target, write })
     }
 
-    fn command(&mut self, node: Node<'_>, src: &[u8], st: &mut State, mut redirects: Vec<Redirect>, stdin: Option<&Output>) -> Output {
+    fn command(
+        &mut self,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        mut redirects: Vec<Redirect>,
+        stdin: Option<&Output>,
+    ) -> Output {
         let mut argv: Vec<Word> = Vec::new();
         let mut env_assign = false;
         let mut feed: Option<Output> = None;
@@ -383,16 +447,29 @@ impl<'a> Ctx<'a> {
                 }
                 "herestring_redirect" => {
                     let mut hc = k.walk();
-                    let words: Vec<Word> = k.named_children(&mut hc).flat_map(|w| self.word(w, src, st)).collect();
+                    let words: Vec<Word> = k
+                        .named_children(&mut hc)
+                        .flat_map(|w| self.word(w, src, st))
+                        .collect();
                     feed = Some(if words.iter().any(|w| w.fetched) {
                         Output::Fetched
                     } else {
-                        Output::Literal(words.into_iter().map(|w| w.text).collect::<Vec<_>>().join(" "))
+                        Output::Literal(
+                            words
+                                .into_iter()
+                                .map(|w| w.text)
+                                .collect::<Vec<_>>()
+                                .join(" "),
+                        )
                     });
                 }
                 "heredoc_redirect" => {
                     let mut hc = k.walk();
-                    let body: String = k.named_children(&mut hc).filter(|h| h.kind() == "heredoc_body").map(|h| text(h, src).to_owned()).collect();
+                    let body: String = k
+                        .named_children(&mut hc)
+                        .filter(|h| h.kind() == "heredoc_body")
+                        .map(|h| text(h, src).to_owned())
+                        .collect();
                     feed = Some(Output::Literal(body));
                 }
                 "command_name" => {
@@ -408,7 +485,12 @@ impl<'a> Ctx<'a> {
         let _ = env_assign;
         if argv.is_empty() {
             if !redirects.is_empty() {
-                self.push(Part { redirects, cwd: st.cwd.clone(), redirect_only: true, ..Part::default() });
+                self.push(Part {
+                    redirects,
+                    cwd: st.cwd.clone(),
+                    redirect_only: true,
+                    ..Part::default()
+                });
             }
             return Output::Unknown;
         }
@@ -417,10 +499,16 @@ impl<'a> Ctx<'a> {
     }
 
     /// Builds the part(s) for one argv: peels wrappers, follows payloads.
-    fn simple(&mut self, mut argv: Vec<Word>, redirects: Vec<Redirect>, st: &mut State, stdin: Option<&Output>, mut wrappers: Vec<String>) -> Output {
+    fn simple(
+        &mut self,
+        mut argv: Vec<Word>,
+        redirects: Vec<Redirect>,
+        st: &mut State,
+        stdin: Option<&Output>,
+        mut wrappers: Vec<String>,
+    ) -> Output {
         let mut stdin_words: Vec<Word> = Vec::new();
-        loop {
-            let Some(first) = argv.first() else { break };
+        while let Some(first) = argv.first() {
             if first.dynamic && first.text.is_empty() {
                 argv.remove(0);
                 continue;
@@ -429,7 +517,9 @@ impl<'a> Ctx<'a> {
             if first.dynamic {
                 break;
             }
-            let Some(w) = self.data.wrapper(&base) else { break };
+            let Some(w) = self.data.wrapper(&base) else {
+                break;
+            };
             let mut i = 1;
             let mut no_command = false;
             let mut split_payload: Option<String> = None;
@@ -464,7 +554,11 @@ impl<'a> Ctx<'a> {
                         break;
                     }
                     let takes = w.value_options.iter().any(|f| f == name);
-                    let short_attached = !a.starts_with("--") && a.len() > 2 && w.value_options.iter().any(|f| f.len() == 2 && a.starts_with(f.as_str()));
+                    let short_attached = !a.starts_with("--")
+                        && a.len() > 2
+                        && w.value_options
+                            .iter()
+                            .any(|f| f.len() == 2 && a.starts_with(f.as_str()));
                     i += if takes && !attached { 2 } else { 1 };
                     let _ = short_attached;
                     continue;
@@ -482,12 +576,22 @@ impl<'a> Ctx<'a> {
             wrappers.push(base.clone());
             let mut rest: Vec<Word> = argv.split_off(i.min(argv.len()));
             if let Some(payload) = split_payload {
-                let mut words: Vec<Word> = payload.split_whitespace().map(|t| Word { text: t.to_owned(), ..Word::default() }).collect();
+                let mut words: Vec<Word> = payload
+                    .split_whitespace()
+                    .map(|t| Word {
+                        text: t.to_owned(),
+                        ..Word::default()
+                    })
+                    .collect();
                 words.append(&mut rest);
                 rest = words;
             }
             if w.joins && !rest.is_empty() {
-                let joined = rest.iter().map(|w| w.text.clone()).collect::<Vec<_>>().join(" ");
+                let joined = rest
+                    .iter()
+                    .map(|w| w.text.clone())
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let mut inner = st.clone();
                 inner.depth += 1;
                 self.script(&joined, &mut inner);
@@ -495,23 +599,41 @@ impl<'a> Ctx<'a> {
             }
             if w.stdin_operands {
                 if rest.is_empty() {
-                    rest.push(Word { text: "echo".into(), ..Word::default() });
+                    rest.push(Word {
+                        text: "echo".into(),
+                        ..Word::default()
+                    });
                 }
                 stdin_words = match stdin {
-                    Some(Output::Literal(t)) => t.split_whitespace().map(|x| Word { text: x.to_owned(), ..Word::default() }).collect(),
-                    _ => vec![Word { text: "$STDIN".into(), dynamic: true, ..Word::default() }],
+                    Some(Output::Literal(t)) => t
+                        .split_whitespace()
+                        .map(|x| Word {
+                            text: x.to_owned(),
+                            ..Word::default()
+                        })
+                        .collect(),
+                    _ => vec![Word {
+                        text: "$STDIN".into(),
+                        dynamic: true,
+                        ..Word::default()
+                    }],
                 };
             }
             if rest.is_empty() {
                 // The wrapper alone (`env`, `nohup`): the wrapper itself is the command.
-                argv = vec![Word { text: base, ..Word::default() }];
+                argv = vec![Word {
+                    text: base,
+                    ..Word::default()
+                }];
                 wrappers.pop();
                 break;
             }
             argv = rest;
         }
         argv.extend(stdin_words);
-        let Some(first) = argv.first().cloned() else { return Output::Unknown };
+        let Some(first) = argv.first().cloned() else {
+            return Output::Unknown;
+        };
         let program_text = first.text.clone();
         let program = basename(&program_text).to_owned();
         let mut part = Part {
@@ -539,7 +661,11 @@ impl<'a> Ctx<'a> {
             let mut j = 0;
             while j < args.len() {
                 let a = &args[j].text;
-                if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 && a[1..].chars().all(|c| c.is_ascii_alphabetic()) {
+                if a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a.len() > 1
+                    && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+                {
                     if a.contains('c') {
                         payload = args.get(j + 1).map(|w| w.text.clone());
                         if args.get(j + 1).is_some_and(|w| w.fetched) {
@@ -564,14 +690,18 @@ impl<'a> Ctx<'a> {
                 part.inline_code = true;
                 self.script(&p, &mut inner);
             } else if !operand {
-                self.from_stdin(&mut part, stdin, &mut inner, true);
+                self.feed_stdin(&mut part, stdin, &mut inner, true);
             }
         } else if program == "eval" {
             part.inline_code = true;
             if args.iter().any(|w| w.fetched) {
                 part.findings.push("fetch_to_shell");
             }
-            let joined = args.iter().map(|w| w.text.clone()).collect::<Vec<_>>().join(" ");
+            let joined = args
+                .iter()
+                .map(|w| w.text.clone())
+                .collect::<Vec<_>>()
+                .join(" ");
             self.script(&joined, &mut inner);
         } else if program == "source" || program == "." {
             if args.iter().any(|w| w.fetched) {
@@ -579,7 +709,10 @@ impl<'a> Ctx<'a> {
             }
         } else if program == "su" || program == "runuser" {
             part.findings.push("privileged");
-            if let Some(pos) = args.iter().position(|w| w.text == "-c" || w.text == "--command") {
+            if let Some(pos) = args
+                .iter()
+                .position(|w| w.text == "-c" || w.text == "--command")
+            {
                 part.inline_code = true;
                 if let Some(p) = args.get(pos + 1) {
                     self.script(&p.text.clone(), &mut inner);
@@ -589,7 +722,13 @@ impl<'a> Ctx<'a> {
             part.findings.push("privileged");
             if !args.is_empty() {
                 let mut tmp = st.clone();
-                self.simple(args.clone(), Vec::new(), &mut tmp, None, vec![program.clone()]);
+                self.simple(
+                    args.clone(),
+                    Vec::new(),
+                    &mut tmp,
+                    None,
+                    vec![program.clone()],
+                );
             }
         } else if let Some(opts) = interpreter(self.data, &program) {
             let mut code: Option<String> = None;
@@ -598,7 +737,12 @@ impl<'a> Ctx<'a> {
                     code = args.get(j + 1).map(|w| w.text.clone());
                     break;
                 }
-                if let Some(o) = opts.iter().find(|o| o.len() == 2 && a.text.starts_with(o.as_str()) && a.text.len() > 2 && !a.text.starts_with("--")) {
+                if let Some(o) = opts.iter().find(|o| {
+                    o.len() == 2
+                        && a.text.starts_with(o.as_str())
+                        && a.text.len() > 2
+                        && !a.text.starts_with("--")
+                }) {
                     code = Some(a.text[o.len()..].to_owned());
                     break;
                 }
@@ -610,22 +754,33 @@ impl<'a> Ctx<'a> {
                 part.inline_code = true;
                 self.exec_calls(&code, &mut inner);
             } else if !args.iter().any(|a| !a.text.starts_with('-')) {
-                self.from_stdin(&mut part, stdin, &mut inner, false);
+                self.feed_stdin(&mut part, stdin, &mut inner, false);
             }
         } else if program == "find" {
             self.find_exec(&part, st);
         } else if (program == "echo" || program == "printf") && !part.dynamic {
             output = Output::Literal(echo_output(&program, &args));
         } else if FETCHERS.contains(&program.as_str()) {
-            let to_file = args.iter().any(|a| a.text == "-o" || a.text == "--output" || a.text.starts_with("--output=") || (a.text == "-O" && program == "curl"));
-            if !to_file || args.iter().any(|a| a.text == "-O-" || a.text == "-") {
-                output = Output::Fetched;
-            } else if program == "wget" {
+            let to_file = args.iter().any(|a| {
+                a.text == "-o"
+                    || a.text == "--output"
+                    || a.text.starts_with("--output=")
+                    || (a.text == "-O" && program == "curl")
+            });
+            if program != "curl"
+                || !to_file
+                || args.iter().any(|a| a.text == "-O-" || a.text == "-")
+            {
                 output = Output::Fetched;
             }
         } else if DECODERS.contains(&program.as_str()) {
             output = match stdin {
-                Some(Output::Literal(t)) if program == "base64" && args.iter().any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D")) => {
+                Some(Output::Literal(t))
+                    if program == "base64"
+                        && args
+                            .iter()
+                            .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D")) =>
+                {
                     let clean: String = t.chars().filter(|c| !c.is_whitespace()).collect();
                     match base64::engine::general_purpose::STANDARD.decode(clean.as_bytes()) {
                         Ok(b) => Output::Literal(String::from_utf8_lossy(&b).into_owned()),
@@ -633,14 +788,22 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Some(Output::Literal(_)) | Some(Output::Fetched) => Output::Fetched,
-                _ if args.iter().any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-r")) => Output::Fetched,
+                _ if args
+                    .iter()
+                    .any(|a| matches!(a.text.as_str(), "-d" | "--decode" | "-D" | "-r")) =>
+                {
+                    Output::Fetched
+                }
                 _ => Output::Unknown,
             };
         } else if program == "cat" && args.is_empty() {
             output = stdin.cloned().unwrap_or(Output::Unknown);
         }
         if program == "cd" && !part.dynamic {
-            let target = args.iter().find(|a| !a.text.starts_with('-')).map(|a| a.text.clone());
+            let target = args
+                .iter()
+                .find(|a| !a.text.starts_with('-'))
+                .map(|a| a.text.clone());
             st.cwd = match target {
                 Some(t) => paths::resolve(&st.cwd, &t),
                 None => self.home.to_owned(),
@@ -651,7 +814,13 @@ impl<'a> Ctx<'a> {
         output
     }
 
-    fn from_stdin(&mut self, part: &mut Part, stdin: Option<&Output>, inner: &mut State, shell: bool) {
+    fn feed_stdin(
+        &mut self,
+        part: &mut Part,
+        stdin: Option<&Output>,
+        inner: &mut State,
+        shell: bool,
+    ) {
         match stdin {
             Some(Output::Literal(t)) => {
                 if shell {
@@ -671,7 +840,13 @@ impl<'a> Ctx<'a> {
             .data
             .exec_calls
             .captures_iter(code)
-            .filter_map(|c| c.iter().skip(1).flatten().next().map(|m| m.as_str().to_owned()))
+            .filter_map(|c| {
+                c.iter()
+                    .skip(1)
+                    .flatten()
+                    .next()
+                    .map(|m| m.as_str().to_owned())
+            })
             .collect();
         let deletes: Vec<String> = self
             .data
@@ -683,8 +858,14 @@ impl<'a> Ctx<'a> {
             self.script(&format!("rm -rf '{}'", path.replace('\'', "")), inner);
         }
         for lit in found {
-            let body = lit.strip_prefix("%x(").map(|b| b.trim_end_matches(')')).unwrap_or_else(|| lit.get(1..lit.len().saturating_sub(1)).unwrap_or(""));
-            let unescaped = body.replace("\\\"", "\"").replace("\\'", "'").replace("\\\\", "\\");
+            let body = lit
+                .strip_prefix("%x(")
+                .map(|b| b.trim_end_matches(')'))
+                .unwrap_or_else(|| lit.get(1..lit.len().saturating_sub(1)).unwrap_or(""));
+            let unescaped = body
+                .replace("\\\"", "\"")
+                .replace("\\'", "'")
+                .replace("\\\\", "\\");
             self.script(&unescaped, inner);
         }
     }
@@ -696,7 +877,11 @@ impl<'a> Ctx<'a> {
             .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
             .map(|a| a.text.clone())
             .collect();
-        let starts = if starts.is_empty() { vec![".".to_owned()] } else { starts };
+        let starts = if starts.is_empty() {
+            vec![".".to_owned()]
+        } else {
+            starts
+        };
         let mut j = 0;
         while j < args.len() {
             let a = args[j].text.as_str();
@@ -710,7 +895,10 @@ impl<'a> Ctx<'a> {
                 for s in &starts {
                     let argv: Vec<Word> = inner_argv
                         .iter()
-                        .map(|w| Word { text: w.text.replace("{}", s), ..w.clone() })
+                        .map(|w| Word {
+                            text: w.text.replace("{}", s),
+                            ..w.clone()
+                        })
                         .collect();
                     if !argv.is_empty() {
                         let mut tmp = st.clone();
@@ -730,7 +918,14 @@ impl<'a> Ctx<'a> {
         assemble(frags)
     }
 
-    fn frags(&mut self, node: Node<'_>, src: &[u8], st: &mut State, quoted: bool, out: &mut Vec<Frag>) {
+    fn frags(
+        &mut self,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        quoted: bool,
+        out: &mut Vec<Frag>,
+    ) {
         match node.kind() {
             "word" | "number" => {
                 let raw = text(node, src);
@@ -738,24 +933,43 @@ impl<'a> Ctx<'a> {
                 if !quoted && out.is_empty() && (t == "~" || t.starts_with("~/")) {
                     t = format!("{}{}", self.home, &t[1..]);
                 }
-                out.push(Frag { text: t, ..Frag::default() });
+                out.push(Frag {
+                    text: t,
+                    ..Frag::default()
+                });
             }
             "raw_string" => {
                 let raw = text(node, src);
                 let inner = raw.get(1..raw.len().saturating_sub(1)).unwrap_or("");
-                out.push(Frag { text: inner.to_owned(), quoted: true, ..Frag::default() });
+                out.push(Frag {
+                    text: inner.to_owned(),
+                    quoted: true,
+                    ..Frag::default()
+                });
             }
             "ansi_c_string" => {
                 let raw = text(node, src);
                 let inner = raw.get(2..raw.len().saturating_sub(1)).unwrap_or("");
-                out.push(Frag { text: decode_ansi_c(inner), quoted: true, ..Frag::default() });
+                out.push(Frag {
+                    text: decode_ansi_c(inner),
+                    quoted: true,
+                    ..Frag::default()
+                });
             }
             "string" | "translated_string" => {
                 let start = node.start_byte();
                 let end = node.end_byte();
-                let open = if node.kind() == "translated_string" { 2 } else { 1 };
+                let open = if node.kind() == "translated_string" {
+                    2
+                } else {
+                    1
+                };
                 let mut pos = start + open;
-                out.push(Frag { text: String::new(), quoted: true, ..Frag::default() });
+                out.push(Frag {
+                    text: String::new(),
+                    quoted: true,
+                    ..Frag::default()
+                });
                 let mut c = node.walk();
                 let kids: Vec<Node<'_>> = node.named_children(&mut c).collect();
                 for k in kids {
@@ -765,17 +979,29 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     if k.start_byte() > pos {
-                        out.push(Frag { text: unescape_dq(slice(src, pos, k.start_byte())), quoted: true, ..Frag::default() });
+                        out.push(Frag {
+                            text: unescape_dq(slice(src, pos, k.start_byte())),
+                            quoted: true,
+                            ..Frag::default()
+                        });
                     }
                     if k.kind() == "string_content" {
-                        out.push(Frag { text: unescape_dq(text(k, src)), quoted: true, ..Frag::default() });
+                        out.push(Frag {
+                            text: unescape_dq(text(k, src)),
+                            quoted: true,
+                            ..Frag::default()
+                        });
                     } else {
                         self.frags(k, src, st, true, out);
                     }
                     pos = k.end_byte();
                 }
                 if end > pos + 1 {
-                    out.push(Frag { text: unescape_dq(slice(src, pos, end - 1)), quoted: true, ..Frag::default() });
+                    out.push(Frag {
+                        text: unescape_dq(slice(src, pos, end - 1)),
+                        quoted: true,
+                        ..Frag::default()
+                    });
                 }
             }
             "concatenation" => {
@@ -808,14 +1034,33 @@ impl<'a> Ctx<'a> {
                 self.children(node, src, &mut inner);
                 let new = &self.out.parts[before..];
                 let fetched = new.iter().any(|p| FETCHERS.contains(&p.program.as_str()));
-                let literal = if new.len() == 1 && (new[0].program == "echo" || new[0].program == "printf") && !new[0].dynamic {
-                    Some(echo_output(&new[0].program, new[0].args()).trim_end_matches('\n').to_owned())
+                let literal = if new.len() == 1
+                    && (new[0].program == "echo" || new[0].program == "printf")
+                    && !new[0].dynamic
+                {
+                    Some(
+                        echo_output(&new[0].program, new[0].args())
+                            .trim_end_matches('\n')
+                            .to_owned(),
+                    )
                 } else {
                     None
                 };
                 match literal {
-                    Some(t) => out.push(Frag { text: t, split: !quoted, dynamic: true, quoted, fetched }),
-                    None => out.push(Frag { text: text(node, src).to_owned(), dynamic: true, quoted, fetched, split: false }),
+                    Some(t) => out.push(Frag {
+                        text: t,
+                        split: !quoted,
+                        dynamic: true,
+                        quoted,
+                        fetched,
+                    }),
+                    None => out.push(Frag {
+                        text: text(node, src).to_owned(),
+                        dynamic: true,
+                        quoted,
+                        fetched,
+                        split: false,
+                    }),
                 }
             }
             "process_substitution" => {
@@ -823,23 +1068,48 @@ impl<'a> Ctx<'a> {
                 let mut inner = st.clone();
                 inner.depth += 1;
                 self.children(node, src, &mut inner);
-                let fetched = self.out.parts[before..].iter().any(|p| FETCHERS.contains(&p.program.as_str()));
-                out.push(Frag { text: "/dev/fd/63".into(), dynamic: true, quoted, fetched, split: false });
+                let fetched = self.out.parts[before..]
+                    .iter()
+                    .any(|p| FETCHERS.contains(&p.program.as_str()));
+                out.push(Frag {
+                    text: "/dev/fd/63".into(),
+                    dynamic: true,
+                    quoted,
+                    fetched,
+                    split: false,
+                });
             }
             "arithmetic_expansion" | "brace_expression" => {
                 let mut inner = st.clone();
                 self.children(node, src, &mut inner);
-                out.push(Frag { text: text(node, src).to_owned(), dynamic: node.kind() == "arithmetic_expansion", quoted, ..Frag::default() });
+                out.push(Frag {
+                    text: text(node, src).to_owned(),
+                    dynamic: node.kind() == "arithmetic_expansion",
+                    quoted,
+                    ..Frag::default()
+                });
             }
             _ => {
                 let mut inner = st.clone();
                 self.children(node, src, &mut inner);
-                out.push(Frag { text: text(node, src).to_owned(), quoted, ..Frag::default() });
+                out.push(Frag {
+                    text: text(node, src).to_owned(),
+                    quoted,
+                    ..Frag::default()
+                });
             }
         }
     }
 
-    fn expansion(&mut self, raw: &str, node: Node<'_>, src: &[u8], st: &mut State, quoted: bool, out: &mut Vec<Frag>) {
+    fn expansion(
+        &mut self,
+        raw: &str,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        quoted: bool,
+        out: &mut Vec<Frag>,
+    ) {
         // walk substitutions nested in ${x:-$(...)}
         {
             let mut inner = st.clone();
@@ -852,12 +1122,22 @@ impl<'a> Ctx<'a> {
         };
         let name_len = body
             .char_indices()
-            .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_') || (*i == 0 && c.is_ascii_digit() && false))
+            .find(|(_, c)| !c.is_ascii_alphanumeric() && *c != '_')
             .map(|(i, _)| i)
             .unwrap_or(body.len());
-        let (name, rest) = if name_len == 0 { body.split_at(body.len().min(1)) } else { body.split_at(name_len) };
+        let (name, rest) = if name_len == 0 {
+            body.split_at(body.len().min(1))
+        } else {
+            body.split_at(name_len)
+        };
         if name == "IFS" {
-            out.push(Frag { text: " ".into(), split: !quoted, dynamic: false, quoted, fetched: false });
+            out.push(Frag {
+                text: " ".into(),
+                split: !quoted,
+                dynamic: false,
+                quoted,
+                fetched: false,
+            });
             return;
         }
         let known: Option<String> = match name {
@@ -865,7 +1145,12 @@ impl<'a> Ctx<'a> {
             "PWD" => Some(st.cwd.clone()),
             _ => st.vars.get(name).cloned(),
         };
-        let alt: Option<String> = if let Some(d) = rest.strip_prefix(":-").or_else(|| rest.strip_prefix('-')).or_else(|| rest.strip_prefix(":=")).or_else(|| rest.strip_prefix('=')) {
+        let alt: Option<String> = if let Some(d) = rest
+            .strip_prefix(":-")
+            .or_else(|| rest.strip_prefix('-'))
+            .or_else(|| rest.strip_prefix(":="))
+            .or_else(|| rest.strip_prefix('='))
+        {
             Some(d.to_owned())
         } else if let Some(r) = rest.strip_prefix("//").or_else(|| rest.strip_prefix('/')) {
             r.split_once('/').map(|(_, rep)| rep.to_owned())
@@ -873,7 +1158,10 @@ impl<'a> Ctx<'a> {
             None
         };
         let stable = matches!(name, "HOME" | "PWD");
-        if let Some(sub) = rest.strip_prefix(':').filter(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
+        if let Some(sub) = rest
+            .strip_prefix(':')
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        {
             // ${x:offset:length}
             let mut it = sub.splitn(2, ':');
             let off: Option<usize> = it.next().and_then(|o| o.trim().parse().ok());
@@ -882,21 +1170,55 @@ impl<'a> Ctx<'a> {
                 None => Some(None),
             };
             if let (Some(v), Some(off), Some(len)) = (known.as_ref(), off, len) {
-                let cut: String = v.chars().skip(off).take(len.unwrap_or(usize::MAX)).collect();
-                out.push(Frag { text: cut, split: !quoted, dynamic: !stable, quoted, fetched: false });
+                let cut: String = v
+                    .chars()
+                    .skip(off)
+                    .take(len.unwrap_or(usize::MAX))
+                    .collect();
+                out.push(Frag {
+                    text: cut,
+                    split: !quoted,
+                    dynamic: !stable,
+                    quoted,
+                    fetched: false,
+                });
             } else {
-                out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false });
+                out.push(Frag {
+                    text: raw.to_owned(),
+                    split: false,
+                    dynamic: true,
+                    quoted,
+                    fetched: false,
+                });
             }
             return;
         }
         if alt.is_none() && !rest.is_empty() {
-            out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false });
+            out.push(Frag {
+                text: raw.to_owned(),
+                split: false,
+                dynamic: true,
+                quoted,
+                fetched: false,
+            });
             return;
         }
         let value = known.filter(|v| !v.is_empty() || alt.is_none()).or(alt);
         match value {
-            Some(v) => out.push(Frag { text: v, split: !quoted, dynamic: !stable, quoted, fetched: false }),
-            None => out.push(Frag { text: raw.to_owned(), split: false, dynamic: true, quoted, fetched: false }),
+            Some(v) => out.push(Frag {
+                text: v,
+                split: !quoted,
+                dynamic: !stable,
+                quoted,
+                fetched: false,
+            }),
+            None => out.push(Frag {
+                text: raw.to_owned(),
+                split: false,
+                dynamic: true,
+                quoted,
+                fetched: false,
+            }),
         }
     }
 }
@@ -967,7 +1289,9 @@ fn text<'s>(node: Node<'_>, src: &'s [u8]) -> &'s str {
 }
 
 fn slice(src: &[u8], a: usize, b: usize) -> &str {
-    src.get(a..b).and_then(|s| std::str::from_utf8(s).ok()).unwrap_or("")
+    src.get(a..b)
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .unwrap_or("")
 }
 
 fn unescape_word(raw: &str) -> String {
@@ -1010,7 +1334,11 @@ fn unescape_dq(raw: &str) -> String {
 
 fn is_assignment(a: &str) -> bool {
     match a.split_once('=') {
-        Some((n, _)) => !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.starts_with(|c: char| c.is_ascii_digit()),
+        Some((n, _)) => {
+            !n.is_empty()
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !n.starts_with(|c: char| c.is_ascii_digit())
+        }
         None => false,
     }
 }
@@ -1030,7 +1358,9 @@ fn interpreter<'d>(data: &'d Data, program: &str) -> Option<&'d Vec<String>> {
 
 fn echo_output(program: &str, args: &[Word]) -> String {
     if program == "printf" {
-        let Some(fmt) = args.first() else { return String::new() };
+        let Some(fmt) = args.first() else {
+            return String::new();
+        };
         let mut rest = args[1..].iter();
         let f = decode_ansi_c(&fmt.text);
         let mut out = String::new();
@@ -1038,7 +1368,9 @@ fn echo_output(program: &str, args: &[Word]) -> String {
         while let Some(c) = it.next() {
             if c == '%' {
                 match it.next() {
-                    Some('s') | Some('b') | Some('d') => out.push_str(rest.next().map(|w| w.text.as_str()).unwrap_or("")),
+                    Some('s') | Some('b') | Some('d') => {
+                        out.push_str(rest.next().map(|w| w.text.as_str()).unwrap_or(""))
+                    }
                     Some('%') => out.push('%'),
                     Some(o) => {
                         out.push('%');
@@ -1064,5 +1396,9 @@ fn echo_output(program: &str, args: &[Word]) -> String {
         words.push(&a.text);
     }
     let joined = words.join(" ");
-    if escapes { decode_ansi_c(&joined) } else { joined }
+    if escapes {
+        decode_ansi_c(&joined)
+    } else {
+        joined
+    }
 }

@@ -1,8 +1,9 @@
 //! The crate's test suite: the permission conformance area, and the rules' own examples.
+#![allow(clippy::unwrap_used)]
 
+use harness_core::protocol::Mode;
 use harness_permission::conformance::conformance_runners;
 use harness_permission::{Action, Engine, Request};
-use harness_core::protocol::Mode;
 use harness_spec::Spec;
 use serde_json::json;
 
@@ -35,18 +36,4 @@ fn check_output_snapshot() {
     let args = json!({"command": "sudo rm -rf --no-preserve-root /"});
     let d = e.decide(&Request::bash(&args, Mode::Auto));
     insta::assert_snapshot!(harness_permission::render_check(&d));
-}
-
-#[test]
-#[ignore]
-fn probe() {
-    let e = engine();
-    let text = std::fs::read_to_string("/tmp/probe.txt").unwrap();
-    for line in text.lines() {
-        let (mode, cmd) = line.split_once(' ').unwrap();
-        let cmd = cmd.replace("\\n", "\n");
-        let args = json!({"command": cmd});
-        let d = e.decide(&Request::bash(&args, mode.parse().unwrap()));
-        println!("{mode:7} {:5} {:40} | {} | {:?}", d.action.as_str(), cmd, d.reason, d.always);
-    }
 }
