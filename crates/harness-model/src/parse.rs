@@ -499,15 +499,14 @@ impl<'q> StreamParser<'q> {
             }
             return self.new_slot(index);
         }
-        let starts_new = |s: &Slot| {
-            let complete = is_complete_json(&s.args);
-            match name {
-                Some(n) => {
-                    !s.name.is_empty()
-                        && (n != s.name || (complete && args.trim_start().starts_with('{')))
-                }
-                None => false,
+        // A name for a slot that already has one starts a new call when it differs, or when
+        // the slot's arguments are already whole and new ones begin (checked only then: the
+        // check reads all the arguments so far).
+        let starts_new = |s: &Slot| match name {
+            Some(n) if !s.name.is_empty() => {
+                n != s.name || (args.trim_start().starts_with('{') && is_complete_json(&s.args))
             }
+            _ => false,
         };
         if let Some(ix) = index {
             if let Some(i) = self.slots.iter().rposition(|s| s.index == Some(ix)) {
