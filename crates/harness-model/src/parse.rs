@@ -377,7 +377,11 @@ impl<'q> StreamParser<'q> {
                 let details = delta.get("reasoning_details")?.as_array()?;
                 let joined: String = details
                     .iter()
-                    .filter_map(|d| d.get("text").and_then(Value::as_str))
+                    .filter_map(|d| {
+                        d.get("text")
+                            .or_else(|| d.get("summary"))
+                            .and_then(Value::as_str)
+                    })
                     .collect();
                 (!joined.is_empty()).then_some(joined)
             });
@@ -386,12 +390,34 @@ impl<'q> StreamParser<'q> {
         }
         let content = match delta.get("content") {
             Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Array(parts)) => Some(
-                parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect(),
-            ),
+            // Content as parts (Mistral's Magistral): text parts are the answer, `thinking`
+            // parts (a string or a list of text parts) are reasoning.
+            Some(Value::Array(parts)) => {
+                let mut text = String::new();
+                for p in parts {
+                    match p.get("type").and_then(Value::as_str) {
+                        Some("thinking") => {
+                            let thought: String = match p.get("thinking") {
+                                Some(Value::String(t)) => t.clone(),
+                                Some(Value::Array(inner)) => inner
+                                    .iter()
+                                    .filter_map(|i| i.get("text").and_then(Value::as_str))
+                                    .collect(),
+                                _ => String::new(),
+                            };
+                            if !thought.is_empty() {
+                                out.push(StreamEvent::Reasoning(thought));
+                            }
+                        }
+                        _ => {
+                            if let Some(t) = p.get("text").and_then(Value::as_str) {
+                                text.push_str(t);
+                            }
+                        }
+                    }
+                }
+                Some(text)
+            }
             _ => None,
         };
         if let Some(content) = content.filter(|c| !c.is_empty()) {
@@ -457,6 +483,11 @@ impl<'q> StreamParser<'q> {
             && let Some(name) = name
         {
             slot.name = name;
+        }
+        // A whole call sent again under its id (a repeat at the end of a stream) adds nothing.
+        if !slot.args.is_empty() && slot.args.trim() == args.trim() && is_complete_json(&slot.args)
+        {
+            return;
         }
         slot.args.push_str(&args);
     }
