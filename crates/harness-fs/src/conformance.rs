@@ -690,9 +690,52 @@ impl AreaRunner for ChunkChars {
     }
 }
 
-/// `memory`: one change or a batch, applied together, against the size limit.
+/// `memory`: calls of the `memory` tool on a state, against the stores' limits.
 #[derive(Debug)]
 pub struct MemoryArea;
+
+fn memory_pairs(v: Option<&Value>, key: &str) -> CaseResult<Vec<Value>> {
+    let Some(v) = v else {
+        return Ok(Vec::new());
+    };
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("`{key}` must be a list of [id, text] pairs"))?;
+    items
+        .iter()
+        .map(|p| match p.as_array().map(Vec::as_slice) {
+            Some([Value::String(id), Value::String(text)]) => Ok(json!({"id": id, "text": text})),
+            _ => Err(format!("`{key}` must be a list of [id, text] pairs")),
+        })
+        .collect()
+}
+
+fn memory_state(case: &Value) -> CaseResult<memory::Memory> {
+    let mut m = match case.get("state") {
+        None | Some(Value::Null) => memory::Memory::new(),
+        Some(state) => {
+            let file = json!({
+                "version": memory::FILE_VERSION,
+                "next": state.get("next").cloned().unwrap_or(json!(1)),
+                "memory": memory_pairs(state.get("memory"), "state.memory")?,
+                "user": memory_pairs(state.get("user"), "state.user")?,
+            });
+            memory::Memory::from_json("state", file.to_string().as_bytes())
+                .map_err(|e| e.to_string())?
+        }
+    };
+    if let Some(limits) = case.get("limits") {
+        for t in memory::Target::ALL {
+            if let Some(l) = limits.get(t.as_str()) {
+                let l = l
+                    .as_u64()
+                    .ok_or_else(|| format!("`limits.{}` must be a count", t.as_str()))?;
+                m = m.with_limit(t, l as usize);
+            }
+        }
+    }
+    Ok(m)
+}
 
 impl AreaRunner for MemoryArea {
     fn area(&self) -> &'static str {
@@ -701,30 +744,57 @@ impl AreaRunner for MemoryArea {
 
     fn run(&self, case: &Value) -> Outcome {
         let result = (|| {
-            let entries = string_list(case, "entries")?;
-            let limit = usize_of(case, "limit", memory::DEFAULT_LIMIT);
-            let changes: Vec<memory::MemoryChange> = if let Some(c) = case.get("change") {
-                vec![serde_json::from_value(c.clone()).map_err(|e| format!("`change`: {e}"))?]
-            } else {
-                serde_json::from_value(
-                    case.get("changes")
-                        .cloned()
-                        .ok_or("the case needs `change` or `changes`")?,
-                )
-                .map_err(|e| format!("`changes`: {e}"))?
+            let mut m = memory_state(case)?;
+            let calls: Vec<Value> = match (case.get("call"), case.get("calls")) {
+                (Some(c), None) => vec![c.clone()],
+                (None, Some(Value::Array(cs))) if !cs.is_empty() => cs.clone(),
+                _ => return Err("the case needs `call` or a non-empty `calls`".to_string()),
+            };
+            let n = calls.len();
+            let mut last = None;
+            for (i, call) in calls.iter().enumerate() {
+                let before = m.clone();
+                let got = m.apply(call);
+                if i + 1 < n {
+                    if let Err(e) = got {
+                        return Err(format!("call {} of {n} was refused: {e}", i + 1));
+                    }
+                } else {
+                    last = Some((before, got));
+                }
+            }
+            let Some((before, got)) = last else {
+                return Err("no call ran".to_string());
             };
             let expect = case.get("expect").cloned().unwrap_or(Value::Null);
-            Ok(match memory::apply(&entries, &changes, limit) {
-                Ok(out) => {
-                    let mut m = Map::new();
-                    if expect.get("usage").is_some() {
-                        m.insert("usage".to_string(), json!(memory::usage(&out)));
+            let mut out = Map::new();
+            match got {
+                Ok(answer) => {
+                    if expect.get("answer").is_some() || expect.get("error").is_some() {
+                        out.insert("answer".to_string(), json!(answer));
                     }
-                    m.insert("entries".to_string(), json!(out));
-                    Value::Object(m)
                 }
-                Err(e) => err_value(&e),
-            })
+                Err(e) => {
+                    out.insert("error".to_string(), json!(e.to_string()));
+                    if m != before {
+                        out.insert("changed_by_refused_call".to_string(), json!(true));
+                    }
+                }
+            }
+            for t in memory::Target::ALL {
+                if expect.get(t.as_str()).is_some() {
+                    let pairs: Vec<Value> = m
+                        .entries(t)
+                        .iter()
+                        .map(|(id, text)| json!([id, text]))
+                        .collect();
+                    out.insert(t.as_str().to_string(), json!(pairs));
+                }
+            }
+            if expect.get("next").is_some() {
+                out.insert("next".to_string(), json!(m.next_id()));
+            }
+            Ok(Value::Object(out))
         })();
         finish(case, result)
     }

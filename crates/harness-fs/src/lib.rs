@@ -4,7 +4,8 @@
 //! directory seen as `/`), the **file tools' logic** (read windows with line numbers and a
 //! content hash, guarded write and edit, multiedit, glob, grep, list, mkdir, mv, rm to a
 //! restorable trash), **instruction files** stacked from the boundary down, **chunking** by
-//! tokens for search, **memory records** and **skills**. Only the host backend does I/O.
+//! tokens for search, **memory** (two stores of entries with ids, saved whole) and
+//! **skills**. Only the host backend does I/O.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -367,23 +367,52 @@ fn skills_are_files_under_the_view() {
 }
 
 #[test]
-fn memory_batches_apply_together() {
-    use harness_fs::memory::{self, MemoryChange};
-    let entries = vec!["likes tea".to_string()];
-    let out = memory::apply(
-        &entries,
-        &[
-            MemoryChange::Remove {
-                old_text: "tea".into(),
-            },
-            MemoryChange::Add {
-                content: "likes coffee".into(),
-            },
-        ],
-        20,
+fn memory_is_saved_whole_and_loaded_back_through_the_host_backend() {
+    use harness_fs::memory::{Memory, Target};
+    let dir = tempfile::tempdir().unwrap();
+    let locks = tempfile::tempdir().unwrap();
+    let backend = harness_fs::HostBackend::open(
+        dir.path(),
+        harness_fs::HostOptions {
+            lock_dir: Some(locks.path().to_path_buf()),
+            ..harness_fs::HostOptions::default()
+        },
     )
     .unwrap();
-    assert_eq!(out, ["likes coffee"]);
+    let path = VPath::parse("/memory.json");
+    let (mut m, hash) = Memory::load(&backend, &path).unwrap();
+    assert_eq!(hash, None);
+    m.apply(&serde_json::json!({"changes": [
+        {"action": "add", "text": "likes tea"},
+        {"action": "add", "text": "Ana", "target": "user"}
+    ]}))
+    .unwrap();
+    let saved = m.save(&backend, &path, None).unwrap();
+    let (back, hash) = Memory::load(&backend, &path).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(hash.as_deref(), Some(saved.as_str()));
+    assert_eq!(back.entries(Target::User), vec![("m2", "Ana")]);
+    // A second writer that loaded the old version cannot overwrite the new one.
+    assert!(Memory::new().save(&backend, &path, None).is_err());
+    let on_disk = std::fs::read_to_string(dir.path().join("memory.json")).unwrap();
+    insta::assert_snapshot!(on_disk, @r#"
+    {
+      "version": 1,
+      "next": 3,
+      "memory": [
+        {
+          "id": "m1",
+          "text": "likes tea"
+        }
+      ],
+      "user": [
+        {
+          "id": "m2",
+          "text": "Ana"
+        }
+      ]
+    }
+    "#);
 }
 
 #[test]
