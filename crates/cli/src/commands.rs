@@ -147,8 +147,8 @@ pub fn sessions(settings: &Settings, all: bool) -> Result<ExitCode> {
 }
 
 /// `llembas acp`.
-pub fn acp(_settings: Settings) -> Result<ExitCode> {
-    bail!("acp: not available in this build yet")
+pub fn acp(settings: Settings) -> Result<ExitCode> {
+    crate::acp::run(settings)
 }
 
 /// A session: one-shot with `-p` or piped stdin, else the interactive terminal.

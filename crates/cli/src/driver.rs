@@ -38,6 +38,17 @@ use crate::store::{Meta, Store};
 pub enum Out {
     /// An event of the core stream.
     Event(Event),
+    /// A file a call changed: its text before and after (for clients that draw diffs).
+    Edit {
+        /// The call.
+        call_id: String,
+        /// The file's real path.
+        path: String,
+        /// Its text before (empty for a new file).
+        before: String,
+        /// Its text after.
+        after: String,
+    },
     /// A piece of a running command's output (shown as it comes; the result has it whole).
     ToolOutput {
         /// The call.
@@ -618,6 +629,16 @@ impl Driver {
             let c = call.clone();
             let task = tokio::task::spawn_blocking(move || exec.run_sync(&c, plan_mode));
             let outcome = self.wait(task).await?;
+            if let Some(e) = &outcome.edit
+                && !outcome.is_error
+            {
+                let _ = self.out.send(Out::Edit {
+                    call_id: call.id.clone(),
+                    path: e.path.clone(),
+                    before: e.before.clone(),
+                    after: e.after.clone(),
+                });
+            }
             if !outcome.is_error && call.name.starts_with("plan_") {
                 let (plan, open) = match self.exec.plan.lock() {
                     Ok(p) => (p.plan.clone(), open_tasks(p.plan.as_ref())),

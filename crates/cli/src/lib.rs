@@ -7,6 +7,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod acp;
 pub mod args;
 pub mod commands;
 pub mod driver;

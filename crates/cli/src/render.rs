@@ -181,6 +181,7 @@ pub fn turn_end_line(end: &TurnEnd) -> String {
 pub fn activity(out: &Out, color: bool) -> Option<String> {
     match out {
         Out::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
+        Out::Edit { .. } => None,
         Out::Event(e) => event(e, color),
     }
 }

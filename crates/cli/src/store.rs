@@ -34,6 +34,17 @@ pub struct Store {
     root: PathBuf,
 }
 
+/// A short stable hex digest of a text (an instance id from a path).
+pub fn short_hash(text: &str) -> String {
+    // FNV-1a, 32 bits: stable across runs and platforms.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in text.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{h:08x}")
+}
+
 /// Seconds since the epoch.
 pub fn now() -> u64 {
     SystemTime::now()

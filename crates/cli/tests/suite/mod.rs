@@ -1,6 +1,7 @@
 //! Helpers shared by the suite: a temporary project and home, the binary run with them, and
 //! scripted replies.
 
+mod acp;
 mod cli;
 mod oneshot;
 mod real_server;

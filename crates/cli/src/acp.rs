@@ -1,0 +1,782 @@
+//! `llembas acp`: the agent over stdio, with the official `agent-client-protocol` crate.
+//!
+//! Each ACP session is a [`Driver`] of its own; its [`Out`]s become `session/update`
+//! notifications (and `session/request_permission` requests for questions), the client's
+//! requests become [`Op`]s. The agent runs its own tools on its disk and reports them, with
+//! `_meta.lembas` as `spec/acp.md` gives it.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, CurrentModeUpdate, Diff,
+    Implementation, InitializeRequest, InitializeResponse, Meta, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, Plan as AcpPlan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, TextContent, ToolCall as AcpCall,
+    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use agent_client_protocol::{
+    Agent, Client, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, Stdio,
+};
+use anyhow::Result;
+use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin, Risk, TurnEnd};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::driver::{Driver, Out};
+use crate::settings::Settings;
+
+/// The `_lembas` protocol this agent speaks.
+const LEMBAS_PROTOCOL: u64 = 2;
+/// The capability strings this agent implements (`spec/acp.md` §2).
+const CAPABILITIES: &[&str] = &["plan_state"];
+
+type Responder<T> = agent_client_protocol::v1::Responder<T>;
+
+/// The codes and texts of `spec/acp.md` §4 *Errors*.
+fn lembas_error(code: i32, message: String, short: &str) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(code, message).data(json!({ "lembas": short }))
+}
+
+/// One open session.
+struct Open {
+    ops: mpsc::UnboundedSender<Op>,
+    pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
+    cwd: PathBuf,
+    model: String,
+    chat: Option<String>,
+    mode: Arc<Mutex<Mode>>,
+    running: Arc<Mutex<bool>>,
+}
+
+struct State {
+    settings: Settings,
+    instance: String,
+    agreed: Mutex<Vec<String>>,
+    sessions: Mutex<HashMap<String, Open>>,
+}
+
+impl State {
+    fn agreed(&self, cap: &str) -> bool {
+        self.agreed
+            .lock()
+            .map(|a| a.iter().any(|c| c == cap))
+            .unwrap_or(false)
+    }
+
+    fn roots(&self) -> Vec<PathBuf> {
+        dirs::home_dir().into_iter().collect()
+    }
+
+    fn models(&self) -> Vec<String> {
+        match &self.settings.model {
+            Ok(m) => m.model.iter().cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn limits(&self) -> Value {
+        json!({
+            "roots": self.roots(),
+            "models": self.models(),
+            "max_sessions": Value::Null,
+        })
+    }
+}
+
+/// `path` with `.` and `..` applied, lexically.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn inside_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    let p = lexical(path);
+    roots.iter().any(|r| p.starts_with(lexical(r)))
+}
+
+fn mode_state(mode: Mode) -> SessionModeState {
+    let modes = Mode::ALL
+        .iter()
+        .map(|m| {
+            let name = match m {
+                Mode::Manual => "Manual",
+                Mode::Edit => "Edit",
+                Mode::Auto => "Auto",
+                Mode::Plan => "Plan",
+            };
+            SessionMode::new(m.as_str(), name)
+        })
+        .collect();
+    SessionModeState::new(mode.as_str(), modes)
+}
+
+fn meta(v: Value) -> Meta {
+    let mut m = Meta::new();
+    m.insert("lembas".into(), v);
+    m
+}
+
+fn text_block(text: impl Into<String>) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text.into()))
+}
+
+fn kind_of(block: Block, risk: Option<Risk>) -> ToolKind {
+    match block {
+        Block::Shell => ToolKind::Execute,
+        Block::Edit => ToolKind::Edit,
+        Block::Read => ToolKind::Read,
+        Block::Search => ToolKind::Search,
+        Block::Web => ToolKind::Fetch,
+        Block::Plan => ToolKind::Think,
+        _ => match risk {
+            Some(Risk::Read) => ToolKind::Read,
+            Some(Risk::Write) => ToolKind::Edit,
+            Some(Risk::Execute) => ToolKind::Execute,
+            _ => ToolKind::Other,
+        },
+    }
+}
+
+/// `_lembas/status`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/status", response = LembasResult)]
+struct StatusRequest {}
+
+/// `_lembas/limits`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/limits", response = LembasResult)]
+struct LimitsRequest {}
+
+/// `_lembas/dir`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/dir", response = LembasResult)]
+struct DirRequest {
+    path: PathBuf,
+}
+
+/// Any `_lembas` result, as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcResponse)]
+#[serde(transparent)]
+struct LembasResult(Value);
+
+/// `_lembas/plan_state` (device → client).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
+#[notification(method = "_lembas/plan_state")]
+struct PlanStateNotification {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    plan: Value,
+}
+
+/// Runs the agent on stdin/stdout until the client closes it.
+pub fn run(settings: Settings) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let instance = format!(
+        "llembas-{}",
+        dirs::home_dir()
+            .map(|h| crate::store::short_hash(&h.display().to_string()))
+            .unwrap_or_default()
+    );
+    let state = Arc::new(State {
+        settings,
+        instance,
+        agreed: Mutex::new(Vec::new()),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    runtime.block_on(serve(state))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(state: Arc<State>) -> Result<()> {
+    let s1 = state.clone();
+    let s2 = state.clone();
+    let s3 = state.clone();
+    let s4 = state.clone();
+    let s5 = state.clone();
+    let s6 = state.clone();
+    let s7 = state.clone();
+    let s8 = state.clone();
+    Agent
+        .v1()
+        .name("llembas")
+        .on_receive_request(
+            async move |req: InitializeRequest, responder, _cx| {
+                responder.respond(initialize(&s1, req))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: NewSessionRequest, responder, cx| match new_session(&s2, req, cx).await
+            {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: PromptRequest, responder, _cx| prompt(&s3, req, responder),
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: CancelNotification, _cx| {
+                if let Ok(sessions) = s4.sessions.lock()
+                    && let Some(open) = sessions.get(&n.session_id.to_string())
+                {
+                    let _ = open.ops.send(Op::Cancel);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionModeRequest, responder, _cx| {
+                let mode = match req.mode_id.to_string().parse::<Mode>() {
+                    Ok(m) => m,
+                    Err(_) => {
+                        return responder
+                            .respond_with_error(agent_client_protocol::Error::invalid_params());
+                    }
+                };
+                let sent = s5.sessions.lock().ok().and_then(|s| {
+                    s.get(&req.session_id.to_string())
+                        .map(|o| o.ops.send(Op::SetMode { mode }).is_ok())
+                });
+                match sent {
+                    Some(true) => responder.respond(SetSessionModeResponse::new()),
+                    _ => responder.respond_with_error(unknown_session(&req.session_id.to_string())),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_req: StatusRequest, responder, _cx| {
+                responder.respond(LembasResult(status(&s6)))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_req: LimitsRequest, responder, _cx| {
+                responder.respond(LembasResult(s7.limits()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: DirRequest, responder, _cx| match dir(&s8, &req.path) {
+                Ok(v) => responder.respond(LembasResult(v)),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_to(Stdio::new())
+        .await
+        .map_err(|e| anyhow::anyhow!("the ACP connection failed: {e}"))
+}
+
+fn unknown_session(id: &str) -> agent_client_protocol::Error {
+    lembas_error(
+        -32044,
+        format!("No session {id} on this device."),
+        "unknown_session",
+    )
+}
+
+fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
+    let theirs: Vec<String> = req
+        .client_capabilities
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("lembas"))
+        .and_then(|l| l.get("capabilities"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(mut agreed) = state.agreed.lock() {
+        *agreed = CAPABILITIES
+            .iter()
+            .filter(|c| theirs.iter().any(|t| t == *c))
+            .map(|c| (*c).to_owned())
+            .collect();
+    }
+    let caps = AgentCapabilities::new().meta(meta(json!({
+        "protocol": LEMBAS_PROTOCOL,
+        "spec": harness_spec::Spec::embedded().version().to_string(),
+        "capabilities": CAPABILITIES,
+        "instance": {"id": state.instance, "name": "llembas", "version": env!("CARGO_PKG_VERSION")},
+        "limits": state.limits(),
+    })));
+    InitializeResponse::new(req.protocol_version)
+        .agent_capabilities(caps)
+        .agent_info(Implementation::new("llembas", env!("CARGO_PKG_VERSION")).title("LLeMbas CLI"))
+}
+
+async fn new_session(
+    state: &Arc<State>,
+    req: NewSessionRequest,
+    cx: ConnectionTo<Client>,
+) -> Result<NewSessionResponse, agent_client_protocol::Error> {
+    let roots = state.roots();
+    if roots.is_empty() {
+        return Err(lembas_error(
+            -32040,
+            "Remote work is off on this device.".into(),
+            "remote_off",
+        ));
+    }
+    if !inside_roots(&req.cwd, &roots) {
+        return Err(lembas_error(
+            -32041,
+            format!(
+                "Outside the shared directories: {} is not under a root of this device.",
+                req.cwd.display()
+            ),
+            "outside_roots",
+        ));
+    }
+    let lembas = req
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("lembas"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut settings = state.settings.clone();
+    settings.cwd = req.cwd.clone();
+    if let Some(m) = lembas.get("mode").and_then(Value::as_str) {
+        settings.mode = m
+            .parse()
+            .map_err(|_| agent_client_protocol::Error::invalid_params().data(json!({"mode": m})))?;
+    }
+    if let Some(p) = lembas.get("personality").and_then(Value::as_str) {
+        settings.personality = Some(p.to_owned());
+    }
+    let wanted = lembas
+        .get("model")
+        .and_then(|m| m.get("id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let parts = crate::session::build(&settings, None).await.map_err(|e| {
+        agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
+    })?;
+    let model = parts.setup.model_name.clone();
+    if let Some(w) = &wanted
+        && !same_model(w, &model)
+    {
+        return Err(lembas_error(
+            -32042,
+            format!("Model unavailable: this device cannot run {w}; the session was not opened."),
+            "model_unavailable",
+        ));
+    }
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let (op_tx, op_rx) = mpsc::unbounded_channel();
+    let mut driver = Driver::new(parts.setup, out_tx, op_rx).map_err(|e| {
+        agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
+    })?;
+    let id = driver.id().to_owned();
+    let open = Open {
+        ops: op_tx.clone(),
+        pending: Arc::new(Mutex::new(None)),
+        cwd: req.cwd.clone(),
+        model: model.clone(),
+        chat: lembas
+            .get("chat")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        mode: Arc::new(Mutex::new(settings.mode)),
+        running: Arc::new(Mutex::new(false)),
+    };
+    let pump = Pump {
+        session: id.clone(),
+        cx,
+        ops: op_tx,
+        pending: open.pending.clone(),
+        mode: open.mode.clone(),
+        running: open.running.clone(),
+        plan_state: state.agreed("plan_state"),
+    };
+    if let Ok(mut s) = state.sessions.lock() {
+        s.insert(id.clone(), open);
+    }
+    tokio::spawn(async move {
+        if let Err(e) = driver.run(false).await {
+            eprintln!("llembas acp: session {}: {e:#}", driver.id());
+        }
+    });
+    tokio::spawn(pump.run(out_rx));
+    let spec = harness_spec::Spec::embedded().version().to_string();
+    Ok(NewSessionResponse::new(id.clone())
+        .modes(mode_state(settings.mode))
+        .meta(meta(json!({
+            "instance": {"id": state.instance, "session": id, "model": model, "spec": spec}
+        }))))
+}
+
+/// Whether the chat's model `wanted` is the model this device runs (its id, or an alias of the
+/// same catalogue entry).
+fn same_model(wanted: &str, running: &str) -> bool {
+    if wanted == running {
+        return true;
+    }
+    let Ok(cat) = harness_model::Catalogue::embedded() else {
+        return false;
+    };
+    match (cat.find(wanted), cat.find(running)) {
+        (Some(a), Some(b)) => a.id == b.id,
+        _ => false,
+    }
+}
+
+fn prompt(
+    state: &State,
+    req: PromptRequest,
+    responder: Responder<PromptResponse>,
+) -> Result<(), agent_client_protocol::Error> {
+    let id = req.session_id.to_string();
+    let sessions = match state.sessions.lock() {
+        Ok(s) => s,
+        Err(_) => return responder.respond_with_internal_error("the session table is poisoned"),
+    };
+    let Some(open) = sessions.get(&id) else {
+        return responder.respond_with_error(unknown_session(&id));
+    };
+    let mut text = String::new();
+    for block in &req.prompt {
+        match block {
+            ContentBlock::Text(t) => text.push_str(&t.text),
+            ContentBlock::ResourceLink(l) => {
+                text.push_str(&format!("\n[{}]({})\n", l.name, l.uri));
+            }
+            _ => {}
+        }
+    }
+    let Ok(mut pending) = open.pending.lock() else {
+        return responder.respond_with_internal_error("the session is poisoned");
+    };
+    if pending.is_some() {
+        return responder.respond_with_error(
+            agent_client_protocol::Error::invalid_request()
+                .data(json!("a prompt is already running in this session")),
+        );
+    }
+    *pending = Some(responder);
+    let _ = open.ops.send(Op::Prompt {
+        text,
+        origin: Origin::Person,
+    });
+    Ok(())
+}
+
+fn status(state: &State) -> Value {
+    let sessions: Vec<Value> = state
+        .sessions
+        .lock()
+        .map(|s| {
+            let mut v: Vec<Value> = s
+                .iter()
+                .map(|(id, o)| {
+                    let running = o.running.lock().map(|r| *r).unwrap_or(false);
+                    json!({
+                        "sessionId": id,
+                        "chat": o.chat,
+                        "cwd": o.cwd,
+                        "model": o.model,
+                        "mode": o.mode.lock().map(|m| m.as_str()).unwrap_or("manual"),
+                        "state": if running { "running" } else { "idle" },
+                    })
+                })
+                .collect();
+            v.sort_by(|a, b| a["sessionId"].as_str().cmp(&b["sessionId"].as_str()));
+            v
+        })
+        .unwrap_or_default();
+    json!({"instance": state.instance, "sessions": sessions})
+}
+
+fn dir(state: &State, path: &Path) -> Result<Value, agent_client_protocol::Error> {
+    let roots = state.roots();
+    if roots.is_empty() {
+        return Err(lembas_error(
+            -32040,
+            "Remote work is off on this device.".into(),
+            "remote_off",
+        ));
+    }
+    if !inside_roots(path, &roots) {
+        return Err(lembas_error(
+            -32041,
+            format!(
+                "Outside the shared directories: {} is not under a root of this device.",
+                path.display()
+            ),
+            "outside_roots",
+        ));
+    }
+    let mut entries: Vec<Value> = std::fs::read_dir(path)
+        .map_err(|e| agent_client_protocol::Error::invalid_params().data(json!(e.to_string())))?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(json!({"name": name, "git": e.path().join(".git").exists()}))
+        })
+        .collect();
+    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Ok(json!({"path": path, "entries": entries}))
+}
+
+/// Carries one session's outputs to the client.
+struct Pump {
+    session: String,
+    cx: ConnectionTo<Client>,
+    ops: mpsc::UnboundedSender<Op>,
+    pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
+    mode: Arc<Mutex<Mode>>,
+    running: Arc<Mutex<bool>>,
+    plan_state: bool,
+}
+
+impl Pump {
+    fn update(&self, update: SessionUpdate) {
+        let _ = self
+            .cx
+            .send_notification(SessionNotification::new(self.session.clone(), update));
+    }
+
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<Out>) {
+        let mut calls: HashMap<String, (String, Block)> = HashMap::new();
+        while let Some(out) = rx.recv().await {
+            match out {
+                Out::ToolOutput { .. } => {}
+                Out::Edit {
+                    call_id,
+                    path,
+                    before,
+                    after,
+                } => {
+                    let diff = Diff::new(PathBuf::from(path), after).old_text(before);
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id,
+                        ToolCallUpdateFields::new().content(vec![ToolCallContent::from(diff)]),
+                    )));
+                }
+                Out::Event(e) => self.event(e, &mut calls),
+            }
+        }
+    }
+
+    fn event(&self, e: Event, calls: &mut HashMap<String, (String, Block)>) {
+        match e {
+            Event::UserInput { text, origin } => {
+                if let Ok(mut r) = self.running.lock() {
+                    *r = true;
+                }
+                if origin == Origin::Machine {
+                    let chunk =
+                        ContentChunk::new(text_block(text)).meta(meta(json!({"machine": true})));
+                    self.update(SessionUpdate::UserMessageChunk(chunk));
+                }
+            }
+            Event::TextDelta { text } => self.update(SessionUpdate::AgentMessageChunk(
+                ContentChunk::new(text_block(text)),
+            )),
+            Event::ReasoningDelta { text } => self.update(SessionUpdate::AgentThoughtChunk(
+                ContentChunk::new(text_block(text)),
+            )),
+            Event::ToolCallStarted { call, block } => {
+                let tool = harness_spec::Spec::embedded().tool(&call.name);
+                let risk = tool.map(|t| t.risk);
+                let title = crate::render::call_title(&call.name, block, &call.arguments);
+                calls.insert(call.id.clone(), (call.name.clone(), block));
+                let mut lembas = json!({"tool": call.name, "block": block});
+                if let Some(r) = risk {
+                    lembas["risk"] = json!(r);
+                }
+                let c = AcpCall::new(call.id.clone(), title)
+                    .kind(kind_of(block, risk))
+                    .status(ToolCallStatus::Pending)
+                    .raw_input(call.arguments.clone())
+                    .meta(meta(lembas));
+                self.update(SessionUpdate::ToolCall(c));
+            }
+            Event::ToolCallAsked { call_id, question } => {
+                let mut options = vec![PermissionOption::new(
+                    "once",
+                    "Allow once",
+                    PermissionOptionKind::AllowOnce,
+                )];
+                if let Some(p) = &question.pattern {
+                    options.push(PermissionOption::new(
+                        "always",
+                        format!("Always allow {}", p.replace('\n', ", ")),
+                        PermissionOptionKind::AllowAlways,
+                    ));
+                }
+                options.push(PermissionOption::new(
+                    "no",
+                    "Refuse",
+                    PermissionOptionKind::RejectOnce,
+                ));
+                let block = calls.get(&call_id).map(|c| c.1).unwrap_or(Block::Tool);
+                let mut lembas = json!({
+                    "tool": question.tool,
+                    "risk": question.risk,
+                    "mode": self.mode.lock().map(|m| m.as_str()).unwrap_or("manual"),
+                });
+                match &question.pattern {
+                    Some(p) => lembas["always"] = json!(p),
+                    None => lembas["confirm"] = json!("always"),
+                }
+                let fields = ToolCallUpdateFields::new()
+                    .title(question.subject.clone())
+                    .kind(kind_of(block, Some(question.risk)))
+                    .status(ToolCallStatus::Pending);
+                let request = RequestPermissionRequest::new(
+                    self.session.clone(),
+                    ToolCallUpdate::new(call_id.clone(), fields),
+                    options,
+                )
+                .meta(meta(lembas));
+                let cx = self.cx.clone();
+                let ops = self.ops.clone();
+                let _ = self.cx.spawn(async move {
+                    let answer = match cx.send_request(request).block_task().await {
+                        Ok(r) => match r.outcome {
+                            RequestPermissionOutcome::Selected(s) => {
+                                match s.option_id.to_string().as_str() {
+                                    "once" => Answer::Once,
+                                    "always" => Answer::Always,
+                                    _ => Answer::Deny { feedback: None },
+                                }
+                            }
+                            _ => Answer::Deny { feedback: None },
+                        },
+                        Err(_) => Answer::Deny { feedback: None },
+                    };
+                    let _ = ops.send(Op::Answer { call_id, answer });
+                    Ok(())
+                });
+            }
+            Event::ToolCallFinished { result } => {
+                let status = if result.is_error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                let fields = ToolCallUpdateFields::new().status(status).content(vec![
+                    ToolCallContent::from(text_block(result.content.clone())),
+                ]);
+                let mut lembas = json!({"result": result.result_id});
+                if let Some((tool, block)) = calls.get(&result.call_id) {
+                    lembas["tool"] = json!(tool);
+                    lembas["block"] = json!(block);
+                }
+                self.update(SessionUpdate::ToolCallUpdate(
+                    ToolCallUpdate::new(result.call_id.clone(), fields).meta(meta(lembas)),
+                ));
+            }
+            Event::PlanChanged { plan } => {
+                if self.plan_state {
+                    let _ = self.cx.send_notification(PlanStateNotification {
+                        session_id: self.session.clone(),
+                        plan: serde_json::to_value(&plan).unwrap_or(Value::Null),
+                    });
+                } else {
+                    let mut entries = Vec::new();
+                    if let Some(p) = &plan {
+                        let v = serde_json::to_value(p).unwrap_or(Value::Null);
+                        for ph in v["phases"].as_array().into_iter().flatten() {
+                            for t in ph["tasks"].as_array().into_iter().flatten() {
+                                let status = match t["status"].as_str() {
+                                    Some("doing") => PlanEntryStatus::InProgress,
+                                    Some("done") | Some("dropped") => PlanEntryStatus::Completed,
+                                    _ => PlanEntryStatus::Pending,
+                                };
+                                entries.push(PlanEntry::new(
+                                    t["title"].as_str().unwrap_or_default(),
+                                    PlanEntryPriority::Medium,
+                                    status,
+                                ));
+                            }
+                        }
+                    }
+                    self.update(SessionUpdate::Plan(AcpPlan::new(entries)));
+                }
+            }
+            Event::ModeChanged { mode } => {
+                if let Ok(mut m) = self.mode.lock() {
+                    *m = mode;
+                }
+                self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    mode.as_str(),
+                )));
+            }
+            Event::Notice { text, .. } => eprintln!("llembas acp: {text}"),
+            Event::TurnEnded { reason } => {
+                if let Ok(mut r) = self.running.lock() {
+                    *r = false;
+                }
+                let responder = self.pending.lock().ok().and_then(|mut p| p.take());
+                if let Some(responder) = responder {
+                    let _ = match reason {
+                        TurnEnd::Finished | TurnEnd::PlanSubmitted => {
+                            responder.respond(PromptResponse::new(StopReason::EndTurn))
+                        }
+                        TurnEnd::Cancelled => {
+                            responder.respond(PromptResponse::new(StopReason::Cancelled))
+                        }
+                        TurnEnd::Budget { limit } if limit == "tokens" => {
+                            responder.respond(PromptResponse::new(StopReason::MaxTokens))
+                        }
+                        TurnEnd::Budget { .. } => {
+                            responder.respond(PromptResponse::new(StopReason::MaxTurnRequests))
+                        }
+                        TurnEnd::ContextOverflow => {
+                            responder.respond(PromptResponse::new(StopReason::MaxTokens))
+                        }
+                        TurnEnd::Error { message } => responder.respond_with_error(
+                            agent_client_protocol::Error::internal_error().data(json!(message)),
+                        ),
+                        other => responder.respond_with_internal_error(format!("{other:?}")),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_are_lexical() {
+        let roots = vec![PathBuf::from("/home/ana/src")];
+        assert!(inside_roots(Path::new("/home/ana/src/api"), &roots));
+        assert!(inside_roots(Path::new("/home/ana/src"), &roots));
+        assert!(!inside_roots(Path::new("/home/ana/src/../notes"), &roots));
+        assert!(!inside_roots(Path::new("/home/ana/srcx"), &roots));
+    }
+}

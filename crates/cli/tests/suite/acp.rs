@@ -1,0 +1,184 @@
+//! `llembas acp` driven by the official `agent-client-protocol` crate as the client.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, InitializeRequest, Meta, NewSessionRequest, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
+};
+use agent_client_protocol::{ByteStreams, Client, JsonRpcRequest, JsonRpcResponse};
+use harness_test_support::ScriptedServer;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/status", response = Raw)]
+struct Status {}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcResponse)]
+#[serde(transparent)]
+struct Raw(Value);
+
+fn lembas(v: Value) -> Meta {
+    let mut m = Meta::new();
+    m.insert("lembas".into(), v);
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_with_a_tool_call_and_a_question() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "bash", json!({"command": "echo from-acp > acp.txt"})),
+        text(&["Wrote ", "acp.txt."]),
+    ])
+    .await
+    .unwrap();
+    let home = root.parent().unwrap().to_path_buf();
+    let mut child = sb
+        .command(&server.base_url(), &["acp"])
+        .env("HOME", &home)
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
+    let (u, a) = (updates.clone(), asked.clone());
+    let root2 = root.clone();
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |r: RequestPermissionRequest, responder, _cx| {
+                    a.lock().unwrap().push(r);
+                    responder.respond(RequestPermissionResponse::new(
+                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("once")),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx| {
+                let init = cx
+                    .send_request(
+                        InitializeRequest::new(ProtocolVersion::V1)
+                            .client_capabilities(ClientCapabilities::new().meta(lembas(json!({
+                            "protocol": 2, "spec": "3.0.0", "capabilities": ["plan_state"]})))),
+                    )
+                    .block_task()
+                    .await?;
+                let m = init.agent_capabilities.meta.clone().unwrap();
+                assert_eq!(m["lembas"]["protocol"], 2);
+                assert_eq!(init.agent_info.as_ref().unwrap().name, "llembas");
+
+                // Outside the roots: refused with the spec's code and text.
+                let err = cx
+                    .send_request(NewSessionRequest::new("/"))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(err.code), -32041, "{err:?}");
+
+                let s = cx
+                    .send_request(
+                        NewSessionRequest::new(root2.clone())
+                            .meta(lembas(json!({"chat": "c_1", "mode": "manual"}))),
+                    )
+                    .block_task()
+                    .await?;
+                assert_eq!(
+                    s.modes.as_ref().unwrap().current_mode_id.to_string(),
+                    "manual"
+                );
+                let r = cx
+                    .send_request(PromptRequest::new(
+                        s.session_id.clone(),
+                        vec![ContentBlock::Text(TextContent::new("write a file"))],
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(r.stop_reason, StopReason::EndTurn);
+                let st = cx.send_request(Status {}).block_task().await?;
+                assert_eq!(st.0["sessions"][0]["state"], "idle", "{:?}", st.0);
+                assert_eq!(st.0["sessions"][0]["chat"], "c_1");
+                Ok(())
+            }),
+    )
+    .await
+    .expect("the ACP run took over 60 s");
+    result.unwrap();
+    drop(child);
+
+    assert_eq!(sb.read("acp.txt"), "from-acp\n");
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 1);
+    let q = &asked[0];
+    assert_eq!(
+        q.tool_call.fields.title.as_deref(),
+        Some("echo from-acp > acp.txt")
+    );
+    let qm = &q.meta.as_ref().unwrap()["lembas"];
+    assert_eq!(qm["tool"], "bash");
+    assert_eq!(qm["mode"], "manual");
+    assert!(qm["always"].is_string(), "{qm}");
+    assert!(
+        q.options
+            .iter()
+            .any(|o| o.option_id.to_string() == "always")
+    );
+
+    let updates = updates.lock().unwrap();
+    let call = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCall(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("a tool_call update");
+    let cm = &call.meta.as_ref().unwrap()["lembas"];
+    assert_eq!(cm["tool"], "bash");
+    assert_eq!(cm["block"], "shell");
+    assert_eq!(cm["risk"], "execute");
+    let done = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) if u.meta.is_some() => Some(u.clone()),
+            _ => None,
+        })
+        .expect("a tool_call_update with its result");
+    assert!(
+        done.meta.as_ref().unwrap()["lembas"]["result"]
+            .as_str()
+            .unwrap()
+            .starts_with('#')
+    );
+    let said: String = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::AgentMessageChunk(c) => match &c.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said, "Wrote acp.txt.");
+    // The client-facing session id is the saved session's.
+    assert_eq!(sb.sessions().len(), 1);
+}
