@@ -168,6 +168,31 @@ impl Completion {
         }
     }
 
+    /// The note that tells the model which of its calls were not run and why (`quirks.json`
+    /// `request.invalid_call`), or None when every call was whole.
+    pub fn invalid_calls_note(&self, quirks: &Quirks) -> Option<String> {
+        if self.invalid_calls.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = self
+            .invalid_calls
+            .iter()
+            .map(|c| {
+                let name = if c.name.is_empty() {
+                    "(no name)"
+                } else {
+                    &c.name
+                };
+                quirks
+                    .request
+                    .invalid_call
+                    .replace("{name}", name)
+                    .replace("{reason}", &c.reason)
+            })
+            .collect();
+        Some(lines.join("\n"))
+    }
+
     /// Builds the completion from all of an answer's events (what a consumer of the stream
     /// ends up with).
     pub fn from_events<'a>(events: impl IntoIterator<Item = &'a StreamEvent>) -> Completion {

@@ -113,6 +113,8 @@ pub struct RequestRules {
     pub edge_of_window_ratio: f64,
     /// The result given to a call that has none.
     pub missing_result: String,
+    /// What the model is told of a call that was not run (`{name}`, `{reason}`).
+    pub invalid_call: String,
     /// The JSON Schema keys tool parameters keep.
     pub schema_keys: Vec<String>,
 }

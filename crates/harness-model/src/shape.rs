@@ -50,6 +50,28 @@ pub enum Message {
     },
 }
 
+impl From<&harness_core::protocol::ToolResult> for Message {
+    fn from(result: &harness_core::protocol::ToolResult) -> Message {
+        Message::Tool {
+            call_id: result.call_id.clone(),
+            content: result.content.clone(),
+        }
+    }
+}
+
+impl From<&crate::parse::Completion> for Message {
+    /// The answer as the assistant message that goes into the history. Calls that cannot be run
+    /// are left out (their arguments are never replayed); tell the model about them with
+    /// [`Completion::invalid_calls_note`](crate::parse::Completion::invalid_calls_note).
+    fn from(c: &crate::parse::Completion) -> Message {
+        Message::Assistant {
+            text: c.text.clone(),
+            reasoning: (!c.reasoning.is_empty()).then(|| c.reasoning.clone()),
+            tool_calls: c.tool_calls.clone(),
+        }
+    }
+}
+
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

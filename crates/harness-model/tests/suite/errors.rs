@@ -82,3 +82,32 @@ fn catalogue_models_are_found_by_alias_and_overridden() {
         (None, None, true)
     );
 }
+
+#[test]
+fn the_model_is_told_which_calls_were_not_run() {
+    let mut parser = harness_model::StreamParser::new(quirks());
+    for line in [
+        r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"write","arguments":"{\"path\": \"x\", \"content\": \"unfini"}}]},"finish_reason":null}]}"#,
+        r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+        "data: [DONE]",
+    ] {
+        parser.push_line(line);
+    }
+    let (_, completion) = parser.finish();
+    assert!(completion.tool_calls.is_empty());
+    assert_eq!(
+        completion.invalid_calls[0].raw,
+        r#"{"path": "x", "content": "unfini"#
+    );
+    insta::assert_snapshot!(completion.invalid_calls_note(quirks()).unwrap(),
+        @"Your call of write was not run: the arguments were cut off before they were complete. Send it again with complete JSON arguments; split long content into smaller calls.");
+    let message = harness_model::Message::from(&completion);
+    assert_eq!(
+        message,
+        harness_model::Message::Assistant {
+            text: String::new(),
+            reasoning: None,
+            tool_calls: vec![]
+        }
+    );
+}
