@@ -206,7 +206,7 @@ impl ModelClient {
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
-            let _permit = match &self.slots {
+            let permit = match &self.slots {
                 Some(slots) => Some(tokio::select! {
                     _ = cancel.cancelled() => return Err(Error::Cancelled),
                     p = slots.clone().acquire_owned() => p.map_err(|_| Error::Cancelled)?,
@@ -216,6 +216,8 @@ impl ModelClient {
             let outcome = self
                 .attempt(&shaped.body, stream, context, cancel, on_event)
                 .await?;
+            // The slot is free again before any wait for a retry.
+            drop(permit);
             let (error, gave_out) = match outcome {
                 Attempt::Done(completion) => return Ok(completion),
                 Attempt::Failed { error, gave_out } => (error, gave_out),

@@ -608,3 +608,58 @@ async fn lists_models_and_reports_an_unreachable_server() {
     let bad = ModelClient::new(Endpoint::new("localhost:8080"), small_model()).unwrap_err();
     assert!(bad.to_string().contains("localhost:8080"), "{bad}");
 }
+
+#[tokio::test]
+async fn the_endpoint_capacity_holds_a_second_request_back() {
+    let server = ScriptedServer::start(vec![
+        Reply::Sse {
+            pieces: vec![format!(
+                "data: {}\n\n",
+                chunk(json!({"content": "busy"}), None)
+            )],
+            stall: true,
+        },
+        Reply::text_stream(&["second"]),
+    ])
+    .await
+    .unwrap();
+    let one_at_a_time = model(ModelOverrides {
+        context: Some(8192),
+        capacity: Some(1),
+        ..ModelOverrides::default()
+    });
+    let client = client(&server, "llama.cpp", one_at_a_time);
+    let cancel_first = CancellationToken::new();
+    let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let first = {
+        let client = client.clone();
+        let cancel = cancel_first.clone();
+        tokio::spawn(async move {
+            let mut started = Some(started);
+            client
+                .stream(&ask("one"), &cancel, &mut |_| {
+                    if let Some(tx) = started.take() {
+                        let _ = tx.send(());
+                    }
+                })
+                .await
+        })
+    };
+    started_rx.await.unwrap();
+    let second = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .complete(&ask("two"), &CancellationToken::new())
+                .await
+        })
+    };
+    // While the first holds the endpoint's one slot, the second is not sent.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(server.requests().len(), 1);
+    cancel_first.cancel();
+    assert!(matches!(first.await.unwrap(), Err(Error::Cancelled)));
+    let answer = second.await.unwrap().unwrap();
+    assert_eq!(answer.text, "second");
+    assert_eq!(server.requests().len(), 2);
+}
