@@ -1,3 +1,4 @@
 mod client;
 mod conformance;
 mod errors;
+mod real_server;
