@@ -10,47 +10,8 @@ use crate::classify::{ErrorClass, ModelError};
 use crate::error::{Error, Result};
 use crate::quirks::RequestRules;
 
-/// One model of the catalogue.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct CatalogueModel {
-    /// The maker's id.
-    pub id: String,
-    /// The name a person reads.
-    pub name: String,
-    /// The context window (prompt and answer).
-    pub context: u64,
-    /// A cap on the prompt below the window, if the maker has one.
-    #[serde(default)]
-    pub input: Option<u64>,
-    /// The most tokens one answer may have.
-    pub output: u64,
-    /// The reasoning efforts it takes, weakest first.
-    #[serde(default)]
-    pub efforts: Vec<String>,
-    /// The effort used when none is asked for.
-    #[serde(default)]
-    pub default_effort: Option<String>,
-    /// Whether it reasons.
-    #[serde(default)]
-    pub reasoning: bool,
-    /// Whether it takes images.
-    #[serde(default)]
-    pub vision: bool,
-    /// Whether it calls tools.
-    #[serde(default)]
-    pub tools: bool,
-    /// Requests a usual server runs for it at once.
-    #[serde(default)]
-    pub capacity: Option<u32>,
-    /// Other names it is served under.
-    #[serde(default)]
-    pub aliases: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct CatalogueFile {
-    models: Vec<CatalogueModel>,
-}
+/// One model of the catalogue (the spec's typed form).
+pub type CatalogueModel = harness_spec::Model;
 
 /// The catalogue of known models.
 #[derive(Debug, Clone)]
@@ -61,14 +22,8 @@ pub struct Catalogue {
 impl Catalogue {
     /// Reads the catalogue of a spec.
     pub fn from_spec(spec: &Spec) -> Result<Catalogue> {
-        let file: CatalogueFile = spec
-            .parse("models/catalogue.json")
-            .map_err(|e| Error::Spec {
-                file: "models/catalogue.json".into(),
-                message: e.to_string(),
-            })?;
         Ok(Catalogue {
-            models: file.models,
+            models: spec.models().to_vec(),
         })
     }
 

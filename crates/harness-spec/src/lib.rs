@@ -15,6 +15,8 @@
 //! ```
 
 pub mod conformance;
+pub mod loop_config;
+pub mod models;
 mod tool;
 #[allow(missing_docs)]
 pub mod validate;
@@ -24,11 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use include_dir::{Dir, include_dir};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use conformance::CaseFile;
+pub use loop_config::LoopConfig;
+pub use models::Model;
 pub use tool::{
     Block, Confirm, Narrow, Offered, Project, PromptEntry, PromptIndex, Renamed, Requirement, Risk,
     Scope, Sessions, Tool, Variable,
@@ -62,6 +67,14 @@ pub enum Error {
         /// What serde said.
         source: serde_json::Error,
     },
+    /// A file breaks a rule that its schema cannot state (e.g. a budget above the backstop).
+    #[error("spec/{file}: {message}")]
+    Rule {
+        /// Path relative to `spec/`.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The spec's hash is not the one a product pinned.
     #[error("the spec at {path} has SHA-256 {actual}, not the pinned {expected}")]
     HashMismatch {
@@ -87,6 +100,8 @@ pub struct Spec {
     sha256: String,
     tools: Vec<Tool>,
     prompt_index: PromptIndex,
+    models: Vec<Model>,
+    loop_config: LoopConfig,
 }
 
 impl Spec {
@@ -173,6 +188,21 @@ impl Spec {
             })?,
             None => PromptIndex::default(),
         };
+        let models = match json.get("models/catalogue.json") {
+            Some(v) => {
+                models::Catalogue::deserialize(v)
+                    .map_err(|source| Error::Shape {
+                        file: "models/catalogue.json".into(),
+                        source,
+                    })?
+                    .models
+            }
+            None => Vec::new(),
+        };
+        let loop_config = match json.get("loop.json") {
+            Some(v) => LoopConfig::from_value(v)?,
+            None => return Err(Error::Missing("loop.json".into())),
+        };
         let sha256 = hash_files(&files);
         Ok(Spec {
             origin,
@@ -182,6 +212,8 @@ impl Spec {
             sha256,
             tools,
             prompt_index,
+            models,
+            loop_config,
         })
     }
 
@@ -251,6 +283,28 @@ impl Spec {
                 .iter()
                 .find(|t| t.aliases_for(project).iter().any(|a| a == name))
         })
+    }
+
+    /// The model catalogue (`models/catalogue.json`), in file order.
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// How one prompt runs (`loop.json`), typed and checked.
+    pub fn loop_config(&self) -> &LoopConfig {
+        &self.loop_config
+    }
+
+    /// A permission table (`permission/<name>.json`: `hardline`, `arity`, `defaults`, `modes`),
+    /// parsed; `harness-permission` reads each into its typed engine.
+    pub fn permission_table(&self, name: &str) -> Option<&Value> {
+        self.json(&format!("permission/{name}.json"))
+    }
+
+    /// `quirks.json`: what real servers do and how the harness copes; `harness-model` reads it
+    /// into its typed rules.
+    pub fn quirks(&self) -> Option<&Value> {
+        self.json("quirks.json")
     }
 
     /// A prompt text by its path under `prompts/` (e.g. `"modes/plan.md"`).

@@ -142,6 +142,9 @@ pub fn validate(files: &BTreeMap<String, Vec<u8>>) -> Report {
         }
     }
 
+    if let Some(value) = parsed.get("loop.json") {
+        check_loop(value, &mut report.problems);
+    }
     check_tools(&parsed, &mut report);
     check_prompts(files, &parsed, &mut report);
     check_conformance(files, &mut report);
@@ -487,5 +490,58 @@ fn check_conformance(files: &BTreeMap<String, Vec<u8>>, report: &mut Report) {
         {
             report.problem(rel, "", "conformance/ holds only <area>.json files");
         }
+    }
+}
+
+/// The rules of `loop.json` that its schema cannot state: each budget's steps below the
+/// backstop, the output cap's head and tail inside the cap, the repeated-call nudge ending the
+/// turn no sooner than it nudges.
+pub fn check_loop(value: &Value, problems: &mut Vec<Problem>) {
+    let num = |p: &str| value.pointer(p).and_then(Value::as_u64);
+    let mut bad = |pointer: &str, message: String| {
+        problems.push(Problem {
+            file: "loop.json".into(),
+            pointer: pointer.into(),
+            message,
+        })
+    };
+    if let Some(backstop) = num("/steps/backstop") {
+        for project in ["cli", "llembas"] {
+            let pointer = format!("/budgets/{project}/steps");
+            if let Some(steps) = num(&pointer)
+                && steps >= backstop
+            {
+                bad(
+                    &pointer,
+                    format!("{steps} steps must be below steps.backstop ({backstop})"),
+                );
+            }
+        }
+    }
+    for (part, whole) in [("lines", "max_lines"), ("chars", "max_chars")] {
+        if let (Some(h), Some(t), Some(max)) = (
+            num(&format!("/context/cap/head_{part}")),
+            num(&format!("/context/cap/tail_{part}")),
+            num(&format!("/context/cap/{whole}")),
+        ) && h + t > max
+        {
+            bad(
+                "/context/cap",
+                format!(
+                    "head_{part} + tail_{part} ({}) must fit inside {whole} ({max})",
+                    h + t
+                ),
+            );
+        }
+    }
+    if let (Some(end), Some(threshold)) = (
+        num("/nudges/repeated_call/end_after"),
+        num("/nudges/repeated_call/threshold"),
+    ) && end < threshold
+    {
+        bad(
+            "/nudges/repeated_call/end_after",
+            format!("{end} must not be below threshold ({threshold})"),
+        );
     }
 }

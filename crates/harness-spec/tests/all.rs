@@ -144,3 +144,48 @@ fn build_script_fails_on_a_broken_copy() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn typed_tables() {
+    let spec = Spec::embedded();
+    assert!(
+        spec.models().len() >= 25,
+        "the catalogue holds at least 25 models"
+    );
+    let smol = spec
+        .models()
+        .iter()
+        .find(|m| m.id.contains("smollm2"))
+        .expect("the tiny local test model is catalogued");
+    assert!(smol.context > 0 && smol.output > 0);
+    assert!(
+        spec.models().iter().any(|m| m.open_weights)
+            && spec.models().iter().any(|m| !m.open_weights)
+    );
+    let lp = spec.loop_config();
+    assert_eq!(lp.context.cap.max_lines, 400);
+    assert_eq!(lp.context.cap.max_chars, 40_000);
+    assert!(lp.budgets.cli.steps < lp.steps.backstop);
+    for table in ["hardline", "arity", "defaults", "modes"] {
+        assert!(
+            spec.permission_table(table).is_some(),
+            "permission/{table}.json"
+        );
+    }
+    assert!(spec.quirks().is_some());
+}
+
+#[test]
+fn a_budget_above_the_backstop_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec");
+    copy_dir(&spec_dir(), &spec);
+    let path = spec.join("loop.json");
+    let mut lp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    lp["budgets"]["cli"]["steps"] = 100_000.into();
+    std::fs::write(&path, serde_json::to_string_pretty(&lp).unwrap()).unwrap();
+    let text = Spec::from_dir(&spec).unwrap_err().to_string();
+    assert!(text.contains("spec/loop.json"), "{text}");
+    assert!(text.contains("backstop"), "{text}");
+}
