@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::driver::{Driver, Out};
+use crate::driver::{Ctl, Driver, Out};
 use crate::settings::Settings;
 
 /// The `_lembas` protocol this agent speaks.
@@ -46,7 +46,7 @@ fn lembas_error(code: i32, message: String, short: &str) -> agent_client_protoco
 
 /// One open session.
 struct Open {
-    ops: mpsc::UnboundedSender<Op>,
+    ops: mpsc::UnboundedSender<Ctl>,
     pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
     cwd: PathBuf,
     model: String,
@@ -241,7 +241,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
                 if let Ok(sessions) = s4.sessions.lock()
                     && let Some(open) = sessions.get(&n.session_id.to_string())
                 {
-                    let _ = open.ops.send(Op::Cancel);
+                    let _ = open.ops.send(Ctl::Op(Op::Cancel));
                 }
                 Ok(())
             },
@@ -258,7 +258,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
                 };
                 let sent = s5.sessions.lock().ok().and_then(|s| {
                     s.get(&req.session_id.to_string())
-                        .map(|o| o.ops.send(Op::SetMode { mode }).is_ok())
+                        .map(|o| o.ops.send(Ctl::Op(Op::SetMode { mode })).is_ok())
                 });
                 match sent {
                     Some(true) => responder.respond(SetSessionModeResponse::new()),
@@ -481,10 +481,10 @@ fn prompt(
         );
     }
     *pending = Some(responder);
-    let _ = open.ops.send(Op::Prompt {
+    let _ = open.ops.send(Ctl::Op(Op::Prompt {
         text,
         origin: Origin::Person,
-    });
+    }));
     Ok(())
 }
 
@@ -550,7 +550,7 @@ fn dir(state: &State, path: &Path) -> Result<Value, agent_client_protocol::Error
 struct Pump {
     session: String,
     cx: ConnectionTo<Client>,
-    ops: mpsc::UnboundedSender<Op>,
+    ops: mpsc::UnboundedSender<Ctl>,
     pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
@@ -674,7 +674,7 @@ impl Pump {
                         },
                         Err(_) => Answer::Deny { feedback: None },
                     };
-                    let _ = ops.send(Op::Answer { call_id, answer });
+                    let _ = ops.send(Ctl::Op(Op::Answer { call_id, answer }));
                     Ok(())
                 });
             }

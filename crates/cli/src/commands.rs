@@ -177,7 +177,10 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
                 oneshot::run(parts, prompt, settings.output, answers).await
             })
         }
-        None => bail!("the interactive terminal is not built yet: use -p \"PROMPT\""),
+        None => runtime.block_on(async {
+            let parts = session::build(&settings, args.resume.as_deref()).await?;
+            crate::interactive::run(settings.clone(), parts).await
+        }),
     }
 }
 

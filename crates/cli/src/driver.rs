@@ -58,6 +58,31 @@ pub enum Out {
     },
 }
 
+/// What a front end sends the driver: an op of the core vocabulary, or a question of the
+/// terminal's own (slash commands) answered with a text to show.
+#[derive(Debug)]
+pub enum Ctl {
+    /// An op.
+    Op(Op),
+    /// A question, answered on the sender.
+    Query(Query, tokio::sync::oneshot::Sender<String>),
+}
+
+/// The terminal's own questions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Query {
+    /// The session's jobs (as `job_list` answers).
+    Jobs,
+    /// The plan, as a card.
+    Plan,
+    /// A stored result, whole.
+    Recall(String),
+    /// Go back to before turn `n` (1-based); 0 lists the turns.
+    Rewind(u32),
+    /// The model and endpoint.
+    Model,
+}
+
 /// What a job's watcher reports.
 #[derive(Debug)]
 enum JobMsg {
@@ -98,7 +123,7 @@ pub struct Driver {
     store: Store,
     meta: Meta,
     out: mpsc::UnboundedSender<Out>,
-    ops: mpsc::UnboundedReceiver<Op>,
+    ops: mpsc::UnboundedReceiver<Ctl>,
     job_tx: mpsc::UnboundedSender<JobMsg>,
     job_rx: mpsc::UnboundedReceiver<JobMsg>,
     jobs: HashMap<u32, Running>,
@@ -125,7 +150,7 @@ impl Driver {
     pub fn new(
         setup: DriverSetup,
         out: mpsc::UnboundedSender<Out>,
-        ops: mpsc::UnboundedReceiver<Op>,
+        ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
         let cfg = LoopConfig::embedded()?;
         let session = Session::new(SessionSetup {
@@ -259,9 +284,9 @@ impl Driver {
             tokio::select! {
                 op = self.ops.recv() => match op {
                     None => break,
-                    Some(Op::Prompt { text, .. }) => self.feed(Input::Prompt { text }).await?,
-                    Some(op) => {
-                        let _ = self.op_while_busy(op);
+                    Some(Ctl::Op(Op::Prompt { text, .. })) => self.feed(Input::Prompt { text }).await?,
+                    Some(ctl) => {
+                        let _ = self.op_while_busy(ctl);
                     }
                 },
                 Some(msg) = self.job_rx.recv() => {
@@ -306,7 +331,16 @@ impl Driver {
     }
 
     /// An op that came while the driver waits on something (or is idle and it is not a prompt).
-    fn op_while_busy(&mut self, op: Op) -> Option<(String, Answer)> {
+    fn op_while_busy(&mut self, ctl: Ctl) -> Option<(String, Answer)> {
+        let op = match ctl {
+            Ctl::Op(op) => op,
+            Ctl::Query(q, reply) => {
+                let text = self.query(q);
+                let _ = self.flush_log();
+                let _ = reply.send(text);
+                return None;
+            }
+        };
         match op {
             Op::Prompt { text, .. } => {
                 self.queued_prompts.push_back(text);
@@ -325,6 +359,48 @@ impl Driver {
             }
             Op::Answer { call_id, answer } => Some((call_id, answer)),
             _ => None,
+        }
+    }
+
+    fn query(&mut self, q: Query) -> String {
+        match q {
+            Query::Jobs => match self
+                .session
+                .jobs_mut()
+                .tool("job_list", &serde_json::json!({}))
+            {
+                Some(d) => d.text().to_owned(),
+                None => "no jobs".to_owned(),
+            },
+            Query::Plan => match self.exec.plan.lock().ok().and_then(|p| p.plan.clone()) {
+                Some(p) => p.render(),
+                None => "no plan yet".to_owned(),
+            },
+            Query::Recall(id) => match self.session.context().stored(&id) {
+                Some(s) => s.output.clone(),
+                None => format!("no stored result {id}"),
+            },
+            Query::Rewind(0) => format!(
+                "{} turns; /rewind N goes back to before turn N",
+                self.session.turns()
+            ),
+            Query::Rewind(n) => match self.session.rewind(n) {
+                Ok(()) => format!(
+                    "rewound: turn {n} and those after it are gone from what the model sees"
+                ),
+                Err(e) => e.to_string(),
+            },
+            Query::Model => {
+                let m = self.client.model();
+                let mut s = format!("{} at {}", m.name, self.client.endpoint().base_url);
+                if let Some(c) = m.context {
+                    s.push_str(&format!(", context {c}"));
+                }
+                if let Some(o) = m.output {
+                    s.push_str(&format!(", output {o}"));
+                }
+                s
+            }
         }
     }
 

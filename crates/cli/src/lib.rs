@@ -12,6 +12,7 @@ pub mod args;
 pub mod commands;
 pub mod driver;
 pub mod exec;
+pub mod interactive;
 pub mod oneshot;
 pub mod perm;
 pub mod process;

@@ -11,7 +11,7 @@ use harness_core::protocol::{Answer, Event, Op, PermissionQuestion, TurnEnd};
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
-use crate::driver::{Driver, Out};
+use crate::driver::{Ctl, Driver, Out};
 use crate::render;
 use crate::session::SessionParts;
 
@@ -83,7 +83,7 @@ pub async fn run(
                 if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;
-                    let _ = op_tx.send(Op::Answer { call_id: call_id.clone(), answer });
+                    let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                     continue;
                 }
                 emit(&mut stdout, &out, output, color, &mut line_open)?;
@@ -95,7 +95,7 @@ pub async fn run(
                     return Ok(ExitCode::from(130));
                 }
                 eprintln!("\nllembas: cancelling (Ctrl-C again to quit)");
-                let _ = op_tx.send(Op::Cancel);
+                let _ = op_tx.send(Ctl::Op(Op::Cancel));
             }
             r = &mut task => break r,
         }

@@ -5,6 +5,7 @@ mod acp;
 mod cli;
 mod oneshot;
 mod real_server;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,0 +1,622 @@
+//! The interactive terminal: a prompt with line editing and history (rustyline), the answer
+//! streamed as it comes, reasoning dimmed and folded, each tool call drawn by its block, a
+//! spinner with the elapsed time while the model or a tool works, questions with the exact
+//! command, the reason and the "always" pattern, Ctrl-C to cancel the running step (twice to
+//! leave), Shift-Tab to cycle the mode, and the slash commands.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use harness_core::protocol::{Event, Mode, Op, Origin, TurnEnd};
+use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
+use rustyline::{
+    Cmd, ConditionalEventHandler, Editor, EventContext, EventHandler, KeyCode, KeyEvent, Modifiers,
+    RepeatCount,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::driver::{Ctl, Driver, Out, Query};
+use crate::render::{self, Style, paint};
+use crate::session::SessionParts;
+use crate::settings::Settings;
+
+/// The slash commands and what they do (for `/help`).
+pub const HELP: &str = "\
+/mode [manual|edit|auto|plan]  show or change the mode (Shift-Tab cycles it)
+/model                          the model and endpoint
+/plan                           the plan, as a card
+/jobs                           the session's background jobs
+/compact                        summarise the conversation to free context
+/recall #id                     show a stored tool result whole
+/rewind [N]                     go back to before turn N
+/new                            start a new session
+/help                           this list
+/quit                           leave (Ctrl-D too)";
+
+/// What the person typed, read as a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A prompt for the model.
+    Prompt(String),
+    /// `/mode` with an optional mode.
+    Mode(Option<Mode>),
+    /// `/model`.
+    Model,
+    /// `/plan`.
+    Plan,
+    /// `/jobs`.
+    Jobs,
+    /// `/compact`.
+    Compact,
+    /// `/recall #id`.
+    Recall(String),
+    /// `/rewind [N]`.
+    Rewind(u32),
+    /// `/new`.
+    New,
+    /// `/help`.
+    Help,
+    /// `/quit`.
+    Quit,
+    /// Nothing to do.
+    Empty,
+    /// A command that is not one, with the line to show.
+    Unknown(String),
+}
+
+/// Reads a line of the prompt.
+pub fn parse_line(line: &str) -> Line {
+    let t = line.trim();
+    if t.is_empty() {
+        return Line::Empty;
+    }
+    let Some(cmd) = t.strip_prefix('/') else {
+        return Line::Prompt(line.trim_end().to_owned());
+    };
+    let mut words = cmd.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let arg = words.next();
+    match name {
+        "mode" => match arg {
+            None => Line::Mode(None),
+            Some(m) => match m.parse::<Mode>() {
+                Ok(m) => Line::Mode(Some(m)),
+                Err(_) => Line::Unknown(format!(
+                    "unknown mode {m:?}: use manual, edit, auto or plan"
+                )),
+            },
+        },
+        "model" => Line::Model,
+        "plan" => Line::Plan,
+        "jobs" => Line::Jobs,
+        "compact" => Line::Compact,
+        "recall" => match arg {
+            Some(id) => Line::Recall(if id.starts_with('#') {
+                id.to_owned()
+            } else {
+                format!("#{id}")
+            }),
+            None => Line::Unknown("/recall needs a result id, such as #a3f2".into()),
+        },
+        "rewind" => match arg.map(str::parse::<u32>) {
+            None => Line::Rewind(0),
+            Some(Ok(n)) => Line::Rewind(n),
+            Some(Err(_)) => Line::Unknown("/rewind takes a turn number".into()),
+        },
+        "new" => Line::New,
+        "help" | "?" => Line::Help,
+        "quit" | "exit" | "q" => Line::Quit,
+        other => Line::Unknown(format!("unknown command /{other}: /help lists them")),
+    }
+}
+
+/// The mode after `mode` in the Shift-Tab cycle.
+pub fn next_mode(mode: Mode) -> Mode {
+    match mode {
+        Mode::Manual => Mode::Edit,
+        Mode::Edit => Mode::Auto,
+        Mode::Auto => Mode::Plan,
+        Mode::Plan => Mode::Manual,
+    }
+}
+
+/// Shift-Tab: remember the line, ask for a mode change, end the read.
+struct CycleMode(Arc<Mutex<Option<String>>>);
+
+impl ConditionalEventHandler for CycleMode {
+    fn handle(
+        &self,
+        _evt: &rustyline::Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        if let Ok(mut l) = self.0.lock() {
+            *l = Some(ctx.line().to_owned());
+        }
+        Some(Cmd::Interrupt)
+    }
+}
+
+enum Read {
+    Line(String),
+    Cycle(String),
+    Interrupted,
+    Eof,
+}
+
+/// The line editor in a thread of its own (it blocks).
+struct Reader {
+    requests: std::sync::mpsc::Sender<(String, String)>,
+    lines: mpsc::UnboundedReceiver<Read>,
+}
+
+fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
+    let (req_tx, req_rx) = std::sync::mpsc::channel::<(String, String)>();
+    let (line_tx, line_rx) = mpsc::unbounded_channel();
+    let mut editor: Editor<(), DefaultHistory> = Editor::new()?;
+    let cycled = Arc::new(Mutex::new(None));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::BackTab, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
+    );
+    let _ = editor.load_history(&history);
+    std::thread::spawn(move || {
+        while let Ok((prompt, initial)) = req_rx.recv() {
+            let r = editor.readline_with_initial(&prompt, (&initial, ""));
+            let read = match r {
+                Ok(line) => {
+                    if !line.trim().is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                        let _ = editor.save_history(&history);
+                    }
+                    Read::Line(line)
+                }
+                Err(ReadlineError::Interrupted) => {
+                    match cycled.lock().ok().and_then(|mut c| c.take()) {
+                        Some(line) => Read::Cycle(line),
+                        None => Read::Interrupted,
+                    }
+                }
+                Err(_) => Read::Eof,
+            };
+            if line_tx.send(read).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(Reader {
+        requests: req_tx,
+        lines: line_rx,
+    })
+}
+
+impl Reader {
+    async fn read(&mut self, prompt: &str, initial: &str) -> Read {
+        if self
+            .requests
+            .send((prompt.to_owned(), initial.to_owned()))
+            .is_err()
+        {
+            return Read::Eof;
+        }
+        self.lines.recv().await.unwrap_or(Read::Eof)
+    }
+}
+
+/// A spinner with the elapsed time on stderr, while nothing else is being written.
+#[derive(Clone)]
+struct Spinner {
+    state: Arc<Mutex<Option<(Instant, String)>>>,
+    drawn: Arc<Mutex<bool>>,
+    on: bool,
+}
+
+impl Spinner {
+    fn new(on: bool) -> Spinner {
+        let s = Spinner {
+            state: Arc::new(Mutex::new(None)),
+            drawn: Arc::new(Mutex::new(false)),
+            on,
+        };
+        if on {
+            let t = s.clone();
+            tokio::spawn(async move {
+                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+                let mut i = 0usize;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let label = t.state.lock().ok().and_then(|s| s.clone());
+                    if let Some((since, label)) = label {
+                        let secs = since.elapsed().as_secs_f32();
+                        if secs > 0.3 {
+                            i = (i + 1) % FRAMES.len();
+                            eprint!(
+                                "\r\x1b[K{} {label} {secs:.0}s",
+                                paint(FRAMES[i], Style::Cyan, true)
+                            );
+                            let _ = std::io::stderr().flush();
+                            if let Ok(mut d) = t.drawn.lock() {
+                                *d = true;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        s
+    }
+
+    fn start(&self, label: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = Some((Instant::now(), label.to_owned()));
+        }
+    }
+
+    /// Stops and wipes the line (before anything else is written).
+    fn stop(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = None;
+        }
+        if self.on
+            && let Ok(mut d) = self.drawn.lock()
+            && *d
+        {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            *d = false;
+        }
+    }
+}
+
+/// Runs the interactive terminal.
+pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
+    let history = settings.dirs.data.join("history");
+    if let Some(d) = history.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let mut reader = start_reader(history)?;
+    let color = render::color_on_stdout();
+    let mut parts = Some(parts);
+    loop {
+        let Some(p) = parts.take() else {
+            break;
+        };
+        match session_loop(&settings, p, &mut reader, color).await? {
+            Next::Quit => break,
+            Next::New => {
+                parts = Some(crate::session::build(&settings, None).await?);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+enum Next {
+    Quit,
+    New,
+}
+
+async fn session_loop(
+    settings: &Settings,
+    parts: SessionParts,
+    reader: &mut Reader,
+    color: bool,
+) -> Result<Next> {
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let mut driver = Driver::new(parts.setup, out_tx, ctl_rx)?;
+    if let Some(entries) = parts.resume {
+        driver.resume(&entries)?;
+    }
+    let id = driver.id().to_owned();
+    let model = driver.model_name().to_owned();
+    let mut mode = settings.mode;
+    let task = tokio::spawn(async move {
+        let r = driver.run(false).await;
+        (driver, r)
+    });
+    println!(
+        "{} {} · {} · mode {} · /help for commands",
+        paint("llembas", Style::Bold, color),
+        env!("CARGO_PKG_VERSION"),
+        model,
+        mode
+    );
+    println!("{}", paint(&format!("session {id}"), Style::Dim, color));
+    let spinner = Spinner::new(std::io::stderr().is_terminal());
+    let mut view = View {
+        color,
+        line_open: false,
+        reasoning_lines: 0,
+        folded: 0,
+    };
+    let mut initial = String::new();
+    let next = 'outer: loop {
+        // Idle: read a line.
+        let prompt = format!("{} ", paint(&format!("{mode} ›"), Style::Cyan, color));
+        let read = reader.read(&prompt, &initial).await;
+        initial.clear();
+        let line = match read {
+            Read::Line(l) => l,
+            Read::Cycle(l) => {
+                mode = next_mode(mode);
+                let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
+                drain(&mut out_rx, &mut view, &spinner);
+                initial = l;
+                continue;
+            }
+            Read::Interrupted => continue,
+            Read::Eof => break Next::Quit,
+        };
+        let text = match parse_line(&line) {
+            Line::Empty => continue,
+            Line::Quit => break Next::Quit,
+            Line::New => break Next::New,
+            Line::Help => {
+                println!("{HELP}");
+                continue;
+            }
+            Line::Unknown(msg) => {
+                println!("{msg}");
+                continue;
+            }
+            Line::Mode(None) => {
+                println!("mode: {mode}");
+                continue;
+            }
+            Line::Mode(Some(m)) => {
+                mode = m;
+                let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
+                drain(&mut out_rx, &mut view, &spinner);
+                continue;
+            }
+            Line::Compact => {
+                println!(
+                    "/compact is not available yet: the spec has no text asking the model for its summary"
+                );
+                continue;
+            }
+            Line::Model | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
+                let q = match parse_line(&line) {
+                    Line::Model => Query::Model,
+                    Line::Plan => Query::Plan,
+                    Line::Jobs => Query::Jobs,
+                    Line::Recall(id) => Query::Recall(id),
+                    Line::Rewind(n) => Query::Rewind(n),
+                    _ => continue,
+                };
+                let (tx, rx) = oneshot::channel();
+                let _ = ctl_tx.send(Ctl::Query(q, tx));
+                if let Ok(answer) = rx.await {
+                    println!("{answer}");
+                }
+                continue;
+            }
+            Line::Prompt(p) => p,
+        };
+        let _ = ctl_tx.send(Ctl::Op(Op::Prompt {
+            text,
+            origin: Origin::Person,
+        }));
+        // Busy: show what happens until the turn ends.
+        let mut interrupts = 0u32;
+        let mut last_interrupt = Instant::now();
+        spinner.start("thinking");
+        loop {
+            tokio::select! {
+                out = out_rx.recv() => {
+                    let Some(out) = out else { break 'outer Next::Quit };
+                    if let Out::Event(Event::ToolCallAsked { call_id, .. }) = &out {
+                        spinner.stop();
+                        view.show(&out);
+                        let answer = match reader.read(&paint("allow? [y/a/n] ", Style::Yellow, color), "").await {
+                            Read::Line(l) => crate::oneshot::parse_answer(&l),
+                            Read::Eof => break 'outer Next::Quit,
+                            _ => harness_core::protocol::Answer::Deny { feedback: None },
+                        };
+                        let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
+                        spinner.start("working");
+                        continue;
+                    }
+                    if let Out::Event(Event::ModeChanged { mode: m }) = &out {
+                        mode = *m;
+                    }
+                    let ended = matches!(&out, Out::Event(Event::TurnEnded { .. }));
+                    spinner.stop();
+                    view.show(&out);
+                    if ended {
+                        break;
+                    }
+                    if let Some(label) = waiting_label(&out) {
+                        spinner.start(&label);
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    spinner.stop();
+                    if interrupts > 0 && last_interrupt.elapsed() < Duration::from_secs(2) {
+                        break 'outer Next::Quit;
+                    }
+                    interrupts += 1;
+                    last_interrupt = Instant::now();
+                    eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
+                    let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
+                }
+            }
+        }
+    };
+    spinner.stop();
+    drop(ctl_tx);
+    if let Ok((mut driver, r)) = task.await {
+        driver.shutdown().await;
+        r?;
+    }
+    println!(
+        "{}",
+        paint(
+            &format!("session {id} saved (llembas --resume {id})"),
+            Style::Dim,
+            color
+        )
+    );
+    Ok(next)
+}
+
+/// What the spinner says while the next output is awaited.
+fn waiting_label(out: &Out) -> Option<String> {
+    match out {
+        Out::Event(Event::StepStarted { .. }) => Some("thinking".into()),
+        Out::Event(Event::ToolCallStarted { call, .. }) => Some(format!("running {}", call.name)),
+        Out::Event(Event::ToolCallFinished { .. }) => Some("thinking".into()),
+        Out::Event(Event::ToolCallAnswered { .. }) => Some("working".into()),
+        _ => None,
+    }
+}
+
+/// Shows what arrived while idle (a mode change, a job's wake-up).
+fn drain(rx: &mut mpsc::UnboundedReceiver<Out>, view: &mut View, spinner: &Spinner) {
+    // The driver answers a mode change at once; give it a moment.
+    std::thread::sleep(Duration::from_millis(20));
+    while let Ok(out) = rx.try_recv() {
+        spinner.stop();
+        view.show(&out);
+    }
+}
+
+/// How outputs are drawn on the terminal.
+struct View {
+    color: bool,
+    line_open: bool,
+    reasoning_lines: usize,
+    folded: usize,
+}
+
+/// Reasoning lines shown before the rest is folded.
+const REASONING_LINES: usize = 4;
+
+impl View {
+    fn show(&mut self, out: &Out) {
+        let mut stdout = std::io::stdout();
+        match out {
+            Out::Event(Event::TextDelta { text }) => {
+                self.fold_note();
+                let _ = write!(stdout, "{text}");
+                let _ = stdout.flush();
+                self.line_open = !text.ends_with('\n');
+            }
+            Out::Event(Event::ReasoningDelta { text }) => {
+                let shown_before = self.reasoning_lines;
+                self.reasoning_lines += text.matches('\n').count();
+                if shown_before < REASONING_LINES {
+                    let _ = write!(stdout, "{}", paint(text, Style::Dim, self.color));
+                    let _ = stdout.flush();
+                    self.line_open = !text.ends_with('\n');
+                } else {
+                    self.folded += text
+                        .matches('\n')
+                        .count()
+                        .max(usize::from(self.folded == 0));
+                }
+            }
+            Out::Event(Event::StepStarted { .. }) => {
+                self.reasoning_lines = 0;
+                self.folded = 0;
+            }
+            Out::Event(Event::TurnEnded { reason }) => {
+                self.fold_note();
+                self.close_line();
+                if *reason != TurnEnd::Finished {
+                    println!(
+                        "{}",
+                        paint(&render::turn_end_line(reason), Style::Yellow, self.color)
+                    );
+                }
+            }
+            Out::Event(Event::UserInput {
+                origin: Origin::Person,
+                ..
+            }) => {}
+            other => {
+                if let Some(text) = render::activity(other, self.color) {
+                    self.fold_note();
+                    self.close_line();
+                    let _ = write!(stdout, "{text}");
+                    let _ = stdout.flush();
+                    self.line_open = !text.ends_with('\n');
+                }
+            }
+        }
+    }
+
+    fn fold_note(&mut self) {
+        if self.folded > 0 {
+            self.close_line();
+            println!(
+                "{}",
+                paint(
+                    &format!("  ⋯ {} more lines of reasoning folded", self.folded),
+                    Style::Dim,
+                    self.color
+                )
+            );
+            self.folded = 0;
+            self.reasoning_lines = 0;
+        }
+    }
+
+    fn close_line(&mut self) {
+        if self.line_open {
+            println!();
+            self.line_open = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_commands_read_as_written() {
+        assert_eq!(parse_line("  "), Line::Empty);
+        assert_eq!(
+            parse_line("fix the bug\n"),
+            Line::Prompt("fix the bug".into())
+        );
+        assert_eq!(parse_line("/mode plan"), Line::Mode(Some(Mode::Plan)));
+        assert_eq!(
+            parse_line("/mode unrestricted"),
+            Line::Mode(Some(Mode::Auto))
+        );
+        assert_eq!(parse_line("/mode"), Line::Mode(None));
+        assert_eq!(parse_line("/recall a3f2"), Line::Recall("#a3f2".into()));
+        assert_eq!(parse_line("/rewind 2"), Line::Rewind(2));
+        assert_eq!(parse_line("/quit"), Line::Quit);
+        assert!(matches!(parse_line("/frob"), Line::Unknown(_)));
+        assert!(matches!(parse_line("/mode yolo"), Line::Unknown(_)));
+    }
+
+    #[test]
+    fn shift_tab_cycles_every_mode() {
+        let mut m = Mode::Manual;
+        let mut seen = vec![m];
+        for _ in 0..4 {
+            m = next_mode(m);
+            seen.push(m);
+        }
+        assert_eq!(
+            seen,
+            [
+                Mode::Manual,
+                Mode::Edit,
+                Mode::Auto,
+                Mode::Plan,
+                Mode::Manual
+            ]
+        );
+    }
+}

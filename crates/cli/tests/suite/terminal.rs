@@ -1,0 +1,148 @@
+//! The interactive terminal driven in a pseudo-terminal; what the screen shows is snapshotted.
+
+use std::time::Duration;
+
+use expectrl::{Expect as _, Session};
+use harness_test_support::ScriptedServer;
+use serde_json::json;
+
+use super::*;
+
+struct Screen {
+    session: expectrl::session::OsSession,
+    bytes: Vec<u8>,
+}
+
+impl Screen {
+    fn expect(&mut self, text: &str) {
+        match self.session.expect(text) {
+            Ok(found) => self.bytes.extend_from_slice(found.as_bytes()),
+            Err(e) => {
+                let mut buf = [0u8; 65536];
+                while let Ok(n) = self.session.try_read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    self.bytes.extend_from_slice(&buf[..n]);
+                }
+                panic!("waiting for {text:?}: {e}; the screen:\n{}", self.render())
+            }
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.session.send(format!("{line}\r")).unwrap();
+    }
+
+    fn render(&self) -> String {
+        let n = |v: u16| std::num::NonZero::new(v).unwrap();
+        let mut p = vt100::Parser::new(n(60), n(100), 0);
+        p.process(&self.bytes);
+        p.screen()
+            .contents()
+            .lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_owned()
+    }
+}
+
+/// Result ids (`[#a3f2]`) are salted by the session's id: shown as `[#id]`.
+fn redact_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("[#") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let len = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        if len > 0 && after[len..].starts_with(']') {
+            out.push_str("[#id]");
+            rest = &after[len + 1..];
+        } else {
+            out.push_str("[#");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_session_in_a_pty() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "touch made.txt && echo hi from bash"}),
+        ),
+        text(&["The command said hi."]),
+    ])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(["--mode", "manual"])
+            .current_dir(&root)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("LLEMBAS_HOME", &home)
+            .env("NO_COLOR", "1")
+            .env("TERM", "xterm")
+            .env("OPENAI_BASE_URL", &url)
+            .env("OPENAI_MODEL", "scripted");
+        let mut session = Session::spawn(cmd).unwrap();
+        session.get_process_mut().set_window_size(100, 60).unwrap();
+        session.set_expect_timeout(Some(Duration::from_secs(20)));
+        let mut s = Screen {
+            session,
+            bytes: Vec::new(),
+        };
+        s.expect("manual ›");
+        s.send_line("/help");
+        s.expect("/quit");
+        s.expect("manual ›");
+        s.send_line("say hi with bash");
+        s.expect("allow? [y/a/n]");
+        s.send_line("y");
+        s.expect("The command said hi.");
+        s.expect("manual ›");
+        s.send_line("/jobs");
+        s.expect("No jobs in this session.");
+        s.expect("manual ›");
+        s.send_line("/mode auto");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.expect(")");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let screen = screen
+        .replace(&id, "[session]")
+        .replace(&sb.root().display().to_string(), "[project]");
+    insta::assert_snapshot!(redact_ids(&screen));
+    assert_eq!(
+        sb.transcript()
+            .iter()
+            .filter(|e| e["type"] == "turn_ended")
+            .count(),
+        1
+    );
+    assert!(sb.project.path().join("made.txt").exists());
+}
