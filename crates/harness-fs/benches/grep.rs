@@ -1,8 +1,9 @@
 //! grep over a large real tree (the cargo registry's sources, or `HARNESS_FS_BENCH_TREE`),
 //! through the host backend and the view, beside `rg` on the same tree and pattern.
 //!
-//! `cargo bench -p harness-fs --bench grep`. `rg` runs as `rg --no-config -uu -n PATTERN TREE`
-//! (no ignore files, hidden files searched: what the view shows) and is skipped if absent.
+//! `cargo bench -p harness-fs --bench grep`. `rg` runs as
+//! `rg --no-config --hidden -g '!.git' -n PATTERN TREE` (ignore files honoured, hidden files
+//! searched, `.git` skipped: what our grep does) and is skipped if absent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -60,7 +61,12 @@ fn bench(c: &mut Criterion) {
     group
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(8));
+        .measurement_time(Duration::from_secs(
+            std::env::var("HARNESS_FS_BENCH_SECS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(8),
+        ));
     group.bench_function("harness-fs", |b| {
         b.iter(|| {
             tools::grep(&view, "/", PATTERN, &opts)
@@ -76,7 +82,7 @@ fn bench(c: &mut Criterion) {
     if rg {
         let run = || {
             Command::new("rg")
-                .args(["--no-config", "-uu", "-n", PATTERN])
+                .args(["--no-config", "--hidden", "-g", "!.git", "-n", PATTERN])
                 .arg(&root)
                 .output()
                 .unwrap()

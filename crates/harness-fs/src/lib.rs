@@ -22,6 +22,7 @@ pub mod backend;
 pub mod chunk;
 pub mod conformance;
 mod error;
+mod ignores;
 pub mod instructions;
 pub mod memory;
 mod path;

@@ -10,6 +10,7 @@ use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Bytes};
 
 use crate::backend::{Expect, Kind};
 use crate::error::{Error, Result};
+use crate::ignores::Ignores;
 use crate::path::VPath;
 use crate::view::View;
 
@@ -416,15 +417,22 @@ pub struct GlobResult {
 }
 
 /// The visible files under `root` that match `pattern` (as ripgrep's `--glob`), in path order,
-/// at most `limit`.
+/// at most `limit`. What ignore files exclude is skipped, as in [`grep`].
 pub fn glob(view: &View, root: &str, pattern: &str, limit: usize) -> Result<GlobResult> {
     let root = view.resolve(root);
     let include = Include::new(pattern)?;
     let found = Mutex::new(Vec::new());
+    let ignores = Ignores::for_root(view.backend().as_ref(), &root);
+    let on_dir = |d: &VPath, marks, files| ignores.enter(d, marks, files);
     let end = view.scan_paths(
         &root,
-        &|p, kind| not_vcs(p, kind) && (kind == Kind::Dir || include.matches(&root, p)),
-        &|p| {
+        &|p, kind| {
+            not_vcs(p, kind)
+                && (*p == root || !ignores.ignored(p, kind))
+                && (kind == Kind::Dir || include.matches(&root, p))
+        },
+        Some(&ignores.probe(&on_dir)),
+        &|p: &VPath| {
             found
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -489,7 +497,9 @@ impl GrepResult {
 
 /// The lines matching `pattern` (a Rust regex, linear time) in the visible text files under
 /// `root`, in path then line order. Binary files, invalid UTF-8 and files over the bound are
-/// skipped.
+/// skipped, and so is what ignore files exclude, as ripgrep skips it by default (`.ignore`;
+/// in a repository `.gitignore` and `.git/info/exclude`; `spec/filesystem.md`, *The file
+/// tools*); `root` itself is searched even when ignored.
 pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Result<GrepResult> {
     let root = view.resolve(root);
     let matcher = RegexMatcherBuilder::new()
@@ -499,13 +509,17 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
         .map_err(|e| Error::Invalid(format!("bad regex {pattern:?}: {e}")))?;
     let include = opts.include.as_deref().map(Include::new).transpose()?;
     let found = Mutex::new(Vec::new());
+    let ignores = Ignores::for_root(view.backend().as_ref(), &root);
+    let on_dir = |d: &VPath, marks, files| ignores.enter(d, marks, files);
     let end = view.scan(
         &root,
         &|p, kind| {
             not_vcs(p, kind)
+                && (*p == root || !ignores.ignored(p, kind))
                 && (kind == Kind::Dir || include.as_ref().is_none_or(|i| i.matches(&root, p)))
         },
-        &|p, data| {
+        Some(&ignores.probe(&on_dir)),
+        &|p: &VPath, data: &[u8]| {
             if data.contains(&0) {
                 return;
             }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::backend::{Backend, Expect, Kind, Meta, ScanEnd};
+use crate::backend::{Backend, Expect, Kind, Meta, Probe, ScanEnd};
 use crate::error::{Error, Result};
 use crate::path::VPath;
 
@@ -519,16 +519,19 @@ impl View {
     }
 
     /// Walks the visible files under `under` with their content; `accept` prunes directories
-    /// and files. The sink may be called from several threads, in any order; drop what comes
+    /// and files; `probe` reads each entered directory's ignore files through the backend
+    /// (whatever their level: they only decide what is skipped). The sink may be called from several threads, in any order; drop what comes
     /// after `cut_at` in path order.
     pub fn scan(
         &self,
         under: &VPath,
         accept: &(dyn Fn(&VPath, Kind) -> bool + Sync),
+        probe: Option<&Probe<'_>>,
         sink: &(dyn Fn(&VPath, &[u8]) + Sync),
     ) -> Result<ScanEnd> {
         self.scan_start(under)?;
-        self.backend.scan(under, &self.scan_filter(accept), sink)
+        self.backend
+            .scan(under, &self.scan_filter(accept), probe, sink)
     }
 
     /// As [`View::scan`] without the content.
@@ -536,10 +539,11 @@ impl View {
         &self,
         under: &VPath,
         accept: &(dyn Fn(&VPath, Kind) -> bool + Sync),
+        probe: Option<&Probe<'_>>,
         sink: &(dyn Fn(&VPath) + Sync),
     ) -> Result<ScanEnd> {
         self.scan_start(under)?;
         self.backend
-            .scan_paths(under, &self.scan_filter(accept), sink)
+            .scan_paths(under, &self.scan_filter(accept), probe, sink)
     }
 }

@@ -34,7 +34,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
 
 use super::{
-    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink,
+    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, Probe, ScanEnd, ScanFilter, ScanSink,
     TrashEntry,
 };
 use crate::error::{Error, Result};
@@ -570,10 +570,57 @@ impl HostBackend {
         }
     }
 
+    /// Reads what `probe` asks of the directory `path` (open as `dir`, holding `entries`) and
+    /// hands it over; a file is looked for only when its first segment is among the entries.
+    fn run_probe(
+        &self,
+        probe: &Probe<'_>,
+        path: &VPath,
+        dir: &OwnedFd,
+        entries: &[(String, FileType)],
+    ) {
+        let entry = |name: &str| entries.iter().find(|(n, _)| n == name);
+        let marks = probe
+            .marks
+            .iter()
+            .map(|m| entry(m).is_some_and(|(n, ft)| self.scan_kind(dir, n, *ft).is_some()))
+            .collect();
+        let files = probe
+            .files
+            .iter()
+            .map(|f| {
+                let segs: Vec<&str> = f.split('/').collect();
+                let (last, mids) = segs.split_last()?;
+                entry(segs[0])?;
+                if !is_visible_name(last) {
+                    return None;
+                }
+                let full = VPath::parse(&format!("{path}/{f}"));
+                let mut here = path.clone();
+                let mut fd: Option<OwnedFd> = None;
+                for m in mids {
+                    here = here.join(m);
+                    let next = match &fd {
+                        None => self.open_child_dir(dir, m, &here, &full),
+                        Some(d) => self.open_child_dir(d, m, &here, &full),
+                    };
+                    fd = Some(next.ok()?);
+                }
+                match &fd {
+                    None => self.read_in(dir, last, &full),
+                    Some(d) => self.read_in(d, last, &full),
+                }
+                .ok()
+            })
+            .collect();
+        (probe.on_dir)(path, marks, files);
+    }
+
     fn scan_impl(
         &self,
         under: &VPath,
         filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
         content: bool,
         sink: &(dyn Fn(&VPath, &[u8]) + Sync),
     ) -> Result<ScanEnd> {
@@ -633,6 +680,9 @@ impl HostBackend {
                 match self.raw_entries(fd, &path) {
                     Ok((None, _)) => lock_unpoisoned(&cuts).push(path.clone()),
                     Ok((Some(entries), dir)) => {
+                        if let Some(probe) = probe {
+                            self.run_probe(probe, &path, &dir, &entries);
+                        }
                         for (name, ft) in entries {
                             let kind = if content {
                                 self.scan_kind(&dir, &name, ft)
@@ -932,17 +982,24 @@ impl Backend for HostBackend {
         Ok(out)
     }
 
-    fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd> {
-        self.scan_impl(under, filter, true, sink)
+    fn scan(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
+        sink: &ScanSink<'_>,
+    ) -> Result<ScanEnd> {
+        self.scan_impl(under, filter, probe, true, sink)
     }
 
     fn scan_paths(
         &self,
         under: &VPath,
         filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
         sink: &PathSink<'_>,
     ) -> Result<ScanEnd> {
-        self.scan_impl(under, filter, false, &|p, _| sink(p))
+        self.scan_impl(under, filter, probe, false, &|p, _| sink(p))
     }
 
     fn max_file_bytes(&self) -> u64 {

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{
-    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, ScanEnd, ScanFilter, ScanSink,
+    Backend, DirEntry, Expect, Kind, Listing, Meta, PathSink, Probe, ScanEnd, ScanFilter, ScanSink,
     TrashEntry,
 };
 use crate::error::{Error, Result};
@@ -132,6 +132,7 @@ impl MemoryBackend {
         &self,
         under: &VPath,
         filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
         visit: &mut dyn FnMut(&VPath, &[u8]),
     ) -> Result<ScanEnd> {
         let st = self.lock()?;
@@ -160,6 +161,26 @@ impl MemoryBackend {
             if children.len() > self.max_scan_entries {
                 end.cut_at = Some(dir);
                 break;
+            }
+            if let Some(probe) = probe {
+                let marks = probe
+                    .marks
+                    .iter()
+                    .map(|m| st.nodes.contains_key(&dir.join(m)))
+                    .collect();
+                let files = probe
+                    .files
+                    .iter()
+                    .map(
+                        |f| match st.nodes.get(&VPath::parse(&format!("{dir}/{f}"))) {
+                            Some(Node::File(data)) if data.len() as u64 <= self.max_file_bytes => {
+                                Some(data.clone())
+                            }
+                            _ => None,
+                        },
+                    )
+                    .collect();
+                (probe.on_dir)(&dir, marks, files);
             }
             let mut subdirs = Vec::new();
             for (p, node) in children {
@@ -371,17 +392,24 @@ impl Backend for MemoryBackend {
             .collect())
     }
 
-    fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd> {
-        self.walk(under, filter, &mut |p, d| sink(p, d))
+    fn scan(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
+        sink: &ScanSink<'_>,
+    ) -> Result<ScanEnd> {
+        self.walk(under, filter, probe, &mut |p, d| sink(p, d))
     }
 
     fn scan_paths(
         &self,
         under: &VPath,
         filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
         sink: &PathSink<'_>,
     ) -> Result<ScanEnd> {
-        self.walk(under, filter, &mut |p, _| sink(p))
+        self.walk(under, filter, probe, &mut |p, _| sink(p))
     }
 
     fn max_file_bytes(&self) -> u64 {

@@ -80,6 +80,24 @@ pub type ScanSink<'a> = dyn Fn(&VPath, &[u8]) + Sync + 'a;
 /// Receives each visited file's path, without its content.
 pub type PathSink<'a> = dyn Fn(&VPath) + Sync + 'a;
 
+/// What a scan reads in each directory it enters, before it filters that directory's entries:
+/// the ignore files of search. Names are relative to the directory, walked one segment at a
+/// time like every other path (no link followed, invisible entries absent).
+pub struct Probe<'a> {
+    /// Entries whose presence (as a visible directory or file) is reported, e.g. `.git`.
+    pub marks: &'a [&'a str],
+    /// Files read, e.g. `.gitignore` or `.git/info/exclude`; one missing, invisible or over
+    /// `max_file_bytes` is `None`.
+    pub files: &'a [&'a str],
+    /// Gets each directory the scan enters (the start included), with what of `marks` it
+    /// holds and what of `files` it read, each in its list's order. It is called before any
+    /// entry of that directory is filtered, on the thread that filters them.
+    pub on_dir: &'a ProbeSink<'a>,
+}
+
+/// Receives a probed directory: the marks found and the files read, in the probe's orders.
+pub type ProbeSink<'a> = dyn Fn(&VPath, Vec<bool>, Vec<Option<Vec<u8>>>) + Sync + 'a;
+
 /// An entry moved to the trash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrashEntry {
@@ -112,13 +130,21 @@ pub trait Backend: Send + Sync {
     /// What is in the trash, oldest first.
     fn trash_list(&self) -> Result<Vec<TrashEntry>>;
     /// Walks `under` (a directory or a file): `filter` decides which directories are entered
-    /// and which files visited; `sink` gets each visited file's content.
-    fn scan(&self, under: &VPath, filter: &ScanFilter<'_>, sink: &ScanSink<'_>) -> Result<ScanEnd>;
+    /// and which files visited; `probe`, if given, reads each entered directory's ignore files
+    /// first; `sink` gets each visited file's content.
+    fn scan(
+        &self,
+        under: &VPath,
+        filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
+        sink: &ScanSink<'_>,
+    ) -> Result<ScanEnd>;
     /// As [`Backend::scan`] without reading the files.
     fn scan_paths(
         &self,
         under: &VPath,
         filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
         sink: &PathSink<'_>,
     ) -> Result<ScanEnd>;
     /// The bound on a file's size.

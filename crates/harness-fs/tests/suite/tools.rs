@@ -241,6 +241,42 @@ fn glob_and_grep_include_match_as_ripgrep_globs() {
 }
 
 #[test]
+fn grep_and_glob_skip_what_ignore_files_exclude_in_the_memory_tree_too() {
+    let view = view_with(&[
+        ("/.git/HEAD", "ref: main\n"),
+        ("/.gitignore", "target/\n*.log\n"),
+        ("/.ignore", "vendor/\n"),
+        ("/src/a.rs", "fn a() {}\n"),
+        ("/src/.gitignore", "gen.rs\n!keep.log\n"),
+        ("/src/gen.rs", "fn gen() {}\n"),
+        ("/src/keep.log", "fn log() {}\n"),
+        ("/target/b.rs", "fn b() {}\n"),
+        ("/vendor/c.rs", "fn c() {}\n"),
+        ("/x.log", "fn x() {}\n"),
+    ]);
+    let r = tools::grep(&view, "/", r"fn \w", &GrepOptions::default()).unwrap();
+    insta::assert_snapshot!(r.render(), @r"
+    /src/a.rs:1: fn a() {}
+    /src/keep.log:1: fn log() {}
+    ");
+    let paths = |root: &str| {
+        tools::glob(&view, root, "*.rs", 100)
+            .unwrap()
+            .paths
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(paths("/"), ["/src/a.rs"]);
+    // A directory given explicitly is searched, with the rules of its parents still applied
+    // to what is inside it.
+    assert_eq!(paths("/target"), ["/target/b.rs"]);
+    assert_eq!(paths("/src"), ["/src/a.rs"]);
+    let r = tools::grep(&view, "/src/gen.rs", "fn", &GrepOptions::default()).unwrap();
+    assert_eq!(r.matches.len(), 1);
+}
+
+#[test]
 fn list_renders_marks_and_an_empty_directory() {
     let tree = MemoryBackend::new();
     tree.add_file(&VPath::parse("/ref/r.md"), "r").unwrap();
