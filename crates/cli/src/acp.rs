@@ -391,7 +391,7 @@ async fn new_session(
     }
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, out_tx, op_rx).map_err(|e| {
+    let mut driver = Driver::new(parts.setup, None, out_tx, op_rx).map_err(|e| {
         agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
     })?;
     let id = driver.id().to_owned();

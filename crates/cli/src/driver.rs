@@ -149,11 +149,12 @@ impl Driver {
     /// A new driver; the front end keeps the other ends of `out` and `ops`.
     pub fn new(
         setup: DriverSetup,
+        resume: Option<&[Entry]>,
         out: mpsc::UnboundedSender<Out>,
         ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
         let cfg = LoopConfig::embedded()?;
-        let session = Session::new(SessionSetup {
+        let session_setup = SessionSetup {
             config: cfg,
             project: Project::Cli,
             budget: None,
@@ -168,13 +169,20 @@ impl Driver {
             permissions: Box::new(setup.perms.clone()),
             subagent: false,
             hygiene: true,
-        });
+        };
+        let session = match resume {
+            Some(entries) => Session::resume(session_setup, entries),
+            None => Session::new(session_setup),
+        };
         let transcript_path = setup.store.transcript(&setup.meta.id);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&transcript_path)
             .with_context(|| format!("cannot open {}", transcript_path.display()))?;
+        if let Some(entries) = resume {
+            replay_plan(&setup.exec, entries);
+        }
         let exec = Arc::new(setup.exec);
         let instructions = exec.instructions();
         let mut values = BTreeMap::new();
@@ -273,6 +281,8 @@ impl Driver {
     /// Runs until the front end closes its end of `ops`; with `until_idle`, returns as soon as
     /// the session is idle with no prompt queued and no job running (a one-shot run).
     pub async fn run(&mut self, until_idle: bool) -> Result<()> {
+        // A resumed session may have closed the turn a crash cut short.
+        self.flush_log()?;
         loop {
             if let Some(text) = self.queued_prompts.pop_front() {
                 self.feed(Input::Prompt { text }).await?;
@@ -837,14 +847,6 @@ impl Driver {
         });
     }
 
-    /// Continues a saved session from its events.
-    pub fn resume(&mut self, entries: &[Entry]) -> Result<()> {
-        let _ = entries;
-        Err(anyhow!(
-            "resuming needs the loop to restore a session from its transcript, which it cannot do yet"
-        ))
-    }
-
     /// The history the model sees now.
     pub fn history(&self) -> &[LoopMessage] {
         self.session.history()
@@ -853,6 +855,34 @@ impl Driver {
     /// The model's name.
     pub fn model_name(&self) -> &str {
         &self.model_name
+    }
+}
+
+/// Puts the plan back as the saved plan calls left it (the plan is not in the transcript; its
+/// calls and their answers are).
+fn replay_plan(exec: &Exec, entries: &[Entry]) {
+    let mut calls: HashMap<String, ToolCall> = HashMap::new();
+    let Ok(mut plan) = exec.plan.lock() else {
+        return;
+    };
+    for e in entries {
+        match e {
+            Entry::Assistant { tool_calls, .. } => {
+                for c in tool_calls {
+                    calls.insert(c.id.clone(), c.clone());
+                }
+            }
+            Entry::ToolResult { call_id, kind, .. }
+                if *kind != harness_loop::context::InsertKind::Error =>
+            {
+                if let Some(c) = calls.get(call_id)
+                    && c.name.starts_with("plan_")
+                {
+                    let _ = plan.apply(&c.name, &c.arguments, true);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

@@ -309,10 +309,7 @@ async fn session_loop(
 ) -> Result<Next> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, out_tx, ctl_rx)?;
-    if let Some(entries) = parts.resume {
-        driver.resume(&entries)?;
-    }
+    let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, ctl_rx)?;
     let id = driver.id().to_owned();
     let model = driver.model_name().to_owned();
     let mut mode = settings.mode;

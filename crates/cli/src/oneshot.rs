@@ -49,10 +49,7 @@ pub async fn run(
 ) -> Result<ExitCode> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, out_tx, op_rx)?;
-    if let Some(entries) = parts.resume {
-        driver.resume(&entries)?;
-    }
+    let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx)?;
     let id = driver.id().to_owned();
     driver.queue_prompt(prompt);
     let mut task = tokio::spawn(async move {

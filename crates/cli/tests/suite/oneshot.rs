@@ -376,3 +376,88 @@ async fn copes_with_a_quirky_server() {
     let r = tool_results(&server.bodies()[1]);
     assert!(r[0].contains("1: remember the milk"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_session_resumes() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        calls(&[(
+            "c1",
+            "plan_write",
+            json!({"title": "Long job", "phases": [
+                {"title": "Work", "tasks": [{"title": "wait"}]}]}),
+        )]),
+        tool_call(
+            "c2",
+            "bash",
+            json!({"command": "touch running.txt; sleep 5"}),
+        ),
+        text(&["Picked up where we were."]),
+    ])
+    .await
+    .unwrap();
+    // First run: killed (SIGKILL, no chance to tidy up) while its command runs.
+    let mut child = sb
+        .command(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "start the long job"],
+        )
+        .spawn()
+        .unwrap();
+    let marker = sb.project.path().join("running.txt");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    child.kill().await.unwrap();
+    let _ = child.wait().await;
+    let before = sb.transcript();
+    assert_eq!(before.last().unwrap()["type"], "assistant", "{before:?}");
+
+    // Second run: --resume continues the newest session of this directory.
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "--resume", "-p", "go on"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Picked up where we were.\n");
+    let bodies = server.bodies();
+    let m = messages(&bodies[2]);
+    let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "user"
+        ],
+        "{m:?}"
+    );
+    assert_eq!(m[1]["content"], "start the long job");
+    assert!(
+        m[5]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Not run: the prompt was cancelled."),
+        "the call the crash cut short is answered: {}",
+        m[5]
+    );
+    assert_eq!(m[6]["content"], "go on");
+    // The plan came back with the session.
+    assert!(m[0]["content"].as_str().unwrap().contains("Long job"));
+    // Still one session, its transcript continued.
+    let after = sb.transcript();
+    assert!(after.len() > before.len());
+    assert_eq!(&after[..before.len()], &before[..]);
+}
