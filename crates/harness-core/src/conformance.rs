@@ -17,7 +17,7 @@ use crate::offer::{OfferContext, is_offered, resolve_call};
 use crate::plan::PlanState;
 use crate::prompt::{PrototypeHandoff, prototype_lines};
 use crate::protocol::{Mode, SessionKind, ToolCall};
-use crate::toolcall::{CallAssembler, CallDelta};
+use crate::toolcall::{CallAssembler, CallDelta, CallEnd};
 
 /// Every runner of this crate.
 pub fn conformance_runners() -> Vec<Box<dyn AreaRunner>> {
@@ -339,16 +339,20 @@ impl AreaRunner for ToolCallIndexRunner {
                     .ok_or("a toolcall_index case needs `deltas`")?,
             )
             .map_err(|e| format!("`deltas`: {e}"))?;
+            let end: CallEnd = match case.get("end") {
+                None => CallEnd::Complete,
+                Some(v) => serde_json::from_value(v.clone()).map_err(|e| format!("`end`: {e}"))?,
+            };
             let mut a = CallAssembler::new();
             for d in &deltas {
                 a.push(d);
             }
             let calls: Vec<Value> = a
-                .finish()
+                .finish(end)
                 .into_iter()
                 .map(|c| match c.arguments {
                     Ok(args) => json!({"name": c.name, "arguments": args}),
-                    Err(raw) => json!({"name": c.name, "invalid": raw}),
+                    Err(_) => json!({"name": c.name, "invalid": c.raw}),
                 })
                 .collect();
             Ok(json!({"calls": calls}))

@@ -1,14 +1,17 @@
 //! The one parser of model answers: streamed chunks (SSE bytes, lines or data payloads) or a
 //! whole JSON answer in, normalized [`StreamEvent`]s and a final [`Completion`] out. It is what
 //! the client uses and what the `quirks` conformance area feeds; every quirk of the answer side
-//! is coped with here.
+//! is coped with here. The pieces of tool calls are put together and their arguments read by
+//! harness-core's [`harness_core::toolcall`] (the rule's one implementation); this parser feeds
+//! it every `delta.tool_calls[]` entry and turns its calls into ours, with our ids.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use harness_core::protocol::ToolCall;
+use harness_core::toolcall::{CallAssembler, CallDelta, CallEnd, Unusable};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::classify::{ErrorClass, ModelError, classify_value};
 use crate::quirks::Quirks;
@@ -229,27 +232,8 @@ fn next_call_id() -> String {
     format!("call_{epoch:08x}{n:04x}")
 }
 
-#[derive(Debug, Default)]
-struct Slot {
-    index: Option<u64>,
-    id: Option<String>,
-    name: String,
-    args: String,
-}
-
 fn non_empty_str(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-/// Whether `s` is one or more complete JSON values back to back.
-fn is_complete_json(s: &str) -> bool {
-    let t = s.trim();
-    if t.is_empty() {
-        return false;
-    }
-    serde_json::Deserializer::from_str(t)
-        .into_iter::<serde::de::IgnoredAny>()
-        .all(|r| r.is_ok())
 }
 
 /// The parser of one answer.
@@ -259,7 +243,7 @@ pub struct StreamParser<'q> {
     context: RequestContext,
     sse: SseDecoder,
     think: ThinkSplitter,
-    slots: Vec<Slot>,
+    calls: CallAssembler,
     text_len: usize,
     usage: Option<Usage>,
     server_finish: Option<String>,
@@ -277,7 +261,7 @@ impl<'q> StreamParser<'q> {
             context: RequestContext::default(),
             sse: SseDecoder::new(),
             think: ThinkSplitter::new(),
-            slots: Vec::new(),
+            calls: CallAssembler::new(),
             text_len: 0,
             usage: None,
             server_finish: None,
@@ -452,15 +436,14 @@ impl<'q> StreamParser<'q> {
         match delta.get("tool_calls") {
             Some(Value::Array(calls)) => {
                 for call in calls {
-                    self.push_tool_fragment(call);
+                    self.calls.push(&CallDelta::from_wire(call));
                 }
             }
             _ => {
                 // The legacy single `function_call`, only when no `tool_calls` came with it.
                 if let Some(f) = delta.get("function_call").filter(|f| f.is_object()) {
-                    let mut call = Map::new();
-                    call.insert("function".into(), f.clone());
-                    self.push_tool_fragment(&Value::Object(call));
+                    let call = serde_json::json!({ "function": f });
+                    self.calls.push(&CallDelta::from_wire(&call));
                 }
             }
         }
@@ -479,103 +462,6 @@ impl<'q> StreamParser<'q> {
                     out.push(StreamEvent::TextWasReasoning(moved));
                 }
             }
-        }
-    }
-
-    /// One entry of `delta.tool_calls`: finds its slot (quirks `tool-index-missing`,
-    /// `tool-index-all-zero`, `tool-fragments-repeat-id-and-name`, `tool-call-whole-or-name-late`)
-    /// and adds its name and arguments.
-    fn push_tool_fragment(&mut self, call: &Value) {
-        let index = call.get("index").and_then(Value::as_u64);
-        let id = non_empty_str(call.get("id")).map(str::to_string);
-        let function = call.get("function");
-        let name = non_empty_str(function.and_then(|f| f.get("name"))).map(str::to_string);
-        let args = match function.and_then(|f| f.get("arguments")) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            // Arguments as an object (quirk `tool-arguments-object`).
-            Some(other) => other.to_string(),
-        };
-        let slot = self.find_slot(index, id.as_deref(), name.as_deref(), &args);
-        let slot = &mut self.slots[slot];
-        if slot.id.is_none() {
-            slot.id = id;
-        }
-        if slot.index.is_none() {
-            slot.index = index;
-        }
-        if slot.name.is_empty()
-            && let Some(name) = name
-        {
-            slot.name = name;
-        }
-        // A whole call sent again under its id (a repeat at the end of a stream) adds nothing.
-        if !slot.args.is_empty() && slot.args.trim() == args.trim() && is_complete_json(&slot.args)
-        {
-            return;
-        }
-        slot.args.push_str(&args);
-    }
-
-    fn new_slot(&mut self, index: Option<u64>) -> usize {
-        self.slots.push(Slot {
-            index,
-            ..Slot::default()
-        });
-        self.slots.len() - 1
-    }
-
-    fn find_slot(
-        &mut self,
-        index: Option<u64>,
-        id: Option<&str>,
-        name: Option<&str>,
-        args: &str,
-    ) -> usize {
-        if let Some(id) = id {
-            if let Some(i) = self.slots.iter().rposition(|s| s.id.as_deref() == Some(id)) {
-                // The same id again is the same call — unless it comes with another index (a
-                // server that repeats one id for every call).
-                let other_index =
-                    matches!((index, self.slots[i].index), (Some(a), Some(b)) if a != b);
-                if !other_index {
-                    return i;
-                }
-                return self.new_slot(index);
-            }
-            // A new id: a new call, unless the slot at this index has no id yet and no other name
-            // (an id or a name that comes after the arguments).
-            if let Some(i) =
-                index.and_then(|ix| self.slots.iter().rposition(|s| s.index == Some(ix)))
-            {
-                let s = &self.slots[i];
-                if s.id.is_none() && (s.name.is_empty() || name.is_none_or(|n| n == s.name)) {
-                    return i;
-                }
-            }
-            return self.new_slot(index);
-        }
-        // A name for a slot that already has one starts a new call when it differs, or when
-        // the slot's arguments are already whole and new ones begin (checked only then: the
-        // check reads all the arguments so far).
-        let starts_new = |s: &Slot| match name {
-            Some(n) if !s.name.is_empty() => {
-                n != s.name || (args.trim_start().starts_with('{') && is_complete_json(&s.args))
-            }
-            _ => false,
-        };
-        if let Some(ix) = index {
-            if let Some(i) = self.slots.iter().rposition(|s| s.index == Some(ix)) {
-                if starts_new(&self.slots[i]) {
-                    return self.new_slot(index);
-                }
-                return i;
-            }
-            return self.new_slot(index);
-        }
-        match self.slots.last() {
-            Some(last) if !starts_new(last) => self.slots.len() - 1,
-            _ => self.new_slot(None),
         }
     }
 
@@ -604,27 +490,34 @@ impl<'q> StreamParser<'q> {
             });
         }
         let errored = self.error.is_some();
-        let cut = errored || self.server_finish.as_deref() == Some("length");
-
-        let mut calls = Vec::new();
-        for slot in std::mem::take(&mut self.slots) {
-            settle_slot(slot, cut, &mut calls);
-        }
+        let end = if errored {
+            CallEnd::Error
+        } else if self.server_finish.as_deref() == Some("length") {
+            CallEnd::Length
+        } else {
+            CallEnd::Complete
+        };
         let mut valid = 0;
-        for call in calls {
-            match call {
-                Ok(call) if !errored => {
+        for call in std::mem::take(&mut self.calls).finish(end) {
+            let (name, why) = match (call.name, call.arguments) {
+                (Some(name), Ok(arguments)) => {
                     valid += 1;
-                    out.push(StreamEvent::ToolCall(call));
+                    out.push(StreamEvent::ToolCall(ToolCall {
+                        id: next_call_id(),
+                        name,
+                        arguments,
+                    }));
+                    continue;
                 }
-                Ok(call) => out.push(StreamEvent::InvalidToolCall(InvalidToolCall {
-                    raw: call.arguments.to_string(),
-                    id: call.id,
-                    name: call.name,
-                    reason: "the answer ended with an error, so the call is not run".into(),
-                })),
-                Err(invalid) => out.push(StreamEvent::InvalidToolCall(invalid)),
-            }
+                (None, _) => (String::new(), Unusable::NoName),
+                (Some(name), Err(why)) => (name, why),
+            };
+            out.push(StreamEvent::InvalidToolCall(InvalidToolCall {
+                id: next_call_id(),
+                name,
+                raw: call.raw,
+                reason: why.reason().to_string(),
+            }));
         }
 
         let reason = if let Some(e) = &self.error {
@@ -712,155 +605,6 @@ fn read_usage(v: &Value) -> Option<Usage> {
     })
 }
 
-/// Turns one slot into calls: several complete JSON values back to back are that many calls
-/// (quirk `tool-arguments-concatenated`); a cut or broken one is an invalid call.
-fn settle_slot(slot: Slot, cut: bool, calls: &mut Vec<Result<ToolCall, InvalidToolCall>>) {
-    let invalid = |raw: &str, reason: &str| InvalidToolCall {
-        id: next_call_id(),
-        name: slot.name.clone(),
-        raw: raw.to_string(),
-        reason: reason.to_string(),
-    };
-    if slot.name.is_empty() {
-        calls.push(Err(invalid(&slot.args, "the call has no tool name")));
-        return;
-    }
-    let raw = slot.args.trim();
-    if raw.is_empty() {
-        if cut {
-            calls.push(Err(invalid(raw, "the arguments were cut off")));
-        } else {
-            calls.push(Ok(ToolCall {
-                id: next_call_id(),
-                name: slot.name.clone(),
-                arguments: Value::Object(Map::new()),
-            }));
-        }
-        return;
-    }
-    let mut stream = serde_json::Deserializer::from_str(raw).into_iter::<Value>();
-    let mut values = Vec::new();
-    let mut rest: Option<&str> = None;
-    loop {
-        let offset = stream.byte_offset();
-        match stream.next() {
-            None => break,
-            Some(Ok(v)) => values.push(v),
-            Some(Err(_)) => {
-                rest = Some(&raw[offset..]);
-                break;
-            }
-        }
-    }
-    if let Some(rest) = rest {
-        let repaired = if cut { None } else { repair_json(rest) };
-        match repaired {
-            Some(v) => values.push(v),
-            None => {
-                for v in values {
-                    push_value(&slot.name, v, calls, &invalid);
-                }
-                let why = if cut {
-                    "the arguments were cut off before they were complete"
-                } else {
-                    "the arguments are not valid JSON"
-                };
-                calls.push(Err(invalid(rest.trim(), why)));
-                return;
-            }
-        }
-    }
-    for v in values {
-        push_value(&slot.name, v, calls, &invalid);
-    }
-}
-
-fn push_value(
-    name: &str,
-    value: Value,
-    calls: &mut Vec<Result<ToolCall, InvalidToolCall>>,
-    invalid: &dyn Fn(&str, &str) -> InvalidToolCall,
-) {
-    // A string holding JSON once more (quirk `tool-arguments-object`).
-    let value = match value {
-        Value::String(s) => match serde_json::from_str::<Value>(&s) {
-            Ok(inner @ Value::Object(_)) => inner,
-            _ => {
-                calls.push(Err(invalid(&s, "the arguments are not a JSON object")));
-                return;
-            }
-        },
-        Value::Null => Value::Object(Map::new()),
-        other => other,
-    };
-    if !value.is_object() {
-        calls.push(Err(invalid(
-            &value.to_string(),
-            "the arguments are not a JSON object",
-        )));
-        return;
-    }
-    calls.push(Ok(ToolCall {
-        id: next_call_id(),
-        name: name.to_string(),
-        arguments: value,
-    }));
-}
-
-/// The lossless repairs of quirk `tool-arguments-invalid`: trailing commas dropped, missing
-/// closing brackets added — never inside a string (an unterminated string is no repair).
-fn repair_json(raw: &str) -> Option<Value> {
-    let mut out = String::with_capacity(raw.len() + 4);
-    let mut stack = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in raw.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' => stack.push('}'),
-            '[' => stack.push(']'),
-            '}' | ']' => {
-                if stack.pop() != Some(c) {
-                    return None;
-                }
-                let trimmed = out.trim_end().len();
-                out.truncate(trimmed);
-                if out.ends_with(',') {
-                    out.pop();
-                }
-            }
-            _ => {}
-        }
-        out.push(c);
-    }
-    if in_string {
-        return None;
-    }
-    let trimmed = out.trim_end().len();
-    out.truncate(trimmed);
-    if out.ends_with(',') {
-        out.pop();
-    }
-    if out.ends_with(':') {
-        return None;
-    }
-    while let Some(c) = stack.pop() {
-        out.push(c);
-    }
-    serde_json::from_str(&out).ok()
-}
-
 /// Parses a whole non-streamed answer (a chat.completion object, or a 200 body that is only an
 /// error).
 pub fn parse_response(quirks: &Quirks, body: &Value, context: RequestContext) -> Completion {
@@ -898,28 +642,5 @@ pub fn error_completion(error: ModelError) -> Completion {
             server_reason: None,
             error: Some(error),
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repairs_are_lossless_only() {
-        assert_eq!(
-            repair_json(r#"{"a": [1, 2,], }"#),
-            Some(serde_json::json!({"a": [1, 2]}))
-        );
-        assert_eq!(
-            repair_json(r#"{"a": {"b": 1"#),
-            Some(serde_json::json!({"a": {"b": 1}}))
-        );
-        assert_eq!(repair_json(r#"{"a": "unterminated"#), None);
-        assert_eq!(
-            repair_json(r#"{"a": "x,}"}"#),
-            None.or(Some(serde_json::json!({"a": "x,}"})))
-        );
-        assert_eq!(repair_json(r#"{"a":"#), None);
     }
 }
