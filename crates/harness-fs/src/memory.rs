@@ -156,7 +156,12 @@ fn id_of(action: &str, id: Option<String>) -> Result<String> {
 
 fn change_of(obj: &Map<String, Value>, in_batch: bool) -> Result<Option<Change>> {
     const KEYS: [&str; 4] = ["action", "id", "text", "target"];
-    if let Some(key) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    // A parameter sent as null counts as not sent (some models fill every field).
+    if let Some(key) = obj
+        .iter()
+        .find(|(k, v)| !KEYS.contains(&k.as_str()) && !v.is_null())
+        .map(|(k, _)| k)
+    {
         return Err(refuse(format!(
             "unknown parameter {key:?}; a change takes action, id, text and target."
         )));
@@ -232,7 +237,11 @@ fn parse_call(args: &Value) -> Result<Call> {
             })
         }
         Some(Value::Array(items)) => {
-            if let Some(key) = obj.keys().find(|k| k.as_str() != "changes") {
+            if let Some(key) = obj
+                .iter()
+                .find(|(k, v)| k.as_str() != "changes" && !v.is_null())
+                .map(|(k, _)| k)
+            {
                 return Err(refuse(format!(
                     "give changes alone, or action without changes (found {key} beside changes)."
                 )));
