@@ -376,9 +376,14 @@ async fn new_session(
         .and_then(|m| m.get("id"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let parts = crate::session::build(&settings, None).await.map_err(|e| {
+    let scope = harness_core::library::scope_from_meta(&lembas).map_err(|e| {
+        agent_client_protocol::Error::invalid_params()
+            .data(json!({"lembas": "invalid_scope", "message": e.to_string()}))
+    })?;
+    let mut parts = crate::session::build(&settings, None).await.map_err(|e| {
         agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
     })?;
+    parts.setup.exec.scope = scope.clone();
     let model = parts.setup.model_name.clone();
     if let Some(w) = &wanted
         && !same_model(w, &model)
@@ -415,6 +420,7 @@ async fn new_session(
         mode: open.mode.clone(),
         running: open.running.clone(),
         plan_state: state.agreed("plan_state"),
+        scope,
     };
     if let Ok(mut s) = state.sessions.lock() {
         s.insert(id.clone(), open);
@@ -555,6 +561,7 @@ struct Pump {
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
     plan_state: bool,
+    scope: Option<Value>,
 }
 
 impl Pump {
@@ -612,6 +619,14 @@ impl Pump {
                 let mut lembas = json!({"tool": call.name, "block": block});
                 if let Some(r) = risk {
                     lembas["risk"] = json!(r);
+                }
+                let scoped = harness_core::library::scope_call(
+                    &call.name,
+                    &call.arguments,
+                    self.scope.as_ref(),
+                );
+                if let Some(s) = scoped.scope {
+                    lembas["scope"] = s;
                 }
                 let c = AcpCall::new(call.id.clone(), title)
                     .kind(kind_of(block, risk))

@@ -195,6 +195,9 @@ impl Driver {
         values.insert("model".into(), setup.model_name.clone());
         values.insert("platform".into(), std::env::consts::OS.into());
         values.insert("shell".into(), "bash".into());
+        if let Some(lib) = &exec.library {
+            values.insert("library_summary".into(), lib.summary());
+        }
         let (job_tx, job_rx) = mpsc::unbounded_channel();
         Ok(Driver {
             session,

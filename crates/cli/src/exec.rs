@@ -36,6 +36,11 @@ pub const RUNS: &[&str] = &[
     "plan_write",
     "plan_update",
     "plan_submit",
+    "notes_search",
+    "note_view",
+    "note_manage",
+    "knowledge_search",
+    "knowledge_get",
 ];
 
 /// Tools the loop answers without the front end.
@@ -80,6 +85,10 @@ pub struct Exec {
     ledger: Ledger,
     /// The session's plan.
     pub plan: Arc<Mutex<PlanState>>,
+    /// The person's library.
+    pub library: Option<crate::library::Library>,
+    /// The part of the library a client scoped this session to (`_meta.lembas.scope`).
+    pub scope: Option<Value>,
 }
 
 fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
@@ -116,6 +125,8 @@ impl Exec {
             view,
             ledger: Ledger::new(),
             plan: Arc::new(Mutex::new(PlanState::default())),
+            library: None,
+            scope: None,
         })
     }
 
@@ -252,6 +263,20 @@ impl Exec {
                         read: None,
                         edit: None,
                     },
+                }
+            }
+            name if crate::library::TOOLS.contains(&name) && self.library.is_some() => {
+                let scoped = harness_core::library::scope_call(name, a, self.scope.as_ref());
+                let (output, is_error) = match &self.library {
+                    Some(lib) => lib.run(name, &scoped.arguments, scoped.scope.as_ref()),
+                    None => (String::new(), true),
+                };
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output,
+                    is_error,
+                    read: None,
+                    edit: None,
                 }
             }
             other => ToolOutcome {

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod driver;
 pub mod exec;
 pub mod interactive;
+pub mod library;
 pub mod oneshot;
 pub mod perm;
 pub mod process;

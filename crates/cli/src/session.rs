@@ -78,7 +78,12 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
     let (client, name) = model_client(m).await?;
     let root = std::fs::canonicalize(&settings.cwd)
         .with_context(|| format!("cannot resolve {}", settings.cwd.display()))?;
-    let exec = Exec::open(&root)?;
+    let mut exec = Exec::open(&root)?;
+    let project = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    exec.library = Some(crate::library::Library::new(&settings.dirs.data, &project));
     let perms = SessionPermissions::new(
         engine()?,
         settings.mode,

@@ -36,6 +36,7 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
     let root = sb.root();
     let server = ScriptedServer::start(vec![
         tool_call("c1", "bash", json!({"command": "echo from-acp > acp.txt"})),
+        tool_call("c2", "note_manage", json!({"action": "create", "title": "ACP", "content": "kept for the chat", "scope": "global"})),
         text(&["Wrote ", "acp.txt."]),
     ])
     .await
@@ -98,7 +99,8 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                 let s = cx
                     .send_request(
                         NewSessionRequest::new(root2.clone())
-                            .meta(lembas(json!({"chat": "c_1", "mode": "manual"}))),
+                            .meta(lembas(json!({"chat": "c_1", "mode": "manual",
+                                "scope": {"chat": "c_1", "project": "api"}}))),
                     )
                     .block_task()
                     .await?;
@@ -127,7 +129,7 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
 
     assert_eq!(sb.read("acp.txt"), "from-acp\n");
     let asked = asked.lock().unwrap();
-    assert_eq!(asked.len(), 1);
+    assert_eq!(asked.len(), 2);
     let q = &asked[0];
     assert_eq!(
         q.tool_call.fields.title.as_deref(),
@@ -179,6 +181,35 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
         })
         .collect();
     assert_eq!(said, "Wrote acp.txt.");
+    // The library call was scoped to the chat and reported so; the note landed in its part.
+    let note_call = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCall(c)
+                if c.meta.as_ref().unwrap()["lembas"]["tool"] == "note_manage" =>
+            {
+                Some(c.clone())
+            }
+            _ => None,
+        })
+        .expect("the note_manage call");
+    assert_eq!(
+        note_call.meta.as_ref().unwrap()["lembas"]["scope"],
+        json!({"chat": "c_1", "project": "api"})
+    );
+    let notes = sb.home.path().join("data/library/notes");
+    let meta: Vec<Value> = std::fs::read_dir(&notes)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    assert_eq!(meta.len(), 1);
+    assert_eq!(meta[0]["chat"], "c_1");
+    assert_eq!(
+        meta[0]["project"], "api",
+        "the model's scope: global was dropped"
+    );
     // The client-facing session id is the saved session's.
     assert_eq!(sb.sessions().len(), 1);
 }
