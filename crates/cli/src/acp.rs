@@ -13,12 +13,13 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, CurrentModeUpdate, Diff,
-    Implementation, InitializeRequest, InitializeResponse, Meta, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, Plan as AcpPlan, PlanEntry,
-    PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason, TextContent, ToolCall as AcpCall,
-    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    Meta, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    Plan as AcpPlan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionMode, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    TextContent, ToolCall as AcpCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use agent_client_protocol::{
     Agent, Client, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, Stdio,
@@ -215,6 +216,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
     let s6 = state.clone();
     let s7 = state.clone();
     let s8 = state.clone();
+    let s9 = state.clone();
     Agent
         .v1()
         .name("llembas")
@@ -226,6 +228,15 @@ async fn serve(state: Arc<State>) -> Result<()> {
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx| match new_session(&s2, req, cx).await
+            {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: LoadSessionRequest, responder, cx| match load_session(&s9, req, cx)
+                .await
             {
                 Ok(r) => responder.respond(r),
                 Err(e) => responder.respond_with_error(e),
@@ -320,7 +331,7 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
             .map(|c| (*c).to_owned())
             .collect();
     }
-    let caps = AgentCapabilities::new().meta(meta(json!({
+    let caps = AgentCapabilities::new().load_session(true).meta(meta(json!({
         "protocol": LEMBAS_PROTOCOL,
         "spec": harness_spec::Spec::embedded().version().to_string(),
         "capabilities": CAPABILITIES,
@@ -337,6 +348,119 @@ async fn new_session(
     req: NewSessionRequest,
     cx: ConnectionTo<Client>,
 ) -> Result<NewSessionResponse, agent_client_protocol::Error> {
+    let (id, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), None, cx).await?;
+    Ok(NewSessionResponse::new(id)
+        .modes(mode_state(mode))
+        .meta(meta))
+}
+
+async fn load_session(
+    state: &Arc<State>,
+    req: LoadSessionRequest,
+    cx: ConnectionTo<Client>,
+) -> Result<LoadSessionResponse, agent_client_protocol::Error> {
+    let id = req.session_id.to_string();
+    if let Ok(s) = state.sessions.lock()
+        && s.contains_key(&id)
+    {
+        return Err(agent_client_protocol::Error::invalid_request()
+            .data(json!(format!("session {id} is open already"))));
+    }
+    let (_, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), Some(id), cx).await?;
+    Ok(LoadSessionResponse::new()
+        .modes(mode_state(mode))
+        .meta(meta))
+}
+
+/// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
+fn replay_updates(entries: &[harness_loop::transcript::Entry]) -> Vec<SessionUpdate> {
+    use harness_loop::transcript::Entry;
+    let spec = harness_spec::Spec::embedded();
+    let mut out = Vec::new();
+    for e in entries {
+        match e {
+            Entry::TurnStarted { text, origin, .. } | Entry::User { text, origin } => {
+                let mut chunk = ContentChunk::new(text_block(text.clone()));
+                if *origin == Origin::Machine {
+                    chunk = chunk.meta(meta(json!({"machine": true})));
+                }
+                out.push(SessionUpdate::UserMessageChunk(chunk));
+            }
+            Entry::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                if !reasoning.is_empty() {
+                    out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
+                        text_block(reasoning.clone()),
+                    )));
+                }
+                if !text.is_empty() {
+                    out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        text_block(text.clone()),
+                    )));
+                }
+                for call in tool_calls {
+                    let tool = spec.tool(&call.name);
+                    let block = tool.map(|t| t.block).unwrap_or(Block::Tool);
+                    let risk = tool.map(|t| t.risk);
+                    let title = crate::render::call_title(&call.name, block, &call.arguments);
+                    out.push(SessionUpdate::ToolCall(
+                        AcpCall::new(call.id.clone(), title)
+                            .kind(kind_of(block, risk))
+                            .status(ToolCallStatus::Pending)
+                            .raw_input(call.arguments.clone())
+                            .meta(meta(
+                                json!({"tool": call.name, "block": block, "risk": risk}),
+                            )),
+                    ));
+                }
+            }
+            Entry::ToolResult {
+                call_id,
+                tool,
+                result_id,
+                text,
+                kind,
+                ..
+            } => {
+                let status = if *kind == harness_loop::context::InsertKind::Error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                out.push(SessionUpdate::ToolCallUpdate(
+                    ToolCallUpdate::new(
+                        call_id.clone(),
+                        ToolCallUpdateFields::new()
+                            .status(status)
+                            .content(vec![ToolCallContent::from(text_block(text.clone()))]),
+                    )
+                    .meta(meta(json!({"tool": tool, "result": result_id}))),
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+async fn open_session(
+    state: &Arc<State>,
+    cwd: &Path,
+    req_meta: Option<&Meta>,
+    resume: Option<String>,
+    cx: ConnectionTo<Client>,
+) -> Result<(String, Mode, Meta), agent_client_protocol::Error> {
+    struct Req<'a> {
+        cwd: PathBuf,
+        meta: Option<&'a Meta>,
+    }
+    let req = Req {
+        cwd: cwd.to_path_buf(),
+        meta: req_meta,
+    };
     let roots = state.roots();
     if roots.is_empty() {
         return Err(lembas_error(
@@ -380,9 +504,11 @@ async fn new_session(
         agent_client_protocol::Error::invalid_params()
             .data(json!({"lembas": "invalid_scope", "message": e.to_string()}))
     })?;
-    let mut parts = crate::session::build(&settings, None).await.map_err(|e| {
-        agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
-    })?;
+    let mut parts = crate::session::build(&settings, resume.as_deref())
+        .await
+        .map_err(|e| {
+            agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
+        })?;
     parts.setup.exec.scope = scope.clone();
     let model = parts.setup.model_name.clone();
     if let Some(w) = &wanted
@@ -396,9 +522,15 @@ async fn new_session(
     }
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, None, out_tx, op_rx).map_err(|e| {
-        agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
-    })?;
+    let replay = parts
+        .resume
+        .as_deref()
+        .map(replay_updates)
+        .unwrap_or_default();
+    let mut driver =
+        Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx).map_err(|e| {
+            agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
+        })?;
     let id = driver.id().to_owned();
     let open = Open {
         ops: op_tx.clone(),
@@ -412,6 +544,7 @@ async fn new_session(
         mode: Arc::new(Mutex::new(settings.mode)),
         running: Arc::new(Mutex::new(false)),
     };
+    let pump_cx = cx.clone();
     let pump = Pump {
         session: id.clone(),
         cx,
@@ -431,12 +564,14 @@ async fn new_session(
         }
     });
     tokio::spawn(pump.run(out_rx));
+    for update in replay {
+        let _ = pump_cx.send_notification(SessionNotification::new(id.clone(), update));
+    }
     let spec = harness_spec::Spec::embedded().version().to_string();
-    Ok(NewSessionResponse::new(id.clone())
-        .modes(mode_state(settings.mode))
-        .meta(meta(json!({
-            "instance": {"id": state.instance, "session": id, "model": model, "spec": spec}
-        }))))
+    let m = meta(json!({
+        "instance": {"id": state.instance, "session": id, "model": model, "spec": spec}
+    }));
+    Ok((id, settings.mode, m))
 }
 
 /// Whether the chat's model `wanted` is the model this device runs (its id, or an alias of the

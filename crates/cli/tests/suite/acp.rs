@@ -213,3 +213,123 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
     // The client-facing session id is the saved session's.
     assert_eq!(sb.sessions().len(), 1);
 }
+
+/// Runs `llembas acp` in the sandbox and drives it with `body`; returns the updates seen.
+async fn with_agent<F>(sb: &Sandbox, url: &str, body: F) -> Vec<SessionNotification>
+where
+    F: AsyncFnOnce(
+            agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>,
+        ) -> agent_client_protocol::Result<()>
+        + Send
+        + 'static,
+{
+    let home = sb.root().parent().unwrap().to_path_buf();
+    let mut child = sb
+        .command(url, &["acp"])
+        .env("HOME", &home)
+        .spawn()
+        .unwrap();
+    let transport = ByteStreams::new(
+        child.stdin.take().unwrap().compat_write(),
+        child.stdout.take().unwrap().compat(),
+    );
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let u = updates.clone();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async move |cx| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                body(cx).await
+            }),
+    )
+    .await
+    .expect("the ACP run took over 60 s")
+    .unwrap();
+    drop(child);
+    updates.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_load_replays_and_continues() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "read", json!({"path": "a.txt"})),
+        text(&["It says alpha."]),
+        text(&["Still alpha."]),
+    ])
+    .await
+    .unwrap();
+    sb.write("a.txt", "alpha\n");
+    let url = server.base_url();
+    let id: Arc<Mutex<String>> = Arc::default();
+    let (r1, i1) = (root.clone(), id.clone());
+    with_agent(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(r1))
+            .block_task()
+            .await?;
+        *i1.lock().unwrap() = s.session_id.to_string();
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("what is in a.txt?"))],
+        ))
+        .block_task()
+        .await?;
+        Ok(())
+    })
+    .await;
+    let id = id.lock().unwrap().clone();
+
+    // A new agent process reopens the session: the conversation comes back as updates first.
+    let (r2, i2) = (root.clone(), id.clone());
+    let replayed = with_agent(&sb, &url, async move |cx| {
+        cx.send_request(agent_client_protocol::v1::schema::LoadSessionRequest::new(
+            i2.clone(),
+            r2,
+        ))
+        .block_task()
+        .await?;
+        let r = cx
+            .send_request(PromptRequest::new(
+                i2,
+                vec![ContentBlock::Text(TextContent::new("and now?"))],
+            ))
+            .block_task()
+            .await?;
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+    let kinds: Vec<&str> = replayed
+        .iter()
+        .map(|n| match &n.update {
+            SessionUpdate::UserMessageChunk(_) => "user",
+            SessionUpdate::AgentMessageChunk(_) => "agent",
+            SessionUpdate::ToolCall(_) => "tool_call",
+            SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        &kinds[..4],
+        ["user", "tool_call", "tool_call_update", "agent"],
+        "{kinds:?}"
+    );
+    // The model got the whole conversation with the new prompt.
+    let m = messages(&server.bodies()[2]);
+    assert_eq!(m[1]["content"], "what is in a.txt?");
+    assert_eq!(m.last().unwrap()["content"], "and now?");
+    assert_eq!(sb.sessions().len(), 1);
+}
