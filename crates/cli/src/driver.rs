@@ -198,6 +198,9 @@ impl Driver {
         if let Some(lib) = &exec.library {
             values.insert("library_summary".into(), lib.summary());
         }
+        if let Some(m) = &exec.memory {
+            values.insert("memory_entries".into(), crate::tools::memory_entries(m));
+        }
         let (job_tx, job_rx) = mpsc::unbounded_channel();
         Ok(Driver {
             session,

@@ -41,6 +41,7 @@ pub const RUNS: &[&str] = &[
     "note_manage",
     "knowledge_search",
     "knowledge_get",
+    "memory",
 ];
 
 /// Tools the loop answers without the front end.
@@ -89,6 +90,8 @@ pub struct Exec {
     pub library: Option<crate::library::Library>,
     /// The part of the library a client scoped this session to (`_meta.lembas.scope`).
     pub scope: Option<Value>,
+    /// The memory file.
+    pub memory: Option<PathBuf>,
 }
 
 fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
@@ -127,6 +130,7 @@ impl Exec {
             plan: Arc::new(Mutex::new(PlanState::default())),
             library: None,
             scope: None,
+            memory: None,
         })
     }
 
@@ -263,6 +267,19 @@ impl Exec {
                         read: None,
                         edit: None,
                     },
+                }
+            }
+            "memory" if self.memory.is_some() => {
+                let (output, is_error) = match &self.memory {
+                    Some(p) => crate::tools::memory(p, a),
+                    None => (String::new(), true),
+                };
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output,
+                    is_error,
+                    read: None,
+                    edit: None,
                 }
             }
             name if crate::library::TOOLS.contains(&name) && self.library.is_some() => {

@@ -84,6 +84,7 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     exec.library = Some(crate::library::Library::new(&settings.dirs.data, &project));
+    exec.memory = Some(settings.dirs.data.join("memory.json"));
     let perms = SessionPermissions::new(
         engine()?,
         settings.mode,

@@ -5,5 +5,85 @@ use std::collections::BTreeMap;
 
 /// Run-time values of the tool variables the spec leaves to the project's settings.
 pub fn runtime_values() -> BTreeMap<String, String> {
-    BTreeMap::from([("memory_limit".to_owned(), "4,000 characters".to_owned())])
+    use harness_fs::memory::{DEFAULT_LIMIT, USER_LIMIT};
+    let limit = format!(
+        "{} characters for `memory`, {} for `user`",
+        thousands(DEFAULT_LIMIT),
+        thousands(USER_LIMIT)
+    );
+    BTreeMap::from([("memory_limit".to_owned(), limit)])
+}
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The memory file's place and its entries, for the prompt.
+pub fn memory_entries(path: &std::path::Path) -> String {
+    use harness_fs::memory::{Memory, Target};
+    let Ok(data) = std::fs::read(path) else {
+        return String::new();
+    };
+    let Ok(m) = Memory::from_json(&path.display().to_string(), &data) else {
+        return String::new();
+    };
+    let mut all = m.entries(Target::Memory);
+    all.extend(m.entries(Target::User));
+    harness_core::prompt::memory_entries(all)
+}
+
+/// Runs a `memory` call on the file at `path` (created on the first change), written whole
+/// through a temporary file so a crash leaves the old state or the new one.
+pub fn memory(path: &std::path::Path, args: &serde_json::Value) -> (String, bool) {
+    use harness_fs::memory::Memory;
+    let name = path.display().to_string();
+    let mut m = match std::fs::read(path) {
+        Ok(data) => match Memory::from_json(&name, &data) {
+            Ok(m) => m,
+            Err(e) => return (e.to_string(), true),
+        },
+        Err(_) => Memory::new(),
+    };
+    let text = match m.apply(args) {
+        Ok(t) => t,
+        Err(e) => return (e.to_string(), true),
+    };
+    let tmp = path.with_extension("json.tmp");
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| std::fs::write(&tmp, m.to_json()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    match written {
+        Ok(()) => (text, false),
+        Err(e) => (format!("cannot save memory to {name}: {e}"), true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_keeps_entries_in_its_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("memory.json");
+        let (t, e) = memory(
+            &p,
+            &serde_json::json!({"action": "add", "text": "Prefers tabs."}),
+        );
+        assert!(!e, "{t}");
+        assert!(memory_entries(&p).contains("Prefers tabs."));
+        assert_eq!(thousands(2200), "2,200");
+        assert_eq!(thousands(999), "999");
+    }
 }
