@@ -509,7 +509,9 @@ async fn open_session(
         .map_err(|e| {
             agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
         })?;
-    parts.setup.exec.scope = scope.clone();
+    if let Some(exec) = Arc::get_mut(&mut parts.setup.exec) {
+        exec.scope = scope.clone();
+    }
     let model = parts.setup.model_name.clone();
     if let Some(w) = &wanted
         && !same_model(w, &model)

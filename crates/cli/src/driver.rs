@@ -85,9 +85,35 @@ pub enum Query {
 
 /// What a job's watcher reports.
 #[derive(Debug)]
-enum JobMsg {
-    Output { id: u32, text: String },
-    Ended { id: u32, exit: Exit },
+pub enum JobMsg {
+    /// New output of a command job.
+    Output {
+        /// The job.
+        id: u32,
+        /// The output.
+        text: String,
+    },
+    /// A command job ended.
+    Ended {
+        /// The job.
+        id: u32,
+        /// How.
+        exit: Exit,
+    },
+    /// A subagent job said something with `report`.
+    Report {
+        /// The job.
+        id: u32,
+        /// What.
+        text: String,
+    },
+    /// A subagent job ended: its final reply, or why it failed.
+    SubagentEnded {
+        /// The job.
+        id: u32,
+        /// The reply or the failure.
+        reply: std::result::Result<String, String>,
+    },
 }
 
 /// Everything a session is made from.
@@ -98,14 +124,16 @@ pub struct DriverSetup {
     pub model_name: String,
     /// The permission state.
     pub perms: SessionPermissions,
-    /// The working directory's file system.
-    pub exec: Exec,
+    /// The working directory's file system (shared with subagents).
+    pub exec: Arc<Exec>,
     /// The personality preset.
     pub personality: Option<String>,
     /// The session store and this session's metadata.
     pub store: Store,
     /// This session's metadata.
     pub meta: Meta,
+    /// For a subagent: its agent's name (`explore`, `general`).
+    pub agent: Option<String>,
 }
 
 /// One session, driven.
@@ -132,15 +160,24 @@ pub struct Driver {
     cancelled: bool,
     queued_prompts: VecDeque<String>,
     last_end: Option<TurnEnd>,
+    agent: Option<String>,
+    report_to: Option<(mpsc::UnboundedSender<JobMsg>, u32)>,
+    subagents: HashMap<u32, mpsc::UnboundedSender<Ctl>>,
 }
 
-fn offering(mode: Mode) -> Result<Offering<'static>> {
+/// The built-in subagents (`prompts/agents/`).
+pub const AGENTS: &[&str] = &["explore", "general"];
+
+fn offering(mode: Mode, agent: Option<&str>) -> Result<Offering<'static>> {
     let spec = Spec::embedded();
     let mut cx = OfferContext::new(Project::Cli, SessionKind::Agent, mode);
     cx.values = crate::tools::runtime_values();
+    cx.subagent = agent.is_some();
+    cx.read_only = agent == Some("explore");
     let mut o = Offering::new(spec, cx)?;
     o.tools.retain(|t| {
-        exec::RUNS.contains(&t.name.as_str()) || exec::LOOP_ANSWERS.contains(&t.name.as_str())
+        (exec::RUNS.contains(&t.name.as_str()) || exec::LOOP_ANSWERS.contains(&t.name.as_str()))
+            && !(agent.is_some() && t.name == "task")
     });
     Ok(o)
 }
@@ -167,7 +204,7 @@ impl Driver {
                 }
             }),
             permissions: Box::new(setup.perms.clone()),
-            subagent: false,
+            subagent: setup.agent.is_some(),
             hygiene: true,
         };
         let session = match resume {
@@ -183,7 +220,7 @@ impl Driver {
         if let Some(entries) = resume {
             replay_plan(&setup.exec, entries);
         }
-        let exec = Arc::new(setup.exec);
+        let exec = setup.exec;
         let instructions = exec.instructions();
         let mut values = BTreeMap::new();
         values.insert("product_version".into(), env!("CARGO_PKG_VERSION").into());
@@ -206,7 +243,7 @@ impl Driver {
             session,
             client: setup.client,
             model_name: setup.model_name,
-            offering: offering(setup.perms.mode())?,
+            offering: offering(setup.perms.mode(), setup.agent.as_deref())?,
             perms: setup.perms,
             exec,
             personality: setup.personality,
@@ -225,6 +262,9 @@ impl Driver {
             cancelled: false,
             queued_prompts: VecDeque::new(),
             last_end: None,
+            agent: setup.agent,
+            report_to: None,
+            subagents: HashMap::new(),
         })
     }
 
@@ -245,7 +285,7 @@ impl Driver {
 
     /// Jobs still running.
     pub fn running_jobs(&self) -> usize {
-        self.jobs.len()
+        self.jobs.len() + self.subagents.len()
     }
 
     fn emit(&self, event: Event) {
@@ -294,7 +334,11 @@ impl Driver {
                 self.feed(Input::Prompt { text }).await?;
                 continue;
             }
-            if until_idle && !self.session.busy() && self.jobs.is_empty() {
+            if until_idle
+                && !self.session.busy()
+                && self.jobs.is_empty()
+                && self.subagents.is_empty()
+            {
                 return Ok(());
             }
             tokio::select! {
@@ -324,6 +368,21 @@ impl Driver {
 
     fn job_input(&mut self, msg: JobMsg) -> Input {
         match msg {
+            JobMsg::Report { id, text } => Input::Report { id, text },
+            JobMsg::SubagentEnded { id, reply } => {
+                self.subagents.remove(&id);
+                let stopped = self.stopping.remove(&id);
+                let (end, final_reply) = match reply {
+                    _ if stopped => (JobEnd::Stopped, None),
+                    Ok(text) => (JobEnd::Done { exit_code: None }, Some(text)),
+                    Err(message) => (JobEnd::Failed { message }, None),
+                };
+                Input::JobEnded {
+                    id,
+                    end,
+                    final_reply,
+                }
+            }
             JobMsg::Output { id, text } => Input::JobOutput { id, text },
             JobMsg::Ended { id, exit } => {
                 self.jobs.remove(&id);
@@ -423,7 +482,7 @@ impl Driver {
     /// Changes the permission mode (and what is offered with it).
     pub fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
-        match offering(mode) {
+        match offering(mode, self.agent.as_deref()) {
             Ok(o) => self.offering = o,
             Err(e) => self.notice(
                 Level::Warning,
@@ -458,7 +517,10 @@ impl Driver {
                     None
                 }
                 Action::StopJob { id } => {
-                    if let Some(r) = self.jobs.get(&id).cloned() {
+                    if let Some(child) = self.subagents.get(&id) {
+                        self.stopping.insert(id);
+                        let _ = child.send(Ctl::Op(Op::Cancel));
+                    } else if let Some(r) = self.jobs.get(&id).cloned() {
                         self.stopping.insert(id);
                         tokio::spawn(async move {
                             r.stop().await;
@@ -473,7 +535,12 @@ impl Driver {
                     );
                     None
                 }
-                Action::ReportToParent { .. } => None,
+                Action::ReportToParent { text } => {
+                    if let Some((tx, id)) = &self.report_to {
+                        let _ = tx.send(JobMsg::Report { id: *id, text });
+                    }
+                    None
+                }
             };
             if let Some(input) = next {
                 let more = self.session.handle(input)?;
@@ -519,7 +586,7 @@ impl Driver {
                 project: Project::Cli,
                 kind: SessionKind::Agent,
                 mode: self.perms.mode(),
-                subagent: None,
+                subagent: self.agent.as_deref(),
                 personality: self.personality.as_deref(),
                 offered: &names,
                 instructions: &self.instructions,
@@ -716,6 +783,31 @@ impl Driver {
     }
 
     async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
+        if call.name == "task" {
+            let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {
+                Ok((_ctl, handle)) => {
+                    let reply = self.wait(handle).await?;
+                    match reply {
+                        Ok(text) => ToolOutcome::ok(&call.id, text),
+                        Err(message) => ToolOutcome {
+                            call_id: call.id.clone(),
+                            output: message,
+                            is_error: true,
+                            read: None,
+                            edit: None,
+                        },
+                    }
+                }
+                Err(message) => ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: message,
+                    is_error: true,
+                    read: None,
+                    edit: None,
+                },
+            };
+            return Ok(outcome);
+        }
         if call.name != "bash" {
             let exec = self.exec.clone();
             let c = call.clone();
@@ -825,6 +917,118 @@ impl Driver {
                 });
             }
         }
+    }
+
+    /// Starts a subagent for a `task` call: a session of its own on the same disk, model and
+    /// permissions, driven to the end of its prompt. `job`: it runs as that background job (its
+    /// `report`s go to this session). A cancel of `cancel` cancels it. The handle gives its final
+    /// reply.
+    #[allow(clippy::type_complexity)]
+    fn spawn_subagent(
+        &self,
+        call: &ToolCall,
+        job: Option<u32>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<
+        (
+            mpsc::UnboundedSender<Ctl>,
+            tokio::task::JoinHandle<std::result::Result<String, String>>,
+        ),
+        String,
+    > {
+        if self.agent.is_some() {
+            return Err("a subagent cannot start subagents of its own".into());
+        }
+        let a = &call.arguments;
+        let agent = a
+            .get("agent")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("general");
+        if !AGENTS.contains(&agent) {
+            return Err(format!(
+                "there is no agent {agent:?}: use one of {}",
+                AGENTS.join(", ")
+            ));
+        }
+        let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
+            return Err("task: the argument `prompt` is missing".into());
+        };
+        let mut meta = self
+            .store
+            .create(self.exec.root(), &self.model_name)
+            .map_err(|e| format!("{e:#}"))?;
+        meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
+        let setup = DriverSetup {
+            client: self.client.clone(),
+            model_name: self.model_name.clone(),
+            perms: self.perms.clone(),
+            exec: self.exec.clone(),
+            personality: self.personality.clone(),
+            store: self.store.clone(),
+            meta,
+            agent: Some(agent.to_owned()),
+        };
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        let mut child = Driver::new(setup, None, out_tx, ctl_rx).map_err(|e| format!("{e:#}"))?;
+        child.report_to = job.map(|id| (self.job_tx.clone(), id));
+        child.queue_prompt(prompt.to_owned());
+        // Nobody can answer a subagent's questions: they are declined, and the parent told.
+        let answers = ctl_tx.clone();
+        let parent_out = self.out.clone();
+        let label = match job {
+            Some(id) => format!("job {id}"),
+            None => format!("task {agent}"),
+        };
+        tokio::spawn(async move {
+            while let Some(out) = out_rx.recv().await {
+                if let Out::Event(Event::ToolCallAsked { call_id, question }) = out {
+                    let _ = parent_out.send(Out::Event(Event::Notice {
+                        level: Level::Warning,
+                        text: format!(
+                            "{label}: declined `{}` (a subagent cannot ask; allow it with a rule or --mode auto)",
+                            question.subject
+                        ),
+                    }));
+                    let _ = answers.send(Ctl::Op(Op::Answer {
+                        call_id,
+                        answer: Answer::Deny { feedback: None },
+                    }));
+                }
+            }
+        });
+        let cancel_tx = ctl_tx.clone();
+        let handle = tokio::spawn(async move {
+            let watch = tokio::spawn(async move {
+                cancel.cancelled().await;
+                let _ = cancel_tx.send(Ctl::Op(Op::Cancel));
+            });
+            let r = child.run(true).await;
+            watch.abort();
+            child.shutdown().await;
+            if let Err(e) = r {
+                return Err(format!("the subagent failed: {e:#}"));
+            }
+            match child.last_end() {
+                Some(TurnEnd::Finished) => Ok(child
+                    .history()
+                    .iter()
+                    .rev()
+                    .find_map(|m| match m {
+                        LoopMessage::Assistant { text, .. } if !text.trim().is_empty() => {
+                            Some(text.clone())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default()),
+                Some(end) => Err(format!(
+                    "the subagent stopped: {}",
+                    crate::render::turn_end_line(end)
+                )),
+                None => Err("the subagent did not run".into()),
+            }
+        });
+        Ok((ctl_tx, handle))
     }
 
     /// Follows a running job: its new output and its end go to the session.

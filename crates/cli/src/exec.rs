@@ -42,6 +42,7 @@ pub const RUNS: &[&str] = &[
     "knowledge_search",
     "knowledge_get",
     "memory",
+    "task",
 ];
 
 /// Tools the loop answers without the front end.

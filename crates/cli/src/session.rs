@@ -105,10 +105,11 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             client,
             model_name: name,
             perms,
-            exec,
+            exec: std::sync::Arc::new(exec),
             personality: settings.personality.clone(),
             store,
             meta,
+            agent: None,
         },
         resume,
     })

@@ -461,3 +461,64 @@ async fn a_crashed_session_resumes() {
     assert!(after.len() > before.len());
     assert_eq!(&after[..before.len()], &before[..]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_runs_a_read_only_subagent() {
+    let sb = Sandbox::new();
+    sb.write("src/retry.rs", "fn retry() { /* 503 */ }\n");
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "task",
+            json!({"agent": "explore", "prompt": "Find where 503 is retried."}),
+        ),
+        tool_call("s1", "grep", json!({"pattern": "503"})),
+        text(&["In src/retry.rs:1."]),
+        text(&["The subagent found it in src/retry.rs."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "where is 503 retried?"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "The subagent found it in src/retry.rs.\n");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 4);
+    // The subagent's own session: the explorer's text, only tools that read.
+    let child = &bodies[1];
+    let m = messages(child);
+    assert!(
+        m[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("read-only explorer")
+    );
+    assert_eq!(m[1]["content"], "Find where 503 is retried.");
+    let tools: Vec<&str> = child["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"grep") && tools.contains(&"read"),
+        "{tools:?}"
+    );
+    for t in ["bash", "write", "edit", "task"] {
+        assert!(!tools.contains(&t), "{t} offered to explore: {tools:?}");
+    }
+    assert!(tool_results(&bodies[2])[0].contains("src/retry.rs:1:"));
+    // Its final reply is the task's result in the main session.
+    let r = tool_results(&bodies[3]);
+    assert!(r[0].ends_with("\nIn src/retry.rs:1."), "{r:?}");
+    assert_eq!(
+        sb.sessions().len(),
+        2,
+        "the subagent's session is saved too"
+    );
+}
