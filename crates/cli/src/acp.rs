@@ -36,7 +36,7 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["plan_state"];
+const CAPABILITIES: &[&str] = &["plan_state", "rewind"];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -171,6 +171,15 @@ struct DirRequest {
     path: PathBuf,
 }
 
+/// `_lembas/rewind`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/rewind", response = LembasResult)]
+struct RewindRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    turns: u32,
+}
+
 /// Any `_lembas` result, as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcResponse)]
 #[serde(transparent)]
@@ -217,6 +226,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
     let s7 = state.clone();
     let s8 = state.clone();
     let s9 = state.clone();
+    let s10 = state.clone();
     Agent
         .v1()
         .name("llembas")
@@ -287,6 +297,32 @@ async fn serve(state: Arc<State>) -> Result<()> {
         .on_receive_request(
             async move |_req: LimitsRequest, responder, _cx| {
                 responder.respond(LembasResult(s7.limits()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: RewindRequest, responder, _cx| {
+                if !s10.agreed("rewind") {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::method_not_found());
+                }
+                let ops = s10
+                    .sessions
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.get(&req.session_id).map(|o| o.ops.clone()));
+                let Some(ops) = ops else {
+                    return responder.respond_with_error(unknown_session(&req.session_id));
+                };
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = ops.send(Ctl::Keep(req.turns, tx));
+                match rx.await {
+                    Ok(Ok(turns)) => responder.respond(LembasResult(json!({"turns": turns}))),
+                    Ok(Err(why)) => responder.respond_with_error(
+                        agent_client_protocol::Error::invalid_params().data(json!(why)),
+                    ),
+                    Err(_) => responder.respond_with_error(unknown_session(&req.session_id)),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -66,6 +66,12 @@ pub enum Ctl {
     Op(Op),
     /// A question, answered on the sender.
     Query(Query, tokio::sync::oneshot::Sender<String>),
+    /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
+    /// refused while a prompt runs or for more turns than the session has.
+    Keep(
+        u32,
+        tokio::sync::oneshot::Sender<std::result::Result<u32, String>>,
+    ),
 }
 
 /// The terminal's own questions.
@@ -409,6 +415,24 @@ impl Driver {
     fn op_while_busy(&mut self, ctl: Ctl) -> Option<(String, Answer)> {
         let op = match ctl {
             Ctl::Op(op) => op,
+            Ctl::Keep(turns, reply) => {
+                let have = self.session.turns();
+                let r = if self.session.busy() {
+                    Err("a prompt is running: cancel it first".to_owned())
+                } else if turns > have {
+                    Err(format!("the session has {have} turns, not {turns}"))
+                } else if turns == have {
+                    Ok(turns)
+                } else {
+                    self.session
+                        .rewind(turns + 1)
+                        .map(|()| turns)
+                        .map_err(|e| e.to_string())
+                };
+                let _ = self.flush_log();
+                let _ = reply.send(r);
+                return None;
+            }
             Ctl::Query(q, reply) => {
                 let text = self.query(q);
                 let _ = self.flush_log();

@@ -24,6 +24,14 @@ struct Status {}
 #[serde(transparent)]
 struct Raw(Value);
 
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/rewind", response = Raw)]
+struct Rewind {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    turns: u32,
+}
+
 fn lembas(v: Value) -> Meta {
     let mut m = Meta::new();
     m.insert("lembas".into(), v);
@@ -80,7 +88,7 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                     .send_request(
                         InitializeRequest::new(ProtocolVersion::V1)
                             .client_capabilities(ClientCapabilities::new().meta(lembas(json!({
-                            "protocol": 2, "spec": "3.0.0", "capabilities": ["plan_state"]})))),
+                            "protocol": 2, "spec": "3.0.0", "capabilities": ["plan_state", "rewind"]})))),
                     )
                     .block_task()
                     .await?;
@@ -119,6 +127,25 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                 let st = cx.send_request(Status {}).block_task().await?;
                 assert_eq!(st.0["sessions"][0]["state"], "idle", "{:?}", st.0);
                 assert_eq!(st.0["sessions"][0]["chat"], "c_1");
+                // Rewind: more turns than the session has is refused; keeping none is done.
+                let sid = s.session_id.to_string();
+                let err = cx
+                    .send_request(Rewind {
+                        session_id: sid.clone(),
+                        turns: 5,
+                    })
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(err.code), -32602, "{err:?}");
+                let kept = cx
+                    .send_request(Rewind {
+                        session_id: sid,
+                        turns: 0,
+                    })
+                    .block_task()
+                    .await?;
+                assert_eq!(kept.0, json!({"turns": 0}));
                 Ok(())
             }),
     )
@@ -210,8 +237,10 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
         meta[0]["project"], "api",
         "the model's scope: global was dropped"
     );
-    // The client-facing session id is the saved session's.
+    // The client-facing session id is the saved session's; the rewind is in its transcript.
     assert_eq!(sb.sessions().len(), 1);
+    let t = sb.transcript();
+    assert_eq!(t.last().unwrap(), &json!({"type": "rewound", "turn": 1}));
 }
 
 /// Runs `llembas acp` in the sandbox and drives it with `body`; returns the updates seen.
