@@ -36,7 +36,7 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["plan_state", "rewind"];
+const CAPABILITIES: &[&str] = &["plan_state", "rewind", "jobs"];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -54,6 +54,7 @@ struct Open {
     chat: Option<String>,
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
+    jobs: Arc<Mutex<std::collections::BTreeMap<u32, Value>>>,
 }
 
 struct State {
@@ -185,6 +186,64 @@ struct RewindRequest {
 #[serde(transparent)]
 struct LembasResult(Value);
 
+/// A `_lembas` notification with JSON params (device → client).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
+#[notification(method = "_lembas/job")]
+struct JobNotification(Value);
+
+/// `_lembas/job_note`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
+#[notification(method = "_lembas/job_note")]
+struct JobNoteNotification(Value);
+
+/// `_lembas/prompt`: a machine turn the device began.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
+#[notification(method = "_lembas/prompt")]
+struct MachinePrompt(Value);
+
+/// `_lembas/prompt_end`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
+#[notification(method = "_lembas/prompt_end")]
+struct MachinePromptEnd(Value);
+
+/// `_lembas/jobs`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/jobs", response = LembasResult)]
+struct JobsRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+/// `_lembas/job/output`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/output", response = LembasResult)]
+struct JobOutputRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+    #[serde(default)]
+    offset: usize,
+}
+
+/// `_lembas/job/stop`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/stop", response = LembasResult)]
+struct JobStopRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+}
+
+fn unknown_job(id: &str) -> agent_client_protocol::Error {
+    lembas_error(
+        -32045,
+        format!("No job {id} in this session."),
+        "unknown_job",
+    )
+}
+
 /// `_lembas/plan_state` (device → client).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/plan_state")]
@@ -227,6 +286,9 @@ async fn serve(state: Arc<State>) -> Result<()> {
     let s8 = state.clone();
     let s9 = state.clone();
     let s10 = state.clone();
+    let s11 = state.clone();
+    let s12 = state.clone();
+    let s13 = state.clone();
     Agent
         .v1()
         .name("llembas")
@@ -297,6 +359,96 @@ async fn serve(state: Arc<State>) -> Result<()> {
         .on_receive_request(
             async move |_req: LimitsRequest, responder, _cx| {
                 responder.respond(LembasResult(s7.limits()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: JobsRequest, responder, _cx| {
+                if !s11.agreed("jobs") {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::method_not_found());
+                }
+                let jobs = s11.sessions.lock().ok().and_then(|s| {
+                    s.get(&req.session_id).map(|o| {
+                        o.jobs
+                            .lock()
+                            .map(|j| j.values().cloned().collect::<Vec<_>>())
+                            .unwrap_or_default()
+                    })
+                });
+                match jobs {
+                    Some(jobs) => responder.respond(LembasResult(json!({"jobs": jobs}))),
+                    None => responder.respond_with_error(unknown_session(&req.session_id)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: JobOutputRequest, responder, _cx| {
+                if !s12.agreed("jobs") {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::method_not_found());
+                }
+                let Some((ops, table)) = s12.sessions.lock().ok().and_then(|s| {
+                    s.get(&req.session_id)
+                        .map(|o| (o.ops.clone(), o.jobs.clone()))
+                }) else {
+                    return responder.respond_with_error(unknown_session(&req.session_id));
+                };
+                let Ok(id) = req.job_id.parse::<u32>() else {
+                    return responder.respond_with_error(unknown_job(&req.job_id));
+                };
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = ops.send(Ctl::JobOutput(id, req.offset, tx));
+                match rx.await {
+                    Ok(Some((job, text))) => {
+                        let object = table
+                            .lock()
+                            .ok()
+                            .and_then(|t| t.get(&id).cloned())
+                            .unwrap_or_else(|| json!({"id": req.job_id, "title": job.title}));
+                        let start = req.offset.max(job.dropped_chars);
+                        let next = start + text.chars().count();
+                        responder.respond(LembasResult(json!({
+                            "job": object, "text": text, "offset": start, "next": next,
+                            "dropped": job.dropped_chars,
+                        })))
+                    }
+                    _ => responder.respond_with_error(unknown_job(&req.job_id)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: JobStopRequest, responder, _cx| {
+                if !s13.agreed("jobs") {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::method_not_found());
+                }
+                let Some((ops, table)) = s13.sessions.lock().ok().and_then(|s| {
+                    s.get(&req.session_id)
+                        .map(|o| (o.ops.clone(), o.jobs.clone()))
+                }) else {
+                    return responder.respond_with_error(unknown_session(&req.session_id));
+                };
+                let Ok(id) = req.job_id.parse::<u32>() else {
+                    return responder.respond_with_error(unknown_job(&req.job_id));
+                };
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = ops.send(Ctl::StopJob(id, tx));
+                match rx.await {
+                    Ok(Ok(())) | Ok(Err(_))
+                        if table.lock().map(|t| t.contains_key(&id)).unwrap_or(false) =>
+                    {
+                        let job = table
+                            .lock()
+                            .ok()
+                            .and_then(|t| t.get(&id).cloned())
+                            .unwrap_or(Value::Null);
+                        responder.respond(LembasResult(json!({"job": job})))
+                    }
+                    _ => responder.respond_with_error(unknown_job(&req.job_id)),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -581,6 +733,7 @@ async fn open_session(
             .map(str::to_owned),
         mode: Arc::new(Mutex::new(settings.mode)),
         running: Arc::new(Mutex::new(false)),
+        jobs: Arc::default(),
     };
     let pump_cx = cx.clone();
     let pump = Pump {
@@ -591,6 +744,9 @@ async fn open_session(
         mode: open.mode.clone(),
         running: open.running.clone(),
         plan_state: state.agreed("plan_state"),
+        jobs_cap: state.agreed("jobs"),
+        jobs: open.jobs.clone(),
+        machine: Arc::new(Mutex::new(None)),
         scope,
     };
     if let Ok(mut s) = state.sessions.lock() {
@@ -734,10 +890,33 @@ struct Pump {
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
     plan_state: bool,
+    jobs_cap: bool,
+    jobs: Arc<Mutex<std::collections::BTreeMap<u32, Value>>>,
+    machine: Arc<Mutex<Option<String>>>,
     scope: Option<Value>,
 }
 
+static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Now as `2026-11-29T20:14:03Z`.
+fn iso_now() -> String {
+    let t = crate::store::now();
+    let day = crate::store::format_time(t);
+    format!("{}T{}:{:02}Z", &day[..10], &day[11..], t % 60)
+}
+
 impl Pump {
+    fn job_changed(&self, job_id: &str, object: Value) {
+        if let (Ok(id), Ok(mut t)) = (job_id.parse::<u32>(), self.jobs.lock()) {
+            t.insert(id, object.clone());
+        }
+        if self.jobs_cap {
+            let _ = self.cx.send_notification(JobNotification(json!({
+                "sessionId": self.session, "job": object,
+            })));
+        }
+    }
+
     fn update(&self, update: SessionUpdate) {
         let _ = self
             .cx
@@ -772,7 +951,22 @@ impl Pump {
                 if let Ok(mut r) = self.running.lock() {
                     *r = true;
                 }
-                if origin == Origin::Machine {
+                let prompted = self.pending.lock().map(|p| p.is_some()).unwrap_or(false);
+                if origin == Origin::Machine && !prompted {
+                    // A machine turn: announced, then streamed like any prompt.
+                    if self.jobs_cap {
+                        let n =
+                            MACHINE_TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        let pid = format!("m_{n}");
+                        if let Ok(mut m) = self.machine.lock() {
+                            *m = Some(pid.clone());
+                        }
+                        let _ = self.cx.send_notification(MachinePrompt(json!({
+                            "sessionId": self.session, "prompt": pid, "machine": true,
+                            "content": [{"type": "text", "text": text}],
+                        })));
+                    }
+                } else if origin == Origin::Machine {
                     let chunk =
                         ContentChunk::new(text_block(text)).meta(meta(json!({"machine": true})));
                     self.update(SessionUpdate::UserMessageChunk(chunk));
@@ -921,11 +1115,70 @@ impl Pump {
                 )));
             }
             Event::Notice { text, .. } => eprintln!("llembas acp: {text}"),
+            Event::JobStarted {
+                job_id,
+                kind,
+                title,
+            } => {
+                let object = json!({
+                    "id": job_id, "kind": kind, "state": "running", "title": title,
+                    "started": iso_now(),
+                });
+                self.job_changed(&job_id, object);
+            }
+            Event::JobEnded { job_id, end } => {
+                let mut object = self
+                    .jobs
+                    .lock()
+                    .ok()
+                    .and_then(|t| {
+                        job_id
+                            .parse::<u32>()
+                            .ok()
+                            .and_then(|id| t.get(&id).cloned())
+                    })
+                    .unwrap_or_else(|| json!({"id": job_id}));
+                let state = match &end {
+                    harness_core::protocol::JobEnd::Done { exit_code }
+                        if exit_code.is_none_or(|c| c == 0) =>
+                    {
+                        "done"
+                    }
+                    harness_core::protocol::JobEnd::Stopped => "stopped",
+                    _ => "failed",
+                };
+                object["state"] = json!(state);
+                object["ended"] = json!(iso_now());
+                if let harness_core::protocol::JobEnd::Done { exit_code: Some(c) } = end {
+                    object["exit_code"] = json!(c);
+                }
+                self.job_changed(&job_id, object);
+            }
+            Event::JobNote { job_id, text } if self.jobs_cap => {
+                let _ = self.cx.send_notification(JobNoteNotification(json!({
+                    "sessionId": self.session, "jobId": job_id, "note": "report", "text": text,
+                })));
+            }
+            }
             Event::TurnEnded { reason } => {
                 if let Ok(mut r) = self.running.lock() {
                     *r = false;
                 }
                 let responder = self.pending.lock().ok().and_then(|mut p| p.take());
+                if responder.is_none()
+                    && let Some(pid) = self.machine.lock().ok().and_then(|mut m| m.take())
+                {
+                    let stop = match &reason {
+                        TurnEnd::Finished | TurnEnd::PlanSubmitted => "end_turn",
+                        TurnEnd::Cancelled => "cancelled",
+                        TurnEnd::Budget { limit } if limit == "tokens" => "max_tokens",
+                        TurnEnd::Budget { .. } => "max_turn_requests",
+                        _ => "refusal",
+                    };
+                    let _ = self.cx.send_notification(MachinePromptEnd(json!({
+                        "sessionId": self.session, "prompt": pid, "stopReason": stop,
+                    })));
+                }
                 if let Some(responder) = responder {
                     let _ = match reason {
                         TurnEnd::Finished | TurnEnd::PlanSubmitted => {

@@ -66,6 +66,17 @@ pub enum Ctl {
     Op(Op),
     /// A question, answered on the sender.
     Query(Query, tokio::sync::oneshot::Sender<String>),
+    /// A job as the loop keeps it, with its output from `offset` (characters).
+    JobOutput(
+        u32,
+        usize,
+        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, String)>>,
+    ),
+    /// Stop a job, as `job_stop` would (its end comes as the usual events).
+    StopJob(
+        u32,
+        tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
+    ),
     /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
     /// refused while a prompt runs or for more turns than the session has.
     Keep(
@@ -415,6 +426,39 @@ impl Driver {
     fn op_while_busy(&mut self, ctl: Ctl) -> Option<(String, Answer)> {
         let op = match ctl {
             Ctl::Op(op) => op,
+            Ctl::JobOutput(id, offset, reply) => {
+                let r = self.session.jobs().get(id).map(|j| {
+                    let text: String = j
+                        .output
+                        .chars()
+                        .skip(offset.saturating_sub(j.dropped_chars))
+                        .collect();
+                    (j.clone(), text)
+                });
+                let _ = reply.send(r);
+                return None;
+            }
+            Ctl::StopJob(id, reply) => {
+                let args = serde_json::json!({"id": id});
+                let r = match self.session.jobs_mut().tool("job_stop", &args) {
+                    Some(harness_loop::jobs::JobDecision::Stop { .. }) => {
+                        if let Some(child) = self.subagents.get(&id) {
+                            self.stopping.insert(id);
+                            let _ = child.send(Ctl::Op(Op::Cancel));
+                        } else if let Some(r) = self.jobs.get(&id).cloned() {
+                            self.stopping.insert(id);
+                            tokio::spawn(async move {
+                                r.stop().await;
+                            });
+                        }
+                        Ok(())
+                    }
+                    Some(d) => Err(d.text().to_owned()),
+                    None => Err(format!("no job {id}")),
+                };
+                let _ = reply.send(r);
+                return None;
+            }
             Ctl::Keep(turns, reply) => {
                 let have = self.session.turns();
                 let r = if self.session.busy() {

@@ -362,3 +362,172 @@ async fn session_load_replays_and_continues() {
     assert_eq!(m.last().unwrap()["content"], "and now?");
     assert_eq!(sb.sessions().len(), 1);
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "_lembas/job")]
+struct JobEvent(Value);
+
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "_lembas/prompt")]
+struct MachinePrompt(Value);
+
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "_lembas/prompt_end")]
+struct MachineEnd(Value);
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/jobs", response = Raw)]
+struct Jobs {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/output", response = Raw)]
+struct JobOutput {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_and_machine_turns_reach_the_client() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "sleep 0.5; echo done-bg", "background": true}),
+        ),
+        text(&["Started."]),
+        text(&["The job finished."]),
+    ])
+    .await
+    .unwrap();
+    let home = root.parent().unwrap().to_path_buf();
+    let mut child = sb
+        .command(&server.base_url(), &["acp"])
+        .env("HOME", &home)
+        .spawn()
+        .unwrap();
+    let transport = ByteStreams::new(
+        child.stdin.take().unwrap().compat_write(),
+        child.stdout.take().unwrap().compat(),
+    );
+    let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
+    let waiter = seen.clone();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: JobEvent, _cx| {
+                    a.lock().unwrap().push(("job".into(), n.0));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_notification(
+                async move |n: MachinePrompt, _cx| {
+                    b.lock().unwrap().push(("prompt".into(), n.0));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_notification(
+                async move |n: MachineEnd, _cx| {
+                    c.lock().unwrap().push(("prompt_end".into(), n.0));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_notification(
+                async move |_n: SessionNotification, _cx| Ok(()),
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async move |cx| {
+                cx.send_request(
+                    InitializeRequest::new(ProtocolVersion::V1)
+                        .client_capabilities(ClientCapabilities::new().meta(lembas(json!({
+                        "protocol": 2, "spec": "3.0.0", "capabilities": ["jobs"]})))),
+                )
+                .block_task()
+                .await?;
+                let s = cx
+                    .send_request(
+                        NewSessionRequest::new(root).meta(lembas(json!({"mode": "auto"}))),
+                    )
+                    .block_task()
+                    .await?;
+                let sid = s.session_id.to_string();
+                cx.send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new(
+                        "build in the background",
+                    ))],
+                ))
+                .block_task()
+                .await?;
+                // The job's end starts a machine turn; wait for its end.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                while !waiter
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(k, _)| k == "prompt_end")
+                {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "no machine turn ended"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                let jobs = cx
+                    .send_request(Jobs {
+                        session_id: sid.clone(),
+                    })
+                    .block_task()
+                    .await?;
+                assert_eq!(jobs.0["jobs"][0]["state"], "done", "{}", jobs.0);
+                assert_eq!(jobs.0["jobs"][0]["exit_code"], 0);
+                let out = cx
+                    .send_request(JobOutput {
+                        session_id: sid,
+                        job_id: "1".into(),
+                    })
+                    .block_task()
+                    .await?;
+                assert_eq!(out.0["text"], "done-bg\n", "{}", out.0);
+                Ok(())
+            }),
+    )
+    .await
+    .expect("the ACP run took over 60 s")
+    .unwrap();
+    drop(child);
+    let seen = seen.lock().unwrap();
+    let kinds: Vec<String> = seen
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "job" => format!("job:{}", v["job"]["state"].as_str().unwrap()),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["job:running", "job:done", "prompt", "prompt_end"],
+        "{seen:?}"
+    );
+    let prompt = &seen[2].1;
+    assert_eq!(prompt["machine"], true);
+    assert!(
+        prompt["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("<job id=\"1\"")
+    );
+    assert_eq!(seen[3].1["stopReason"], "end_turn");
+}
