@@ -1159,7 +1159,6 @@ impl Pump {
                     "sessionId": self.session, "jobId": job_id, "note": "report", "text": text,
                 })));
             }
-            }
             Event::TurnEnded { reason } => {
                 if let Ok(mut r) = self.running.lock() {
                     *r = false;
