@@ -153,6 +153,8 @@ enum Read {
 struct Reader {
     requests: std::sync::mpsc::Sender<(String, String)>,
     lines: mpsc::UnboundedReceiver<Read>,
+    /// Prints above the prompt while a line is being read.
+    printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
 }
 
 fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
@@ -165,6 +167,10 @@ fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
         EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
     );
     let _ = editor.load_history(&history);
+    let printer = editor
+        .create_external_printer()
+        .ok()
+        .map(|p| Box::new(p) as Box<dyn rustyline::ExternalPrinter + Send>);
     std::thread::spawn(move || {
         while let Ok((prompt, initial)) = req_rx.recv() {
             let r = editor.readline_with_initial(&prompt, (&initial, ""));
@@ -192,10 +198,27 @@ fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
     Ok(Reader {
         requests: req_tx,
         lines: line_rx,
+        printer,
     })
 }
 
 impl Reader {
+    /// Prints while a line is being read (above the prompt when the terminal allows).
+    fn print(&mut self, text: String) {
+        if text.is_empty() {
+            return;
+        }
+        match &mut self.printer {
+            Some(p) => {
+                let _ = p.print(text);
+            }
+            None => {
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+
     async fn read(&mut self, prompt: &str, initial: &str) -> Read {
         if self
             .requests
@@ -208,19 +231,24 @@ impl Reader {
     }
 }
 
-/// A spinner with the elapsed time on stderr, while nothing else is being written.
+/// A spinner with the elapsed time on stderr, while nothing else is being written. Drawing
+/// and stopping hold one lock, so a frame is never drawn over output that followed a stop.
 #[derive(Clone)]
 struct Spinner {
-    state: Arc<Mutex<Option<(Instant, String)>>>,
-    drawn: Arc<Mutex<bool>>,
+    state: Arc<Mutex<SpinState>>,
     on: bool,
+}
+
+#[derive(Default)]
+struct SpinState {
+    since: Option<(Instant, String)>,
+    drawn: bool,
 }
 
 impl Spinner {
     fn new(on: bool) -> Spinner {
         let s = Spinner {
-            state: Arc::new(Mutex::new(None)),
-            drawn: Arc::new(Mutex::new(false)),
+            state: Arc::new(Mutex::new(SpinState::default())),
             on,
         };
         if on {
@@ -230,8 +258,8 @@ impl Spinner {
                 let mut i = 0usize;
                 loop {
                     tokio::time::sleep(Duration::from_millis(100)).await;
-                    let label = t.state.lock().ok().and_then(|s| s.clone());
-                    if let Some((since, label)) = label {
+                    let Ok(mut st) = t.state.lock() else { return };
+                    if let Some((since, label)) = &st.since {
                         let secs = since.elapsed().as_secs_f32();
                         if secs > 0.3 {
                             i = (i + 1) % FRAMES.len();
@@ -240,9 +268,7 @@ impl Spinner {
                                 paint(FRAMES[i], Style::Cyan, true)
                             );
                             let _ = std::io::stderr().flush();
-                            if let Ok(mut d) = t.drawn.lock() {
-                                *d = true;
-                            }
+                            st.drawn = true;
                         }
                     }
                 }
@@ -252,23 +278,20 @@ impl Spinner {
     }
 
     fn start(&self, label: &str) {
-        if let Ok(mut s) = self.state.lock() {
-            *s = Some((Instant::now(), label.to_owned()));
+        if let Ok(mut st) = self.state.lock() {
+            st.since = Some((Instant::now(), label.to_owned()));
         }
     }
 
     /// Stops and wipes the line (before anything else is written).
     fn stop(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            *s = None;
-        }
-        if self.on
-            && let Ok(mut d) = self.drawn.lock()
-            && *d
-        {
-            eprint!("\r\x1b[K");
-            let _ = std::io::stderr().flush();
-            *d = false;
+        if let Ok(mut st) = self.state.lock() {
+            st.since = None;
+            if self.on && st.drawn {
+                eprint!("\r\x1b[K");
+                let _ = std::io::stderr().flush();
+                st.drawn = false;
+            }
         }
     }
 }
@@ -336,8 +359,38 @@ async fn session_loop(
     let next = 'outer: loop {
         // Idle: read a line.
         let prompt = format!("{} ", paint(&format!("{mode} ›"), Style::Cyan, color));
-        let read = reader.read(&prompt, &initial).await;
+        if reader
+            .requests
+            .send((prompt.clone(), initial.clone()))
+            .is_err()
+        {
+            break Next::Quit;
+        }
         initial.clear();
+        // While the person types, a job's end may start a turn of its own: show it above the
+        // prompt, whole lines at a time.
+        let mut pending = String::new();
+        let read = loop {
+            tokio::select! {
+                r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
+                out = out_rx.recv() => {
+                    let Some(out) = out else { break Read::Eof };
+                    if let Out::Event(Event::ModeChanged { mode: m }) = &out {
+                        mode = *m;
+                    }
+                    pending.push_str(&view.render(&out));
+                    if matches!(out, Out::Event(Event::TurnEnded { .. })) {
+                        view.line_open = false;
+                        let text = std::mem::take(&mut pending);
+                        reader.print(text.trim_end_matches('\n').to_owned());
+                    } else if let Some(cut) = pending.rfind('\n') {
+                        let rest = pending.split_off(cut + 1);
+                        let text = std::mem::replace(&mut pending, rest);
+                        reader.print(text.trim_end_matches('\n').to_owned());
+                    }
+                }
+            }
+        };
         let line = match read {
             Read::Line(l) => l,
             Read::Cycle(l) => {
@@ -403,6 +456,7 @@ async fn session_loop(
         // Busy: show what happens until the turn ends.
         let mut interrupts = 0u32;
         let mut last_interrupt = Instant::now();
+        let mut ours = false;
         spinner.start("thinking");
         loop {
             tokio::select! {
@@ -423,7 +477,10 @@ async fn session_loop(
                     if let Out::Event(Event::ModeChanged { mode: m }) = &out {
                         mode = *m;
                     }
-                    let ended = matches!(&out, Out::Event(Event::TurnEnded { .. }));
+                    if matches!(&out, Out::Event(Event::UserInput { origin: Origin::Person, .. })) {
+                        ours = true;
+                    }
+                    let ended = ours && matches!(&out, Out::Event(Event::TurnEnded { .. }));
                     spinner.stop();
                     view.show(&out);
                     if ended {
@@ -497,20 +554,28 @@ const REASONING_LINES: usize = 4;
 
 impl View {
     fn show(&mut self, out: &Out) {
-        let mut stdout = std::io::stdout();
+        let text = self.render(out);
+        if !text.is_empty() {
+            let mut stdout = std::io::stdout();
+            let _ = write!(stdout, "{text}");
+            let _ = stdout.flush();
+        }
+    }
+
+    /// What an output looks like on the terminal (empty: nothing).
+    fn render(&mut self, out: &Out) -> String {
+        let mut stdout = String::new();
         match out {
             Out::Event(Event::TextDelta { text }) => {
-                self.fold_note();
-                let _ = write!(stdout, "{text}");
-                let _ = stdout.flush();
+                stdout.push_str(&self.fold_note());
+                stdout.push_str(text);
                 self.line_open = !text.ends_with('\n');
             }
             Out::Event(Event::ReasoningDelta { text }) => {
                 let shown_before = self.reasoning_lines;
                 self.reasoning_lines += text.matches('\n').count();
                 if shown_before < REASONING_LINES {
-                    let _ = write!(stdout, "{}", paint(text, Style::Dim, self.color));
-                    let _ = stdout.flush();
+                    stdout.push_str(&paint(text, Style::Dim, self.color));
                     self.line_open = !text.ends_with('\n');
                 } else {
                     self.folded += text
@@ -524,13 +589,15 @@ impl View {
                 self.folded = 0;
             }
             Out::Event(Event::TurnEnded { reason }) => {
-                self.fold_note();
-                self.close_line();
+                stdout.push_str(&self.fold_note());
+                stdout.push_str(&self.close_line());
                 if *reason != TurnEnd::Finished {
-                    println!(
-                        "{}",
-                        paint(&render::turn_end_line(reason), Style::Yellow, self.color)
-                    );
+                    stdout.push_str(&paint(
+                        &render::turn_end_line(reason),
+                        Style::Yellow,
+                        self.color,
+                    ));
+                    stdout.push('\n');
                 }
             }
             Out::Event(Event::UserInput {
@@ -539,36 +606,38 @@ impl View {
             }) => {}
             other => {
                 if let Some(text) = render::activity(other, self.color) {
-                    self.fold_note();
-                    self.close_line();
-                    let _ = write!(stdout, "{text}");
-                    let _ = stdout.flush();
+                    stdout.push_str(&self.fold_note());
+                    stdout.push_str(&self.close_line());
+                    stdout.push_str(&text);
                     self.line_open = !text.ends_with('\n');
                 }
             }
         }
+        stdout
     }
 
-    fn fold_note(&mut self) {
-        if self.folded > 0 {
-            self.close_line();
-            println!(
-                "{}",
-                paint(
-                    &format!("  ⋯ {} more lines of reasoning folded", self.folded),
-                    Style::Dim,
-                    self.color
-                )
-            );
-            self.folded = 0;
-            self.reasoning_lines = 0;
+    fn fold_note(&mut self) -> String {
+        if self.folded == 0 {
+            return String::new();
         }
+        let mut s = self.close_line();
+        s.push_str(&paint(
+            &format!("  ⋯ {} more lines of reasoning folded", self.folded),
+            Style::Dim,
+            self.color,
+        ));
+        s.push('\n');
+        self.folded = 0;
+        self.reasoning_lines = 0;
+        s
     }
 
-    fn close_line(&mut self) {
+    fn close_line(&mut self) -> String {
         if self.line_open {
-            println!();
             self.line_open = false;
+            "\n".to_owned()
+        } else {
+            String::new()
         }
     }
 }

@@ -82,6 +82,13 @@ async fn interactive_session_in_a_pty() {
             json!({"command": "touch made.txt && echo hi from bash"}),
         ),
         text(&["The command said hi."]),
+        tool_call(
+            "c2",
+            "bash",
+            json!({"command": "sleep 0.3; echo bg-done", "background": true}),
+        ),
+        text(&["Started it."]),
+        text(&["The job is done."]),
     ])
     .await
     .unwrap();
@@ -119,11 +126,22 @@ async fn interactive_session_in_a_pty() {
         s.send_line("/jobs");
         s.expect("No jobs in this session.");
         s.expect("manual ›");
+        s.send_line("run it in the background");
+        s.expect("Started it.");
+        s.expect("manual ›");
+        // The job's end wakes the session while the prompt waits: shown above it.
+        s.expect("The job is done.");
+        s.send_line("/jobs");
+        s.expect("done");
+        s.expect("manual ›");
         s.send_line("/mode auto");
         s.expect("auto ›");
         s.send_line("/quit");
         s.expect("saved (llembas --resume ");
         s.expect(")");
+        if std::env::var_os("LLEMBAS_DUMP_PTY").is_some() {
+            eprintln!("{:?}", String::from_utf8_lossy(&s.bytes));
+        }
         s.render()
     })
     .await
@@ -137,12 +155,12 @@ async fn interactive_session_in_a_pty() {
         .replace(&id, "[session]")
         .replace(&sb.root().display().to_string(), "[project]");
     insta::assert_snapshot!(redact_ids(&screen));
-    assert_eq!(
-        sb.transcript()
-            .iter()
-            .filter(|e| e["type"] == "turn_ended")
-            .count(),
-        1
-    );
+    let t = sb.transcript();
+    assert_eq!(t.iter().filter(|e| e["type"] == "turn_ended").count(), 3);
+    let machine = t
+        .iter()
+        .filter(|e| e["type"] == "turn_started" && e["origin"] == "machine")
+        .count();
+    assert_eq!(machine, 1, "the job's end started a turn of its own");
     assert!(sb.project.path().join("made.txt").exists());
 }
