@@ -43,6 +43,9 @@ pub const RUNS: &[&str] = &[
     "knowledge_get",
     "memory",
     "task",
+    "skills_list",
+    "skill_view",
+    "skill_manage",
 ];
 
 /// Tools the loop answers without the front end.
@@ -93,6 +96,8 @@ pub struct Exec {
     pub scope: Option<Value>,
     /// The memory file.
     pub memory: Option<PathBuf>,
+    /// The person's own skills (a directory; a project keeps its own in `.llembas/skills`).
+    pub user_skills: Option<PathBuf>,
 }
 
 fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
@@ -132,6 +137,7 @@ impl Exec {
             library: None,
             scope: None,
             memory: None,
+            user_skills: None,
         })
     }
 
@@ -270,6 +276,19 @@ impl Exec {
                     },
                 }
             }
+            "skills_list" | "skill_view" | "skill_manage" => {
+                let (output, is_error) = match self.skills(&call.name, a) {
+                    Ok(t) => (t, false),
+                    Err(e) => (e, true),
+                };
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output,
+                    is_error,
+                    read: None,
+                    edit: None,
+                }
+            }
             "memory" if self.memory.is_some() => {
                 let (output, is_error) = match &self.memory {
                     Some(p) => crate::tools::memory(p, a),
@@ -307,6 +326,81 @@ impl Exec {
         };
         out.call_id = call.id.clone();
         out
+    }
+
+    /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
+    fn skills(&self, tool: &str, a: &Value) -> std::result::Result<String, String> {
+        use harness_fs::skills;
+        const PROJECT: &str = "/.llembas/skills";
+        let user = match &self.user_skills {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                // Opened for this call only: other sessions share the directory.
+                let backend =
+                    HostBackend::open(dir, HostOptions::default()).map_err(|e| e.to_string())?;
+                Some(View::new(
+                    Arc::new(backend),
+                    harness_fs::Access::new().grant("/", Level::Commit),
+                ))
+            }
+            None => None,
+        };
+        let places: Vec<(&str, &View, &str)> = std::iter::once(("project", &self.view, PROJECT))
+            .chain(user.as_ref().map(|v| ("user", v, "/")))
+            .collect();
+        let s = |k: &str| a.get(k).and_then(Value::as_str);
+        match tool {
+            "skills_list" => {
+                let mut lines = Vec::new();
+                for (label, view, root) in &places {
+                    for sk in skills::list(view, root).map_err(|e| e.to_string())? {
+                        lines.push(format!("{} — {} ({label})", sk.name, sk.description));
+                    }
+                }
+                Ok(if lines.is_empty() {
+                    "No skills yet.".to_owned()
+                } else {
+                    lines.join("\n")
+                })
+            }
+            "skill_view" => {
+                let name = s("name").ok_or("skill_view: `name` is missing")?;
+                let mut last = String::new();
+                for (_, view, root) in &places {
+                    match skills::view_skill(view, root, name, s("file")) {
+                        Ok(t) => return Ok(t),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+                Err(last)
+            }
+            _ => {
+                let action: skills::SkillAction =
+                    serde_json::from_value(a.clone()).map_err(|e| format!("skill_manage: {e}"))?;
+                let name = s("name").unwrap_or_default();
+                // A new skill goes where `scope` says; a change goes where the skill is.
+                let exists_in_project = skills::view_skill(&self.view, PROJECT, name, None).is_ok();
+                let (view, root) = if s("action") == Some("create") {
+                    if s("scope") == Some("project") {
+                        (&self.view, PROJECT)
+                    } else {
+                        match &user {
+                            Some(v) => (v, "/"),
+                            None => (&self.view, PROJECT),
+                        }
+                    }
+                } else if exists_in_project || user.is_none() {
+                    (&self.view, PROJECT)
+                } else {
+                    match &user {
+                        Some(v) => (v, "/"),
+                        None => (&self.view, PROJECT),
+                    }
+                };
+                skills::manage(view, root, &action).map_err(|e| e.to_string())
+            }
+        }
     }
 
     fn read(&self, call: &ToolCall) -> ToolOutcome {

@@ -85,6 +85,7 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         .unwrap_or_default();
     exec.library = Some(crate::library::Library::new(&settings.dirs.data, &project));
     exec.memory = Some(settings.dirs.data.join("memory.json"));
+    exec.user_skills = Some(settings.dirs.data.join("skills"));
     let perms = SessionPermissions::new(
         engine()?,
         settings.mode,

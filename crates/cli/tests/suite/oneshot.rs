@@ -522,3 +522,56 @@ async fn a_task_runs_a_read_only_subagent() {
         "the subagent's session is saved too"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_and_memory_are_kept_for_later_sessions() {
+    let sb = Sandbox::new();
+    let skill = "---\nname: release\ndescription: How to cut a release.\n---\n\nTag, then push.\n";
+    let server = ScriptedServer::start(vec![
+        calls(&[
+            (
+                "c1",
+                "skill_manage",
+                json!({"action": "create", "name": "release", "content": skill}),
+            ),
+            (
+                "c2",
+                "memory",
+                json!({"action": "add", "text": "Prefers small commits."}),
+            ),
+        ]),
+        tool_call("c3", "skills_list", json!({})),
+        text(&["Saved."]),
+        text(&["Hello again."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "remember"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let data = sb.home.path().join("data");
+    assert_eq!(
+        std::fs::read_to_string(data.join("skills/release/SKILL.md")).unwrap(),
+        skill
+    );
+    let r = tool_results(&server.bodies()[2]);
+    assert!(
+        r.last()
+            .unwrap()
+            .contains("release — How to cut a release. (user)"),
+        "{r:?}"
+    );
+    // A new session's prompt carries the memory entry.
+    let run = sb.run(&server.base_url(), &["-p", "hi"], "").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let system = messages(&server.bodies()[3])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("Prefers small commits."), "{system}");
+}
