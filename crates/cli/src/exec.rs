@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result};
 use harness_core::plan::PlanState;
 use harness_core::protocol::ToolCall;
 use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
-use harness_fs::{HostBackend, HostOptions, Level, VPath, View};
+use harness_fs::{HostBackend, HostOptions, Level, MemoryBackend, VPath, View};
 use harness_loop::context::ReadInfo;
 use harness_loop::session::{EditInfo, ToolOutcome};
 use serde_json::Value;
@@ -141,20 +141,47 @@ impl Exec {
         })
     }
 
-    /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first.
+    /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first: from
+    /// the repository's top (the nearest directory above holding `.git`; the working directory
+    /// when there is none) down to the working directory. The files above the working directory
+    /// are outside the session's view, so they are put in a tree of their own (by their real
+    /// paths) and stacked there by `harness-fs`'s rules.
     pub fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
-        let Ok(stack) = harness_fs::instructions::stack(
-            &self.view,
-            "/",
-            harness_fs::instructions::DEFAULT_BUDGET,
-        ) else {
+        use harness_fs::instructions::{DEFAULT_BUDGET, NAMES, stack};
+        let top = self
+            .root
+            .ancestors()
+            .find(|d| d.join(".git").exists())
+            .unwrap_or(&self.root)
+            .to_path_buf();
+        let tree = MemoryBackend::new();
+        for dir in self.root.ancestors() {
+            let vdir = VPath::parse(&dir.display().to_string());
+            let _ = tree.add_dir(&vdir);
+            for name in NAMES {
+                let file = dir.join(name);
+                // Only regular files, never through a link.
+                let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file());
+                if regular && let Ok(text) = std::fs::read(&file) {
+                    let _ = tree.add_file(&vdir.join(name), text);
+                }
+            }
+            if dir == top {
+                break;
+            }
+        }
+        let view = View::new(
+            Arc::new(tree),
+            harness_fs::Access::new().grant(&top.display().to_string(), Level::Ro),
+        );
+        let Ok(stacked) = stack(&view, &self.root.display().to_string(), DEFAULT_BUDGET) else {
             return Vec::new();
         };
-        stack
+        stacked
             .files
             .iter()
             .map(|f| harness_core::prompt::InstructionFile {
-                path: self.to_host(&f.path),
+                path: f.path.to_string(),
                 text: f.text.clone(),
             })
             .collect()

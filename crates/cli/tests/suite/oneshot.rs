@@ -575,3 +575,29 @@ async fn skills_and_memory_are_kept_for_later_sessions() {
         .to_owned();
     assert!(system.contains("Prefers small commits."), "{system}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instruction_files_stack_from_the_repository_top() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.project.path().join(".git")).unwrap();
+    sb.write("AGENTS.md", "Top rule: run cargo fmt.\n");
+    sb.write("crates/api/CLAUDE.md", "Api rule: no unwrap.\n");
+    sb.write("crates/CLAUDE.md", "");
+    let server = ScriptedServer::start(vec![text(&["ok"])]).await.unwrap();
+    let run = sb
+        .run(&server.base_url(), &["-C", "crates/api", "-p", "hi"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let system = messages(&server.bodies()[0])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let top = system
+        .find("Top rule: run cargo fmt.")
+        .expect("the top file");
+    let api = system
+        .find("Api rule: no unwrap.")
+        .expect("the nearest file");
+    assert!(top < api, "outermost first");
+    assert!(system.contains(&sb.root().join("AGENTS.md").display().to_string()));
+}
