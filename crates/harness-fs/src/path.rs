@@ -148,10 +148,20 @@ impl PartialOrd for VPath {
     }
 }
 
-/// Path order: segment by segment, so a directory's contents come right after it.
+/// Path order: segment by segment, so a directory's contents come right after it. Computed on
+/// the bytes with `/` ranking below every other byte, which is the same order (a segment holds
+/// no `/` and no NUL), without splitting.
 impl Ord for VPath {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.components().cmp(other.components())
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        match (a.get(common), b.get(common)) {
+            (Some(x), Some(y)) => {
+                let rank = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+                rank(*x).cmp(&rank(*y))
+            }
+            _ => a.len().cmp(&b.len()),
+        }
     }
 }
 
@@ -195,6 +205,21 @@ pub fn is_reserved_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_order_is_segment_by_segment() {
+        let names = [
+            "/", "/a", "/a/b", "/a/b/c", "/a-b", "/a.b", "/a b", "/ab", "/a/b-c", "/a/bc", "/b",
+            "/A", "/é", "/a/\u{1}", "/a0", "/a/b/c/d",
+        ];
+        for x in names {
+            for y in names {
+                let (px, py) = (VPath::parse(x), VPath::parse(y));
+                let by_segment = px.components().cmp(py.components());
+                assert_eq!(px.cmp(&py), by_segment, "{x} vs {y}");
+            }
+        }
+    }
 
     #[test]
     fn resolves_lexically() {

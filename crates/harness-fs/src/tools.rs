@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Bytes};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 
 use crate::backend::{Expect, Kind};
 use crate::error::{Error, Result};
@@ -495,6 +495,28 @@ impl GrepResult {
     }
 }
 
+/// A sink handing each matched line's number, start offset and length (with its line ending)
+/// to a closure.
+struct Lines<F>(F);
+
+impl<F: FnMut(u64, usize, usize)> Sink for Lines<F> {
+    type Error = std::io::Error;
+
+    fn matched(
+        &mut self,
+        _searcher: &Searcher,
+        m: &SinkMatch<'_>,
+    ) -> std::result::Result<bool, Self::Error> {
+        // Without multi-line mode a match is one line.
+        (self.0)(
+            m.line_number().unwrap_or(0),
+            m.absolute_byte_offset() as usize,
+            m.bytes().len(),
+        );
+        Ok(true)
+    }
+}
+
 /// The lines matching `pattern` (a Rust regex, linear time) in the visible text files under
 /// `root`, in path then line order. Binary files, invalid UTF-8 and files over the bound are
 /// skipped, and so is what ignore files exclude, as ripgrep skips it by default (`.ignore`;
@@ -508,7 +530,8 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
         .build(pattern)
         .map_err(|e| Error::Invalid(format!("bad regex {pattern:?}: {e}")))?;
     let include = opts.include.as_deref().map(Include::new).transpose()?;
-    let found = Mutex::new(Vec::new());
+    // Each file's matches, already in line order: only the files are sorted at the end.
+    let found: Mutex<Vec<Vec<GrepMatch>>> = Mutex::new(Vec::new());
     let ignores = Ignores::for_root(view.backend().as_ref(), &root);
     let on_dir = |d: &VPath, marks, files| ignores.enter(d, marks, files);
     let end = view.scan(
@@ -520,7 +543,7 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
         },
         Some(&ignores.probe(&on_dir)),
         &|p: &VPath, data: &[u8]| {
-            if data.contains(&0) {
+            if memchr::memchr(0, data).is_some() {
                 return;
             }
             thread_local! {
@@ -528,26 +551,32 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
                     SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).build(),
                 );
             }
-            let mut local = Vec::new();
+            // Matched lines as (line number, byte range in `data`).
+            let mut local: Vec<(u64, usize, usize)> = Vec::new();
             SEARCHER.with(|searcher| {
                 let _ = searcher.borrow_mut().search_slice(
                     &matcher,
                     data,
-                    Bytes(|line, bytes| {
-                        local.push((line, bytes.to_vec()));
-                        Ok(true)
+                    Lines(|line, start, len| {
+                        local.push((line, start, start + len));
                     }),
                 );
             });
-            if local.is_empty() || std::str::from_utf8(data).is_err() {
+            if local.is_empty() {
                 return;
             }
-            let mut out: Vec<GrepMatch> = local
+            let Ok(text) = std::str::from_utf8(data) else {
+                return;
+            };
+            let out: Vec<GrepMatch> = local
                 .into_iter()
-                .map(|(line, bytes)| {
-                    let s = String::from_utf8_lossy(&bytes);
-                    let s = s.trim_end_matches(['\n', '\r']);
-                    let text = if s.chars().count() > GREP_LINE_CHARS {
+                .map(|(line, start, end)| {
+                    let s = text
+                        .get(start..end)
+                        .unwrap_or_default()
+                        .trim_end_matches(['\n', '\r']);
+                    let text = if s.len() > GREP_LINE_CHARS && s.chars().count() > GREP_LINE_CHARS
+                    {
                         s.chars().take(GREP_LINE_CHARS).collect()
                     } else {
                         s.to_string()
@@ -559,14 +588,12 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
                     }
                 })
                 .collect();
-            found
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(&mut out);
+            found.lock().unwrap_or_else(|e| e.into_inner()).push(out);
         },
     )?;
-    let mut matches = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    matches.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+    let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    files.sort_unstable_by(|a, b| a[0].path.cmp(&b[0].path));
+    let mut matches: Vec<GrepMatch> = files.into_iter().flatten().collect();
     keep_prefix(&mut matches, &end.cut_at, |m| &m.path);
     let limit = opts.limit.unwrap_or(GREP_LIMIT);
     let truncated = end.cut_at.is_some() || matches.len() > limit;
