@@ -928,6 +928,10 @@ impl Pump {
         while let Some(out) = rx.recv().await {
             match out {
                 Out::ToolOutput { .. } => {}
+                // Not offered over ACP; should one come, nobody answers it.
+                Out::Question { call_id, .. } => {
+                    let _ = self.ops.send(Ctl::Reply(call_id, None));
+                }
                 Out::Edit {
                     call_id,
                     path,

@@ -49,6 +49,15 @@ pub enum Out {
         /// Its text after.
         after: String,
     },
+    /// The model asks the person (the `question` tool); answer with [`Ctl::Reply`].
+    Question {
+        /// The call.
+        call_id: String,
+        /// The question.
+        question: String,
+        /// Answers to pick from (the person may write their own).
+        options: Vec<String>,
+    },
     /// A piece of a running command's output (shown as it comes; the result has it whole).
     ToolOutput {
         /// The call.
@@ -77,6 +86,8 @@ pub enum Ctl {
         u32,
         tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
     ),
+    /// The person's answer to an [`Out::Question`] (`None`: nobody answered).
+    Reply(String, Option<String>),
     /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
     /// refused while a prompt runs or for more turns than the session has.
     Keep(
@@ -180,12 +191,15 @@ pub struct Driver {
     agent: Option<String>,
     report_to: Option<(mpsc::UnboundedSender<JobMsg>, u32)>,
     subagents: HashMap<u32, mpsc::UnboundedSender<Ctl>>,
+    /// Whether the front end answers questions (the `question` tool is offered then only).
+    asks: bool,
+    reply: Option<(String, Option<String>)>,
 }
 
 /// The built-in subagents (`prompts/agents/`).
 pub const AGENTS: &[&str] = &["explore", "general"];
 
-fn offering(mode: Mode, agent: Option<&str>) -> Result<Offering<'static>> {
+fn offering(mode: Mode, agent: Option<&str>, asks: bool) -> Result<Offering<'static>> {
     let spec = Spec::embedded();
     let mut cx = OfferContext::new(Project::Cli, SessionKind::Agent, mode);
     cx.values = crate::tools::runtime_values();
@@ -195,6 +209,7 @@ fn offering(mode: Mode, agent: Option<&str>) -> Result<Offering<'static>> {
     o.tools.retain(|t| {
         (exec::RUNS.contains(&t.name.as_str()) || exec::LOOP_ANSWERS.contains(&t.name.as_str()))
             && !(agent.is_some() && t.name == "task")
+            && (asks || t.name != "question")
     });
     Ok(o)
 }
@@ -260,7 +275,7 @@ impl Driver {
             session,
             client: setup.client,
             model_name: setup.model_name,
-            offering: offering(setup.perms.mode(), setup.agent.as_deref())?,
+            offering: offering(setup.perms.mode(), setup.agent.as_deref(), false)?,
             perms: setup.perms,
             exec,
             personality: setup.personality,
@@ -282,7 +297,17 @@ impl Driver {
             agent: setup.agent,
             report_to: None,
             subagents: HashMap::new(),
+            asks: false,
+            reply: None,
         })
+    }
+
+    /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
+    pub fn answers_questions(&mut self) {
+        self.asks = true;
+        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), true) {
+            self.offering = o;
+        }
     }
 
     /// Queues a prompt to run as soon as the session is idle.
@@ -426,6 +451,10 @@ impl Driver {
     fn op_while_busy(&mut self, ctl: Ctl) -> Option<(String, Answer)> {
         let op = match ctl {
             Ctl::Op(op) => op,
+            Ctl::Reply(call_id, text) => {
+                self.reply = Some((call_id, text));
+                return None;
+            }
             Ctl::JobOutput(id, offset, reply) => {
                 let r = self.session.jobs().get(id).map(|j| {
                     let text: String = j
@@ -550,7 +579,7 @@ impl Driver {
     /// Changes the permission mode (and what is offered with it).
     pub fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
-        match offering(mode, self.agent.as_deref()) {
+        match offering(mode, self.agent.as_deref(), self.asks) {
             Ok(o) => self.offering = o,
             Err(e) => self.notice(
                 Level::Warning,
@@ -851,6 +880,9 @@ impl Driver {
     }
 
     async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
+        if call.name == "question" {
+            return self.question(&call).await;
+        }
         if call.name == "task" {
             let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {
                 Ok((_ctl, handle)) => {
@@ -983,6 +1015,72 @@ impl Driver {
                     id,
                     exit: Exit::Code(127),
                 });
+            }
+        }
+    }
+
+    /// Puts a `question` call to the person and waits for the reply (or a cancel).
+    async fn question(&mut self, call: &ToolCall) -> Result<ToolOutcome> {
+        let a = &call.arguments;
+        let question = a
+            .get("question")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let options: Vec<String> = a
+            .get("options")
+            .and_then(serde_json::Value::as_array)
+            .map(|o| {
+                o.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.reply = None;
+        let _ = self.out.send(Out::Question {
+            call_id: call.id.clone(),
+            question,
+            options,
+        });
+        loop {
+            if let Some((id, text)) = self.reply.take()
+                && id == call.id
+            {
+                return Ok(match text {
+                    Some(t) => ToolOutcome::ok(&call.id, t),
+                    None => ToolOutcome {
+                        call_id: call.id.clone(),
+                        output: "Nobody answered the question.".into(),
+                        is_error: true,
+                        read: None,
+                        edit: None,
+                    },
+                });
+            }
+            if self.cancelled {
+                return Ok(ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: String::new(),
+                    is_error: true,
+                    read: None,
+                    edit: None,
+                });
+            }
+            tokio::select! {
+                op = self.ops.recv() => match op {
+                    Some(op) => { let _ = self.op_while_busy(op); }
+                    None => self.reply = Some((call.id.clone(), None)),
+                },
+                Some(msg) = self.job_rx.recv() => {
+                    let input = self.job_input(msg);
+                    let actions = self.session.handle(input)?;
+                    self.flush_log()?;
+                    for a in actions {
+                        if let Action::Emit(e) = a {
+                            self.emit(e);
+                        }
+                    }
+                }
             }
         }
     }

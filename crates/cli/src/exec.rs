@@ -46,6 +46,7 @@ pub const RUNS: &[&str] = &[
     "skills_list",
     "skill_view",
     "skill_manage",
+    "question",
 ];
 
 /// Tools the loop answers without the front end.

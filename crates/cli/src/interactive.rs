@@ -333,6 +333,7 @@ async fn session_loop(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, ctl_rx)?;
+    driver.answers_questions();
     let id = driver.id().to_owned();
     let model = driver.model_name().to_owned();
     let mut mode = settings.mode;
@@ -472,6 +473,18 @@ async fn session_loop(
                         };
                         let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                         spinner.start("working");
+                        continue;
+                    }
+                    if let Out::Question { call_id, options, .. } = &out {
+                        spinner.stop();
+                        view.show(&out);
+                        let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
+                            Read::Line(l) => Some(render::question_reply(&l, options)),
+                            Read::Eof => break 'outer Next::Quit,
+                            _ => None,
+                        };
+                        let _ = ctl_tx.send(Ctl::Reply(call_id.clone(), reply));
+                        spinner.start("thinking");
                         continue;
                     }
                     if let Out::Event(Event::ModeChanged { mode: m }) = &out {

@@ -50,6 +50,9 @@ pub async fn run(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
     let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx)?;
+    if answers == Answers::Stdin {
+        driver.answers_questions();
+    }
     let id = driver.id().to_owned();
     driver.queue_prompt(prompt);
     let mut task = tokio::spawn(async move {
@@ -77,6 +80,15 @@ pub async fn run(
         tokio::select! {
             out = out_rx.recv() => {
                 let Some(out) = out else { continue };
+                if let Out::Question { call_id, options, .. } = &out {
+                    emit(&mut stdout, &out, output, color, &mut line_open)?;
+                    let reply = match (answers, stdin_lines.as_mut()) {
+                        (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| crate::render::question_reply(&l, options)),
+                        _ => None,
+                    };
+                    let _ = op_tx.send(Ctl::Reply(call_id.clone(), reply));
+                    continue;
+                }
                 if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;

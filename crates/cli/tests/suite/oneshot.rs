@@ -601,3 +601,35 @@ async fn instruction_files_stack_from_the_repository_top() {
     assert!(top < api, "outermost first");
     assert!(system.contains(&sb.root().join("AGENTS.md").display().to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_asks_a_question_answered_on_stdin() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "question",
+            json!({"question": "Which language?", "options": ["Rust", "Go"]}),
+        ),
+        text(&["Rust it is."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["-p", "start a project"], "1\n")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("? Which language?\n  1. Rust\n  2. Go"),
+        "{}",
+        run.stderr
+    );
+    let r = tool_results(&server.bodies()[1]);
+    assert!(r[0].ends_with("\nRust"), "{r:?}");
+    // With the prompt on stdin nobody can answer, so the tool is not offered at all.
+    let server = ScriptedServer::start(vec![text(&["ok"])]).await.unwrap();
+    let run = sb.run(&server.base_url(), &["-p", "-"], "hi\n").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let tools = server.bodies()[0]["tools"].to_string();
+    assert!(!tools.contains("\"question\""), "{tools}");
+}
