@@ -20,7 +20,6 @@
 //! It is a convenience for a trusted directory, not a security boundary against a process that
 //! writes the root at the same time.
 
-use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -28,7 +27,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
@@ -42,6 +41,22 @@ use crate::path::{VPath, is_portable_name, is_reserved_name};
 
 /// A directory's raw entries (name, type), `None` when over the bound.
 type RawEntries = Option<Vec<(String, FileType)>>;
+
+/// Where a queued directory of a scan is.
+enum At {
+    /// Already open (the start).
+    Open(OwnedFd),
+    /// The child `name` of an open directory, opened (without following a link) in its turn.
+    Child(Arc<OwnedFd>, String),
+}
+
+/// One piece of a scan's work.
+enum Job {
+    /// A directory to read.
+    Dir(VPath, At),
+    /// A file to read: its path, its directory and its name there.
+    File(VPath, Arc<OwnedFd>, String),
+}
 
 const TRASH_DIR: &str = ".llembas-trash";
 const TMP_PREFIX: &str = ".llembas-tmp-";
@@ -616,6 +631,62 @@ impl HostBackend {
         (probe.on_dir)(path, marks, files);
     }
 
+    /// Reads one directory of a scan: probes it, filters its entries, queues what is to be
+    /// entered or read into `found` (directories before files, so its files, taken last in
+    /// first out, are read first) and hands files' paths to `sink` when no content is wanted.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_dir(
+        &self,
+        fd: OwnedFd,
+        path: &VPath,
+        filter: &ScanFilter<'_>,
+        probe: Option<&Probe<'_>>,
+        content: bool,
+        sink: &(dyn Fn(&VPath, &[u8]) + Sync),
+        cuts: &Mutex<Vec<VPath>>,
+        found: &mut Vec<Job>,
+    ) {
+        let (entries, dir) = match self.raw_entries(fd, path) {
+            Ok((Some(entries), dir)) => (entries, dir),
+            Ok((None, _)) | Err(_) => {
+                lock_unpoisoned(cuts).push(path.clone());
+                return;
+            }
+        };
+        if let Some(probe) = probe {
+            self.run_probe(probe, path, &dir, &entries);
+        }
+        let dir = Arc::new(dir);
+        let mut files = Vec::new();
+        for (name, ft) in entries {
+            let kind = if content {
+                self.scan_kind(&dir, &name, ft)
+            } else {
+                self.entry_kind(&dir, &name, ft)
+            };
+            let Some(kind) = kind else {
+                continue;
+            };
+            let child = path.join(&name);
+            if !filter(&child, kind) {
+                continue;
+            }
+            match kind {
+                Kind::Dir => found.push(Job::Dir(child, At::Child(Arc::clone(&dir), name))),
+                Kind::File if content => files.push(Job::File(child, Arc::clone(&dir), name)),
+                Kind::File => {
+                    if rustix::fs::statat(&*dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|st| st.st_size as u64 <= self.opts.max_file_bytes)
+                        .unwrap_or(false)
+                    {
+                        sink(&child, &[]);
+                    }
+                }
+            }
+        }
+        found.append(&mut files);
+    }
+
     fn scan_impl(
         &self,
         under: &VPath,
@@ -649,7 +720,12 @@ impl HostBackend {
                 Some((Kind::Dir, _)) => self.open_child_dir(&dir, name, under, under)?,
             }
         };
-        let queue = Mutex::new((VecDeque::from([(under.clone(), start)]), 0usize));
+        // One queue of work for every thread: directories to read and, when the content is
+        // wanted, files to read, so a directory of many files is shared too. Last in, first
+        // out (depth first), and a queued directory is opened only when its turn comes: what
+        // stays open is a descriptor per directory with work pending, not one per directory
+        // found.
+        let queue = Mutex::new((vec![Job::Dir(under.clone(), At::Open(start))], 0usize));
         let wake = Condvar::new();
         let cuts: Mutex<Vec<VPath>> = Mutex::new(Vec::new());
         let threads = std::thread::available_parallelism()
@@ -662,7 +738,7 @@ impl HostBackend {
                 let job = {
                     let mut q = lock_unpoisoned(&queue);
                     loop {
-                        if let Some(job) = q.0.pop_front() {
+                        if let Some(job) = q.0.pop() {
                             q.1 += 1;
                             break Some(job);
                         }
@@ -672,67 +748,43 @@ impl HostBackend {
                         q = wake.wait(q).unwrap_or_else(|e| e.into_inner());
                     }
                 };
-                let Some((path, fd)) = job else {
+                let Some(job) = job else {
                     wake.notify_all();
                     return;
                 };
                 let mut found = Vec::new();
-                match self.raw_entries(fd, &path) {
-                    Ok((None, _)) => lock_unpoisoned(&cuts).push(path.clone()),
-                    Ok((Some(entries), dir)) => {
-                        if let Some(probe) = probe {
-                            self.run_probe(probe, &path, &dir, &entries);
-                        }
-                        for (name, ft) in entries {
-                            let kind = if content {
-                                self.scan_kind(&dir, &name, ft)
-                            } else {
-                                self.entry_kind(&dir, &name, ft)
-                            };
-                            let Some(kind) = kind else {
-                                continue;
-                            };
-                            let child = path.join(&name);
-                            if !filter(&child, kind) {
-                                continue;
-                            }
-                            match kind {
-                                Kind::Dir => {
-                                    if let Ok(fd) = self.open_child_dir(&dir, &name, &child, &child)
-                                    {
-                                        found.push((child, fd));
-                                    }
-                                }
-                                Kind::File if content => {
-                                    if let Ok((file, st)) = self.open_file(&dir, &name, &child)
-                                        && st.st_size as u64 <= self.opts.max_file_bytes
-                                        && self.read_all(file, &child, &mut buf).is_ok()
-                                    {
-                                        sink(&child, &buf);
-                                    }
-                                }
-                                Kind::File => {
-                                    if rustix::fs::statat(
-                                        &dir,
-                                        name.as_str(),
-                                        AtFlags::SYMLINK_NOFOLLOW,
-                                    )
-                                    .map(|st| st.st_size as u64 <= self.opts.max_file_bytes)
-                                    .unwrap_or(false)
-                                    {
-                                        sink(&child, &[]);
-                                    }
-                                }
-                            }
+                match job {
+                    Job::File(child, dir, name) => {
+                        if let Ok((file, st)) = self.open_file(&*dir, &name, &child)
+                            && st.st_size as u64 <= self.opts.max_file_bytes
+                            && self.read_all(file, &child, &mut buf).is_ok()
+                        {
+                            sink(&child, &buf);
                         }
                     }
-                    Err(_) => lock_unpoisoned(&cuts).push(path.clone()),
+                    Job::Dir(path, at) => {
+                        let fd = match at {
+                            At::Open(fd) => Some(fd),
+                            At::Child(parent, name) => {
+                                self.open_child_dir(&*parent, &name, &path, &path).ok()
+                            }
+                        };
+                        if let Some(fd) = fd {
+                            self.scan_dir(
+                                fd, &path, filter, probe, content, sink, &cuts, &mut found,
+                            );
+                        }
+                    }
                 }
                 let mut q = lock_unpoisoned(&queue);
+                let more = !found.is_empty();
                 q.0.extend(found);
                 q.1 -= 1;
+                let done = q.1 == 0 && q.0.is_empty();
                 drop(q);
-                wake.notify_all();
+                if more || done {
+                    wake.notify_all();
+                }
             }
         };
         std::thread::scope(|s| {
