@@ -839,6 +839,14 @@ impl Driver {
     async fn run_tools(&mut self, calls: Vec<ToolCall>, parallel: bool) -> Result<Input> {
         let plan_mode = self.perms.mode() == Mode::Plan;
         let mut results = Vec::new();
+        // Calls the driver answers itself run one by one.
+        let parallel = parallel
+            && calls.iter().all(|c| {
+                !matches!(
+                    c.name.as_str(),
+                    "session_search" | "question" | "task" | "bash"
+                )
+            });
         if parallel {
             let exec = self.exec.clone();
             let batch = calls.clone();
@@ -882,6 +890,24 @@ impl Driver {
     async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
         if call.name == "question" {
             return self.question(&call).await;
+        }
+        if call.name == "session_search" {
+            let q = call
+                .arguments
+                .get("query")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let limit = call
+                .arguments
+                .get("limit")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(5) as usize;
+            let store = self.store.clone();
+            let me = self.meta.id.clone();
+            let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
+            let text = self.wait(task).await?;
+            return Ok(ToolOutcome::ok(&call.id, text));
         }
         if call.name == "task" {
             let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {

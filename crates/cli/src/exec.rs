@@ -47,6 +47,7 @@ pub const RUNS: &[&str] = &[
     "skill_view",
     "skill_manage",
     "question",
+    "session_search",
 ];
 
 /// Tools the loop answers without the front end.

@@ -180,6 +180,74 @@ impl Store {
     }
 }
 
+/// Words of a text, case folded.
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl Store {
+    /// `session_search`: the passages of saved sessions (what the person and the model said)
+    /// with the most of the query's words, best first, each with its session's title, date and
+    /// id. `skip` (the asking session) is left out.
+    pub fn search(&self, query: &str, limit: usize, skip: &str) -> String {
+        let q = words(query);
+        let mut hits: Vec<(usize, String)> = Vec::new();
+        for meta in self.list(None).unwrap_or_default() {
+            if meta.id == skip {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(self.transcript(&meta.id)) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let (who, said) = match v["type"].as_str() {
+                    Some("turn_started") | Some("user") => ("person", v["text"].as_str()),
+                    Some("assistant") => ("model", v["text"].as_str()),
+                    _ => continue,
+                };
+                let Some(said) = said.filter(|t| !t.trim().is_empty()) else {
+                    continue;
+                };
+                let w = words(said);
+                let score: usize = q.iter().map(|x| w.iter().filter(|y| *y == x).count()).sum();
+                if score > 0 {
+                    let passage: String = said.chars().take(400).collect();
+                    hits.push((
+                        score,
+                        format!(
+                            "{} — {} ({}, session {})\n  {who}: {}",
+                            if meta.title.is_empty() {
+                                "(untitled)"
+                            } else {
+                                &meta.title
+                            },
+                            meta.cwd.display(),
+                            format_time(meta.updated),
+                            meta.id,
+                            passage.replace('\n', "\n  ")
+                        ),
+                    ));
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.0.cmp(&a.0));
+        hits.truncate(limit.clamp(1, 20));
+        if hits.is_empty() {
+            return "No earlier session matches.".into();
+        }
+        hits.into_iter()
+            .map(|(_, h)| h)
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

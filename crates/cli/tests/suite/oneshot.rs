@@ -633,3 +633,32 @@ async fn the_model_asks_a_question_answered_on_stdin() {
     let tools = server.bodies()[0]["tools"].to_string();
     assert!(!tools.contains("\"question\""), "{tools}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_search_finds_earlier_sessions() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        text(&["We chose the blue-green deploy."]),
+        calls(&[
+            ("c1", "session_search", json!({"query": "deploy"})),
+            ("c2", "list", json!({})),
+        ]),
+        text(&["Found it."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["-p", "how do we deploy?"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = sb
+        .run(&server.base_url(), &["-p", "what did we decide?"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let r = tool_results(&server.bodies()[2]);
+    assert!(
+        r[0].contains("model: We chose the blue-green deploy."),
+        "{r:?}"
+    );
+    assert!(r[0].contains("how do we deploy?"), "{r:?}");
+}
