@@ -236,7 +236,7 @@ impl Store {
                 }
             }
         }
-        hits.sort_by(|a, b| b.0.cmp(&a.0));
+        hits.sort_by_key(|h| std::cmp::Reverse(h.0));
         hits.truncate(limit.clamp(1, 20));
         if hits.is_empty() {
             return "No earlier session matches.".into();
