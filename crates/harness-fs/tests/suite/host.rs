@@ -271,3 +271,46 @@ fn another_process_is_refused() {
     held.close();
     assert!(child(&root).contains("child: opened"), "after close");
 }
+
+#[test]
+fn grep_over_a_wide_tree_finds_every_match_in_path_then_line_order() {
+    // Many directories and one directory of many files, so
+    // the scan's threads share both; a binary file and one that is not UTF-8 are skipped.
+    let (dir, root) = setup();
+    let mut expected = Vec::new();
+    for d in 0..300 {
+        let sub = root.join(format!("d{d:03}/inner"));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("a.txt"), format!("hit {d}\nmiss\nhit again\n")).unwrap();
+        expected.push((format!("/d{d:03}/inner/a.txt"), 1));
+        expected.push((format!("/d{d:03}/inner/a.txt"), 3));
+    }
+    let flat = root.join("flat");
+    std::fs::create_dir_all(&flat).unwrap();
+    for f in 0..500 {
+        std::fs::write(flat.join(format!("f{f:03}.txt")), "miss\nhit\n").unwrap();
+        expected.push((format!("/flat/f{f:03}.txt"), 2));
+    }
+    std::fs::write(flat.join("bin.dat"), b"hit\n\0").unwrap();
+    std::fs::write(flat.join("latin1.txt"), b"hit \xe9\n").unwrap();
+    expected.sort_by(|a, b| (VPath::parse(&a.0), a.1).cmp(&(VPath::parse(&b.0), b.1)));
+    let backend = HostBackend::open(&root, opts(&dir)).unwrap();
+    let view = View::new(Arc::new(backend), Access::new().grant("/", Level::Ro));
+    let found = harness_fs::tools::grep(
+        &view,
+        "/",
+        "^hit",
+        &harness_fs::tools::GrepOptions {
+            limit: Some(usize::MAX),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let got: Vec<(String, u64)> = found
+        .matches
+        .iter()
+        .map(|m| (m.path.to_string(), m.line))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(!found.truncated);
+}
