@@ -107,8 +107,8 @@ pub enum Query {
     Recall(String),
     /// Go back to before turn `n` (1-based); 0 lists the turns.
     Rewind(u32),
-    /// The model and endpoint.
-    Model,
+    /// The model and endpoint; with a name, switch to that model on the same endpoint.
+    Model(Option<String>),
 }
 
 /// What a job's watcher reports.
@@ -562,7 +562,28 @@ impl Driver {
                 ),
                 Err(e) => e.to_string(),
             },
-            Query::Model => {
+            Query::Model(Some(name)) => {
+                if self.session.busy() {
+                    return "a prompt is running: switch the model after it".into();
+                }
+                let mut overrides = harness_model::ModelOverrides::default();
+                let old = self.client.model();
+                overrides.capacity = old.capacity;
+                let info = match harness_model::Catalogue::embedded() {
+                    Ok(c) => harness_model::ModelInfo::resolve(c, &name, &overrides),
+                    Err(e) => return e.to_string(),
+                };
+                match ModelClient::new(self.client.endpoint().clone(), info) {
+                    Ok(c) => {
+                        self.client = c;
+                        self.model_name = name.clone();
+                        self.values.insert("model".into(), name.clone());
+                        format!("model: {name}")
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
+            Query::Model(None) => {
                 let m = self.client.model();
                 let mut s = format!("{} at {}", m.name, self.client.endpoint().base_url);
                 if let Some(c) = m.context {

@@ -27,7 +27,7 @@ use crate::settings::Settings;
 /// The slash commands and what they do (for `/help`).
 pub const HELP: &str = "\
 /mode [manual|edit|auto|plan]  show or change the mode (Shift-Tab cycles it)
-/model                          the model and endpoint
+/model [NAME]                   the model and endpoint, or switch to another model
 /plan                           the plan, as a card
 /jobs                           the session's background jobs
 /compact                        summarise the conversation to free context
@@ -44,8 +44,8 @@ pub enum Line {
     Prompt(String),
     /// `/mode` with an optional mode.
     Mode(Option<Mode>),
-    /// `/model`.
-    Model,
+    /// `/model [NAME]`.
+    Model(Option<String>),
     /// `/plan`.
     Plan,
     /// `/jobs`.
@@ -90,7 +90,7 @@ pub fn parse_line(line: &str) -> Line {
                 )),
             },
         },
-        "model" => Line::Model,
+        "model" => Line::Model(arg.map(str::to_owned)),
         "plan" => Line::Plan,
         "jobs" => Line::Jobs,
         "compact" => Line::Compact,
@@ -432,9 +432,9 @@ async fn session_loop(
                 );
                 continue;
             }
-            Line::Model | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
+            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
                 let q = match parse_line(&line) {
-                    Line::Model => Query::Model,
+                    Line::Model(name) => Query::Model(name),
                     Line::Plan => Query::Plan,
                     Line::Jobs => Query::Jobs,
                     Line::Recall(id) => Query::Recall(id),
