@@ -351,6 +351,7 @@ async fn session_loop(
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
     let spinner = Spinner::new(std::io::stderr().is_terminal());
     let mut view = View {
+        streamed: render::Streamed::default(),
         color,
         line_open: false,
         reasoning_lines: 0,
@@ -556,6 +557,7 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Out>, view: &mut View, spinner: &Spinn
 
 /// How outputs are drawn on the terminal.
 struct View {
+    streamed: render::Streamed,
     color: bool,
     line_open: bool,
     reasoning_lines: usize,
@@ -618,7 +620,8 @@ impl View {
                 ..
             }) => {}
             other => {
-                if let Some(text) = render::activity(other, self.color) {
+                let folded = self.streamed.fold(other, self.color);
+                if let Some(text) = folded.unwrap_or_else(|| render::activity(other, self.color)) {
                     stdout.push_str(&self.fold_note());
                     stdout.push_str(&self.close_line());
                     stdout.push_str(&text);

@@ -62,6 +62,7 @@ pub async fn run(
     let color = render::color_on_stderr();
     let mut stdout = std::io::stdout().lock();
     let mut line_open = false;
+    let mut streamed = render::Streamed::default();
     let mut interrupts = 0u32;
     let mut stdin_lines = (answers == Answers::Stdin).then(|| {
         let (tx, rx) = mpsc::unbounded_channel::<Option<String>>();
@@ -81,7 +82,7 @@ pub async fn run(
             out = out_rx.recv() => {
                 let Some(out) = out else { continue };
                 if let Out::Question { call_id, options, .. } = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open)?;
+                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
                         (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| crate::render::question_reply(&l, options)),
                         _ => None,
@@ -90,12 +91,12 @@ pub async fn run(
                     continue;
                 }
                 if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open)?;
+                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;
                     let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                     continue;
                 }
-                emit(&mut stdout, &out, output, color, &mut line_open)?;
+                emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
             }
             _ = tokio::signal::ctrl_c() => {
                 interrupts += 1;
@@ -110,7 +111,14 @@ pub async fn run(
         }
     };
     while let Ok(out) = out_rx.try_recv() {
-        emit(&mut stdout, &out, output, color, &mut line_open)?;
+        emit(
+            &mut stdout,
+            &out,
+            output,
+            color,
+            &mut line_open,
+            &mut streamed,
+        )?;
     }
     if line_open && output == OutputFormat::Text {
         writeln!(stdout)?;
@@ -169,6 +177,7 @@ fn emit(
     format: OutputFormat,
     color: bool,
     line_open: &mut bool,
+    streamed: &mut render::Streamed,
 ) -> Result<()> {
     match format {
         OutputFormat::Json => {
@@ -185,7 +194,8 @@ fn emit(
                 *line_open = !text.ends_with('\n');
             }
             other => {
-                if let Some(text) = render::activity(other, color) {
+                let folded = streamed.fold(other, color);
+                if let Some(text) = folded.unwrap_or_else(|| render::activity(other, color)) {
                     if *line_open {
                         writeln!(stdout)?;
                         stdout.flush()?;

@@ -199,6 +199,35 @@ pub fn turn_end_line(end: &TurnEnd) -> String {
     }
 }
 
+/// Calls whose output was shown as it came: their result is shown as its last line only.
+#[derive(Debug, Default)]
+pub struct Streamed(std::collections::HashSet<String>);
+
+impl Streamed {
+    /// Notes what an output says; returns the result's folded form for a call already shown.
+    pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
+        match out {
+            Out::ToolOutput { call_id, .. } => {
+                self.0.insert(call_id.clone());
+                None
+            }
+            Out::Event(Event::ToolCallFinished { result }) if self.0.remove(&result.call_id) => {
+                let last = result.content.lines().last().unwrap_or_default();
+                let style = if result.is_error {
+                    Style::Red
+                } else {
+                    Style::Dim
+                };
+                Some(Some(format!(
+                    "{}\n",
+                    paint(&format!("  └ {last}"), style, color)
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What a non-text output looks like on stderr (`None`: nothing to show).
 pub fn activity(out: &Out, color: bool) -> Option<String> {
     match out {
