@@ -88,7 +88,9 @@ pub enum Ran {
 /// The file system and plan of one session.
 pub struct Exec {
     root: PathBuf,
-    view: View,
+    /// The view while some call uses it: the host backend (and its lock on the directory) is
+    /// held only while calls run, so other sessions in the same directory can work too.
+    open: Mutex<std::sync::Weak<View>>,
     ledger: Ledger,
     /// The session's plan.
     pub plan: Arc<Mutex<PlanState>>,
@@ -125,22 +127,49 @@ fn missing(tool: &str, key: &str) -> ToolOutcome {
 impl Exec {
     /// Opens the working directory `root` (canonical) as the session's file system.
     pub fn open(root: &Path) -> Result<Exec> {
-        let backend = HostBackend::open(root, HostOptions::default())
-            .with_context(|| format!("cannot open {} as the working directory", root.display()))?;
-        let view = View::new(
-            Arc::new(backend),
-            harness_fs::Access::new().grant("/", Level::Commit),
-        );
-        Ok(Exec {
+        let exec = Exec {
             root: root.to_path_buf(),
-            view,
+            open: Mutex::new(std::sync::Weak::new()),
             ledger: Ledger::new(),
             plan: Arc::new(Mutex::new(PlanState::default())),
             library: None,
             scope: None,
             memory: None,
             user_skills: None,
-        })
+        };
+        // Check now that the directory can be opened at all (a clear error at start).
+        exec.view()
+            .with_context(|| format!("cannot open {} as the working directory", root.display()))?;
+        Ok(exec)
+    }
+
+    /// The view of the working directory, opened for as long as the returned handle lives
+    /// (shared by the calls that run at once). Another process holding the directory is waited
+    /// for, up to a few seconds.
+    fn view(&self) -> std::result::Result<Arc<View>, harness_fs::Error> {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = open.upgrade() {
+            return Ok(v);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let backend = loop {
+            match HostBackend::open(&self.root, HostOptions::default()) {
+                Ok(b) => break b,
+                Err(harness_fs::Error::RootInUse(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let v = Arc::new(View::new(
+            Arc::new(backend),
+            harness_fs::Access::new().grant("/", Level::Commit),
+        ));
+        *open = Arc::downgrade(&v);
+        Ok(v)
     }
 
     /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first: from
@@ -232,15 +261,20 @@ impl Exec {
     /// Runs a call that is not bash (bash needs the runtime: [`Exec::bash`]).
     pub fn run_sync(&self, call: &ToolCall, plan_mode: bool) -> ToolOutcome {
         let a = &call.arguments;
+        let view = match self.view() {
+            Ok(v) => v,
+            Err(e) => return self.error(call, e),
+        };
+        let view = &*view;
         let mut out = match call.name.as_str() {
-            "read" => self.read(call),
-            "write" | "edit" | "multiedit" => self.change(call),
+            "read" => self.read(view, call),
+            "write" | "edit" | "multiedit" => self.change(view, call),
             "glob" => {
                 let Some(pattern) = arg_str(a, "pattern") else {
                     return with_id(missing("glob", "pattern"), call);
                 };
                 let root = self.to_view(arg_str(a, "path").unwrap_or("/"));
-                match fst::glob(&self.view, &root, pattern, 200) {
+                match fst::glob(view, &root, pattern, 200) {
                     Ok(g) => {
                         let mut text: Vec<String> =
                             g.paths.iter().map(|p| self.to_host(p)).collect();
@@ -271,7 +305,7 @@ impl Exec {
                         .unwrap_or(false),
                     limit: arg_usize(a, "limit"),
                 };
-                match fst::grep(&self.view, &root, pattern, &opts) {
+                match fst::grep(view, &root, pattern, &opts) {
                     Ok(mut g) => {
                         for m in &mut g.matches {
                             m.path = self.host_vpath(&m.path);
@@ -283,7 +317,7 @@ impl Exec {
             }
             "list" => {
                 let path = self.to_view(arg_str(a, "path").unwrap_or("/"));
-                match fst::list(&self.view, &path) {
+                match fst::list(view, &path) {
                     Ok(text) => ToolOutcome::ok(&call.id, text),
                     Err(e) => self.error(call, e),
                 }
@@ -306,7 +340,7 @@ impl Exec {
                 }
             }
             "skills_list" | "skill_view" | "skill_manage" => {
-                let (output, is_error) = match self.skills(&call.name, a) {
+                let (output, is_error) = match self.skills(view, &call.name, a) {
                     Ok(t) => (t, false),
                     Err(e) => (e, true),
                 };
@@ -358,7 +392,7 @@ impl Exec {
     }
 
     /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
-    fn skills(&self, tool: &str, a: &Value) -> std::result::Result<String, String> {
+    fn skills(&self, project: &View, tool: &str, a: &Value) -> std::result::Result<String, String> {
         use harness_fs::skills;
         const PROJECT: &str = "/.llembas/skills";
         let user = match &self.user_skills {
@@ -375,7 +409,7 @@ impl Exec {
             }
             None => None,
         };
-        let places: Vec<(&str, &View, &str)> = std::iter::once(("project", &self.view, PROJECT))
+        let places: Vec<(&str, &View, &str)> = std::iter::once(("project", project, PROJECT))
             .chain(user.as_ref().map(|v| ("user", v, "/")))
             .collect();
         let s = |k: &str| a.get(k).and_then(Value::as_str);
@@ -409,22 +443,22 @@ impl Exec {
                     serde_json::from_value(a.clone()).map_err(|e| format!("skill_manage: {e}"))?;
                 let name = s("name").unwrap_or_default();
                 // A new skill goes where `scope` says; a change goes where the skill is.
-                let exists_in_project = skills::view_skill(&self.view, PROJECT, name, None).is_ok();
+                let exists_in_project = skills::view_skill(project, PROJECT, name, None).is_ok();
                 let (view, root) = if s("action") == Some("create") {
                     if s("scope") == Some("project") {
-                        (&self.view, PROJECT)
+                        (project, PROJECT)
                     } else {
                         match &user {
                             Some(v) => (v, "/"),
-                            None => (&self.view, PROJECT),
+                            None => (project, PROJECT),
                         }
                     }
                 } else if exists_in_project || user.is_none() {
-                    (&self.view, PROJECT)
+                    (project, PROJECT)
                 } else {
                     match &user {
                         Some(v) => (v, "/"),
-                        None => (&self.view, PROJECT),
+                        None => (project, PROJECT),
                     }
                 };
                 skills::manage(view, root, &action).map_err(|e| e.to_string())
@@ -432,14 +466,14 @@ impl Exec {
         }
     }
 
-    fn read(&self, call: &ToolCall) -> ToolOutcome {
+    fn read(&self, view: &View, call: &ToolCall) -> ToolOutcome {
         let a = &call.arguments;
         let Some(path) = arg_str(a, "path") else {
             return with_id(missing("read", "path"), call);
         };
         let vp = self.to_view(path);
         match fst::read(
-            &self.view,
+            view,
             &self.ledger,
             &vp,
             arg_usize(a, "offset"),
@@ -469,15 +503,14 @@ impl Exec {
         }
     }
 
-    fn change(&self, call: &ToolCall) -> ToolOutcome {
+    fn change(&self, view: &View, call: &ToolCall) -> ToolOutcome {
         let a = &call.arguments;
         let Some(path) = arg_str(a, "path") else {
             return with_id(missing(&call.name, "path"), call);
         };
         let vp = self.to_view(path);
-        let resolved = self.view.resolve(&vp);
-        let before = self
-            .view
+        let resolved = view.resolve(&vp);
+        let before = view
             .read_bytes(&resolved)
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -486,7 +519,7 @@ impl Exec {
                 let Some(content) = arg_str(a, "content") else {
                     return with_id(missing("write", "content"), call);
                 };
-                fst::write(&self.view, &self.ledger, &vp, content)
+                fst::write(view, &self.ledger, &vp, content)
             }
             "edit" => {
                 let (Some(old), Some(new)) = (arg_str(a, "old_string"), arg_str(a, "new_string"))
@@ -497,7 +530,7 @@ impl Exec {
                     .get("replace_all")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                fst::edit(&self.view, &self.ledger, &vp, old, new, all)
+                fst::edit(view, &self.ledger, &vp, old, new, all)
             }
             _ => {
                 let edits: Vec<EditSpec> = match a
@@ -518,13 +551,12 @@ impl Exec {
                         };
                     }
                 };
-                fst::multiedit(&self.view, &self.ledger, &vp, &edits)
+                fst::multiedit(view, &self.ledger, &vp, &edits)
             }
         };
         match result {
             Ok(change) => {
-                let after = self
-                    .view
+                let after = view
                     .read_bytes(&change.path)
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .unwrap_or_default();

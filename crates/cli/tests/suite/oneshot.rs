@@ -662,3 +662,27 @@ async fn session_search_finds_earlier_sessions() {
     );
     assert!(r[0].contains("how do we deploy?"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_work_in_one_directory_at_once() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "read", json!({"path": "a.txt"})),
+        tool_call("c2", "read", json!({"path": "a.txt"})),
+        text(&["one"]),
+        text(&["two"]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let (a, b) = tokio::join!(
+        sb.run(&url, &["-p", "first"], ""),
+        sb.run(&url, &["-p", "second"], "")
+    );
+    assert_eq!(a.code, 0, "{a:?}");
+    assert_eq!(b.code, 0, "{b:?}");
+    let mut said = vec![a.stdout, b.stdout];
+    said.sort();
+    assert_eq!(said, ["one\n", "two\n"]);
+}
