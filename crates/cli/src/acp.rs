@@ -36,7 +36,7 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["plan_state", "rewind", "jobs"];
+const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs"];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -721,6 +721,11 @@ async fn open_session(
         Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx).map_err(|e| {
             agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
         })?;
+    if state.agreed("context")
+        && let Some(text) = lembas.get("context").and_then(Value::as_str)
+    {
+        driver.set_client_context(text);
+    }
     let id = driver.id().to_owned();
     let open = Open {
         ops: op_tx.clone(),

@@ -302,6 +302,12 @@ impl Driver {
         })
     }
 
+    /// Text an ACP client handed over for the prompt (`_meta.lembas.context`, capability
+    /// `context`), put into the system text as given.
+    pub fn set_client_context(&mut self, text: &str) {
+        self.values.insert("client_context".into(), text.to_owned());
+    }
+
     /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
     pub fn answers_questions(&mut self) {
         self.asks = true;

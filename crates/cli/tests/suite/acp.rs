@@ -88,7 +88,7 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                     .send_request(
                         InitializeRequest::new(ProtocolVersion::V1)
                             .client_capabilities(ClientCapabilities::new().meta(lembas(json!({
-                            "protocol": 2, "spec": "3.0.0", "capabilities": ["plan_state", "rewind"]})))),
+                            "protocol": 2, "spec": "3.0.0", "capabilities": ["plan_state", "rewind", "context"]})))),
                     )
                     .block_task()
                     .await?;
@@ -108,6 +108,7 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                     .send_request(
                         NewSessionRequest::new(root2.clone())
                             .meta(lembas(json!({"chat": "c_1", "mode": "manual",
+                                "context": "The person is Ana; she prefers small commits.",
                                 "scope": {"chat": "c_1", "project": "api"}}))),
                     )
                     .block_task()
@@ -155,6 +156,14 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
     drop(child);
 
     assert_eq!(sb.read("acp.txt"), "from-acp\n");
+    let system = messages(&server.bodies()[0])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("The person is Ana; she prefers small commits."),
+        "{system}"
+    );
     let asked = asked.lock().unwrap();
     assert_eq!(asked.len(), 2);
     let q = &asked[0];
