@@ -25,7 +25,8 @@ struct Cli {
 enum Command {
     /// Run the conformance areas of spec/conformance (or one outside case file).
     Conformance(ConformanceArgs),
-    /// The whole test suite: format check, every crate's tests, then every conformance area.
+    /// The whole test suite: format and lint checks, every crate's tests, then every conformance
+    /// area.
     Test,
 }
 
@@ -85,8 +86,20 @@ fn cargo(args: &[&str]) -> Result<bool> {
 }
 
 fn test() -> Result<ExitCode> {
-    let steps: [(&str, &[&str]); 3] = [
+    let steps: [(&str, &[&str]); 4] = [
         ("format", &["fmt", "--all", "--", "--check"]),
+        (
+            "lints",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--locked",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
         (
             "tests",
             &["test", "--workspace", "--all-targets", "--locked"],
