@@ -86,6 +86,8 @@ pub enum Ctl {
         u32,
         tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
     ),
+    /// A message for this session from the one that owns it as a job (`job_send`).
+    Message(String),
     /// The person's answer to an [`Out::Question`] (`None`: nobody answered).
     Reply(String, Option<String>),
     /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
@@ -191,6 +193,8 @@ pub struct Driver {
     agent: Option<String>,
     report_to: Option<(mpsc::UnboundedSender<JobMsg>, u32)>,
     subagents: HashMap<u32, mpsc::UnboundedSender<Ctl>>,
+    /// Each subagent job's agent and saved session, to start it again (`job_send` after its end).
+    subagent_sessions: HashMap<u32, (String, String)>,
     /// Whether the front end answers questions (the `question` tool is offered then only).
     asks: bool,
     reply: Option<(String, Option<String>)>,
@@ -297,6 +301,7 @@ impl Driver {
             agent: setup.agent,
             report_to: None,
             subagents: HashMap::new(),
+            subagent_sessions: HashMap::new(),
             asks: false,
             reply: None,
         })
@@ -393,6 +398,7 @@ impl Driver {
                 op = self.ops.recv() => match op {
                     None => break,
                     Some(Ctl::Op(Op::Prompt { text, .. })) => self.feed(Input::Prompt { text }).await?,
+                    Some(Ctl::Message(text)) => self.feed(Input::Message { text }).await?,
                     Some(ctl) => {
                         let _ = self.op_while_busy(ctl);
                     }
@@ -459,6 +465,20 @@ impl Driver {
             Ctl::Op(op) => op,
             Ctl::Reply(call_id, text) => {
                 self.reply = Some((call_id, text));
+                return None;
+            }
+            Ctl::Message(text) => {
+                match self.session.handle(Input::Message { text }) {
+                    Ok(actions) => {
+                        for a in actions {
+                            if let Action::Emit(e) = a {
+                                self.emit(e);
+                            }
+                        }
+                    }
+                    Err(e) => self.notice(Level::Warning, e.to_string()),
+                }
+                let _ = self.flush_log();
                 return None;
             }
             Ctl::JobOutput(id, offset, reply) => {
@@ -652,11 +672,14 @@ impl Driver {
                     }
                     None
                 }
-                Action::DeliverToJob { id, .. } | Action::RestartJob { id, .. } => {
-                    self.notice(
-                        Level::Warning,
-                        format!("job {id}: subagents do not run in llembas yet"),
-                    );
+                Action::DeliverToJob { id, message } => {
+                    if let Some(child) = self.subagents.get(&id) {
+                        let _ = child.send(Ctl::Message(message));
+                    }
+                    None
+                }
+                Action::RestartJob { id, message } => {
+                    self.restart_subagent(id, message);
                     None
                 }
                 Action::ReportToParent { text } => {
@@ -938,7 +961,7 @@ impl Driver {
         }
         if call.name == "task" {
             let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {
-                Ok((_ctl, handle)) => {
+                Ok((_ctl, handle, _)) => {
                     let reply = self.wait(handle).await?;
                     match reply {
                         Ok(text) => ToolOutcome::ok(&call.id, text),
@@ -1152,6 +1175,7 @@ impl Driver {
         (
             mpsc::UnboundedSender<Ctl>,
             tokio::task::JoinHandle<std::result::Result<String, String>>,
+            String,
         ),
         String,
     > {
@@ -1177,6 +1201,71 @@ impl Driver {
             .create(self.exec.root(), &self.model_name)
             .map_err(|e| format!("{e:#}"))?;
         meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
+        self.launch(agent, prompt, meta, None, job, cancel)
+    }
+
+    /// Starts ended subagent job `id` again with its saved context and `message`.
+    fn restart_subagent(&mut self, id: u32, message: String) {
+        let Some((agent, session)) = self.subagent_sessions.get(&id).cloned() else {
+            let _ = self.job_tx.send(JobMsg::SubagentEnded {
+                id,
+                reply: Err("the subagent's session is not known here".into()),
+            });
+            return;
+        };
+        let started = self
+            .store
+            .find(&session, self.exec.root())
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|meta| {
+                let entries = read_transcript(&self.store.transcript(&meta.id))
+                    .map_err(|e| format!("{e:#}"))?;
+                self.launch(
+                    &agent,
+                    &message,
+                    meta,
+                    Some(entries),
+                    Some(id),
+                    CancellationToken::new(),
+                )
+            });
+        match started {
+            Ok((ctl, handle, _)) => {
+                self.subagents.insert(id, ctl);
+                let tx = self.job_tx.clone();
+                tokio::spawn(async move {
+                    let reply = handle
+                        .await
+                        .unwrap_or_else(|e| Err(format!("the subagent failed: {e}")));
+                    let _ = tx.send(JobMsg::SubagentEnded { id, reply });
+                });
+            }
+            Err(message) => {
+                let _ = self.job_tx.send(JobMsg::SubagentEnded {
+                    id,
+                    reply: Err(message),
+                });
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        agent: &str,
+        prompt: &str,
+        meta: Meta,
+        resume: Option<Vec<Entry>>,
+        job: Option<u32>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<
+        (
+            mpsc::UnboundedSender<Ctl>,
+            tokio::task::JoinHandle<std::result::Result<String, String>>,
+            String,
+        ),
+        String,
+    > {
         let setup = DriverSetup {
             client: self.client.clone(),
             model_name: self.model_name.clone(),
@@ -1189,7 +1278,9 @@ impl Driver {
         };
         let (out_tx, mut out_rx) = mpsc::unbounded_channel();
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-        let mut child = Driver::new(setup, None, out_tx, ctl_rx).map_err(|e| format!("{e:#}"))?;
+        let mut child =
+            Driver::new(setup, resume.as_deref(), out_tx, ctl_rx).map_err(|e| format!("{e:#}"))?;
+        let session_id = child.id().to_owned();
         child.report_to = job.map(|id| (self.job_tx.clone(), id));
         child.queue_prompt(prompt.to_owned());
         // Nobody can answer a subagent's questions: they are declined, and the parent told.
@@ -1247,7 +1338,7 @@ impl Driver {
                 None => Err("the subagent did not run".into()),
             }
         });
-        Ok((ctl_tx, handle))
+        Ok((ctl_tx, handle, session_id))
     }
 
     /// Follows a running job: its new output and its end go to the session.
