@@ -105,15 +105,17 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// The spec embedded at build time (validated by `build.rs`, so this cannot fail at run time
-    /// unless the build was bypassed, in which case it panics naming the problem).
+    /// The spec embedded at build time. `build.rs` validated exactly these files, so they are
+    /// not validated again here (that would cost start-up time for nothing); reading them into
+    /// their typed form can still fail only if the build was bypassed, and then it panics naming
+    /// the problem.
     #[allow(clippy::panic)]
     pub fn embedded() -> &'static Spec {
         static SPEC: OnceLock<Spec> = OnceLock::new();
         SPEC.get_or_init(|| {
             let mut files = BTreeMap::new();
             collect_embedded(&EMBEDDED_DIR, &mut files);
-            match Spec::from_files("embedded spec".into(), files) {
+            match Spec::read_files("embedded spec".into(), files) {
                 Ok(spec) => spec,
                 Err(e) => panic!("the embedded spec is invalid although build.rs checked it: {e}"),
             }
@@ -147,6 +149,11 @@ impl Spec {
         if !report.problems.is_empty() {
             return Err(Error::Invalid(report.problems));
         }
+        Spec::read_files(origin, files)
+    }
+
+    /// Reads files already validated into the typed spec.
+    fn read_files(origin: String, files: BTreeMap<String, Vec<u8>>) -> Result<Spec> {
         let mut json = BTreeMap::new();
         for (rel, bytes) in &files {
             if rel.ends_with(".json") {

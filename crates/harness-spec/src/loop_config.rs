@@ -297,6 +297,12 @@ pub struct DiffConfig {
 /// `context.compaction`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactionConfig {
+    /// The user message asking the model (no tools offered) for the summary.
+    pub request: String,
+    /// How the summary heads the compacted history (`{summary}`).
+    pub summary: String,
+    /// A request past this share (percent) of the model's context window is compacted first.
+    pub near_full_percent: u8,
     /// The line before the table.
     pub table_heading: String,
     /// The table's header row.

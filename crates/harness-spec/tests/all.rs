@@ -189,3 +189,15 @@ fn a_budget_above_the_backstop_is_refused() {
     assert!(text.contains("spec/loop.json"), "{text}");
     assert!(text.contains("backstop"), "{text}");
 }
+
+#[test]
+fn the_embedded_files_pass_the_same_validation_the_build_ran() {
+    // `Spec::embedded()` trusts build.rs; this holds it to the same rules at test time.
+    let spec = Spec::embedded();
+    let files: std::collections::BTreeMap<String, Vec<u8>> = spec
+        .paths()
+        .map(|p| (p.to_string(), spec.text(p).unwrap().as_bytes().to_vec()))
+        .collect();
+    let report = harness_spec::validate::validate(&files);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
