@@ -27,7 +27,9 @@ pub struct Endpoint {
     /// The bearer key, if the server wants one.
     pub api_key: Option<String>,
     /// The server kind, a name of `quirks.json` `servers` (`vllm`, `llama.cpp`, `ollama`, ...;
-    /// anything else is `other`).
+    /// anything else is `other`). Rules meant for some servers only follow it: a reported prompt
+    /// far below our estimate is a silent truncation only for the kinds the quirk
+    /// `context-overflow-silent` lists (Ollama), never for `other`.
     pub server: String,
     /// The time allowed to connect.
     pub connect_timeout: Duration,
@@ -202,6 +204,7 @@ impl ModelClient {
         let context = RequestContext {
             prompt_estimate: Some(shaped.prompt_estimate),
             window: self.model.context,
+            server: self.endpoint.server.clone(),
         };
         let mut attempt: u32 = 0;
         loop {
@@ -214,7 +217,7 @@ impl ModelClient {
                 None => None,
             };
             let outcome = self
-                .attempt(&shaped.body, stream, context, cancel, on_event)
+                .attempt(&shaped.body, stream, &context, cancel, on_event)
                 .await?;
             // The slot is free again before any wait for a retry.
             drop(permit);
@@ -285,7 +288,7 @@ impl ModelClient {
         &self,
         body: &Value,
         stream: bool,
-        context: RequestContext,
+        context: &RequestContext,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Attempt> {
@@ -317,7 +320,7 @@ impl ModelClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("event-stream"));
         let completion = if stream || is_sse {
-            let mut parser = StreamParser::new(self.quirks).with_context(context);
+            let mut parser = StreamParser::new(self.quirks).with_context(context.clone());
             let mut body = response.bytes_stream();
             let mut gave_out = false;
             loop {
@@ -357,7 +360,7 @@ impl ModelClient {
                     text.chars().take(300).collect::<String>()
                 ))
             })?;
-            let completion = parse_response(self.quirks, &value, context);
+            let completion = parse_response(self.quirks, &value, context.clone());
             if let Some(error) = completion.finish.error.clone() {
                 return Ok(Attempt::Failed {
                     error,

@@ -5,7 +5,8 @@
 //! "status": N, "body": "..."}` (optional `"retry_after"` header value; a 200 body that is not
 //! JSON is read as a streamed body), with an optional
 //! `"context": {"window", "prompt_estimate"}` (what the harness knew of the request, for silent
-//! truncation). `expect` holds any of `text`, `reasoning` (compared trimmed), `tool_calls`
+//! truncation, which counts only for the servers its quirk lists: the case's `server` is the
+//! endpoint's server kind). `expect` holds any of `text`, `reasoning` (compared trimmed), `tool_calls`
 //! (`[{name, arguments}]`, ids not compared) and `finish` (always compared).
 
 use harness_spec::conformance::{AreaRunner, Outcome};
@@ -32,12 +33,17 @@ pub fn run_case(quirks: &Quirks, case: &Value) -> Result<Completion, String> {
         prompt_estimate: ctx
             .and_then(|c| c.get("prompt_estimate"))
             .and_then(Value::as_u64),
+        server: case
+            .get("server")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
     };
     if let Some(lines) = case.get("sse") {
         let lines = lines
             .as_array()
             .ok_or("`sse` must be an array of the raw lines")?;
-        let mut parser = StreamParser::new(quirks).with_context(context);
+        let mut parser = StreamParser::new(quirks).with_context(context.clone());
         for line in lines {
             let line = line.as_str().ok_or("every `sse` line must be a string")?;
             // A line may hold several lines (a recorded body pasted whole).
@@ -66,7 +72,7 @@ pub fn run_case(quirks: &Quirks, case: &Value) -> Result<Completion, String> {
             if let Ok(value) = serde_json::from_str::<Value>(&body) {
                 return Ok(parse_response(quirks, &value, context));
             }
-            let mut parser = StreamParser::new(quirks).with_context(context);
+            let mut parser = StreamParser::new(quirks).with_context(context.clone());
             parser.push_bytes(body.as_bytes());
             return Ok(parser.finish().1);
         }

@@ -103,7 +103,9 @@ pub struct ModelInfo {
     pub default_effort: Option<String>,
     /// Whether it takes images.
     pub vision: bool,
-    /// Whether it calls tools (unknown models are assumed to).
+    /// Whether it calls tools (unknown models are assumed to). When false, requests carry no
+    /// `tools` nor `tool_choice`, whatever the caller offers, and the history's calls and results
+    /// go as plain text (quirk `model-without-tools`).
     pub tools: bool,
     /// Requests at once (None: no limit known).
     pub capacity: Option<u32>,

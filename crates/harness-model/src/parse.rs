@@ -207,15 +207,24 @@ impl Completion {
     }
 }
 
-/// What the parser knows of the request, to find silent truncation (quirk
-/// `context-overflow-silent`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What the parser knows of the request, to find a context overflow the server did not report
+/// (quirks `context-overflow-silent` and `context-overflow-window-edge`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestContext {
     /// Our estimate of the prompt's tokens.
     pub prompt_estimate: Option<u64>,
     /// The model's context window.
     pub window: Option<u64>,
+    /// The endpoint's server kind (a name of `quirks.json` `servers`, or any other name). A
+    /// reported prompt far below the estimate is a silent truncation only for the kinds the
+    /// quirk `context-overflow-silent` lists; empty or `other` is none of them.
+    pub server: String,
 }
+
+/// The quirk whose servers cut a prompt silently (a low reported prompt is an overflow).
+pub const SILENT_TRUNCATION: &str = "context-overflow-silent";
+/// The quirk of answers that stop at the window's edge with no output.
+pub const WINDOW_EDGE: &str = "context-overflow-window-edge";
 
 /// Makes our tool-call ids: unique in the process, whatever the server sent.
 fn next_call_id() -> String {
@@ -562,13 +571,17 @@ impl<'q> StreamParser<'q> {
             return false;
         };
         let rules = &self.quirks.request;
-        if let Some(estimate) = self.context.prompt_estimate
+        let server = self.context.server.as_str();
+        if self.quirks.applies(SILENT_TRUNCATION, server)
+            && let Some(estimate) = self.context.prompt_estimate
             && estimate >= rules.silent_truncation_min_tokens
             && (usage.prompt_tokens as f64) < rules.silent_truncation_ratio * estimate as f64
         {
             return true;
         }
-        if let Some(window) = self.context.window {
+        if let Some(window) = self.context.window
+            && self.quirks.applies(WINDOW_EDGE, server)
+        {
             let at_edge = usage.prompt_tokens as f64 >= rules.edge_of_window_ratio * window as f64;
             if self.server_finish.as_deref() == Some("length")
                 && at_edge
@@ -642,5 +655,67 @@ pub fn error_completion(error: ModelError) -> Completion {
             server_reason: None,
             error: Some(error),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop answer reporting `prompt` tokens, parsed for a request of `estimate` tokens to a
+    /// server of kind `server`.
+    fn conclude(server: &str, estimate: u64, prompt: u64) -> FinishReason {
+        let quirks = Quirks::embedded().unwrap();
+        let body = serde_json::json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 1},
+        });
+        let context = RequestContext {
+            prompt_estimate: Some(estimate),
+            window: Some(32_768),
+            server: server.into(),
+        };
+        parse_response(quirks, &body, context).finish.reason
+    }
+
+    #[test]
+    fn silent_truncation_only_for_the_servers_of_its_quirk() {
+        let quirks = Quirks::embedded().unwrap();
+        let listed = &quirks.quirk(SILENT_TRUNCATION).unwrap().servers;
+        assert!(listed.iter().any(|s| s == "ollama"));
+        for server in listed {
+            assert_eq!(
+                conclude(server, 9000, 2048),
+                FinishReason::ContextOverflow,
+                "{server}"
+            );
+            assert_eq!(conclude(server, 9000, 6000), FinishReason::Stop, "{server}");
+            // Below the smallest window nothing is ever cut.
+            assert_eq!(conclude(server, 1000, 10), FinishReason::Stop, "{server}");
+        }
+        for server in ["llama.cpp", "vllm", "other", "", "ollama-proxy"] {
+            assert_eq!(conclude(server, 9000, 2048), FinishReason::Stop, "{server}");
+        }
+    }
+
+    #[test]
+    fn the_window_edge_counts_for_every_server() {
+        let quirks = Quirks::embedded().unwrap();
+        let body = serde_json::json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 4090, "completion_tokens": 0},
+        });
+        for server in ["llama.cpp", "other", "ollama"] {
+            let context = RequestContext {
+                prompt_estimate: None,
+                window: Some(4096),
+                server: server.into(),
+            };
+            assert_eq!(
+                parse_response(quirks, &body, context).finish.reason,
+                FinishReason::ContextOverflow,
+                "{server}"
+            );
+        }
     }
 }

@@ -115,6 +115,12 @@ pub struct RequestRules {
     pub missing_result: String,
     /// What the model is told of a call that was not run (`{name}`, `{reason}`).
     pub invalid_call: String,
+    /// A call replayed as text to a model that calls no tools (`{id}`, `{name}`,
+    /// `{arguments}`).
+    pub call_as_text: String,
+    /// A result sent as a user message (`{id}`, `{name}`, `{content}`): to servers without the
+    /// `tool` role and to models that call no tools.
+    pub result_as_text: String,
     /// The JSON Schema keys tool parameters keep.
     pub schema_keys: Vec<String>,
 }
@@ -159,5 +165,35 @@ impl Quirks {
     /// A quirk by id.
     pub fn quirk(&self, id: &str) -> Option<&Quirk> {
         self.quirks.iter().find(|q| q.id == id)
+    }
+
+    /// Whether the quirk `id` applies to an endpoint of server kind `server`: its `servers` list
+    /// names the kind (case aside) or holds `any`. An unknown quirk applies to no server, and
+    /// `other` (any server not named) only to quirks of `any`.
+    pub fn applies(&self, id: &str, server: &str) -> bool {
+        self.quirk(id).is_some_and(|q| {
+            q.servers
+                .iter()
+                .any(|s| s == "any" || s.eq_ignore_ascii_case(server.trim()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quirk_applies_to_the_servers_it_lists() {
+        let q = Quirks::embedded().unwrap();
+        assert!(q.applies("context-overflow-silent", "ollama"));
+        assert!(q.applies("context-overflow-silent", "Ollama"));
+        assert!(!q.applies("context-overflow-silent", "llama.cpp"));
+        assert!(!q.applies("context-overflow-silent", "other"));
+        assert!(!q.applies("context-overflow-silent", ""));
+        // `any` takes every kind, an unknown one included.
+        assert!(q.applies("context-overflow-window-edge", "other"));
+        assert!(q.applies("context-overflow-window-edge", "llama.cpp"));
+        assert!(!q.applies("no-such-quirk", "ollama"));
     }
 }

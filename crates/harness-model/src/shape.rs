@@ -1,7 +1,8 @@
 //! Request shaping: our conversation in, the JSON body a server takes out. Every quirk of the
 //! request side is coped with here: results paired with calls, roles merged, tool schemas in the
 //! plain subset, ids remapped to 9 alphanumerics, arguments sent as strings, reasoning in the
-//! server's field, `max_tokens` clamped.
+//! server's field, `max_tokens` clamped; a model that calls no tools is offered none and gets its
+//! history's calls and results as plain text.
 
 use std::collections::{HashMap, HashSet};
 
@@ -319,6 +320,35 @@ fn join_text(text: &mut String, more: &str) {
     text.push_str(more);
 }
 
+/// Fills the `{key}` places of a spec text in one pass (a value holding `{...}` stays as it is).
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let found = after.find('}').and_then(|close| {
+            let key = &after[..close];
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (close, *v))
+        });
+        match found {
+            Some((close, value)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Our estimate of a body's prompt tokens: its characters over `chars_per_token`.
 pub fn estimate_tokens(body: &Value, chars_per_token: u64) -> u64 {
     let chars = body.to_string().chars().count() as u64;
@@ -338,6 +368,10 @@ pub fn shape_request(
     }
     let rules = &quirks.request;
     let messages = normalize(&request.messages, &rules.missing_result);
+    // A model that calls no tools (quirk `model-without-tools`) is offered none, and its
+    // history's calls and results go as plain text.
+    let calls_as_text = !model.tools;
+    let tool_role = profile.tool_role && model.tools;
 
     // Wire ids: the same for a call and its result, distinct within the request.
     let mut wire_ids: HashMap<String, String> = HashMap::new();
@@ -388,7 +422,26 @@ pub fn shape_request(
                 {
                     v[profile.reasoning_field.as_str()] = Value::String(r.clone());
                 }
-                if !tool_calls.is_empty() {
+                if !tool_calls.is_empty() && calls_as_text {
+                    let mut content = text.clone();
+                    for c in tool_calls {
+                        names.insert(c.id.as_str(), c.name.as_str());
+                        let wire = wire_ids.get(&c.id).cloned().unwrap_or_default();
+                        let line = fill(
+                            &rules.call_as_text,
+                            &[
+                                ("id", &wire),
+                                ("name", &c.name),
+                                ("arguments", &c.arguments.to_string()),
+                            ],
+                        );
+                        if !content.is_empty() {
+                            content.push('\n');
+                        }
+                        content.push_str(&line);
+                    }
+                    v["content"] = Value::String(content);
+                } else if !tool_calls.is_empty() {
                     let calls: Vec<Value> = tool_calls
                         .iter()
                         .map(|c| {
@@ -406,18 +459,22 @@ pub fn shape_request(
             }
             Message::Tool { call_id, content } => {
                 let wire = wire_ids.get(call_id).cloned().unwrap_or_default();
-                if profile.tool_role {
+                if tool_role {
                     json!({"role": "tool", "tool_call_id": wire, "content": content})
                 } else {
                     let name = names.get(call_id.as_str()).copied().unwrap_or("tool");
-                    json!({"role": "user", "content": format!("[result of call {wire} ({name})]\n{content}")})
+                    let text = fill(
+                        &rules.result_as_text,
+                        &[("id", &wire), ("name", name), ("content", content)],
+                    );
+                    json!({"role": "user", "content": text})
                 }
             }
         };
         // Without a tool role, results become user messages: merge neighbours again.
         match (wire_messages.last_mut(), &value) {
             (Some(Value::Object(last)), Value::Object(new))
-                if !profile.tool_role
+                if !tool_role
                     && last.get("role") == Some(&json!("user"))
                     && new.get("role") == Some(&json!("user"))
                     && last.get("content").is_some_and(Value::is_string)
@@ -437,7 +494,8 @@ pub fn shape_request(
     let mut body = Map::new();
     body.insert("model".into(), Value::String(model.name.clone()));
     body.insert("messages".into(), Value::Array(wire_messages));
-    let offer_tools = !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
+    let offer_tools =
+        model.tools && !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
     if offer_tools {
         let mut tools: Vec<&ToolSpec> = request.tools.iter().collect();
         let choice = match &request.tool_choice {
@@ -513,6 +571,22 @@ mod tests {
             assert_eq!(w, wire_id(id, 0));
         }
         assert_ne!(wire_id("x", 0), wire_id("x", 1));
+    }
+
+    #[test]
+    fn fill_replaces_each_place_once() {
+        assert_eq!(
+            fill(
+                "[result of call {id} ({name})]\n{content}",
+                &[
+                    ("id", "A1"),
+                    ("name", "{content}"),
+                    ("content", "x {id} {y}")
+                ]
+            ),
+            "[result of call A1 ({content})]\nx {id} {y}"
+        );
+        assert_eq!(fill("{a} {b", &[("a", "1")]), "1 {b");
     }
 
     #[test]

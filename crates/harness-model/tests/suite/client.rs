@@ -663,3 +663,144 @@ async fn the_endpoint_capacity_holds_a_second_request_back() {
     assert_eq!(answer.text, "second");
     assert_eq!(server.requests().len(), 2);
 }
+
+/// A prompt of about 2,500 estimated tokens (above `silent_truncation_min_tokens`), answered by
+/// the scripted server with a reported prompt of 42 tokens: far below half the estimate.
+fn long_ask() -> ChatRequest {
+    ask(&"word ".repeat(2000))
+}
+
+#[tokio::test]
+async fn a_low_prompt_count_is_an_overflow_only_for_servers_that_cut_silently() {
+    let server = ScriptedServer::start(vec![]).await.unwrap();
+    for kind in ["llama.cpp", "other", "vllm", "some-new-server"] {
+        server.push(Reply::text_stream(&["fine"]));
+        let client = client(&server, kind, small_model());
+        assert!(client.shape(&long_ask(), true).unwrap().prompt_estimate >= 2048);
+        let answer = stream_all(&client, &long_ask()).await.1.unwrap();
+        assert_eq!(answer.text, "fine", "{kind}");
+        assert_eq!(answer.finish.reason, FinishReason::Stop, "{kind}");
+        assert_eq!(answer.usage.map(|u| u.prompt_tokens), Some(42));
+    }
+    for kind in ["ollama", "Ollama"] {
+        server.push(Reply::text_stream(&["I don't see any task."]));
+        let client = client(&server, kind, small_model());
+        let err = stream_all(&client, &long_ask()).await.1.unwrap_err();
+        match err {
+            Error::ContextOverflow(e) => assert!(e.message.contains("cut the prompt"), "{e:?}"),
+            other => panic!("{kind}: expected a context overflow, got {other:?}"),
+        }
+    }
+    assert_eq!(server.requests().len(), 6, "an overflow is never retried");
+}
+
+fn history_with_a_call() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::System {
+                text: "Be brief.".into(),
+            },
+            user("What is in a.txt?"),
+            Message::Assistant {
+                text: "Reading it.".into(),
+                reasoning: None,
+                tool_calls: vec![
+                    ToolCall {
+                        id: "our-1".into(),
+                        name: "read".into(),
+                        arguments: json!({"path": "a.txt"}),
+                    },
+                    ToolCall {
+                        id: "our-2".into(),
+                        name: "read".into(),
+                        arguments: json!({"path": "{content}"}),
+                    },
+                ],
+            },
+            Message::Tool {
+                call_id: "our-1".into(),
+                content: "alpha".into(),
+            },
+            user("Thanks. Summarize."),
+        ],
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        tool_choice: Some(ToolChoice::Auto),
+        ..ChatRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn a_model_without_tools_gets_no_tools_and_its_history_as_text() {
+    let server = ScriptedServer::start(vec![Reply::text_json("a"), Reply::text_json("b")])
+        .await
+        .unwrap();
+    let no_tools = model(ModelOverrides {
+        context: Some(8192),
+        output: Some(1024),
+        tools: Some(false),
+        ..ModelOverrides::default()
+    });
+    assert!(!no_tools.tools);
+    let client = client(&server, "llama.cpp", no_tools);
+    let request = history_with_a_call();
+    client
+        .complete(&request, &CancellationToken::new())
+        .await
+        .unwrap();
+    // A named choice is dropped too.
+    let named = ChatRequest {
+        tool_choice: Some(ToolChoice::Named("read".into())),
+        ..history_with_a_call()
+    };
+    client
+        .complete(&named, &CancellationToken::new())
+        .await
+        .unwrap();
+
+    let shaped = client.shape(&request, false).unwrap();
+    let (w1, w2) = (&shaped.wire_ids["our-1"], &shaped.wire_ids["our-2"]);
+    let max_tokens = shaped.max_tokens.unwrap();
+    let bodies = server.bodies();
+    assert_eq!(
+        bodies[0],
+        json!({
+            "model": "scripted",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What is in a.txt?"},
+                {"role": "assistant", "content": format!(
+                    "Reading it.\n[call {w1}: read {{\"path\":\"a.txt\"}}]\n[call {w2}: read {{\"path\":\"{{content}}\"}}]")},
+                {"role": "user", "content": format!(
+                    "[result of call {w1} (read)]\nalpha\n\n[result of call {w2} (read)]\ncancelled: this call was not run, so it has no result\n\nThanks. Summarize.")},
+            ],
+            "stream": false,
+            "max_tokens": max_tokens,
+        })
+    );
+    assert_eq!(bodies[1], bodies[0]);
+}
+
+#[tokio::test]
+async fn a_model_with_tools_keeps_tools_and_structured_history() {
+    let server = ScriptedServer::start(vec![Reply::text_json("a")])
+        .await
+        .unwrap();
+    let client = client(&server, "llama.cpp", small_model());
+    assert!(client.model().tools);
+    client
+        .complete(&history_with_a_call(), &CancellationToken::new())
+        .await
+        .unwrap();
+    let body = &server.bodies()[0];
+    assert_eq!(body["tool_choice"], json!("auto"));
+    assert_eq!(body["tools"].as_array().unwrap().len(), 1);
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["content"], json!("Reading it."));
+    assert_eq!(messages[2]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(messages[3]["role"], json!("tool"));
+    assert_eq!(messages[4]["role"], json!("tool"));
+}
