@@ -111,6 +111,8 @@ pub enum Query {
     Rewind(u32),
     /// The model and endpoint; with a name, switch to that model on the same endpoint.
     Model(Option<String>),
+    /// Compact the conversation: the model writes a summary that replaces it (idle only).
+    Compact,
 }
 
 /// What a job's watcher reports.
@@ -198,6 +200,10 @@ pub struct Driver {
     /// Whether the front end answers questions (the `question` tool is offered then only).
     asks: bool,
     reply: Option<(String, Option<String>)>,
+    /// The last model call ended in a context overflow (compaction and one retry follow).
+    overflowed: bool,
+    /// A compaction asked for by the person runs (a cancel stops it).
+    compacting: bool,
 }
 
 /// The built-in subagents (`prompts/agents/`).
@@ -304,6 +310,8 @@ impl Driver {
             subagent_sessions: HashMap::new(),
             asks: false,
             reply: None,
+            overflowed: false,
+            compacting: false,
         })
     }
 
@@ -399,6 +407,12 @@ impl Driver {
                     None => break,
                     Some(Ctl::Op(Op::Prompt { text, .. })) => self.feed(Input::Prompt { text }).await?,
                     Some(Ctl::Message(text)) => self.feed(Input::Message { text }).await?,
+                    Some(Ctl::Query(Query::Compact, reply)) => {
+                        let text = match self.compact().await? {
+                            Ok(text) | Err(text) => text,
+                        };
+                        let _ = reply.send(text);
+                    }
                     Some(ctl) => {
                         let _ = self.op_while_busy(ctl);
                     }
@@ -545,7 +559,7 @@ impl Driver {
                 None
             }
             Op::Cancel => {
-                if self.session.busy() {
+                if self.session.busy() || self.compacting {
                     self.cancelled = true;
                     self.cancel.cancel();
                 }
@@ -562,6 +576,8 @@ impl Driver {
 
     fn query(&mut self, q: Query) -> String {
         match q {
+            // Reached only while a prompt runs (an idle session compacts in `run`).
+            Query::Compact => "a prompt is running: compact after it".into(),
             Query::Jobs => match self
                 .session
                 .jobs_mut()
@@ -651,7 +667,7 @@ impl Driver {
                     self.cancel = CancellationToken::new();
                     None
                 }
-                Action::CallModel(request) => Some(self.call_model(request).await?),
+                Action::CallModel(request) => Some(self.step(request).await?),
                 Action::RunTools { calls, parallel } => {
                     Some(self.run_tools(calls, parallel).await?)
                 }
@@ -745,6 +761,156 @@ impl Driver {
         Ok(text)
     }
 
+    /// One model step: compacted first when the request would fill the window past the spec's
+    /// share, and compacted and sent once more when the answer says the context overflowed.
+    async fn step(&mut self, request: ModelRequest) -> Result<Input> {
+        let mut request = request;
+        let mut compacted = false;
+        if self.near_full(&request)?
+            && let Some(again) = self.compact_in_turn().await?
+        {
+            request = again;
+            compacted = true;
+        }
+        self.overflowed = false;
+        let input = self.call_model(request).await?;
+        if std::mem::take(&mut self.overflowed)
+            && !compacted
+            && !self.cancelled
+            && let Some(again) = self.compact_in_turn().await?
+        {
+            self.overflowed = false;
+            return self.call_model(again).await;
+        }
+        Ok(input)
+    }
+
+    /// Whether `request` (with the system text) would fill more than the spec's share of the
+    /// model's context window. A history that is one message (just compacted) is never full.
+    fn near_full(&self, request: &ModelRequest) -> Result<bool> {
+        let Some(window) = self.client.model().context else {
+            return Ok(false);
+        };
+        if request.messages.len() < 2 {
+            return Ok(false);
+        }
+        let percent = u64::from(LoopConfig::embedded()?.context.compaction.near_full_percent);
+        // The tools offered take room too (their schemas as sent, four characters a token).
+        let tools: usize = if request.tools && self.client.model().tools {
+            self.offering
+                .tools
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+                .sum()
+        } else {
+            0
+        };
+        let tokens = request.approx_tokens() + ((self.system_text()?.len() + tools) / 4) as u64;
+        Ok(tokens * 100 > window * percent)
+    }
+
+    /// Compacts inside a turn (the session waits for the model): the request to send instead,
+    /// or `None` when the compaction could not be done (said in a notice).
+    async fn compact_in_turn(&mut self) -> Result<Option<ModelRequest>> {
+        match self.compact().await? {
+            Ok(text) => {
+                self.notice(Level::Info, text);
+                Ok(self.session.request_again())
+            }
+            Err(why) => {
+                self.notice(Level::Warning, format!("cannot compact: {why}"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Compaction (`spec/context.md` §8): the model is asked, with no tools, for a summary of
+    /// the conversation (`loop.json` `context.compaction.request`); the session's history then
+    /// becomes that summary and the table of reads, and the dedupe table empties. `Ok(Err)`
+    /// says why nothing was compacted.
+    pub async fn compact(&mut self) -> Result<std::result::Result<String, String>> {
+        let cfg = LoopConfig::embedded()?.context.compaction.clone();
+        let history = self.session.history();
+        if history.is_empty() {
+            return Ok(Err("nothing to compact yet".into()));
+        }
+        let before = history.len();
+        let mut messages = vec![ModelMessage::System {
+            text: self.system_text()?,
+        }];
+        messages.extend(history.iter().map(to_model_message));
+        messages.push(ModelMessage::User {
+            text: cfg.request.clone(),
+            images: Vec::new(),
+        });
+        let chat = ChatRequest {
+            messages,
+            // The tools stay listed (the prompt's cache holds) but none may be called.
+            tools: if self.client.model().tools {
+                self.offering
+                    .tools
+                    .iter()
+                    .map(|t| ToolSpec {
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        parameters: t.parameters.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            tool_choice: Some(ToolChoice::None),
+            ..ChatRequest::default()
+        };
+        let client = self.client.clone();
+        let cancel = self.cancel.clone();
+        self.compacting = true;
+        let task = tokio::spawn(async move {
+            client
+                .stream(&chat, &cancel, &mut |_: &StreamEvent| {})
+                .await
+        });
+        let result = self.wait(task).await;
+        self.compacting = false;
+        if self.cancelled || self.cancel.is_cancelled() {
+            if !self.session.busy() {
+                self.cancelled = false;
+                self.cancel = CancellationToken::new();
+            }
+            return Ok(Err("cancelled".into()));
+        }
+        let completion = match result? {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(format!("the model gave no summary: {e}"))),
+        };
+        if matches!(
+            completion.finish.reason,
+            FinishReason::Error | FinishReason::ContextOverflow | FinishReason::Capacity
+        ) {
+            let why = completion
+                .finish
+                .error
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| completion.finish.reason.as_str().to_owned());
+            return Ok(Err(format!("the model gave no summary: {why}")));
+        }
+        let summary = completion.text.trim();
+        if summary.is_empty() {
+            return Ok(Err("the model gave no summary".into()));
+        }
+        let text = cfg.summary.replace("{summary}", summary);
+        match self.session.compact(&text) {
+            Ok(_) => {
+                self.flush_log()?;
+                Ok(Ok(format!(
+                    "compacted: {before} messages became a summary of {} characters",
+                    summary.chars().count()
+                )))
+            }
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
     async fn call_model(&mut self, request: ModelRequest) -> Result<Input> {
         let mut messages = vec![ModelMessage::System {
             text: self.system_text()?,
@@ -793,15 +959,19 @@ impl Driver {
         Ok(match result {
             Ok(c) => self.model_input(c),
             Err(harness_model::Error::Cancelled) => Input::Cancel,
-            Err(e) => Input::ModelFailed {
-                message: e.to_string(),
-            },
+            Err(e) => {
+                self.overflowed = matches!(e, harness_model::Error::ContextOverflow(_));
+                Input::ModelFailed {
+                    message: e.to_string(),
+                }
+            }
         })
     }
 
     fn model_input(&mut self, c: Completion) -> Input {
         match c.finish.reason {
             FinishReason::Error | FinishReason::ContextOverflow | FinishReason::Capacity => {
+                self.overflowed = c.finish.reason == FinishReason::ContextOverflow;
                 let message = c.finish.error.map(|e| e.to_string()).unwrap_or_else(|| {
                     format!("the model's answer ended with {}", c.finish.reason.as_str())
                 });

@@ -428,9 +428,14 @@ async fn session_loop(
                 continue;
             }
             Line::Compact => {
-                println!(
-                    "/compact is not available yet: the spec has no text asking the model for its summary"
-                );
+                let (tx, rx) = oneshot::channel();
+                let _ = ctl_tx.send(Ctl::Query(Query::Compact, tx));
+                spinner.start("compacting");
+                let answer = rx.await;
+                spinner.stop();
+                if let Ok(answer) = answer {
+                    println!("{answer}");
+                }
                 continue;
             }
             Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {

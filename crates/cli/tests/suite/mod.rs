@@ -3,6 +3,7 @@
 
 mod acp;
 mod cli;
+mod compact;
 mod oneshot;
 mod real_server;
 mod terminal;
