@@ -5,25 +5,9 @@ use std::collections::BTreeMap;
 
 /// Run-time values of the tool variables the spec leaves to the project's settings.
 pub fn runtime_values() -> BTreeMap<String, String> {
-    use harness_fs::memory::{DEFAULT_LIMIT, USER_LIMIT};
-    let limit = format!(
-        "{} characters for `memory`, {} for `user`",
-        thousands(DEFAULT_LIMIT),
-        thousands(USER_LIMIT)
-    );
+    use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
+    let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
     BTreeMap::from([("memory_limit".to_owned(), limit)])
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The memory file's place and its entries, for the prompt.
@@ -83,7 +67,9 @@ mod tests {
         );
         assert!(!e, "{t}");
         assert!(memory_entries(&p).contains("Prefers tabs."));
-        assert_eq!(thousands(2200), "2,200");
-        assert_eq!(thousands(999), "999");
+        assert_eq!(
+            runtime_values()["memory_limit"],
+            "2,200 characters for `memory`, 1,375 for `user`"
+        );
     }
 }

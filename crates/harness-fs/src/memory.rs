@@ -34,6 +34,39 @@ pub const USER_LIMIT: usize = 1375;
 /// The version of the file format [`Memory::to_json`] writes.
 pub const FILE_VERSION: u64 = 1;
 
+/// The `memory_limit` variable of `tools/memory.json` as the model reads it: one store's
+/// limit (`2,200 characters`) when a project offers one store, each store's when it offers
+/// several (`2,200 characters for `memory`, 1,375 for `user``). Both front ends fill the
+/// description with this, so the text the model reads matches the limit [`Memory`] enforces.
+pub fn limit_words(stores: &[(Target, usize)]) -> String {
+    match stores {
+        [(_, limit)] => format!("{} characters", thousands(*limit)),
+        _ => {
+            let parts: Vec<String> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, (target, limit))| {
+                    let unit = if i == 0 { " characters" } else { "" };
+                    format!("{}{unit} for `{}`", thousands(*limit), target.as_str())
+                })
+                .collect();
+            parts.join(", ")
+        }
+    }
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -553,6 +586,23 @@ fn usage_of(entries: &[Entry]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn limit_words_reads_like_the_description() {
+        use super::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
+        assert_eq!(
+            limit_words(&[(Target::Memory, DEFAULT_LIMIT)]),
+            "2,200 characters"
+        );
+        assert_eq!(
+            limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]),
+            "2,200 characters for `memory`, 1,375 for `user`"
+        );
+        assert_eq!(
+            limit_words(&[(Target::Memory, 12_345_678)]),
+            "12,345,678 characters"
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -106,7 +106,10 @@ fn chat_context(mode: Mode, holds: Holds) -> OfferContext {
     };
     cx.values.insert(
         "memory_limit".into(),
-        format!("{} characters", harness_fs::memory::DEFAULT_LIMIT),
+        harness_fs::memory::limit_words(&[(
+            harness_fs::memory::Target::Memory,
+            harness_fs::memory::DEFAULT_LIMIT,
+        )]),
     );
     cx
 }
