@@ -29,6 +29,7 @@ pub const RUNS: &[&str] = &[
     "write",
     "edit",
     "multiedit",
+    "apply_patch",
     "glob",
     "grep",
     "list",
@@ -269,6 +270,7 @@ impl Exec {
         let mut out = match call.name.as_str() {
             "read" => self.read(view, call),
             "write" | "edit" | "multiedit" => self.change(view, call),
+            "apply_patch" => self.patch(view, call),
             "glob" => {
                 let Some(pattern) = arg_str(a, "pattern") else {
                     return with_id(missing("glob", "pattern"), call);
@@ -580,6 +582,51 @@ impl Exec {
             }
             Err(e) => self.error(call, e),
         }
+    }
+
+    /// `apply_patch` through harness-fs (all or nothing, the read ledger's guards), answered
+    /// with what happened to each file and its diff, by real paths.
+    fn patch(&self, view: &View, call: &ToolCall) -> ToolOutcome {
+        let Some(text) = arg_str(&call.arguments, "patch") else {
+            return with_id(missing("apply_patch", "patch"), call);
+        };
+        let mut patch = match harness_fs::patch::Patch::parse(text) {
+            Ok(p) => p,
+            Err(e) => return self.error(call, e),
+        };
+        // A real path inside the working directory is taken as the relative path it names.
+        patch.map_paths(|p| {
+            if Path::new(p).is_absolute() {
+                let v = self.to_view(p);
+                if v != p {
+                    return v.trim_start_matches('/').to_owned();
+                }
+            }
+            p.to_owned()
+        });
+        let applied = match harness_fs::patch::apply(view, &self.ledger, &patch) {
+            Ok(a) => a,
+            Err(e) => return self.error(call, e),
+        };
+        let context = harness_loop::config::LoopConfig::embedded()
+            .map(|c| c.context.diff.context_lines)
+            .unwrap_or(3);
+        let mut out = Vec::new();
+        for f in &applied.files {
+            let host = self.to_host(&f.path);
+            let line = match &f.moved_from {
+                _ if f.added => format!("Added {host}."),
+                _ if f.deleted => format!("Deleted {host}."),
+                Some(from) => format!("Moved {} to {host}.", self.to_host(from)),
+                None => format!("Changed {host}."),
+            };
+            out.push(line);
+            let diff = harness_loop::context::unified_diff(&host, &f.before, &f.after, context);
+            if !diff.is_empty() {
+                out.push(diff.trim_end_matches('\n').to_owned());
+            }
+        }
+        ToolOutcome::ok(&call.id, out.join("\n"))
     }
 
     /// Runs a bash call in the foreground, streaming its output to `chunks`; a command still

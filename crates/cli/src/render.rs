@@ -104,6 +104,19 @@ pub fn call_title(name: &str, block: Block, args: &serde_json::Value) -> String 
     };
     match block {
         Block::Shell => format!("$ {}", s("command")),
+        Block::Edit if !s("patch").is_empty() => {
+            // A patch: the files its headers name.
+            let files: Vec<&str> = s("patch")
+                .lines()
+                .filter_map(|l| {
+                    ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
+                        .iter()
+                        .find_map(|h| l.strip_prefix(h))
+                })
+                .map(str::trim)
+                .collect();
+            format!("{name} {}", files.join(", "))
+        }
         Block::Edit | Block::Read => format!("{name} {}", s("path")),
         Block::Search => {
             let path = s("path");

@@ -25,6 +25,7 @@ mod error;
 mod ignores;
 pub mod instructions;
 pub mod memory;
+pub mod patch;
 mod path;
 pub mod skills;
 pub mod tools;

@@ -5,6 +5,7 @@ mod acp;
 mod cli;
 mod compact;
 mod oneshot;
+mod patch;
 mod real_server;
 mod terminal;
 
