@@ -1064,7 +1064,7 @@ impl Driver {
             && calls.iter().all(|c| {
                 !matches!(
                     c.name.as_str(),
-                    "session_search" | "question" | "task" | "bash"
+                    "session_search" | "question" | "task" | "bash" | "web_fetch"
                 )
             });
         if parallel {
@@ -1128,6 +1128,21 @@ impl Driver {
             let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
             let text = self.wait(task).await?;
             return Ok(ToolOutcome::ok(&call.id, text));
+        }
+        if call.name == "web_fetch" {
+            let args = call.arguments.clone();
+            let cancel = self.cancel.clone();
+            let task = tokio::spawn(async move { crate::web::fetch(&args, &cancel).await });
+            return Ok(match self.wait(task).await? {
+                Ok(text) => ToolOutcome::ok(&call.id, text),
+                Err(text) => ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: text,
+                    is_error: true,
+                    read: None,
+                    edit: None,
+                },
+            });
         }
         if call.name == "task" {
             let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {

@@ -49,6 +49,7 @@ pub const RUNS: &[&str] = &[
     "skill_manage",
     "question",
     "session_search",
+    "web_fetch",
 ];
 
 /// Tools the loop answers without the front end.

@@ -22,6 +22,7 @@ pub mod session;
 pub mod settings;
 pub mod store;
 pub mod tools;
+pub mod web;
 
 use std::process::ExitCode;
 

@@ -8,6 +8,7 @@ mod oneshot;
 mod patch;
 mod real_server;
 mod terminal;
+mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
