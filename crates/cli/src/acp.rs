@@ -236,6 +236,133 @@ struct JobStopRequest {
     job_id: String,
 }
 
+/// `_lembas/job/send`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/send", response = LembasResult)]
+struct JobSendRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+    text: String,
+}
+
+/// `_lembas/job/transcript`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/transcript", response = LembasResult)]
+struct JobTranscriptRequest {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+}
+
+type JobTable = Arc<Mutex<std::collections::BTreeMap<u32, Value>>>;
+
+/// The job object of `spec/acp.md` §10 for `job`: the one the events built, or one made from
+/// the loop's record (a job of a resumed session).
+fn job_object(table: &JobTable, job: &harness_loop::jobs::Job) -> Value {
+    table
+        .lock()
+        .ok()
+        .and_then(|t| t.get(&job.id).cloned())
+        .unwrap_or_else(|| {
+            json!({
+                "id": job.id.to_string(),
+                "kind": harness_loop::jobs::kind_name(job.kind),
+                "state": job.state.as_str(),
+                "title": job.title,
+            })
+        })
+}
+
+/// The session's control channel and job table, for a `_lembas/job/…` call.
+fn job_session(
+    state: &State,
+    session: &str,
+) -> Result<(mpsc::UnboundedSender<Ctl>, JobTable), agent_client_protocol::Error> {
+    if !state.agreed("jobs") {
+        return Err(agent_client_protocol::Error::method_not_found());
+    }
+    state
+        .sessions
+        .lock()
+        .ok()
+        .and_then(|s| s.get(session).map(|o| (o.ops.clone(), o.jobs.clone())))
+        .ok_or_else(|| unknown_session(session))
+}
+
+/// `_lembas/job/send`: the person's `job_send`.
+async fn job_send(
+    state: &State,
+    req: JobSendRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<Value, agent_client_protocol::Error> {
+    let (ops, table) = job_session(state, &req.session_id)?;
+    let id = req
+        .job_id
+        .parse::<u32>()
+        .map_err(|_| unknown_job(&req.job_id))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = ops.send(Ctl::SendJob(id, req.text, tx));
+    let queued = match rx.await {
+        Ok(Some(Ok(queued))) => queued,
+        Ok(Some(Err(text))) => return Err(agent_client_protocol::Error::new(-32602, text)),
+        _ => return Err(unknown_job(&req.job_id)),
+    };
+    let mut job = table
+        .lock()
+        .ok()
+        .and_then(|t| t.get(&id).cloned())
+        .unwrap_or_else(|| json!({"id": req.job_id}));
+    if !queued {
+        // Started again: running once more, and the client hears so.
+        if let Some(o) = job.as_object_mut() {
+            o.remove("ended");
+            o.remove("exit_code");
+            o.insert("state".into(), json!("running"));
+        }
+        if let Ok(mut t) = table.lock() {
+            t.insert(id, job.clone());
+        }
+        let _ = cx.send_notification(JobNotification(json!({
+            "sessionId": req.session_id, "job": job,
+        })));
+    }
+    let delivered = if queued { "queued" } else { "restarted" };
+    Ok(json!({"job": job, "delivered": delivered}))
+}
+
+/// `_lembas/job/transcript`: a subagent's conversation as `session/update` objects; a
+/// command's kept output as one `agent_message_chunk`.
+async fn job_transcript(
+    state: &State,
+    req: JobTranscriptRequest,
+) -> Result<Value, agent_client_protocol::Error> {
+    let (ops, table) = job_session(state, &req.session_id)?;
+    let id = req
+        .job_id
+        .parse::<u32>()
+        .map_err(|_| unknown_job(&req.job_id))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = ops.send(Ctl::JobTranscript(id, tx));
+    let Ok(Some((job, entries))) = rx.await else {
+        return Err(unknown_job(&req.job_id));
+    };
+    let updates = match (job.kind, entries) {
+        (harness_core::protocol::JobKind::Subagent, Some(entries)) => replay_updates(&entries),
+        _ if job.output.is_empty() => Vec::new(),
+        _ => vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            text_block(job.output.clone()),
+        ))],
+    };
+    let updates: Vec<Value> = updates
+        .iter()
+        .filter_map(|u| serde_json::to_value(u).ok())
+        .collect();
+    Ok(json!({"job": job_object(&table, &job), "updates": updates}))
+}
+
 fn unknown_job(id: &str) -> agent_client_protocol::Error {
     lembas_error(
         -32045,
@@ -289,6 +416,8 @@ async fn serve(state: Arc<State>) -> Result<()> {
     let s11 = state.clone();
     let s12 = state.clone();
     let s13 = state.clone();
+    let s14 = state.clone();
+    let s15 = state.clone();
     Agent
         .v1()
         .name("llembas")
@@ -449,6 +578,22 @@ async fn serve(state: Arc<State>) -> Result<()> {
                     }
                     _ => responder.respond_with_error(unknown_job(&req.job_id)),
                 }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: JobSendRequest, responder, cx| match job_send(&s14, req, &cx).await {
+                Ok(v) => responder.respond(LembasResult(v)),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: JobTranscriptRequest, responder, _cx| match job_transcript(&s15, req)
+                .await
+            {
+                Ok(v) => responder.respond(LembasResult(v)),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )

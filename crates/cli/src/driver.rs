@@ -88,6 +88,20 @@ pub enum Ctl {
     ),
     /// A message for this session from the one that owns it as a job (`job_send`).
     Message(String),
+    /// The person's `job_send` (ACP `_lembas/job/send`): the same rules as the model's call;
+    /// answered `Ok(true)` when the message was queued for a running subagent, `Ok(false)`
+    /// when an ended one starts again, `Err` with the tool's error text otherwise (`None` for
+    /// an unknown job).
+    SendJob(
+        u32,
+        String,
+        tokio::sync::oneshot::Sender<Option<std::result::Result<bool, String>>>,
+    ),
+    /// A job and, for a subagent, the saved conversation it ran (ACP `_lembas/job/transcript`).
+    JobTranscript(
+        u32,
+        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, Option<Vec<Entry>>)>>,
+    ),
     /// The person's answer to an [`Out::Question`] (`None`: nobody answered).
     Reply(String, Option<String>),
     /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
@@ -503,6 +517,39 @@ impl Driver {
                         .skip(offset.saturating_sub(j.dropped_chars))
                         .collect();
                     (j.clone(), text)
+                });
+                let _ = reply.send(r);
+                return None;
+            }
+            Ctl::SendJob(id, message, reply) => {
+                if self.session.jobs().get(id).is_none() {
+                    let _ = reply.send(None);
+                    return None;
+                }
+                let args = serde_json::json!({"id": id, "message": message});
+                let r = match self.session.jobs_mut().tool("job_send", &args) {
+                    Some(harness_loop::jobs::JobDecision::Deliver { id, message, .. }) => {
+                        if let Some(child) = self.subagents.get(&id) {
+                            let _ = child.send(Ctl::Message(message));
+                        }
+                        Ok(true)
+                    }
+                    Some(harness_loop::jobs::JobDecision::Restart { id, message, .. }) => {
+                        self.restart_subagent(id, message);
+                        Ok(false)
+                    }
+                    Some(d) => Err(d.text().to_owned()),
+                    None => Err(format!("no job {id}")),
+                };
+                let _ = reply.send(Some(r));
+                return None;
+            }
+            Ctl::JobTranscript(id, reply) => {
+                let r = self.session.jobs().get(id).cloned().map(|job| {
+                    let entries = self.subagent_sessions.get(&id).and_then(|(_, session)| {
+                        read_transcript(&self.store.transcript(session)).ok()
+                    });
+                    (job, entries)
                 });
                 let _ = reply.send(r);
                 return None;
@@ -1253,14 +1300,31 @@ impl Driver {
 
     fn start_job(&mut self, id: u32, kind: JobKind, call: &ToolCall) {
         if kind != JobKind::Command {
-            let _ = self.job_tx.send(JobMsg::Ended {
-                id,
-                exit: Exit::Code(-1),
-            });
-            self.notice(
-                Level::Warning,
-                format!("job {id}: subagents do not run in llembas yet"),
-            );
+            match self.spawn_subagent(call, Some(id), CancellationToken::new()) {
+                Ok((ctl, handle, session)) => {
+                    let agent = call
+                        .arguments
+                        .get("agent")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("general")
+                        .to_owned();
+                    self.subagents.insert(id, ctl);
+                    self.subagent_sessions.insert(id, (agent, session));
+                    let tx = self.job_tx.clone();
+                    tokio::spawn(async move {
+                        let reply = handle
+                            .await
+                            .unwrap_or_else(|e| Err(format!("the subagent failed: {e}")));
+                        let _ = tx.send(JobMsg::SubagentEnded { id, reply });
+                    });
+                }
+                Err(message) => {
+                    let _ = self.job_tx.send(JobMsg::SubagentEnded {
+                        id,
+                        reply: Err(message),
+                    });
+                }
+            }
             return;
         }
         let command = call

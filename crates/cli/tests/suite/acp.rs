@@ -261,6 +261,28 @@ where
         + Send
         + 'static,
 {
+    with_agent_caps(sb, url, &[], body).await
+}
+
+/// [`with_agent`] with the `_lembas` capability strings the client declares.
+async fn with_agent_caps<F>(
+    sb: &Sandbox,
+    url: &str,
+    caps: &[&str],
+    body: F,
+) -> Vec<SessionNotification>
+where
+    F: AsyncFnOnce(
+            agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>,
+        ) -> agent_client_protocol::Result<()>
+        + Send
+        + 'static,
+{
+    let init = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+        ClientCapabilities::new().meta(lembas(
+            json!({"protocol": 2, "spec": "3.0.0", "capabilities": caps}),
+        )),
+    );
     let home = sb.root().parent().unwrap().to_path_buf();
     let mut child = sb
         .command(url, &["acp"])
@@ -285,9 +307,7 @@ where
                 agent_client_protocol::on_receive_notification!(),
             )
             .connect_with(transport, async move |cx| {
-                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
+                cx.send_request(init).block_task().await?;
                 body(cx).await
             }),
     )
@@ -539,4 +559,183 @@ async fn jobs_and_machine_turns_reach_the_client() {
             .starts_with("<job id=\"1\"")
     );
     assert_eq!(seen[3].1["stopReason"], "end_turn");
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/send", response = Raw)]
+struct JobSend {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+    text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/job/transcript", response = Raw)]
+struct JobTranscript {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    #[serde(rename = "jobId")]
+    job_id: String,
+}
+
+/// Asks `_lembas/jobs` until job `id` is in `state` (20 s at most).
+async fn wait_job(
+    cx: &agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>,
+    sid: &str,
+    id: &str,
+    state: &str,
+) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let jobs = cx
+            .send_request(Jobs {
+                session_id: sid.to_owned(),
+            })
+            .block_task()
+            .await
+            .unwrap();
+        let job = jobs.0["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned();
+        if let Some(j) = job
+            && j["state"] == state
+        {
+            return j;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} never {state}: {}",
+            jobs.0
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_send_and_transcript_reach_the_jobs() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    // The main session and the subagent ask the model side by side: every later answer is
+    // the same text, so the order they come in does not matter.
+    let mut replies = vec![calls(&[
+        (
+            "c1",
+            "bash",
+            json!({"command": "echo cmd-out", "background": true}),
+        ),
+        (
+            "c2",
+            "task",
+            json!({"agent": "explore", "prompt": "look around", "background": true}),
+        ),
+    ])];
+    replies.extend((0..12).map(|_| text(&["ok."])));
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let url = server.base_url();
+    with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(root).meta(lembas(json!({"mode": "auto"}))))
+            .block_task()
+            .await?;
+        let sid = s.session_id.to_string();
+        cx.send_request(PromptRequest::new(
+            s.session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new("start both"))],
+        ))
+        .block_task()
+        .await?;
+        wait_job(&cx, &sid, "1", "done").await;
+        wait_job(&cx, &sid, "2", "done").await;
+
+        // A command takes no messages: refused with the tool's own text.
+        let err = cx
+            .send_request(JobSend {
+                session_id: sid.clone(),
+                job_id: "1".into(),
+                text: "hello".into(),
+            })
+            .block_task()
+            .await
+            .unwrap_err();
+        assert_eq!(i32::from(err.code), -32602, "{err:?}");
+        assert_eq!(
+            err.message,
+            "Job 1 is a command: job_send messages subagents only."
+        );
+        let err = cx
+            .send_request(JobSend {
+                session_id: sid.clone(),
+                job_id: "9".into(),
+                text: "hello".into(),
+            })
+            .block_task()
+            .await
+            .unwrap_err();
+        assert_eq!(i32::from(err.code), -32045, "{err:?}");
+
+        // A command's transcript is its output as one agent_message_chunk.
+        let t = cx
+            .send_request(JobTranscript {
+                session_id: sid.clone(),
+                job_id: "1".into(),
+            })
+            .block_task()
+            .await?;
+        assert_eq!(t.0["job"]["kind"], "command", "{}", t.0);
+        assert_eq!(
+            t.0["updates"],
+            json!([{"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "cmd-out\n"}}])
+        );
+
+        // A subagent's transcript is its conversation, in order.
+        let t = cx
+            .send_request(JobTranscript {
+                session_id: sid.clone(),
+                job_id: "2".into(),
+            })
+            .block_task()
+            .await?;
+        let u = t.0["updates"].as_array().unwrap();
+        assert_eq!(u[0]["sessionUpdate"], "user_message_chunk", "{}", t.0);
+        assert_eq!(u[0]["content"]["text"], "look around");
+        assert_eq!(u[1]["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(u[1]["content"]["text"], "ok.");
+
+        // An ended subagent starts again with the message.
+        let sent = cx
+            .send_request(JobSend {
+                session_id: sid.clone(),
+                job_id: "2".into(),
+                text: "look again".into(),
+            })
+            .block_task()
+            .await?;
+        assert_eq!(sent.0["delivered"], "restarted", "{}", sent.0);
+        assert_eq!(sent.0["job"]["state"], "running");
+        wait_job(&cx, &sid, "2", "done").await;
+        let t = cx
+            .send_request(JobTranscript {
+                session_id: sid,
+                job_id: "2".into(),
+            })
+            .block_task()
+            .await?;
+        let texts: Vec<&str> = t.0["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+            .map(|u| u["content"]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts.first(), Some(&"look around"), "{}", t.0);
+        assert!(texts.iter().any(|t| t.contains("look again")), "{texts:?}");
+        Ok(())
+    })
+    .await;
 }
