@@ -36,7 +36,7 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs"];
+const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs", "show"];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -205,6 +205,11 @@ struct MachinePrompt(Value);
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/prompt_end")]
 struct MachinePromptEnd(Value);
+
+/// `_lembas/show` (device → client): a file for the person's viewer.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/show", response = LembasResult)]
+struct ShowRequest(Value);
 
 /// `_lembas/jobs`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
@@ -871,6 +876,9 @@ async fn open_session(
     {
         driver.set_client_context(text);
     }
+    if state.agreed("show") {
+        driver.holds_display();
+    }
     let id = driver.id().to_owned();
     let open = Open {
         ops: op_tx.clone(),
@@ -1081,6 +1089,37 @@ impl Pump {
                 // Not offered over ACP; should one come, nobody answers it.
                 Out::Question { call_id, .. } => {
                     let _ = self.ops.send(Ctl::Reply(call_id, None));
+                }
+                Out::Show {
+                    call_id,
+                    path,
+                    title,
+                    kind,
+                    language,
+                    line,
+                    content,
+                } => {
+                    let mut params = json!({
+                        "sessionId": self.session, "path": path, "title": title,
+                        "kind": kind, "content": content,
+                    });
+                    if let Some(l) = language {
+                        params["language"] = json!(l);
+                    }
+                    if let Some(l) = line {
+                        params["line"] = json!(l);
+                    }
+                    let cx = self.cx.clone();
+                    let ops = self.ops.clone();
+                    let _ = self.cx.spawn(async move {
+                        // `{"shown": false}`, an error or a dropped link: the viewer is gone.
+                        let shown = match cx.send_request(ShowRequest(params)).block_task().await {
+                            Ok(r) => r.0.get("shown").and_then(Value::as_bool) == Some(true),
+                            Err(_) => false,
+                        };
+                        let _ = ops.send(Ctl::Reply(call_id, shown.then(String::new)));
+                        Ok(())
+                    });
                 }
                 Out::Edit {
                     call_id,

@@ -58,6 +58,24 @@ pub enum Out {
         /// Answers to pick from (the person may write their own).
         options: Vec<String>,
     },
+    /// A `show` call's file for the person's viewer (only where `display` holds); answer with
+    /// [`Ctl::Reply`]: `Some` when it opened, `None` when the viewer is gone.
+    Show {
+        /// The call.
+        call_id: String,
+        /// The file's real path.
+        path: String,
+        /// A title (the file's name).
+        title: String,
+        /// `markdown`, `code`, `text` or `html` (`spec/acp.md` §11).
+        kind: String,
+        /// For `code`: the language, by the file's extension.
+        language: Option<String>,
+        /// The line to scroll to.
+        line: Option<u64>,
+        /// The file's text.
+        content: String,
+    },
     /// A piece of a running command's output (shown as it comes; the result has it whole).
     ToolOutput {
         /// The call.
@@ -213,6 +231,8 @@ pub struct Driver {
     subagent_sessions: HashMap<u32, (String, String)>,
     /// Whether the front end answers questions (the `question` tool is offered then only).
     asks: bool,
+    /// Whether the front end has a viewer for `show` (`display` holds).
+    display: bool,
     reply: Option<(String, Option<String>)>,
     /// The last model call ended in a context overflow (compaction and one retry follow).
     overflowed: bool,
@@ -223,15 +243,26 @@ pub struct Driver {
 /// The built-in subagents (`prompts/agents/`).
 pub const AGENTS: &[&str] = &["explore", "general"];
 
-fn offering(mode: Mode, agent: Option<&str>, asks: bool) -> Result<Offering<'static>> {
+/// The largest file `show` sends to a viewer.
+const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+fn offering(
+    mode: Mode,
+    agent: Option<&str>,
+    asks: bool,
+    display: bool,
+) -> Result<Offering<'static>> {
     let spec = Spec::embedded();
     let mut cx = OfferContext::new(Project::Cli, SessionKind::Agent, mode);
+    cx.holds.display = display;
     cx.values = crate::tools::runtime_values();
     cx.subagent = agent.is_some();
     cx.read_only = agent == Some("explore");
     let mut o = Offering::new(spec, cx)?;
     o.tools.retain(|t| {
-        (exec::RUNS.contains(&t.name.as_str()) || exec::LOOP_ANSWERS.contains(&t.name.as_str()))
+        (exec::RUNS.contains(&t.name.as_str())
+            || exec::LOOP_ANSWERS.contains(&t.name.as_str())
+            || t.name == "show")
             && !(agent.is_some() && t.name == "task")
             && (asks || t.name != "question")
     });
@@ -253,7 +284,10 @@ impl Driver {
             budget: None,
             id: setup.meta.id.clone(),
             catalog: Box::new(|name: &str| {
-                if exec::RUNS.contains(&name) || exec::LOOP_ANSWERS.contains(&name) {
+                if exec::RUNS.contains(&name)
+                    || exec::LOOP_ANSWERS.contains(&name)
+                    || name == "show"
+                {
                     Spec::embedded().traits(name)
                 } else {
                     None
@@ -299,7 +333,7 @@ impl Driver {
             session,
             client: setup.client,
             model_name: setup.model_name,
-            offering: offering(setup.perms.mode(), setup.agent.as_deref(), false)?,
+            offering: offering(setup.perms.mode(), setup.agent.as_deref(), false, false)?,
             perms: setup.perms,
             exec,
             personality: setup.personality,
@@ -323,6 +357,7 @@ impl Driver {
             subagents: HashMap::new(),
             subagent_sessions: HashMap::new(),
             asks: false,
+            display: false,
             reply: None,
             overflowed: false,
             compacting: false,
@@ -338,7 +373,16 @@ impl Driver {
     /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
     pub fn answers_questions(&mut self) {
         self.asks = true;
-        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), true) {
+        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), true, self.display) {
+            self.offering = o;
+        }
+    }
+
+    /// Says that the front end has a viewer (`display` holds, as over ACP with capability
+    /// `show`): the `show` tool is offered and its calls come as [`Out::Show`].
+    pub fn holds_display(&mut self) {
+        self.display = true;
+        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), self.asks, true) {
             self.offering = o;
         }
     }
@@ -689,7 +733,7 @@ impl Driver {
     /// Changes the permission mode (and what is offered with it).
     pub fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
-        match offering(mode, self.agent.as_deref(), self.asks) {
+        match offering(mode, self.agent.as_deref(), self.asks, self.display) {
             Ok(o) => self.offering = o,
             Err(e) => self.notice(
                 Level::Warning,
@@ -1111,7 +1155,7 @@ impl Driver {
             && calls.iter().all(|c| {
                 !matches!(
                     c.name.as_str(),
-                    "session_search" | "question" | "task" | "bash" | "web_fetch"
+                    "session_search" | "question" | "task" | "bash" | "web_fetch" | "show"
                 )
             });
         if parallel {
@@ -1157,6 +1201,9 @@ impl Driver {
     async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
         if call.name == "question" {
             return self.question(&call).await;
+        }
+        if call.name == "show" {
+            return self.show(&call).await;
         }
         if call.name == "session_search" {
             let q = call
@@ -1367,34 +1414,41 @@ impl Driver {
             question,
             options,
         });
+        Ok(match self.wait_reply(&call.id).await? {
+            Some(Some(t)) => ToolOutcome::ok(&call.id, t),
+            Some(None) => ToolOutcome {
+                call_id: call.id.clone(),
+                output: "Nobody answered the question.".into(),
+                is_error: true,
+                read: None,
+                edit: None,
+            },
+            None => ToolOutcome {
+                call_id: call.id.clone(),
+                output: String::new(),
+                is_error: true,
+                read: None,
+                edit: None,
+            },
+        })
+    }
+
+    /// Waits for the front end's [`Ctl::Reply`] to `call_id` while ops and job messages keep
+    /// coming; `None` when the turn was cancelled first.
+    async fn wait_reply(&mut self, call_id: &str) -> Result<Option<Option<String>>> {
         loop {
             if let Some((id, text)) = self.reply.take()
-                && id == call.id
+                && id == call_id
             {
-                return Ok(match text {
-                    Some(t) => ToolOutcome::ok(&call.id, t),
-                    None => ToolOutcome {
-                        call_id: call.id.clone(),
-                        output: "Nobody answered the question.".into(),
-                        is_error: true,
-                        read: None,
-                        edit: None,
-                    },
-                });
+                return Ok(Some(text));
             }
             if self.cancelled {
-                return Ok(ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: String::new(),
-                    is_error: true,
-                    read: None,
-                    edit: None,
-                });
+                return Ok(None);
             }
             tokio::select! {
                 op = self.ops.recv() => match op {
                     Some(op) => { let _ = self.op_while_busy(op); }
-                    None => self.reply = Some((call.id.clone(), None)),
+                    None => self.reply = Some((call_id.to_owned(), None)),
                 },
                 Some(msg) = self.job_rx.recv() => {
                     let input = self.job_input(msg);
@@ -1408,6 +1462,95 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Sends a `show` call's file to the front end's viewer (it holds `display`) and waits
+    /// for it to say whether the file opened; when the viewer is gone, the tool's
+    /// `unavailable` text answers, word for word.
+    async fn show(&mut self, call: &ToolCall) -> Result<ToolOutcome> {
+        let failed = |output: String| ToolOutcome {
+            call_id: call.id.clone(),
+            output,
+            is_error: true,
+            read: None,
+            edit: None,
+        };
+        let unavailable = || {
+            let holds = harness_core::offer::Holds::default();
+            Spec::embedded()
+                .tool("show")
+                .and_then(|t| harness_core::offer::unavailable(t, &holds))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if !self.display {
+            return Ok(failed(unavailable()));
+        }
+        let Some(rel) = call
+            .arguments
+            .get("path")
+            .and_then(serde_json::Value::as_str)
+        else {
+            return Ok(failed("show: the argument `path` is missing".into()));
+        };
+        let path = self.exec.root().join(rel);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return Ok(failed(format!("{} is not a file", path.display()))),
+            Err(e) => return Ok(failed(format!("cannot show {}: {e}", path.display()))),
+        };
+        if meta.len() > SHOW_MAX_BYTES {
+            return Ok(failed(format!(
+                "{} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
+                path.display(),
+                meta.len()
+            )));
+        }
+        let content = match std::fs::read(&path).map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                return Ok(failed(format!(
+                    "{} is not UTF-8 text: it cannot be shown",
+                    path.display()
+                )));
+            }
+            Err(e) => return Ok(failed(format!("cannot show {}: {e}", path.display()))),
+        };
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let (kind, language) = match ext.as_str() {
+            "md" | "markdown" => ("markdown", None),
+            "html" | "htm" => ("html", None),
+            "" | "txt" | "log" | "text" => ("text", None),
+            other => ("code", Some(other.to_owned())),
+        };
+        self.reply = None;
+        let _ = self.out.send(Out::Show {
+            call_id: call.id.clone(),
+            path: path.display().to_string(),
+            title: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: kind.to_owned(),
+            language,
+            line: call
+                .arguments
+                .get("line")
+                .and_then(serde_json::Value::as_u64),
+            content,
+        });
+        Ok(match self.wait_reply(&call.id).await? {
+            Some(Some(_)) => ToolOutcome::ok(
+                &call.id,
+                format!("{} is open for the person to see.", path.display()),
+            ),
+            Some(None) => failed(unavailable()),
+            None => failed(String::new()),
+        })
     }
 
     /// Starts a subagent for a `task` call: a session of its own on the same disk, model and

@@ -245,7 +245,7 @@ impl Streamed {
 pub fn activity(out: &Out, color: bool) -> Option<String> {
     match out {
         Out::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
-        Out::Edit { .. } => None,
+        Out::Edit { .. } | Out::Show { .. } => None,
         Out::Question {
             question, options, ..
         } => {

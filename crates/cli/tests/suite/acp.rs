@@ -739,3 +739,153 @@ async fn job_send_and_transcript_reach_the_jobs() {
     })
     .await;
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "_lembas/show", response = Raw)]
+struct Show(Value);
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_goes_to_the_client_viewer() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    sb.write("page.html", "<!doctype html><p>hi</p>\n");
+    sb.write("notes.md", "# Notes\n");
+    let server = ScriptedServer::start(vec![
+        tool_call("s1", "show", json!({"path": "page.html"})),
+        text(&["Shown."]),
+        tool_call("s2", "show", json!({"path": "notes.md"})),
+        text(&["Gone."]),
+        text(&["Plain."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let home = root.parent().unwrap().to_path_buf();
+    let mut child = sb
+        .command(&url, &["acp"])
+        .env("HOME", &home)
+        .spawn()
+        .unwrap();
+    let transport = ByteStreams::new(
+        child.stdin.take().unwrap().compat_write(),
+        child.stdout.take().unwrap().compat(),
+    );
+    let shown: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let s = shown.clone();
+    let r = root.clone();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Client
+            .v1()
+            .on_receive_request(
+                async move |req: Show, responder, _cx| {
+                    let mut seen = s.lock().unwrap();
+                    seen.push(req.0);
+                    // The first file opens; then the viewer has gone away.
+                    responder.respond(Raw(json!({"shown": seen.len() == 1})))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |_n: SessionNotification, _cx| Ok(()),
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async move |cx| {
+                let init = cx
+                    .send_request(
+                        InitializeRequest::new(ProtocolVersion::V1)
+                            .client_capabilities(ClientCapabilities::new().meta(lembas(json!({
+                                "protocol": 2, "spec": "3.0.0", "capabilities": ["show"]})))),
+                    )
+                    .block_task()
+                    .await?;
+                let caps =
+                    &init.agent_capabilities.meta.as_ref().unwrap()["lembas"]["capabilities"];
+                assert!(caps.as_array().unwrap().contains(&json!("show")), "{caps}");
+                let s = cx
+                    .send_request(NewSessionRequest::new(r).meta(lembas(json!({"mode": "auto"}))))
+                    .block_task()
+                    .await?;
+                for prompt in ["show me the page", "and the notes"] {
+                    let done = cx
+                        .send_request(PromptRequest::new(
+                            s.session_id.clone(),
+                            vec![ContentBlock::Text(TextContent::new(prompt))],
+                        ))
+                        .block_task()
+                        .await?;
+                    assert_eq!(done.stop_reason, StopReason::EndTurn);
+                }
+                Ok(())
+            }),
+    )
+    .await
+    .expect("the ACP run took over 60 s")
+    .unwrap();
+    drop(child);
+
+    let shown = shown.lock().unwrap().clone();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    let page = root.join("page.html").display().to_string();
+    assert_eq!(shown[0]["path"], page.as_str());
+    assert_eq!(shown[0]["kind"], "html");
+    assert_eq!(shown[0]["title"], "page.html");
+    assert_eq!(shown[0]["content"], "<!doctype html><p>hi</p>\n");
+    assert!(shown[0]["sessionId"].is_string());
+    assert_eq!(shown[1]["kind"], "markdown");
+
+    let bodies = server.bodies();
+    assert!(tool_names(&bodies[0]).contains(&"show".to_owned()));
+    let last_line = |body: &Value| {
+        tool_results(body)
+            .last()
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        last_line(&bodies[1]),
+        format!("{page} is open for the person to see.")
+    );
+    // The viewer went away between the offer and the call: the tool's `unavailable` text.
+    let unavailable = harness_spec::Spec::embedded()
+        .tool("show")
+        .unwrap()
+        .unavailable
+        .clone()
+        .unwrap();
+    assert_eq!(last_line(&bodies[3]), unavailable);
+
+    // A client without the capability is not offered `show`.
+    let r = root.clone();
+    with_agent(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(r))
+            .block_task()
+            .await?;
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("hello"))],
+        ))
+        .block_task()
+        .await?;
+        Ok(())
+    })
+    .await;
+    let bodies = server.bodies();
+    assert!(!tool_names(&bodies[4]).is_empty());
+    assert!(!tool_names(&bodies[4]).contains(&"show".to_owned()));
+}
