@@ -297,7 +297,7 @@ impl Driver {
             subagent: setup.agent.is_some(),
             hygiene: true,
         };
-        let session = match resume {
+        let mut session = match resume {
             Some(entries) => Session::resume(session_setup, entries),
             None => Session::new(session_setup),
         };
@@ -310,6 +310,11 @@ impl Driver {
         if let Some(entries) = resume {
             replay_plan(&setup.exec, entries);
         }
+        let mut transcript = TranscriptWriter::new(file);
+        let lost = end_lost_jobs(&mut session, resume.is_some());
+        transcript
+            .append_all(&lost)
+            .map_err(|e| anyhow!("cannot write the transcript: {e}"))?;
         let exec = setup.exec;
         let instructions = exec.instructions();
         let mut values = BTreeMap::new();
@@ -329,7 +334,7 @@ impl Driver {
             values.insert("memory_entries".into(), crate::tools::memory_entries(m));
         }
         let (job_tx, job_rx) = mpsc::unbounded_channel();
-        Ok(Driver {
+        let driver = Driver {
             session,
             client: setup.client,
             model_name: setup.model_name,
@@ -339,7 +344,7 @@ impl Driver {
             personality: setup.personality,
             instructions,
             values,
-            transcript: TranscriptWriter::new(file),
+            transcript,
             store: setup.store,
             meta: setup.meta,
             out,
@@ -361,7 +366,23 @@ impl Driver {
             reply: None,
             overflowed: false,
             compacting: false,
-        })
+        };
+        for entry in lost {
+            if let Entry::JobEnded { id, end } = entry {
+                driver.notice(
+                    Level::Warning,
+                    format!(
+                        "job {id} was still running when its session was cut off; \
+                         its process is gone, so it is marked failed"
+                    ),
+                );
+                driver.emit(Event::JobEnded {
+                    job_id: id.to_string(),
+                    end,
+                });
+            }
+        }
+        Ok(driver)
     }
 
     /// Text an ACP client handed over for the prompt (`_meta.lembas.context`, capability
@@ -1772,6 +1793,36 @@ impl Driver {
 
 /// Puts the plan back as the saved plan calls left it (the plan is not in the transcript; its
 /// calls and their answers are).
+/// How a job ends that a resumed session's transcript still shows running: the process that
+/// ran it (and watched it) is gone, so nothing will ever report its end.
+const LOST_JOB: &str = "none: the job was lost when the llembas process that ran it ended";
+
+/// Ends, as failed with [`LOST_JOB`], every job a resumed session still has running, through
+/// the loop's jobs (their wake-ups reach the model at its next step); the entries to record.
+fn end_lost_jobs(session: &mut Session, resumed: bool) -> Vec<Entry> {
+    if !resumed {
+        return Vec::new();
+    }
+    let running: Vec<u32> = session
+        .jobs()
+        .all()
+        .filter(|j| j.state == harness_loop::jobs::JobState::Running)
+        .map(|j| j.id)
+        .collect();
+    running
+        .into_iter()
+        .filter_map(|id| {
+            let end = JobEnd::Failed {
+                message: LOST_JOB.to_owned(),
+            };
+            session
+                .jobs_mut()
+                .end(id, &end, None)
+                .map(|_| Entry::JobEnded { id, end })
+        })
+        .collect()
+}
+
 fn replay_plan(exec: &Exec, entries: &[Entry]) {
     let mut calls: HashMap<String, ToolCall> = HashMap::new();
     let Ok(mut plan) = exec.plan.lock() else {

@@ -686,3 +686,75 @@ async fn two_sessions_work_in_one_directory_at_once() {
     said.sort();
     assert_eq!(said, ["one\n", "two\n"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_a_killed_session_end_on_resume() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "touch bg.txt; sleep 30", "background": true}),
+        ),
+        text(&["Started."]),
+        tool_call("c2", "job_list", json!({})),
+        text(&["It was lost."]),
+    ])
+    .await
+    .unwrap();
+    // First run: it waits for its job, and is killed (SIGKILL) while the job runs.
+    let mut child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "start it"])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !(sb.project.path().join("bg.txt").exists() && server.replies_left() == 2) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    child.kill().await.unwrap();
+    let _ = child.wait().await;
+    let before = sb.transcript();
+    assert!(
+        before
+            .iter()
+            .any(|e| e["type"] == "job_started" && e["id"] == 1),
+        "{before:?}"
+    );
+    assert!(!before.iter().any(|e| e["type"] == "job_ended"));
+
+    // Second run: the job whose process is gone is ended, not running for ever.
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "--resume", "-p", "what about the job?"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("job 1"), "{}", run.stderr);
+    let bodies = server.bodies();
+    let listed = tool_results(&bodies[3]).last().unwrap().clone();
+    assert!(listed.contains("1\tcommand\tfailed\t"), "{listed}");
+    assert!(!listed.contains("running"), "{listed}");
+    // The model heard of the loss with the turn it came back in.
+    let m = messages(&bodies[2]);
+    assert!(
+        m.iter().any(|x| x["role"] == "user"
+            && x["content"].as_str().unwrap().contains("state=\"failed\"")
+            && x["content"].as_str().unwrap().contains("lost")),
+        "{m:?}"
+    );
+    // The end is recorded: a second resume finds it ended.
+    let after = sb.transcript();
+    assert!(
+        after
+            .iter()
+            .any(|e| e["type"] == "job_ended" && e["id"] == 1),
+        "{after:?}"
+    );
+}
