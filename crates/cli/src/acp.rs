@@ -309,6 +309,7 @@ async fn job_send(
         .parse::<u32>()
         .map_err(|_| unknown_job(&req.job_id))?;
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let req_text = req.text.clone();
     let _ = ops.send(Ctl::SendJob(id, req.text, tx));
     let queued = match rx.await {
         Ok(Some(Ok(queued))) => queued,
@@ -334,6 +335,10 @@ async fn job_send(
             "sessionId": req.session_id, "job": job,
         })));
     }
+    let _ = cx.send_notification(JobNoteNotification(json!({
+        "sessionId": req.session_id, "jobId": req.job_id,
+        "note": if queued { "sent" } else { "restarted" }, "text": req_text,
+    })));
     let delivered = if queued { "queued" } else { "restarted" };
     Ok(json!({"job": job, "delivered": delivered}))
 }
@@ -879,6 +884,14 @@ async fn open_session(
     if state.agreed("show") {
         driver.holds_display();
     }
+    // A reopened session's jobs, as its transcript left them (lost ones ended).
+    let jobs: JobTable = Arc::default();
+    if let Ok(mut t) = jobs.lock() {
+        for job in driver.jobs() {
+            let object = job_object(&Arc::default(), &job);
+            t.insert(job.id, object);
+        }
+    }
     let id = driver.id().to_owned();
     let open = Open {
         ops: op_tx.clone(),
@@ -891,7 +904,7 @@ async fn open_session(
             .map(str::to_owned),
         mode: Arc::new(Mutex::new(settings.mode)),
         running: Arc::new(Mutex::new(false)),
-        jobs: Arc::default(),
+        jobs,
     };
     let pump_cx = cx.clone();
     let pump = Pump {

@@ -423,6 +423,13 @@ impl Driver {
         self.last_end.as_ref()
     }
 
+    /// The session's jobs as the loop keeps them, running or ended, in id order.
+    pub fn jobs(&self) -> Vec<harness_loop::jobs::Job> {
+        let mut v: Vec<_> = self.session.jobs().all().cloned().collect();
+        v.sort_by_key(|j| j.id);
+        v
+    }
+
     /// Jobs still running.
     pub fn running_jobs(&self) -> usize {
         self.jobs.len() + self.subagents.len()

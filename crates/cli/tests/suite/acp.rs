@@ -889,3 +889,55 @@ async fn show_goes_to_the_client_viewer() {
     assert!(!tool_names(&bodies[4]).is_empty());
     assert!(!tool_names(&bodies[4]).contains(&"show".to_owned()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_session_ends_its_lost_jobs() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "sleep 30", "background": true}),
+        ),
+        text(&["Started."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let id: Arc<Mutex<String>> = Arc::default();
+    let (r1, i1) = (root.clone(), id.clone());
+    // The first agent process is killed while its job runs.
+    with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(r1).meta(lembas(json!({"mode": "auto"}))))
+            .block_task()
+            .await?;
+        let sid = s.session_id.to_string();
+        *i1.lock().unwrap() = sid.clone();
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("wait a while"))],
+        ))
+        .block_task()
+        .await?;
+        wait_job(&cx, &sid, "1", "running").await;
+        Ok(())
+    })
+    .await;
+    let id = id.lock().unwrap().clone();
+    let (r2, i2) = (root.clone(), id.clone());
+    with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
+        cx.send_request(agent_client_protocol::v1::schema::LoadSessionRequest::new(
+            i2.clone(),
+            r2,
+        ))
+        .block_task()
+        .await?;
+        let job = wait_job(&cx, &i2, "1", "failed").await;
+        assert_eq!(job["kind"], "command", "{job}");
+        assert_eq!(job["title"], "sleep 30");
+        Ok(())
+    })
+    .await;
+}
