@@ -36,7 +36,7 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs", "show"];
+const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs", "show", "memory"];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -852,8 +852,21 @@ async fn open_session(
         .map_err(|e| {
             agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
         })?;
+    // Capability `memory`: the records are the client instance's, over its HTTP API.
+    let memory_api = state
+        .agreed("memory")
+        .then(|| {
+            lembas
+                .get("api")
+                .and_then(crate::memory_api::Api::from_meta)
+        })
+        .flatten();
     if let Some(exec) = Arc::get_mut(&mut parts.setup.exec) {
         exec.scope = scope.clone();
+        if let Some(api) = &memory_api {
+            exec.memory = None;
+            exec.memory_api = Some(api.clone());
+        }
     }
     let model = parts.setup.model_name.clone();
     if let Some(w) = &wanted
@@ -883,6 +896,9 @@ async fn open_session(
     }
     if state.agreed("show") {
         driver.holds_display();
+    }
+    if let Some(api) = &memory_api {
+        driver.set_memory_entries(crate::memory_api::entries(api).await);
     }
     // A reopened session's jobs, as its transcript left them (lost ones ended).
     let jobs: JobTable = Arc::default();

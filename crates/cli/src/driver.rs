@@ -391,6 +391,11 @@ impl Driver {
         self.values.insert("client_context".into(), text.to_owned());
     }
 
+    /// The prompt's memory entries as the client instance holds them (capability `memory`).
+    pub fn set_memory_entries(&mut self, text: String) {
+        self.values.insert("memory_entries".into(), text);
+    }
+
     /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
     pub fn answers_questions(&mut self) {
         self.asks = true;
@@ -1183,7 +1188,13 @@ impl Driver {
             && calls.iter().all(|c| {
                 !matches!(
                     c.name.as_str(),
-                    "session_search" | "question" | "task" | "bash" | "web_fetch" | "show"
+                    "session_search"
+                        | "question"
+                        | "task"
+                        | "bash"
+                        | "web_fetch"
+                        | "show"
+                        | "memory"
                 )
             });
         if parallel {
@@ -1250,6 +1261,20 @@ impl Driver {
             let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
             let text = self.wait(task).await?;
             return Ok(ToolOutcome::ok(&call.id, text));
+        }
+        if call.name == "memory"
+            && let Some(api) = self.exec.memory_api.clone()
+        {
+            let args = call.arguments.clone();
+            let task = tokio::spawn(async move { crate::memory_api::call(&api, &args).await });
+            let (output, is_error) = self.wait(task).await?;
+            return Ok(ToolOutcome {
+                call_id: call.id.clone(),
+                output,
+                is_error,
+                read: None,
+                edit: None,
+            });
         }
         if call.name == "web_fetch" {
             let args = call.arguments.clone();

@@ -102,6 +102,9 @@ pub struct Exec {
     pub scope: Option<Value>,
     /// The memory file.
     pub memory: Option<PathBuf>,
+    /// The client instance's HTTP API the `memory` tool works on instead of the file
+    /// (capability `memory`; the driver runs those calls).
+    pub memory_api: Option<crate::memory_api::Api>,
     /// The person's own skills (a directory; a project keeps its own in `.llembas/skills`).
     pub user_skills: Option<PathBuf>,
 }
@@ -137,6 +140,7 @@ impl Exec {
             library: None,
             scope: None,
             memory: None,
+            memory_api: None,
             user_skills: None,
         };
         // Check now that the directory can be opened at all (a clear error at start).

@@ -14,6 +14,7 @@ pub mod driver;
 pub mod exec;
 pub mod interactive;
 pub mod library;
+pub mod memory_api;
 pub mod oneshot;
 pub mod perm;
 pub mod process;

@@ -941,3 +941,207 @@ async fn a_reloaded_session_ends_its_lost_jobs() {
     })
     .await;
 }
+
+/// What the stand-in instance API saw: method, path, `Authorization`, body.
+type Seen = Arc<Mutex<Vec<(String, String, String, String)>>>;
+
+/// A small stand-in for a LLeMbas instance's memory API on 127.0.0.1: one store, ids `m{n}`,
+/// a 4,000-character limit, token `lsk_test` (any other answers 401). Returns its base URL.
+async fn instance_api(seen: Seen) -> String {
+    use axum::extract::State;
+    use axum::http::{HeaderMap, Method, StatusCode, Uri};
+    use axum::response::IntoResponse;
+
+    type Store = Arc<Mutex<(Vec<(String, String)>, u32)>>;
+    let store: Store = Arc::new(Mutex::new((
+        vec![("m1".into(), "Works on the api crate.".into())],
+        2,
+    )));
+    let state_of = |s: &(Vec<(String, String)>, u32)| {
+        let chars: usize = s.0.iter().map(|(_, t)| t.chars().count()).sum();
+        json!({"target": "user", "limit": 4000, "chars": chars,
+            "entries": s.0.iter().map(|(id, text)| json!({"id": id, "text": text})).collect::<Vec<_>>()})
+    };
+    let handler = move |State((seen, store)): State<(Seen, Store)>,
+                        method: Method,
+                        uri: Uri,
+                        headers: HeaderMap,
+                        body: String| async move {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        seen.lock().unwrap().push((
+            method.to_string(),
+            uri.path().to_owned(),
+            auth.clone(),
+            body.clone(),
+        ));
+        if auth != "Bearer lsk_test" {
+            return (StatusCode::UNAUTHORIZED, "{}").into_response();
+        }
+        let mut s = store.lock().unwrap();
+        if method == Method::POST {
+            let b: Value = serde_json::from_str(&body).unwrap();
+            let mut next = s.clone();
+            for c in b["changes"].as_array().unwrap() {
+                let id = c["id"].as_str().unwrap_or_default();
+                match c["action"].as_str().unwrap() {
+                    "add" => {
+                        next.0
+                            .push((format!("m{}", next.1), c["text"].as_str().unwrap().into()));
+                        next.1 += 1;
+                    }
+                    action => {
+                        let Some(at) = next.0.iter().position(|(i, _)| i == id) else {
+                            let error =
+                                format!("Memory: there is no entry {id:?}; view shows the ids.");
+                            return (StatusCode::CONFLICT, json!({"error": error}).to_string())
+                                .into_response();
+                        };
+                        if action == "remove" {
+                            next.0.remove(at);
+                        } else {
+                            next.0[at].1 = c["text"].as_str().unwrap().into();
+                        }
+                    }
+                }
+            }
+            *s = next;
+        }
+        (StatusCode::OK, state_of(&s).to_string()).into_response()
+    };
+    let app = axum::Router::new()
+        .route(
+            "/api/lembas/v1/memory",
+            axum::routing::get(handler).post(handler),
+        )
+        .with_state((seen, store));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    format!("http://{addr}/api/lembas/v1")
+}
+
+/// Every file named `memory.json` under `dir`.
+fn memory_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(memory_files(&p));
+        } else if p.file_name().is_some_and(|n| n == "memory.json") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_goes_to_the_instance_api() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let seen: Seen = Arc::default();
+    let api = instance_api(seen.clone()).await;
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "k1",
+            "memory",
+            json!({"action": "add", "text": "Ana prefers tabs.", "target": "user"}),
+        ),
+        tool_call("k2", "memory", json!({"action": "view"})),
+        tool_call("k3", "memory", json!({"action": "remove", "id": "m9"})),
+        text(&["Noted."]),
+        tool_call("k4", "memory", json!({"action": "view"})),
+        text(&["Sorry."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    for token in ["lsk_test", "lsk_expired"] {
+        let (r, api) = (root.clone(), api.clone());
+        with_agent_caps(&sb, &url, &["memory"], async move |cx| {
+            let s = cx
+                .send_request(NewSessionRequest::new(r).meta(lembas(
+                    json!({"mode": "auto", "api": {"url": api, "token": token}}),
+                )))
+                .block_task()
+                .await?;
+            let done = cx
+                .send_request(PromptRequest::new(
+                    s.session_id,
+                    vec![ContentBlock::Text(TextContent::new("remember tabs"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(done.stop_reason, StopReason::EndTurn);
+            Ok(())
+        })
+        .await;
+    }
+
+    let seen = seen.lock().unwrap().clone();
+    let path = "/api/lembas/v1/memory";
+    let bearer = "Bearer lsk_test";
+    let expired = "Bearer lsk_expired";
+    assert_eq!(
+        seen,
+        vec![
+            // The prompt's entries, when the session opens.
+            ("GET".into(), path.into(), bearer.into(), String::new()),
+            (
+                "POST".into(),
+                path.into(),
+                bearer.into(),
+                json!({"changes": [{"action": "add", "text": "Ana prefers tabs."}]}).to_string()
+            ),
+            ("GET".into(), path.into(), bearer.into(), String::new()),
+            (
+                "POST".into(),
+                path.into(),
+                bearer.into(),
+                json!({"changes": [{"action": "remove", "id": "m9"}]}).to_string()
+            ),
+            ("GET".into(), path.into(), expired.into(), String::new()),
+            ("GET".into(), path.into(), expired.into(), String::new()),
+        ]
+    );
+
+    let bodies = server.bodies();
+    let system = messages(&bodies[0])[0]["content"].to_string();
+    assert!(system.contains("Works on the api crate."), "{system}");
+    // What the model read, after the result id line (`[#a3f2]`).
+    let last = |body: &Value| {
+        let t = tool_results(body).last().unwrap().clone();
+        let (id, rest) = t.split_once('\n').unwrap();
+        assert!(id.starts_with("[#") && id.ends_with(']'), "{t}");
+        rest.to_owned()
+    };
+    let state = "user: 2 entries, 40 of 4000 characters used\n\
+                 - [m1] Works on the api crate.\n\
+                 - [m2] Ana prefers tabs.";
+    assert_eq!(last(&bodies[1]), format!("Added m2.\n\n{state}"));
+    assert_eq!(last(&bodies[2]), state);
+    // A 409 answers the instance's error text.
+    assert_eq!(
+        last(&bodies[3]),
+        "Memory: there is no entry \"m9\"; view shows the ids."
+    );
+    assert_eq!(tool_results(&bodies[3]).len(), 3);
+    // The expired token: no entries in the prompt, and the tool says memory is unavailable.
+    let system = messages(&bodies[4])[0]["content"].to_string();
+    assert!(!system.contains("Works on the api crate."), "{system}");
+    assert_eq!(
+        last(&bodies[5]),
+        "Memory is unavailable in this session: the LLeMbas instance no longer accepts its token."
+    );
+    // Nothing was kept on this device.
+    assert_eq!(
+        memory_files(sb.home.path()),
+        Vec::<std::path::PathBuf>::new()
+    );
+    assert_eq!(memory_files(&root), Vec::<std::path::PathBuf>::new());
+}
