@@ -36,7 +36,16 @@ use crate::settings::Settings;
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
 /// The capability strings this agent implements (`spec/acp.md` §2).
-const CAPABILITIES: &[&str] = &["context", "plan_state", "rewind", "jobs", "show", "memory"];
+const CAPABILITIES: &[&str] = &[
+    "context",
+    "library",
+    "prototypes",
+    "plan_state",
+    "rewind",
+    "jobs",
+    "show",
+    "memory",
+];
 
 type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
@@ -61,10 +70,19 @@ struct State {
     settings: Settings,
     instance: String,
     agreed: Mutex<Vec<String>>,
+    /// The spec version the client said in `initialize` (`_meta.lembas.spec`).
+    client_spec: Mutex<String>,
     sessions: Mutex<HashMap<String, Open>>,
 }
 
 impl State {
+    fn client_spec(&self) -> String {
+        self.client_spec
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
     fn agreed(&self, cap: &str) -> bool {
         self.agreed
             .lock()
@@ -406,6 +424,7 @@ pub fn run(settings: Settings) -> Result<ExitCode> {
         settings,
         instance,
         agreed: Mutex::new(Vec::new()),
+        client_spec: Mutex::new(String::new()),
         sessions: Mutex::new(HashMap::new()),
     });
     runtime.block_on(serve(state))?;
@@ -667,6 +686,17 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
                 .collect()
         })
         .unwrap_or_default();
+    if let Ok(mut spec) = state.client_spec.lock() {
+        *spec = req
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("lembas"))
+            .and_then(|l| l.get("spec"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+    }
     if let Ok(mut agreed) = state.agreed.lock() {
         *agreed = CAPABILITIES
             .iter()
@@ -896,6 +926,27 @@ async fn open_session(
     }
     if state.agreed("show") {
         driver.holds_display();
+    }
+    // What an instance older than 3.0.0 hands over (a 3.0.0 one sends neither).
+    if state.agreed("library")
+        && let Some(summary) = lembas
+            .get("library")
+            .and_then(|l| l.get("summary"))
+            .and_then(Value::as_str)
+    {
+        driver.set_library_summary(summary);
+    }
+    if state.agreed("prototypes")
+        && let Some(list) = lembas.get("prototypes")
+    {
+        let prototypes = serde_json::from_value(list.clone()).map_err(|e| {
+            agent_client_protocol::Error::invalid_params()
+                .data(json!({"lembas": "invalid_prototypes", "message": e.to_string()}))
+        })?;
+        driver.set_prototypes(harness_core::prompt::PrototypeHandoff {
+            instance: state.client_spec(),
+            prototypes,
+        });
     }
     if let Some(api) = &memory_api {
         driver.set_memory_entries(crate::memory_api::entries(api).await);

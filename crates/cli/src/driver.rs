@@ -233,6 +233,8 @@ pub struct Driver {
     asks: bool,
     /// Whether the front end has a viewer for `show` (`display` holds).
     display: bool,
+    /// The prototypes an older LLeMbas instance handed over (capability `prototypes`).
+    prototypes: Option<prompt::PrototypeHandoff>,
     reply: Option<(String, Option<String>)>,
     /// The last model call ended in a context overflow (compaction and one retry follow).
     overflowed: bool,
@@ -363,6 +365,7 @@ impl Driver {
             subagent_sessions: HashMap::new(),
             asks: false,
             display: false,
+            prototypes: None,
             reply: None,
             overflowed: false,
             compacting: false,
@@ -389,6 +392,20 @@ impl Driver {
     /// `context`), put into the system text as given.
     pub fn set_client_context(&mut self, text: &str) {
         self.values.insert("client_context".into(), text.to_owned());
+    }
+
+    /// The library line a client handed over (`_meta.lembas.library.summary`, capability
+    /// `library`): the prompt's `{{library_summary}}`.
+    pub fn set_library_summary(&mut self, text: &str) {
+        self.values
+            .insert("library_summary".into(), text.to_owned());
+    }
+
+    /// The chat's prototypes a client handed over (capability `prototypes`); the prompt shows
+    /// them only as harness-core's `prompt::prototype_lines` decides (an instance older than
+    /// 3.0.0, `show` offered).
+    pub fn set_prototypes(&mut self, handoff: prompt::PrototypeHandoff) {
+        self.prototypes = Some(handoff);
     }
 
     /// The prompt's memory entries as the client instance holds them (capability `memory`).
@@ -878,7 +895,7 @@ impl Driver {
                 offered: &names,
                 instructions: &self.instructions,
                 plan: plan.as_ref(),
-                prototypes: None,
+                prototypes: self.prototypes.as_ref(),
                 values: &self.values,
             },
         )?;

@@ -278,9 +278,27 @@ where
         + Send
         + 'static,
 {
+    with_agent_spec(sb, url, "3.0.0", caps, body).await
+}
+
+/// [`with_agent_caps`] for a client at spec version `spec`.
+async fn with_agent_spec<F>(
+    sb: &Sandbox,
+    url: &str,
+    spec: &str,
+    caps: &[&str],
+    body: F,
+) -> Vec<SessionNotification>
+where
+    F: AsyncFnOnce(
+            agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>,
+        ) -> agent_client_protocol::Result<()>
+        + Send
+        + 'static,
+{
     let init = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
         ClientCapabilities::new().meta(lembas(
-            json!({"protocol": 2, "spec": "3.0.0", "capabilities": caps}),
+            json!({"protocol": 2, "spec": spec, "capabilities": caps}),
         )),
     );
     let home = sb.root().parent().unwrap().to_path_buf();
@@ -1144,4 +1162,64 @@ async fn memory_goes_to_the_instance_api() {
         Vec::<std::path::PathBuf>::new()
     );
     assert_eq!(memory_files(&root), Vec::<std::path::PathBuf>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_instance_hands_over_library_and_prototypes() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![text(&["One."]), text(&["Two."]), text(&["Three."])])
+        .await
+        .unwrap();
+    let url = server.base_url();
+    let handed = json!({
+        "mode": "auto",
+        "library": {"summary": "12 notes, 3 documents"},
+        "prototypes": [
+            {"title": "Pricing page", "path": "/home/ana/src/site/proto/pricing.html",
+             "description": "three   tiers"},
+            {"title": "", "path": "/nowhere.html"}
+        ]
+    });
+    // An instance at 2.0.0 (its prototypes shown), one at 3.0.0 (any it sends are ignored), and
+    // a 2.0.0 one that did not agree on the capabilities.
+    let runs: [(&str, &[&str]); 3] = [
+        ("2.0.0", &["library", "prototypes", "show"]),
+        ("3.0.0", &["library", "prototypes", "show"]),
+        ("2.0.0", &["show"]),
+    ];
+    for (spec, caps) in runs {
+        let (r, meta) = (root.clone(), handed.clone());
+        with_agent_spec(&sb, &url, spec, caps, async move |cx| {
+            let s = cx
+                .send_request(NewSessionRequest::new(r).meta(lembas(meta)))
+                .block_task()
+                .await?;
+            cx.send_request(PromptRequest::new(
+                s.session_id,
+                vec![ContentBlock::Text(TextContent::new("hello"))],
+            ))
+            .block_task()
+            .await?;
+            Ok(())
+        })
+        .await;
+    }
+    let bodies = server.bodies();
+    let system = |i: usize| {
+        messages(&bodies[i])[0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let line = "- Pricing page — /home/ana/src/site/proto/pricing.html — three tiers";
+    let (old, new, none) = (system(0), system(1), system(2));
+    assert!(old.contains("# Prototypes"), "{old}");
+    assert!(old.contains(&format!("\n{line}\n")), "{old}");
+    assert!(!old.contains("/nowhere.html"), "{old}");
+    assert!(old.contains("12 notes, 3 documents"), "{old}");
+    assert!(!new.contains("# Prototypes"), "{new}");
+    assert!(!new.contains("Pricing page"), "{new}");
+    assert!(!none.contains("Pricing page"), "{none}");
+    assert!(!none.contains("12 notes, 3 documents"), "{none}");
 }
