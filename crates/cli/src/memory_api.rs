@@ -177,92 +177,23 @@ async fn send(api: &Api, body: Option<&Value>) -> Result<State, String> {
     }
 }
 
-/// One change of the tool's arguments as the API takes it (`target` dropped: one store).
-fn change(obj: &serde_json::Map<String, Value>) -> Value {
-    let mut out = serde_json::Map::new();
-    for key in ["action", "id", "text"] {
-        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
-            out.insert(key.to_owned(), v.clone());
-        }
-    }
-    Value::Object(out)
-}
-
-/// A call's arguments as the API's body, or `None` for a view.
-fn changes_of(args: &Value) -> Result<Option<Value>, String> {
-    let obj = args
-        .as_object()
-        .ok_or_else(|| format!("Memory: the arguments must be an object, not {args}."))?;
-    match obj.get("changes").filter(|v| !v.is_null()) {
-        Some(Value::Array(items)) => {
-            let list = items
-                .iter()
-                .map(|i| {
-                    i.as_object()
-                        .map(change)
-                        .ok_or_else(|| format!("Memory: a change must be an object, not {i}."))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Some(json!({ "changes": list })))
-        }
-        Some(other) => Err(format!("Memory: changes must be a list, not {other}.")),
-        None => match obj.get("action").and_then(Value::as_str) {
-            Some("view") => Ok(None),
-            Some(_) => Ok(Some(json!({ "changes": [change(obj)] }))),
-            None => Err("Memory: give action (view, add, replace or remove) or changes.".into()),
-        },
-    }
-}
-
-/// What the changes did, in the local tool's words (`Added m4, removed m2.`).
-fn said(body: &Value, after: &State) -> String {
-    let list = body
-        .get("changes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let words: Vec<String> = list
-        .iter()
-        .map(|c| {
-            let id = c.get("id").and_then(Value::as_str).unwrap_or_default();
-            match c.get("action").and_then(Value::as_str) {
-                Some("add") => {
-                    let text = c
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .trim();
-                    let id = after
-                        .entries
-                        .iter()
-                        .rev()
-                        .find(|(_, t)| t == text)
-                        .map(|(id, _)| id.as_str())
-                        .unwrap_or("an entry");
-                    format!("added {id}")
-                }
-                Some("replace") => format!("replaced {id}"),
-                _ => format!("removed {id}"),
-            }
-        })
-        .collect();
-    let mut s = words.join(", ");
-    if let Some(first) = s.get(..1) {
-        s = format!("{}{}", first.to_uppercase(), &s[1..]);
-    }
-    s
-}
-
 /// Runs a `memory` call against the instance: the text the model reads and whether it failed.
 pub async fn call(api: &Api, args: &Value) -> (String, bool) {
-    let body = match changes_of(args) {
+    let body = match harness_fs::memory::api_changes(args) {
         Ok(b) => b,
-        Err(e) => return (e, true),
+        Err(e) => return (e.to_string(), true),
     };
     match send(api, body.as_ref()).await {
         Ok(state) => match &body {
             None => (state.view(), false),
-            Some(b) => (format!("{}.\n\n{}", said(b, &state), state.view()), false),
+            Some(b) => (
+                format!(
+                    "{}.\n\n{}",
+                    harness_fs::memory::api_said(b, &state.entries),
+                    state.view()
+                ),
+                false,
+            ),
         },
         Err(e) => (e, true),
     }
@@ -287,17 +218,30 @@ mod tests {
 
     #[test]
     fn arguments_become_changes_without_target() {
-        assert_eq!(changes_of(&json!({"action": "view"})).unwrap(), None);
+        use harness_fs::memory::{api_changes, api_said};
+        assert_eq!(api_changes(&json!({"action": "view"})).unwrap(), None);
         assert_eq!(
-            changes_of(&json!({"action": "add", "text": "Tabs.", "target": "user"})).unwrap(),
+            api_changes(&json!({"action": "add", "text": " Tabs. ", "target": "user"})).unwrap(),
             Some(json!({"changes": [{"action": "add", "text": "Tabs."}]}))
         );
+        let body = api_changes(&json!({"changes": [
+            {"action": "remove", "id": "m2", "target": "memory"},
+            {"action": "add", "text": "Tabs."}
+        ]}))
+        .unwrap()
+        .unwrap();
         assert_eq!(
-            changes_of(&json!({"changes": [{"action": "remove", "id": "m2", "target": "memory"}]}))
-                .unwrap(),
-            Some(json!({"changes": [{"action": "remove", "id": "m2"}]}))
+            body,
+            json!({"changes": [{"action": "remove", "id": "m2"}, {"action": "add", "text": "Tabs."}]})
         );
-        assert!(changes_of(&json!({})).is_err());
+        assert_eq!(
+            api_said(&body, &[("m7".into(), "Tabs.".into())]),
+            "Removed m2, added m7"
+        );
+        assert_eq!(
+            api_changes(&json!({})).unwrap_err().to_string(),
+            "Memory: give action (view, add, replace or remove) or changes."
+        );
         assert!(Api::from_meta(&json!({"url": "ftp://x", "token": "t"})).is_none());
         assert_eq!(
             Api::from_meta(&json!({"url": "http://h/v1/", "token": "t"}))

@@ -315,6 +315,70 @@ fn in_batch(e: Error, i: usize, n: usize) -> Error {
     }
 }
 
+/// What one change did, in the words every answer uses (`added m4`).
+fn did(action: &str, id: &str) -> String {
+    format!("{action} {id}")
+}
+
+/// The opening sentence of an answer: what the changes did, capitalised (`Added m4, removed
+/// m2.` without the full stop).
+fn sentence(done: &[String]) -> String {
+    let said = done.join(", ");
+    match said.get(..1) {
+        Some(first) => format!("{}{}", first.to_uppercase(), &said[1..]),
+        None => said,
+    }
+}
+
+/// A call's arguments as the body of the HTTP API of `spec/acp.md` §12 (`{"changes": [...]}`,
+/// `None` for a view), checked by the same rules and with the same refusals as [`Memory::apply`].
+/// The instance keeps one store, so `target` is dropped.
+pub fn api_changes(args: &Value) -> Result<Option<Value>> {
+    let changes = match parse_call(args)? {
+        Call::View(_) => return Ok(None),
+        Call::Changes(c) => c,
+    };
+    let list: Vec<Value> = changes
+        .iter()
+        .map(|c| match c {
+            Change::Add { text, .. } => serde_json::json!({"action": "add", "text": text}),
+            Change::Replace { id, text, .. } => {
+                serde_json::json!({"action": "replace", "id": id, "text": text})
+            }
+            Change::Remove { id, .. } => serde_json::json!({"action": "remove", "id": id}),
+        })
+        .collect();
+    Ok(Some(serde_json::json!({ "changes": list })))
+}
+
+/// The opening sentence of an answer to changes an instance applied (`body` as
+/// [`api_changes`] made it, `after` the entries it answered with): the words [`Memory::apply`]
+/// uses, an added entry named by the id the instance gave its text.
+pub fn api_said(body: &Value, after: &[(String, String)]) -> String {
+    let list = body.get("changes").and_then(Value::as_array);
+    let done: Vec<String> = list
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+            match field("action") {
+                "add" => {
+                    let id = after
+                        .iter()
+                        .rev()
+                        .find(|(_, t)| t == field("text"))
+                        .map(|(id, _)| id.as_str())
+                        .unwrap_or("an entry");
+                    did("added", id)
+                }
+                "replace" => did("replaced", field("id")),
+                _ => did("removed", field("id")),
+            }
+        })
+        .collect();
+    sentence(&done)
+}
+
 /// An entry's text folded to one line for showing.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -433,7 +497,7 @@ impl Memory {
                     id: id.clone(),
                     text: text.clone(),
                 });
-                Ok(format!("added {id}"))
+                Ok(did("added", &id))
             }
             Change::Replace { target, id, text } => {
                 let at = self.find(*target, id)?;
@@ -445,12 +509,12 @@ impl Memory {
                     )));
                 }
                 store[at].text = text.clone();
-                Ok(format!("replaced {id}"))
+                Ok(did("replaced", id))
             }
             Change::Remove { target, id } => {
                 let at = self.find(*target, id)?;
                 self.stores[target.index()].remove(at);
-                Ok(format!("removed {id}"))
+                Ok(did("removed", id))
             }
         }
     }
@@ -490,11 +554,7 @@ impl Memory {
             }
         }
         *self = next;
-        let mut said = done.join(", ");
-        if let Some(first) = said.get(..1) {
-            said = format!("{}{}", first.to_uppercase(), &said[1..]);
-        }
-        Ok(format!("{said}.\n\n{}", self.shown(&named)))
+        Ok(format!("{}.\n\n{}", sentence(&done), self.shown(&named)))
     }
 
     /// The file's text: `{"version": 1, "next": N, "memory": [{"id", "text"}], "user": [...]}`.
