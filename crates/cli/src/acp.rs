@@ -543,15 +543,9 @@ async fn serve(state: Arc<State>) -> Result<()> {
         )
         .on_receive_request(
             async move |req: JobOutputRequest, responder, _cx| {
-                if !s12.agreed("jobs") {
-                    return responder
-                        .respond_with_error(agent_client_protocol::Error::method_not_found());
-                }
-                let Some((ops, table)) = s12.sessions.lock().ok().and_then(|s| {
-                    s.get(&req.session_id)
-                        .map(|o| (o.ops.clone(), o.jobs.clone()))
-                }) else {
-                    return responder.respond_with_error(unknown_session(&req.session_id));
+                let (ops, table) = match job_session(&s12, &req.session_id) {
+                    Ok(found) => found,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 let Ok(id) = req.job_id.parse::<u32>() else {
                     return responder.respond_with_error(unknown_job(&req.job_id));
@@ -579,15 +573,9 @@ async fn serve(state: Arc<State>) -> Result<()> {
         )
         .on_receive_request(
             async move |req: JobStopRequest, responder, _cx| {
-                if !s13.agreed("jobs") {
-                    return responder
-                        .respond_with_error(agent_client_protocol::Error::method_not_found());
-                }
-                let Some((ops, table)) = s13.sessions.lock().ok().and_then(|s| {
-                    s.get(&req.session_id)
-                        .map(|o| (o.ops.clone(), o.jobs.clone()))
-                }) else {
-                    return responder.respond_with_error(unknown_session(&req.session_id));
+                let (ops, table) = match job_session(&s13, &req.session_id) {
+                    Ok(found) => found,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 let Ok(id) = req.job_id.parse::<u32>() else {
                     return responder.respond_with_error(unknown_job(&req.job_id));
