@@ -33,6 +33,9 @@ use crate::perm::SessionPermissions;
 use crate::process::{Exit, Running};
 use crate::store::{Meta, Store};
 
+/// A running subagent: its final reply, or why it failed.
+type SubagentRun = tokio::task::JoinHandle<std::result::Result<String, String>>;
+
 /// What the driver tells its front end.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Out {
@@ -1425,22 +1428,10 @@ impl Driver {
                         .and_then(serde_json::Value::as_str)
                         .unwrap_or("general")
                         .to_owned();
-                    self.subagents.insert(id, ctl);
                     self.subagent_sessions.insert(id, (agent, session));
-                    let tx = self.job_tx.clone();
-                    tokio::spawn(async move {
-                        let reply = handle
-                            .await
-                            .unwrap_or_else(|e| Err(format!("the subagent failed: {e}")));
-                        let _ = tx.send(JobMsg::SubagentEnded { id, reply });
-                    });
+                    self.watch_subagent(id, Ok((ctl, handle)));
                 }
-                Err(message) => {
-                    let _ = self.job_tx.send(JobMsg::SubagentEnded {
-                        id,
-                        reply: Err(message),
-                    });
-                }
+                Err(message) => self.watch_subagent(id, Err(message)),
             }
             return;
         }
@@ -1691,8 +1682,18 @@ impl Driver {
                     CancellationToken::new(),
                 )
             });
+        self.watch_subagent(id, started.map(|(ctl, handle, _)| (ctl, handle)));
+    }
+
+    /// Keeps a background subagent's control channel and wakes the session when it ends (or at
+    /// once, with the reason, when it could not start).
+    fn watch_subagent(
+        &mut self,
+        id: u32,
+        started: std::result::Result<(mpsc::UnboundedSender<Ctl>, SubagentRun), String>,
+    ) {
         match started {
-            Ok((ctl, handle, _)) => {
+            Ok((ctl, handle)) => {
                 self.subagents.insert(id, ctl);
                 let tx = self.job_tx.clone();
                 tokio::spawn(async move {
