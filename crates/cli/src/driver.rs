@@ -990,19 +990,7 @@ impl Driver {
         let chat = ChatRequest {
             messages,
             // The tools stay listed (the prompt's cache holds) but none may be called.
-            tools: if self.client.model().tools {
-                self.offering
-                    .tools
-                    .iter()
-                    .map(|t| ToolSpec {
-                        name: t.name.clone(),
-                        description: t.description.clone(),
-                        parameters: t.parameters.clone(),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            tools: self.tool_specs(),
             tool_choice: Some(ToolChoice::None),
             ..ChatRequest::default()
         };
@@ -1042,7 +1030,7 @@ impl Driver {
         if summary.is_empty() {
             return Ok(Err("the model gave no summary".into()));
         }
-        let text = cfg.summary.replace("{summary}", summary);
+        let text = harness_loop::config::fill(&cfg.summary, &[("summary", summary)]);
         match self.session.compact(&text) {
             Ok(_) => {
                 self.flush_log()?;
@@ -1055,6 +1043,20 @@ impl Driver {
         }
     }
 
+    /// The offered tools as the model link sends them (harness-model leaves them out for a
+    /// model whose metadata says it calls no tools).
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.offering
+            .tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.parameters.clone(),
+            })
+            .collect()
+    }
+
     async fn call_model(&mut self, request: ModelRequest) -> Result<Input> {
         let mut messages = vec![ModelMessage::System {
             text: self.system_text()?,
@@ -1062,16 +1064,8 @@ impl Driver {
         messages.extend(request.messages.iter().map(to_model_message));
         let chat = ChatRequest {
             messages,
-            tools: if request.tools && self.client.model().tools {
-                self.offering
-                    .tools
-                    .iter()
-                    .map(|t| ToolSpec {
-                        name: t.name.clone(),
-                        description: t.description.clone(),
-                        parameters: t.parameters.clone(),
-                    })
-                    .collect()
+            tools: if request.tools {
+                self.tool_specs()
             } else {
                 Vec::new()
             },

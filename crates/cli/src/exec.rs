@@ -56,17 +56,17 @@ pub const RUNS: &[&str] = &[
 pub const LOOP_ANSWERS: &[&str] = &["recall", "job_list", "job_output", "job_stop"];
 
 /// Seconds a command runs in the foreground by default and at most: bash's `variables` as the
-/// spec fills them for the CLI.
-fn bash_timeouts() -> (u64, u64) {
-    let var = |name: &str, fallback: u64| {
+/// spec fills them for the CLI (the numbers live only there).
+fn bash_timeouts() -> std::result::Result<(u64, u64), String> {
+    let var = |name: &str| {
         harness_spec::Spec::embedded()
             .tool("bash")
             .and_then(|t| t.variables.get(name))
             .and_then(|v| v.value_for(harness_spec::Project::Cli))
             .and_then(|v| v.parse().ok())
-            .unwrap_or(fallback)
+            .ok_or_else(|| format!("the spec gives bash no whole number of seconds for {name}"))
     };
-    (var("timeout_default", 120), var("timeout_max", 600))
+    Ok((var("timeout_default")?, var("timeout_max")?))
 }
 
 /// What running a call gave.
@@ -646,7 +646,18 @@ impl Exec {
         let Some(command) = arg_str(a, "command") else {
             return Ran::Done(with_id(missing("bash", "command"), call));
         };
-        let (default, max) = bash_timeouts();
+        let (default, max) = match bash_timeouts() {
+            Ok(t) => t,
+            Err(e) => {
+                return Ran::Done(ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: e,
+                    is_error: true,
+                    read: None,
+                    edit: None,
+                });
+            }
+        };
         let seconds = a
             .get("timeout")
             .and_then(Value::as_u64)
@@ -705,5 +716,13 @@ pub fn bash_outcome(call_id: &str, output: &str, exit: Exit) -> ToolOutcome {
         is_error: exit != Exit::Code(0),
         read: None,
         edit: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bash_timeouts_come_from_the_spec() {
+        assert_eq!(super::bash_timeouts(), Ok((120, 600)));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use expectrl::{Expect as _, Session};
+use expectrl::Expect as _;
 use harness_test_support::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -104,20 +104,7 @@ async fn slash_compact_in_the_terminal() {
     let url = server.base_url();
     let home = sb.home.path().to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(["--mode", "auto"])
-            .current_dir(&root)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("LLEMBAS_HOME", &home)
-            .env("NO_COLOR", "1")
-            .env("TERM", "xterm")
-            .env("OPENAI_BASE_URL", &url)
-            .env("OPENAI_MODEL", "scripted");
-        let mut s = Session::spawn(cmd).unwrap();
-        s.get_process_mut().set_window_size(100, 60).unwrap();
-        s.set_expect_timeout(Some(Duration::from_secs(20)));
+        let mut s = terminal_session(&root, &home, &url, "auto");
         s.expect("auto ›").unwrap();
         s.send("what is in a.txt?\r").unwrap();
         s.expect("It holds alpha and beta.").unwrap();

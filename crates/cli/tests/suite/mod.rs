@@ -171,3 +171,28 @@ pub fn tool_results(body: &Value) -> Vec<String> {
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
+
+/// The interactive `llembas` in mode `mode`, started in `root` against the server at `url`, in
+/// a clean environment (no colour, an xterm) for a pseudo-terminal test; `home` is its home.
+pub fn terminal_session(
+    root: &Path,
+    home: &Path,
+    url: &str,
+    mode: &str,
+) -> expectrl::session::OsSession {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["--mode", mode])
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEMBAS_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .env("OPENAI_BASE_URL", url)
+        .env("OPENAI_MODEL", "scripted");
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.get_process_mut().set_window_size(100, 60).unwrap();
+    session.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
+    session
+}

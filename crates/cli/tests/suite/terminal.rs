@@ -1,8 +1,6 @@
 //! The interactive terminal driven in a pseudo-terminal; what the screen shows is snapshotted.
 
-use std::time::Duration;
-
-use expectrl::{Expect as _, Session};
+use expectrl::Expect as _;
 use harness_test_support::ScriptedServer;
 use serde_json::json;
 
@@ -96,20 +94,7 @@ async fn interactive_session_in_a_pty() {
     let url = server.base_url();
     let home = sb.home.path().to_path_buf();
     let screen = tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(["--mode", "manual"])
-            .current_dir(&root)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("LLEMBAS_HOME", &home)
-            .env("NO_COLOR", "1")
-            .env("TERM", "xterm")
-            .env("OPENAI_BASE_URL", &url)
-            .env("OPENAI_MODEL", "scripted");
-        let mut session = Session::spawn(cmd).unwrap();
-        session.get_process_mut().set_window_size(100, 60).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(20)));
+        let session = terminal_session(&root, &home, &url, "manual");
         let mut s = Screen {
             session,
             bytes: Vec::new(),
