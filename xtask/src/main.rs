@@ -12,6 +12,7 @@ use harness_spec::Spec;
 use harness_spec::conformance::{AreaRunner, CaseFile, Summary, run_cases};
 use serde_json::Value;
 
+mod real_model;
 mod runners;
 
 #[derive(Parser)]
@@ -25,9 +26,12 @@ struct Cli {
 enum Command {
     /// Run the conformance areas of spec/conformance (or one outside case file).
     Conformance(ConformanceArgs),
-    /// The whole test suite: format and lint checks, every crate's tests, then every conformance
-    /// area.
+    /// The whole test suite: format and lint checks, every crate's tests, the real-model tests,
+    /// then every conformance area.
     Test,
+    /// Only the tests that need a real model server: install (once, into a cache outside the
+    /// clone), start and probe one, run them against it.
+    RealModel,
 }
 
 #[derive(clap::Args)]
@@ -44,6 +48,10 @@ struct ConformanceArgs {
     /// Print every failing case of the spec's areas too, not only with --cases.
     #[arg(long, short)]
     verbose: bool,
+    /// Fail when an area is skipped (no implementation) or has no cases, as `cargo xtask test`
+    /// does.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(Subcommand)]
@@ -64,6 +72,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Conformance(args) => conformance(args),
         Command::Test => test(),
+        Command::RealModel => real_model_tests().map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
     };
     match result {
         Ok(code) => code,
@@ -75,18 +90,27 @@ fn main() -> ExitCode {
 }
 
 fn cargo(args: &[&str]) -> Result<bool> {
+    cargo_with(args, &[])
+}
+
+fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<bool> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("$ cargo {}", args.join(" "));
     let status = std::process::Command::new(cargo)
         .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .envs(env.iter().copied())
+        .current_dir(workspace_root())
         .status()
         .context("cannot run cargo")?;
     Ok(status.success())
 }
 
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 fn test() -> Result<ExitCode> {
-    let steps: [(&str, &[&str]); 4] = [
+    let steps: [(&str, &[&str]); 3] = [
         ("format", &["fmt", "--all", "--", "--check"]),
         (
             "lints",
@@ -104,7 +128,6 @@ fn test() -> Result<ExitCode> {
             "tests",
             &["test", "--workspace", "--all-targets", "--locked"],
         ),
-        ("doctests", &["test", "--workspace", "--doc", "--locked"]),
     ];
     let mut failed = Vec::new();
     for (name, args) in steps {
@@ -112,12 +135,19 @@ fn test() -> Result<ExitCode> {
             failed.push(name);
         }
     }
+    if !real_model_tests()? {
+        failed.push("real-model");
+    }
+    if !cargo(&["test", "--workspace", "--doc", "--locked"])? {
+        failed.push("doctests");
+    }
     println!("$ cargo xtask conformance");
     let code = conformance(ConformanceArgs {
         action: None,
         area: None,
         cases: None,
         verbose: true,
+        strict: true,
     })?;
     if code != ExitCode::SUCCESS {
         failed.push("conformance");
@@ -129,6 +159,63 @@ fn test() -> Result<ExitCode> {
         println!("test suite: failed steps: {}", failed.join(", "));
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// The tests that need a real model server (ignored by plain `cargo test`, their names holding
+/// `real_model`), run against the first server that runs here. Prints the line outside checks
+/// read: `real-model test: ran against NAME VERSION` or `real-model test: skipped: REASON`.
+fn real_model_tests() -> Result<bool> {
+    let out = workspace_root().join("target/real-model");
+    let server = match real_model::start(&out) {
+        Ok(server) => server,
+        Err(reason) => {
+            println!("real-model test: skipped: {reason}");
+            return Ok(true);
+        }
+    };
+    println!(
+        "real-model: {} answers at {} (server kind {})",
+        server.name, server.base_url, server.kind
+    );
+    let report = out.join("ran.txt");
+    let _ = std::fs::remove_file(&report);
+    let report_path = report.to_string_lossy().into_owned();
+    let context = real_model::CONTEXT.to_string();
+    let passed = cargo_with(
+        &[
+            "test",
+            "--workspace",
+            "--tests",
+            "--locked",
+            "--",
+            "--ignored",
+            "real_model",
+        ],
+        &[
+            ("LLEMBAS_REAL_MODEL_URL", &server.base_url),
+            ("LLEMBAS_REAL_MODEL_SERVER", server.kind),
+            ("LLEMBAS_REAL_MODEL_CONTEXT", &context),
+            ("LLEMBAS_REAL_MODEL_REPORT", &report_path),
+        ],
+    )?;
+    let ran = std::fs::read_to_string(&report).unwrap_or_default();
+    let name = server.name.clone();
+    drop(server);
+    if !passed {
+        println!("real-model test: failed against {name}");
+        return Ok(false);
+    }
+    // Each test writes a line when it has run to its end; the terminal agent's is the one
+    // that must have run.
+    if !ran.lines().any(|l| l.starts_with("llembas-cli ")) {
+        println!(
+            "real-model test: failed against {name}: the terminal agent's test did not run (ran: {:?})",
+            ran.lines().collect::<Vec<_>>()
+        );
+        return Ok(false);
+    }
+    println!("real-model test: ran against {name}");
+    Ok(true)
 }
 
 fn spec_dir() -> PathBuf {
@@ -161,6 +248,7 @@ fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
 
     let (mut passed, mut failed, mut skipped) = (0usize, 0usize, 0usize);
     let mut skipped_names = Vec::new();
+    let mut empty_names = Vec::new();
     for area in areas {
         let Some(file) = spec.conformance(area) else {
             bail!("spec/conformance/{area}.json does not exist");
@@ -173,6 +261,10 @@ fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
                     "{area}: skipped, {} cases (no implementation yet)",
                     file.cases.len()
                 );
+            }
+            Some(_) if file.cases.is_empty() => {
+                empty_names.push(area);
+                println!("{area}: no cases");
             }
             Some(runner) => {
                 let summary = run_cases(runner.as_ref(), &file);
@@ -188,8 +280,15 @@ fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
     if !skipped_names.is_empty() {
         println!("skipped areas: {}", skipped_names.join(", "));
     }
+    if !empty_names.is_empty() {
+        println!("areas without cases: {}", empty_names.join(", "));
+    }
     println!("{passed} passed, {failed} failed, {skipped} skipped");
-    Ok(if failed > 0 {
+    let strict_failure = args.strict && (!skipped_names.is_empty() || !empty_names.is_empty());
+    if strict_failure {
+        println!("conformance: every area must run and have cases");
+    }
+    Ok(if failed > 0 || strict_failure {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
