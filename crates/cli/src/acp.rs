@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::driver::{Ctl, Driver, Out};
 use crate::settings::Settings;
+use harness_agent::{Ctl, Driver, Out};
 
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
@@ -879,14 +879,12 @@ async fn open_session(
                 .and_then(crate::memory_api::Api::from_meta)
         })
         .flatten();
-    if let Some(exec) = Arc::get_mut(&mut parts.setup.exec) {
-        exec.scope = scope.clone();
-        if let Some(api) = &memory_api {
-            exec.memory = None;
-            exec.memory_api = Some(api.clone());
-        }
+    parts.exec.scope = scope.clone();
+    if let Some(api) = &memory_api {
+        parts.exec.memory = None;
+        parts.exec.memory_api = Some(api.clone());
     }
-    let model = parts.setup.model_name.clone();
+    let model = parts.model_name.clone();
     if let Some(w) = &wanted
         && !same_model(w, &model)
     {
@@ -903,10 +901,10 @@ async fn open_session(
         .as_deref()
         .map(replay_updates)
         .unwrap_or_default();
-    let mut driver =
-        Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx).map_err(|e| {
-            agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
-        })?;
+    let (setup, resume) = parts.into_setup();
+    let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx).map_err(|e| {
+        agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
+    })?;
     if state.agreed("context")
         && let Some(text) = lembas.get("context").and_then(Value::as_str)
     {

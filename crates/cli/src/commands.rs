@@ -91,10 +91,11 @@ pub fn permission(command: &PermissionCommand, settings: &Settings) -> Result<Ex
     let PermissionCommand::Check { command } = command;
     let line = command.join(" ");
     let root = settings.cwd.display().to_string();
-    let perms = crate::perm::SessionPermissions::new(
-        crate::perm::engine()?,
+    let perms = harness_agent::SessionPermissions::new(
+        harness_agent::perm::engine()?,
         settings.mode,
         &root,
+        &crate::session::home_dir(),
         settings.rules.clone(),
     );
     let args = serde_json::json!({ "command": line });

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use harness_core::plan::PlanState;
 use harness_core::protocol::ToolCall;
 use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
 use harness_fs::{HostBackend, HostOptions, Level, MemoryBackend, VPath, View};
@@ -21,9 +20,12 @@ use harness_loop::session::{EditInfo, ToolOutcome};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::process::{self, Exit, Running};
+use harness_agent::{Exit, Ran};
 
-/// The tools this front end runs itself (the loop answers `recall`, the job tools and `report`).
+use crate::process;
+
+/// The spec tools this machine's world runs (the runtime answers the plan tools, `task`,
+/// `question`, `show` and `session_search`; the loop `recall`, `report` and the job tools).
 pub const RUNS: &[&str] = &[
     "read",
     "write",
@@ -34,26 +36,17 @@ pub const RUNS: &[&str] = &[
     "grep",
     "list",
     "bash",
-    "plan_write",
-    "plan_update",
-    "plan_submit",
     "notes_search",
     "note_view",
     "note_manage",
     "knowledge_search",
     "knowledge_get",
     "memory",
-    "task",
     "skills_list",
     "skill_view",
     "skill_manage",
-    "question",
-    "session_search",
     "web_fetch",
 ];
-
-/// Tools the loop answers without the front end.
-pub const LOOP_ANSWERS: &[&str] = &["recall", "job_list", "job_output", "job_stop"];
 
 /// Seconds a command runs in the foreground by default and at most: bash's `variables` as the
 /// spec fills them for the CLI (the numbers live only there).
@@ -69,33 +62,16 @@ fn bash_timeouts() -> std::result::Result<(u64, u64), String> {
     Ok((var("timeout_default")?, var("timeout_max")?))
 }
 
-/// What running a call gave.
-pub enum Ran {
-    /// A finished result.
-    Done(ToolOutcome),
-    /// A foreground command still running at its timeout: the driver asks the loop whether it
-    /// goes on as a job.
-    Overran {
-        /// The call.
-        call_id: String,
-        /// Its title (the command's first line).
-        title: String,
-        /// The timeout that passed.
-        seconds: u64,
-        /// The process.
-        running: Running,
-    },
-}
+/// The largest file `show` sends to a viewer.
+const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
-/// The file system and plan of one session.
+/// The file system of one session.
 pub struct Exec {
     root: PathBuf,
     /// The view while some call uses it: the host backend (and its lock on the directory) is
     /// held only while calls run, so other sessions in the same directory can work too.
     open: Mutex<std::sync::Weak<View>>,
     ledger: Ledger,
-    /// The session's plan.
-    pub plan: Arc<Mutex<PlanState>>,
     /// The person's library.
     pub library: Option<crate::library::Library>,
     /// The part of the library a client scoped this session to (`_meta.lembas.scope`).
@@ -120,13 +96,7 @@ fn arg_usize(a: &Value, key: &str) -> Option<usize> {
 }
 
 fn missing(tool: &str, key: &str) -> ToolOutcome {
-    ToolOutcome {
-        call_id: String::new(),
-        output: format!("{tool}: the argument `{key}` is missing"),
-        is_error: true,
-        read: None,
-        edit: None,
-    }
+    ToolOutcome::error("", format!("{tool}: the argument `{key}` is missing"))
 }
 
 impl Exec {
@@ -136,7 +106,6 @@ impl Exec {
             root: root.to_path_buf(),
             open: Mutex::new(std::sync::Weak::new()),
             ledger: Ledger::new(),
-            plan: Arc::new(Mutex::new(PlanState::default())),
             library: None,
             scope: None,
             memory: None,
@@ -224,6 +193,30 @@ impl Exec {
             .collect()
     }
 
+    /// A file for `show`, read through the view as `read` reads it (a path the view does not
+    /// show answers as `read` answers it).
+    pub fn read_for_show(
+        &self,
+        path: &str,
+    ) -> std::result::Result<harness_agent::ShownFile, String> {
+        let view = self.view().map_err(|e| e.to_string())?;
+        let vp = view.resolve(&self.to_view(path));
+        let bytes = view.read_bytes(&vp).map_err(|e| e.to_string())?;
+        let host = self.to_host(&vp);
+        if bytes.len() as u64 > SHOW_MAX_BYTES {
+            return Err(format!(
+                "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
+                bytes.len()
+            ));
+        }
+        let content = String::from_utf8(bytes)
+            .map_err(|_| format!("{host} is not UTF-8 text: it cannot be shown"))?;
+        Ok(harness_agent::ShownFile {
+            path: host,
+            content,
+        })
+    }
+
     /// The working directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -255,17 +248,11 @@ impl Exec {
     }
 
     fn error(&self, call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
-        ToolOutcome {
-            call_id: call.id.clone(),
-            output: e.to_string(),
-            is_error: true,
-            read: None,
-            edit: None,
-        }
+        ToolOutcome::error(&call.id, e.to_string())
     }
 
     /// Runs a call that is not bash (bash needs the runtime: [`Exec::bash`]).
-    pub fn run_sync(&self, call: &ToolCall, plan_mode: bool) -> ToolOutcome {
+    pub fn run_sync(&self, call: &ToolCall) -> ToolOutcome {
         let a = &call.arguments;
         let view = match self.view() {
             Ok(v) => v,
@@ -327,23 +314,6 @@ impl Exec {
                 match fst::list(view, &path) {
                     Ok(text) => ToolOutcome::ok(&call.id, text),
                     Err(e) => self.error(call, e),
-                }
-            }
-            "plan_write" | "plan_update" | "plan_submit" => {
-                let result = self
-                    .plan
-                    .lock()
-                    .map_err(|_| "the plan is not available".to_owned())
-                    .and_then(|mut p| p.apply(&call.name, a, plan_mode).map_err(|e| e.to_string()));
-                match result {
-                    Ok(text) => ToolOutcome::ok(&call.id, text),
-                    Err(text) => ToolOutcome {
-                        call_id: call.id.clone(),
-                        output: text,
-                        is_error: true,
-                        read: None,
-                        edit: None,
-                    },
                 }
             }
             "skills_list" | "skill_view" | "skill_manage" => {
@@ -649,13 +619,7 @@ impl Exec {
         let (default, max) = match bash_timeouts() {
             Ok(t) => t,
             Err(e) => {
-                return Ran::Done(ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: e,
-                    is_error: true,
-                    read: None,
-                    edit: None,
-                });
+                return Ran::Done(ToolOutcome::error(&call.id, e));
             }
         };
         let seconds = a
@@ -666,13 +630,7 @@ impl Exec {
         let running = match process::spawn(command, &self.root, chunks) {
             Ok(r) => r,
             Err(e) => {
-                return Ran::Done(ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: format!("{e:#}"),
-                    is_error: true,
-                    read: None,
-                    edit: None,
-                });
+                return Ran::Done(ToolOutcome::error(&call.id, format!("{e:#}")));
             }
         };
         tokio::select! {
@@ -682,7 +640,7 @@ impl Exec {
                     call_id: call.id.clone(),
                     title: command.lines().next().unwrap_or_default().to_owned(),
                     seconds,
-                    running,
+                    running: std::sync::Arc::new(running),
                 },
             },
             () = cancel.cancelled() => {

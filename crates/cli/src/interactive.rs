@@ -19,10 +19,10 @@ use rustyline::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::driver::{Ctl, Driver, Out, Query};
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
+use harness_agent::{Ctl, Driver, Out, Query};
 
 /// The slash commands and what they do (for `/help`).
 pub const HELP: &str = "\
@@ -332,7 +332,8 @@ async fn session_loop(
 ) -> Result<Next> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, ctl_rx)?;
+    let (setup, resume) = parts.into_setup();
+    let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
     let id = driver.id().to_owned();
     let model = driver.model_name().to_owned();

@@ -10,13 +10,11 @@
 pub mod acp;
 pub mod args;
 pub mod commands;
-pub mod driver;
 pub mod exec;
 pub mod interactive;
 pub mod library;
 pub mod memory_api;
 pub mod oneshot;
-pub mod perm;
 pub mod process;
 pub mod render;
 pub mod session;
@@ -24,6 +22,7 @@ pub mod settings;
 pub mod store;
 pub mod tools;
 pub mod web;
+pub mod world;
 
 use std::process::ExitCode;
 

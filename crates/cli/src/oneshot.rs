@@ -11,9 +11,9 @@ use harness_core::protocol::{Answer, Event, Op, PermissionQuestion, TurnEnd};
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
-use crate::driver::{Ctl, Driver, Out};
 use crate::render;
 use crate::session::SessionParts;
+use harness_agent::{Ctl, Driver, Out};
 
 /// Where questions are answered in a one-shot run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,8 @@ pub async fn run(
 ) -> Result<ExitCode> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(parts.setup, parts.resume.as_deref(), out_tx, op_rx)?;
+    let (setup, resume) = parts.into_setup();
+    let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx)?;
     if answers == Answers::Stdin {
         driver.answers_questions();
     }

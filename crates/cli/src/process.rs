@@ -11,24 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use tokio::sync::{mpsc, watch};
 
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal ended it.
-    Signal(i32),
-}
-
-impl Exit {
-    /// The exit code, where there is one.
-    pub fn code(self) -> Option<i32> {
-        match self {
-            Exit::Code(c) => Some(c),
-            Exit::Signal(_) => None,
-        }
-    }
-}
+pub use harness_agent::Exit;
 
 /// A running (or ended) shell command.
 #[derive(Clone)]
@@ -189,6 +172,21 @@ impl Running {
             signal_group(self.pid, rustix::process::Signal::KILL);
         }
         self.wait().await
+    }
+}
+
+/// A command as the runtime holds it (a job, or a foreground command past its timeout).
+impl harness_agent::Process for Running {
+    fn output(&self) -> String {
+        Running::output(self)
+    }
+
+    fn wait_for(&self, timeout: Duration) -> harness_agent::BoxFuture<'_, Option<Exit>> {
+        Box::pin(Running::wait_for(self, timeout))
+    }
+
+    fn stop(&self) -> harness_agent::BoxFuture<'_, Exit> {
+        Box::pin(Running::stop(self))
     }
 }
 

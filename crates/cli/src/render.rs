@@ -6,9 +6,9 @@
 use std::io::IsTerminal as _;
 
 use harness_core::plan::Plan;
-use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQuestion, TurnEnd};
+use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQuestion};
 
-use crate::driver::Out;
+use harness_agent::Out;
 
 /// Whether stderr gets colour.
 pub fn color_on_stderr() -> bool {
@@ -199,18 +199,7 @@ pub fn question(q: &PermissionQuestion, color: bool) -> String {
     out
 }
 
-/// The reason a turn ended, as one line.
-pub fn turn_end_line(end: &TurnEnd) -> String {
-    match end {
-        TurnEnd::Finished => "finished".into(),
-        TurnEnd::Cancelled => "cancelled".into(),
-        TurnEnd::Budget { limit } => format!("stopped: the {limit} budget ran out"),
-        TurnEnd::PlanSubmitted => "the plan waits for approval".into(),
-        TurnEnd::ContextOverflow => "stopped: the model's context is full".into(),
-        TurnEnd::Error { message } => format!("error: {message}"),
-        other => format!("ended: {other:?}"),
-    }
-}
+pub use harness_agent::turn_end_text as turn_end_line;
 
 /// Calls whose output was shown as it came: their result is shown as its last line only.
 #[derive(Debug, Default)]

@@ -8,18 +8,59 @@ use harness_model::{
     CancellationToken, Catalogue, Endpoint, ModelClient, ModelInfo, ModelOverrides,
 };
 
-use crate::driver::{DriverSetup, read_transcript};
+use std::sync::{Arc, Mutex};
+
+use harness_agent::perm::engine;
+use harness_agent::{DriverSetup, Meta, SessionPermissions};
+use harness_core::protocol::SessionKind;
+use harness_spec::Project;
+
 use crate::exec::Exec;
-use crate::perm::{SessionPermissions, engine};
 use crate::settings::{ModelSettings, Settings};
-use crate::store::Store;
+use crate::store::{Store, read_transcript};
+use crate::world::{HostJobs, HostWorld};
 
 /// A session ready to drive, and the saved events to continue from.
 pub struct SessionParts {
-    /// What the driver is made from.
-    pub setup: DriverSetup,
+    /// The model link.
+    pub client: ModelClient,
+    /// The model's id as shown.
+    pub model_name: String,
+    /// The permission state.
+    pub perms: SessionPermissions,
+    /// The working directory's file system (a front end may still set its parts).
+    pub exec: Exec,
+    /// The personality preset.
+    pub personality: Option<String>,
+    /// The session store.
+    pub store: Store,
+    /// This session's metadata.
+    pub meta: Meta,
     /// A resumed session's events.
     pub resume: Option<Vec<Entry>>,
+}
+
+impl SessionParts {
+    /// What the runtime's driver is made from: this machine's world, processes and store.
+    pub fn into_setup(self) -> (DriverSetup, Option<Vec<Entry>>) {
+        let exec = Arc::new(self.exec);
+        let setup = DriverSetup {
+            model: Arc::new(self.client),
+            model_name: self.model_name,
+            perms: self.perms,
+            jobs: Arc::new(HostJobs::new(exec.root())),
+            world: Arc::new(HostWorld::new(exec)),
+            plan: Arc::new(Mutex::new(harness_core::plan::PlanState::default())),
+            personality: self.personality,
+            store: Arc::new(self.store),
+            meta: self.meta,
+            agent: None,
+            project: Project::Cli,
+            kind: SessionKind::Agent,
+            product_version: env!("CARGO_PKG_VERSION").into(),
+        };
+        (setup, self.resume)
+    }
 }
 
 /// The model link for the settings; a model not named is asked of the server.
@@ -90,6 +131,7 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         engine()?,
         settings.mode,
         &root.display().to_string(),
+        &home_dir(),
         settings.rules.clone(),
     );
     let store = Store::new(settings.dirs.sessions());
@@ -102,16 +144,20 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         }
     };
     Ok(SessionParts {
-        setup: DriverSetup {
-            client,
-            model_name: name,
-            perms,
-            exec: std::sync::Arc::new(exec),
-            personality: settings.personality.clone(),
-            store,
-            meta,
-            agent: None,
-        },
+        client,
+        model_name: name,
+        perms,
+        exec,
+        personality: settings.personality.clone(),
+        store,
+        meta,
         resume,
     })
+}
+
+/// The person's home directory (`/` when there is none).
+pub fn home_dir() -> String {
+    dirs::home_dir()
+        .map(|h| h.display().to_string())
+        .unwrap_or_else(|| "/".to_owned())
 }

@@ -7,26 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
-use serde::{Deserialize, Serialize};
 
-/// What is kept about a session besides its transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Meta {
-    /// The session's id (sortable by time: `20261129-205912-3fa2`).
-    pub id: String,
-    /// The directory it worked in.
-    pub cwd: PathBuf,
-    /// When it started (seconds since the epoch).
-    pub created: u64,
-    /// When it last changed.
-    pub updated: u64,
-    /// The first line of its first prompt.
-    #[serde(default)]
-    pub title: String,
-    /// The model it ran on.
-    #[serde(default)]
-    pub model: String,
-}
+pub use harness_agent::Meta;
 
 /// The sessions directory.
 #[derive(Debug, Clone)]
@@ -45,34 +27,7 @@ pub fn short_hash(text: &str) -> String {
     format!("{h:08x}")
 }
 
-/// Seconds since the epoch.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// `YYYY-MM-DD HH:MM` (UTC) of a time in seconds since the epoch.
-pub fn format_time(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3_600,
-        (rem % 3_600) / 60
-    )
-}
+pub use harness_agent::time::{format_time, now};
 
 impl Store {
     /// The store under `root` (created when the first session is).
@@ -245,6 +200,59 @@ impl Store {
             .map(|(_, h)| h)
             .collect::<Vec<_>>()
             .join("\n\n")
+    }
+}
+
+/// Reads a saved transcript (up to its last complete event).
+pub fn read_transcript(path: &Path) -> Result<Vec<harness_loop::transcript::Entry>> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let loaded = harness_loop::transcript::read(std::io::BufReader::new(f))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(loaded.entries)
+}
+
+/// The runtime's store: transcripts as JSONL files appended event by event, metadata beside.
+impl harness_agent::SessionStore for Store {
+    fn create(&self, place: &str, model: &str) -> std::result::Result<Meta, String> {
+        Store::create(self, Path::new(place), model).map_err(|e| format!("{e:#}"))
+    }
+
+    fn save(&self, meta: &Meta) -> std::result::Result<(), String> {
+        Store::save(self, meta).map_err(|e| format!("{e:#}"))
+    }
+
+    fn append(
+        &self,
+        id: &str,
+        entries: &[harness_loop::transcript::Entry],
+    ) -> std::result::Result<(), String> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let path = self.transcript(id);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        harness_loop::transcript::TranscriptWriter::new(file)
+            .append_all(entries)
+            .map_err(|e| format!("cannot write the transcript {}: {e}", path.display()))
+    }
+
+    fn load(&self, id: &str) -> std::result::Result<Vec<harness_loop::transcript::Entry>, String> {
+        read_transcript(&self.transcript(id)).map_err(|e| format!("{e:#}"))
+    }
+
+    fn find(&self, id: &str) -> std::result::Result<Meta, String> {
+        let path = self.dir(id).join("meta.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn search(&self, query: &str, limit: usize, skip: &str) -> Option<String> {
+        Some(Store::search(self, query, limit, skip))
     }
 }
 

@@ -21,6 +21,17 @@ use crate::error::{Error, Result};
 use crate::jobs::{JobDecision, Jobs};
 use crate::transcript::Entry;
 
+/// The tools the loop answers itself, whatever world a session runs in: `recall`, `report`
+/// (a subagent's) and the job tools. The products offer them where the spec offers them.
+pub const LOOP_ANSWERS: &[&str] = &[
+    "recall",
+    "report",
+    "job_list",
+    "job_output",
+    "job_stop",
+    "job_send",
+];
+
 /// What the loop needs to know of a tool to schedule its calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolTraits {
@@ -212,6 +223,14 @@ impl ToolOutcome {
             is_error: false,
             read: None,
             edit: None,
+        }
+    }
+
+    /// An error the model reads as the call's result.
+    pub fn error(call_id: impl Into<String>, output: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            is_error: true,
+            ..ToolOutcome::ok(call_id, output)
         }
     }
 }

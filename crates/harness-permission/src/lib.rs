@@ -134,6 +134,14 @@ impl Decision {
     }
 }
 
+/// What the decision of a non-bash call needs to know of its tool.
+struct ToolFacts {
+    name: String,
+    key: String,
+    risk: Risk,
+    confirm_always: bool,
+}
+
 /// The permission engine, built once from the spec.
 #[derive(Debug)]
 pub struct Engine {
@@ -807,6 +815,31 @@ impl Engine {
         true
     }
 
+    /// Decides a call of a tool that is not in the spec but registered by an embedder with its
+    /// own risk class (and `confirm: always` when `confirm_always`): the same mode table, rules
+    /// and approvals as a spec tool of that risk, the protected paths of any path argument.
+    pub fn decide_registered(
+        &self,
+        req: &Request<'_>,
+        risk: Risk,
+        confirm_always: bool,
+    ) -> Decision {
+        if self.find_tool(req.tool).is_some() {
+            return self.decide(req);
+        }
+        let place = Place {
+            home: req.home,
+            workspace: req.workspace_root,
+        };
+        let facts = ToolFacts {
+            name: req.tool.to_owned(),
+            key: req.tool.to_owned(),
+            risk,
+            confirm_always,
+        };
+        self.tool_call_with(req, &place, &facts)
+    }
+
     fn tool_call(&self, req: &Request<'_>, place: &Place<'_>) -> Decision {
         let Some(tool) = self.find_tool(req.tool) else {
             return Decision::new(Action::Deny, format!("there is no tool `{}`", req.tool))
@@ -818,6 +851,17 @@ impl Engine {
             .get(&tool.name)
             .cloned()
             .unwrap_or_else(|| tool.name.clone());
+        let facts = ToolFacts {
+            name: tool.name.clone(),
+            key,
+            risk: tool.risk,
+            confirm_always: tool.confirm == Some(Confirm::Always),
+        };
+        self.tool_call_with(req, place, &facts)
+    }
+
+    fn tool_call_with(&self, req: &Request<'_>, place: &Place<'_>, tool: &ToolFacts) -> Decision {
+        let key = tool.key.clone();
         let Some(mode) = self.mode_entry(req.mode) else {
             return Decision::new(Action::Deny, format!("unknown mode {}", req.mode));
         };
@@ -894,7 +938,7 @@ impl Engine {
             return Decision::new(Action::Ask, format!("asked in every mode: {why}"))
                 .rule("protected_path");
         }
-        if tool.confirm == Some(Confirm::Always) {
+        if tool.confirm_always {
             return Decision::new(
                 Action::Ask,
                 format!(

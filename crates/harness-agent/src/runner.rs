@@ -1,158 +1,46 @@
-//! The session driver: it feeds the loop's state machine ([`harness_loop::session::Session`])
-//! and performs the actions it answers — model calls through `harness-model`, tools through
-//! [`crate::exec`], questions through the front end, jobs as processes — while the front end
-//! talks to it only with [`Op`]s in and [`Out`]s (the core event stream) out.
+//! The session runner: it feeds the loop's state machine ([`harness_loop::session::Session`])
+//! and performs the actions it answers — model calls through the [`ModelLink`], tools through
+//! the [`ToolWorld`], questions through the front end, jobs through the [`JobSpawner`] — while
+//! the front end talks to it only with [`Ctl`]s in and [`Out`]s (the core event stream) out.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::fs::File;
-use std::io::BufReader;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use anyhow::{Context as _, Result, anyhow};
 use harness_core::offer::{OfferContext, Offering};
+use harness_core::plan::PlanState;
 use harness_core::prompt::{self, InstructionFile, PromptInput};
 use harness_core::protocol::{
     Answer, Event, JobEnd, JobKind, Level, Mode, Op, PermissionQuestion, SessionKind, ToolCall,
     TurnEnd,
 };
 use harness_loop::config::LoopConfig;
+use harness_loop::session::ToolTraits;
 use harness_loop::session::{
     Action, Input, Message as LoopMessage, ModelOutput, ModelRequest, Session, SessionSetup,
     ToolCatalog as _, ToolOutcome,
 };
-use harness_loop::transcript::{self, Entry, TranscriptWriter};
+use harness_loop::transcript::Entry;
 use harness_model::{
-    CancellationToken, ChatRequest, Completion, FinishReason, Message as ModelMessage, ModelClient,
-    StreamEvent, ToolChoice, ToolSpec,
+    CancellationToken, ChatRequest, Completion, FinishReason, Message as ModelMessage, StreamEvent,
+    ToolChoice, ToolSpec,
 };
 use harness_spec::{Project, Spec};
 use tokio::sync::mpsc;
 
-use crate::exec::{self, Exec, Ran};
+use crate::error::{Error, Result};
 use crate::perm::SessionPermissions;
-use crate::process::{Exit, Running};
-use crate::store::{Meta, Store};
+use crate::protocol::{Ctl, Out, Query};
+use crate::seams::{
+    CallContext, Exit, JobSpawner, Meta, ModelLink, Process, Ran, RegisteredTool, SessionStore,
+    ToolWorld,
+};
 
 /// A running subagent: its final reply, or why it failed.
 type SubagentRun = tokio::task::JoinHandle<std::result::Result<String, String>>;
 
-/// What the driver tells its front end.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Out {
-    /// An event of the core stream.
-    Event(Event),
-    /// A file a call changed: its text before and after (for clients that draw diffs).
-    Edit {
-        /// The call.
-        call_id: String,
-        /// The file's real path.
-        path: String,
-        /// Its text before (empty for a new file).
-        before: String,
-        /// Its text after.
-        after: String,
-    },
-    /// The model asks the person (the `question` tool); answer with [`Ctl::Reply`].
-    Question {
-        /// The call.
-        call_id: String,
-        /// The question.
-        question: String,
-        /// Answers to pick from (the person may write their own).
-        options: Vec<String>,
-    },
-    /// A `show` call's file for the person's viewer (only where `display` holds); answer with
-    /// [`Ctl::Reply`]: `Some` when it opened, `None` when the viewer is gone.
-    Show {
-        /// The call.
-        call_id: String,
-        /// The file's real path.
-        path: String,
-        /// A title (the file's name).
-        title: String,
-        /// `markdown`, `code`, `text` or `html` (`spec/acp.md` §11).
-        kind: String,
-        /// For `code`: the language, by the file's extension.
-        language: Option<String>,
-        /// The line to scroll to.
-        line: Option<u64>,
-        /// The file's text.
-        content: String,
-    },
-    /// A piece of a running command's output (shown as it comes; the result has it whole).
-    ToolOutput {
-        /// The call.
-        call_id: String,
-        /// The new output.
-        text: String,
-    },
-}
-
-/// What a front end sends the driver: an op of the core vocabulary, or a question of the
-/// terminal's own (slash commands) answered with a text to show.
-#[derive(Debug)]
-pub enum Ctl {
-    /// An op.
-    Op(Op),
-    /// A question, answered on the sender.
-    Query(Query, tokio::sync::oneshot::Sender<String>),
-    /// A job as the loop keeps it, with its output from `offset` (characters).
-    JobOutput(
-        u32,
-        usize,
-        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, String)>>,
-    ),
-    /// Stop a job, as `job_stop` would (its end comes as the usual events).
-    StopJob(
-        u32,
-        tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
-    ),
-    /// A message for this session from the one that owns it as a job (`job_send`).
-    Message(String),
-    /// The person's `job_send` (ACP `_lembas/job/send`): the same rules as the model's call;
-    /// answered `Ok(true)` when the message was queued for a running subagent, `Ok(false)`
-    /// when an ended one starts again, `Err` with the tool's error text otherwise (`None` for
-    /// an unknown job).
-    SendJob(
-        u32,
-        String,
-        tokio::sync::oneshot::Sender<Option<std::result::Result<bool, String>>>,
-    ),
-    /// A job and, for a subagent, the saved conversation it ran (ACP `_lembas/job/transcript`).
-    JobTranscript(
-        u32,
-        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, Option<Vec<Entry>>)>>,
-    ),
-    /// The person's answer to an [`Out::Question`] (`None`: nobody answered).
-    Reply(String, Option<String>),
-    /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
-    /// refused while a prompt runs or for more turns than the session has.
-    Keep(
-        u32,
-        tokio::sync::oneshot::Sender<std::result::Result<u32, String>>,
-    ),
-}
-
-/// The terminal's own questions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Query {
-    /// The session's jobs (as `job_list` answers).
-    Jobs,
-    /// The plan, as a card.
-    Plan,
-    /// A stored result, whole.
-    Recall(String),
-    /// Go back to before turn `n` (1-based); 0 lists the turns.
-    Rewind(u32),
-    /// The model and endpoint; with a name, switch to that model on the same endpoint.
-    Model(Option<String>),
-    /// Compact the conversation: the model writes a summary that replaces it (idle only).
-    Compact,
-}
-
 /// What a job's watcher reports.
 #[derive(Debug)]
-pub enum JobMsg {
+pub(crate) enum JobMsg {
     /// New output of a command job.
     Output {
         /// The job.
@@ -183,45 +71,63 @@ pub enum JobMsg {
     },
 }
 
-/// Everything a session is made from.
+/// Everything a session is made from (see [`crate::SessionBuilder`] for a builder).
+#[derive(Clone)]
 pub struct DriverSetup {
     /// The model link.
-    pub client: ModelClient,
+    pub model: Arc<dyn ModelLink>,
     /// The model's id as shown.
     pub model_name: String,
     /// The permission state.
     pub perms: SessionPermissions,
-    /// The working directory's file system (shared with subagents).
-    pub exec: Arc<Exec>,
+    /// The tools' world (shared with subagents).
+    pub world: Arc<dyn ToolWorld>,
+    /// Starts background commands.
+    pub jobs: Arc<dyn JobSpawner>,
+    /// The session's plan (shared with subagents).
+    pub plan: Arc<Mutex<PlanState>>,
     /// The personality preset.
     pub personality: Option<String>,
-    /// The session store and this session's metadata.
-    pub store: Store,
+    /// The session store.
+    pub store: Arc<dyn SessionStore>,
     /// This session's metadata.
     pub meta: Meta,
     /// For a subagent: its agent's name (`explore`, `general`).
     pub agent: Option<String>,
+    /// The product (`cli` for llembas, `llembas` for the server).
+    pub project: Project,
+    /// The session kind (`agent` or `chat`).
+    pub kind: SessionKind,
+    /// The product's version, for the prompt.
+    pub product_version: String,
 }
 
 /// One session, driven.
 pub struct Driver {
     session: Session,
-    client: ModelClient,
+    client: Arc<dyn ModelLink>,
     model_name: String,
     perms: SessionPermissions,
-    exec: Arc<Exec>,
+    world: Arc<dyn ToolWorld>,
+    spawner: Arc<dyn JobSpawner>,
+    plan: Arc<Mutex<PlanState>>,
+    project: Project,
+    kind: SessionKind,
+    product_version: String,
+    registered: Vec<RegisteredTool>,
+    /// Whether the store answers `session_search`.
+    searches: bool,
     offering: Offering<'static>,
     personality: Option<String>,
     instructions: Vec<InstructionFile>,
     values: BTreeMap<String, String>,
-    transcript: TranscriptWriter<File>,
-    store: Store,
+    store: Arc<dyn SessionStore>,
     meta: Meta,
     out: mpsc::UnboundedSender<Out>,
     ops: mpsc::UnboundedReceiver<Ctl>,
     job_tx: mpsc::UnboundedSender<JobMsg>,
     job_rx: mpsc::UnboundedReceiver<JobMsg>,
-    jobs: HashMap<u32, Running>,
+    jobs: HashMap<u32, Arc<dyn Process>>,
     stopping: HashSet<u32>,
     cancel: CancellationToken,
     cancelled: bool,
@@ -248,30 +154,59 @@ pub struct Driver {
 /// The built-in subagents (`prompts/agents/`).
 pub const AGENTS: &[&str] = &["explore", "general"];
 
-/// The largest file `show` sends to a viewer.
-const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// The tools the runtime answers itself (with the front end, the store or the plan), in any
+/// world.
+const RUNTIME_ANSWERS: &[&str] = &[
+    "question",
+    "show",
+    "task",
+    "session_search",
+    "plan_write",
+    "plan_update",
+    "plan_submit",
+];
 
-fn offering(
+/// What decides a session's catalogue besides the spec.
+struct Catalogue<'a> {
+    project: Project,
+    kind: SessionKind,
     mode: Mode,
-    agent: Option<&str>,
+    agent: Option<&'a str>,
     asks: bool,
     display: bool,
-) -> Result<Offering<'static>> {
+    searches: bool,
+    world: &'a dyn ToolWorld,
+}
+
+/// The session's spec tools: what the spec offers this project, kind, mode and requirements,
+/// of those the tools that something here answers (the loop, the runtime, the world). The
+/// world's registered tools come beside them.
+fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
     let spec = Spec::embedded();
-    let mut cx = OfferContext::new(Project::Cli, SessionKind::Agent, mode);
-    cx.holds.display = display;
-    cx.values = crate::tools::runtime_values();
-    cx.subagent = agent.is_some();
-    cx.read_only = agent == Some("explore");
+    let mut cx = OfferContext::new(c.project, c.kind, c.mode);
+    cx.holds.display = c.display;
+    cx.values = runtime_values();
+    cx.subagent = c.agent.is_some();
+    cx.read_only = c.agent == Some("explore");
     let mut o = Offering::new(spec, cx)?;
     o.tools.retain(|t| {
-        (exec::RUNS.contains(&t.name.as_str())
-            || exec::LOOP_ANSWERS.contains(&t.name.as_str())
-            || t.name == "show")
-            && !(agent.is_some() && t.name == "task")
-            && (asks || t.name != "question")
+        let name = t.name.as_str();
+        let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
+            || RUNTIME_ANSWERS.contains(&name)
+            || c.world.runs(name);
+        answered
+            && !(c.agent.is_some() && name == "task")
+            && (c.asks || name != "question")
+            && (c.searches || name != "session_search")
     });
     Ok(o)
+}
+
+/// The facts of the runtime that fill tool descriptions (`{{memory_limit}}`).
+pub fn runtime_values() -> BTreeMap<String, String> {
+    use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
+    let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
+    BTreeMap::from([("memory_limit".to_owned(), limit)])
 }
 
 impl Driver {
@@ -283,22 +218,45 @@ impl Driver {
         ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
         let cfg = LoopConfig::embedded()?;
+        let registered = setup.world.registered();
+        let perms = setup.perms.clone().with_registered(
+            registered
+                .iter()
+                .map(|r| (r.name.clone(), r.risk))
+                .collect(),
+        );
+        let world = setup.world.clone();
+        let own: Vec<(String, ToolTraits)> = registered
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    ToolTraits {
+                        risk: r.risk,
+                        exclusive: r.exclusive,
+                    },
+                )
+            })
+            .collect();
         let session_setup = SessionSetup {
             config: cfg,
-            project: Project::Cli,
+            project: setup.project,
             budget: None,
             id: setup.meta.id.clone(),
-            catalog: Box::new(|name: &str| {
-                if exec::RUNS.contains(&name)
-                    || exec::LOOP_ANSWERS.contains(&name)
-                    || name == "show"
-                {
+            catalog: Box::new(move |name: &str| {
+                if let Some((_, t)) = own.iter().find(|(n, _)| n == name) {
+                    return Some(*t);
+                }
+                let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
+                    || RUNTIME_ANSWERS.contains(&name)
+                    || world.runs(name);
+                if answered {
                     Spec::embedded().traits(name)
                 } else {
                     None
                 }
             }),
-            permissions: Box::new(setup.perms.clone()),
+            permissions: Box::new(perms.clone()),
             subagent: setup.agent.is_some(),
             hygiene: true,
         };
@@ -306,50 +264,60 @@ impl Driver {
             Some(entries) => Session::resume(session_setup, entries),
             None => Session::new(session_setup),
         };
-        let transcript_path = setup.store.transcript(&setup.meta.id);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&transcript_path)
-            .with_context(|| format!("cannot open {}", transcript_path.display()))?;
         if let Some(entries) = resume {
-            replay_plan(&setup.exec, entries);
+            replay_plan(&setup.plan, entries);
         }
-        let mut transcript = TranscriptWriter::new(file);
         let lost = end_lost_jobs(&mut session, resume.is_some());
-        transcript
-            .append_all(&lost)
-            .map_err(|e| anyhow!("cannot write the transcript: {e}"))?;
-        let exec = setup.exec;
-        let instructions = exec.instructions();
-        let mut values = BTreeMap::new();
-        values.insert("product_version".into(), env!("CARGO_PKG_VERSION").into());
-        values.insert("cwd".into(), exec.root().display().to_string());
+        setup
+            .store
+            .append(&setup.meta.id, &lost)
+            .map_err(Error::Store)?;
+        let world = setup.world;
+        let instructions = world.instructions();
+        let mut values = world.values();
+        // What the system text needs that a world may leave out.
+        values.entry("cwd".into()).or_insert_with(|| world.place());
+        values
+            .entry("platform".into())
+            .or_insert_with(|| std::env::consts::OS.into());
+        values
+            .entry("shell".into())
+            .or_insert_with(|| "none".into());
+        values.insert("product_version".into(), setup.product_version.clone());
         values.insert(
             "date".into(),
-            crate::store::format_time(crate::store::now())[..10].to_owned(),
+            crate::time::format_time(crate::time::now())[..10].to_owned(),
         );
         values.insert("model".into(), setup.model_name.clone());
-        values.insert("platform".into(), std::env::consts::OS.into());
-        values.insert("shell".into(), "bash".into());
-        if let Some(lib) = &exec.library {
-            values.insert("library_summary".into(), lib.summary());
-        }
-        if let Some(m) = &exec.memory {
-            values.insert("memory_entries".into(), crate::tools::memory_entries(m));
-        }
         let (job_tx, job_rx) = mpsc::unbounded_channel();
+        let searches = setup.store.search("", 0, "").is_some();
+        let offering = offering(&Catalogue {
+            project: setup.project,
+            kind: setup.kind,
+            mode: perms.mode(),
+            agent: setup.agent.as_deref(),
+            asks: false,
+            display: false,
+            searches,
+            world: &*world,
+        })?;
         let driver = Driver {
             session,
-            client: setup.client,
+            client: setup.model,
             model_name: setup.model_name,
-            offering: offering(setup.perms.mode(), setup.agent.as_deref(), false, false)?,
-            perms: setup.perms,
-            exec,
+            offering,
+            perms,
+            world,
+            spawner: setup.jobs,
+            plan: setup.plan,
+            project: setup.project,
+            kind: setup.kind,
+            product_version: setup.product_version,
+            registered,
+            searches,
             personality: setup.personality,
             instructions,
             values,
-            transcript,
             store: setup.store,
             meta: setup.meta,
             out,
@@ -391,6 +359,24 @@ impl Driver {
         Ok(driver)
     }
 
+    /// The catalogue's offering for the session as it is now.
+    fn offer_again(&mut self) {
+        let made = offering(&Catalogue {
+            project: self.project,
+            kind: self.kind,
+            mode: self.perms.mode(),
+            agent: self.agent.as_deref(),
+            asks: self.asks,
+            display: self.display,
+            searches: self.searches,
+            world: &*self.world,
+        });
+        match made {
+            Ok(o) => self.offering = o,
+            Err(e) => self.notice(Level::Warning, format!("cannot offer the tools: {e}")),
+        }
+    }
+
     /// Text an ACP client handed over for the prompt (`_meta.lembas.context`, capability
     /// `context`), put into the system text as given.
     pub fn set_client_context(&mut self, text: &str) {
@@ -419,18 +405,14 @@ impl Driver {
     /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
     pub fn answers_questions(&mut self) {
         self.asks = true;
-        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), true, self.display) {
-            self.offering = o;
-        }
+        self.offer_again();
     }
 
     /// Says that the front end has a viewer (`display` holds, as over ACP with capability
     /// `show`): the `show` tool is offered and its calls come as [`Out::Show`].
     pub fn holds_display(&mut self) {
         self.display = true;
-        if let Ok(o) = offering(self.perms.mode(), self.agent.as_deref(), self.asks, true) {
-            self.offering = o;
-        }
+        self.offer_again();
     }
 
     /// Queues a prompt to run as soon as the session is idle.
@@ -489,11 +471,11 @@ impl Driver {
                     .collect();
             }
         }
-        self.transcript
-            .append_all(&entries)
-            .map_err(|e| anyhow!("cannot write the transcript: {e}"))?;
-        self.meta.updated = crate::store::now();
-        self.store.save(&self.meta)
+        self.store
+            .append(&self.meta.id, &entries)
+            .map_err(Error::Store)?;
+        self.meta.updated = crate::time::now();
+        self.store.save(&self.meta).map_err(Error::Store)
     }
 
     /// Runs until the front end closes its end of `ops`; with `until_idle`, returns as soon as
@@ -643,9 +625,10 @@ impl Driver {
             }
             Ctl::JobTranscript(id, reply) => {
                 let r = self.session.jobs().get(id).cloned().map(|job| {
-                    let entries = self.subagent_sessions.get(&id).and_then(|(_, session)| {
-                        read_transcript(&self.store.transcript(session)).ok()
-                    });
+                    let entries = self
+                        .subagent_sessions
+                        .get(&id)
+                        .and_then(|(_, session)| self.store.load(session).ok());
                     (job, entries)
                 });
                 let _ = reply.send(r);
@@ -730,7 +713,7 @@ impl Driver {
                 Some(d) => d.text().to_owned(),
                 None => "no jobs".to_owned(),
             },
-            Query::Plan => match self.exec.plan.lock().ok().and_then(|p| p.plan.clone()) {
+            Query::Plan => match self.plan.lock().ok().and_then(|p| p.plan.clone()) {
                 Some(p) => p.render(),
                 None => "no plan yet".to_owned(),
             },
@@ -752,14 +735,7 @@ impl Driver {
                 if self.session.busy() {
                     return "a prompt is running: switch the model after it".into();
                 }
-                let mut overrides = harness_model::ModelOverrides::default();
-                let old = self.client.model();
-                overrides.capacity = old.capacity;
-                let info = match harness_model::Catalogue::embedded() {
-                    Ok(c) => harness_model::ModelInfo::resolve(c, &name, &overrides),
-                    Err(e) => return e.to_string(),
-                };
-                match ModelClient::new(self.client.endpoint().clone(), info) {
+                match self.client.with_model(&name) {
                     Ok(c) => {
                         self.client = c;
                         self.model_name = name.clone();
@@ -769,30 +745,14 @@ impl Driver {
                     Err(e) => e.to_string(),
                 }
             }
-            Query::Model(None) => {
-                let m = self.client.model();
-                let mut s = format!("{} at {}", m.name, self.client.endpoint().base_url);
-                if let Some(c) = m.context {
-                    s.push_str(&format!(", context {c}"));
-                }
-                if let Some(o) = m.output {
-                    s.push_str(&format!(", output {o}"));
-                }
-                s
-            }
+            Query::Model(None) => self.client.describe(),
         }
     }
 
     /// Changes the permission mode (and what is offered with it).
     pub fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
-        match offering(mode, self.agent.as_deref(), self.asks, self.display) {
-            Ok(o) => self.offering = o,
-            Err(e) => self.notice(
-                Level::Warning,
-                format!("cannot offer tools for mode {mode}: {e}"),
-            ),
-        }
+        self.offer_again();
         self.emit(Event::ModeChanged { mode });
     }
 
@@ -864,7 +824,7 @@ impl Driver {
         let mut task = task;
         loop {
             tokio::select! {
-                r = &mut task => return r.map_err(|e| anyhow!("a task of the session failed: {e}")),
+                r = &mut task => return r.map_err(|e| Error::Task(e.to_string())),
                 Some(op) = self.ops.recv() => {
                     // An answer outside a question is stale; nothing to do with it.
                     let _ = self.op_while_busy(op);
@@ -885,13 +845,14 @@ impl Driver {
     }
 
     fn system_text(&self) -> Result<String> {
-        let names = self.offering.names();
-        let plan = self.exec.plan.lock().ok().and_then(|p| p.plan.clone());
+        let mut names = self.offering.names();
+        names.extend(self.registered.iter().map(|r| r.name.as_str()));
+        let plan = self.plan.lock().ok().and_then(|p| p.plan.clone());
         let text = prompt::assemble(
             Spec::embedded(),
             &PromptInput {
-                project: Project::Cli,
-                kind: SessionKind::Agent,
+                project: self.project,
+                kind: self.kind,
                 mode: self.perms.mode(),
                 subagent: self.agent.as_deref(),
                 personality: self.personality.as_deref(),
@@ -979,6 +940,7 @@ impl Driver {
             return Ok(Err("nothing to compact yet".into()));
         }
         let before = history.len();
+        let before_tokens = approx_tokens(history);
         let mut messages = vec![ModelMessage::System {
             text: self.system_text()?,
         }];
@@ -1034,6 +996,10 @@ impl Driver {
         match self.session.compact(&text) {
             Ok(_) => {
                 self.flush_log()?;
+                self.emit(Event::Compacted {
+                    before_tokens,
+                    after_tokens: approx_tokens(self.session.history()),
+                });
                 Ok(Ok(format!(
                     "compacted: {before} messages became a summary of {} characters",
                     summary.chars().count()
@@ -1054,6 +1020,11 @@ impl Driver {
                 description: t.description.clone(),
                 parameters: t.parameters.clone(),
             })
+            .chain(self.registered.iter().map(|r| ToolSpec {
+                name: r.name.clone(),
+                description: r.description.clone(),
+                parameters: r.parameters.clone(),
+            }))
             .collect()
     }
 
@@ -1194,54 +1165,43 @@ impl Driver {
         }
     }
 
+    /// Whether the runtime answers `name` itself (with the front end, the store or the plan)
+    /// rather than the world.
+    fn answers(&self, name: &str) -> bool {
+        RUNTIME_ANSWERS.contains(&name)
+    }
+
     async fn run_tools(&mut self, calls: Vec<ToolCall>, parallel: bool) -> Result<Input> {
-        let plan_mode = self.perms.mode() == Mode::Plan;
+        // The loop said which batches may run at once (by the spec's `exclusive`); calls the
+        // runtime answers itself wait on the front end or the session, so they run one by one.
+        let parallel = parallel && calls.iter().all(|c| !self.answers(&c.name));
         let mut results = Vec::new();
-        // Calls the driver answers itself run one by one.
-        let parallel = parallel
-            && calls.iter().all(|c| {
-                !matches!(
-                    c.name.as_str(),
-                    "session_search"
-                        | "question"
-                        | "task"
-                        | "bash"
-                        | "web_fetch"
-                        | "show"
-                        | "memory"
-                )
-            });
         if parallel {
-            let exec = self.exec.clone();
+            let world = self.world.clone();
+            let cancel = self.cancel.clone();
+            let out = self.out.clone();
             let batch = calls.clone();
-            let task = tokio::task::spawn_blocking(move || {
-                std::thread::scope(|s| {
-                    let handles: Vec<_> = batch
-                        .iter()
-                        .map(|c| s.spawn(|| exec.run_sync(c, plan_mode)))
-                        .collect();
-                    handles
-                        .into_iter()
-                        .zip(batch.iter())
-                        .map(|(h, c)| {
-                            h.join().unwrap_or_else(|_| ToolOutcome {
-                                call_id: c.id.clone(),
-                                output: "the tool failed".into(),
-                                is_error: true,
-                                read: None,
-                                edit: None,
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                })
+            let task = tokio::spawn(async move {
+                let runs = batch.iter().map(|c| {
+                    let cx = CallContext {
+                        cancel: cancel.clone(),
+                        output: forward_output(&out, &c.id),
+                    };
+                    world.call(c, cx)
+                });
+                futures_util::future::join_all(runs).await
             });
-            results = self.wait(task).await?;
+            let ran = self.wait(task).await?;
+            for (call, ran) in calls.iter().zip(ran) {
+                let outcome = self.finish(call, ran).await;
+                results.push(outcome);
+            }
         } else {
             for call in calls {
                 if self.cancelled {
                     break;
                 }
-                let outcome = self.run_one(call, plan_mode).await?;
+                let outcome = self.run_one(call).await?;
                 results.push(outcome);
             }
         }
@@ -1251,129 +1211,85 @@ impl Driver {
         Ok(Input::ToolResults(results))
     }
 
-    async fn run_one(&mut self, call: ToolCall, plan_mode: bool) -> Result<ToolOutcome> {
-        if call.name == "question" {
-            return self.question(&call).await;
-        }
-        if call.name == "show" {
-            return self.show(&call).await;
-        }
-        if call.name == "session_search" {
-            let q = call
-                .arguments
-                .get("query")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let limit = call
-                .arguments
-                .get("limit")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(5) as usize;
-            let store = self.store.clone();
-            let me = self.meta.id.clone();
-            let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
-            let text = self.wait(task).await?;
-            return Ok(ToolOutcome::ok(&call.id, text));
-        }
-        if call.name == "memory"
-            && let Some(api) = self.exec.memory_api.clone()
-        {
-            let args = call.arguments.clone();
-            let task = tokio::spawn(async move { crate::memory_api::call(&api, &args).await });
-            let (output, is_error) = self.wait(task).await?;
-            return Ok(ToolOutcome {
-                call_id: call.id.clone(),
-                output,
-                is_error,
-                read: None,
-                edit: None,
-            });
-        }
-        if call.name == "web_fetch" {
-            let args = call.arguments.clone();
-            let cancel = self.cancel.clone();
-            let task = tokio::spawn(async move { crate::web::fetch(&args, &cancel).await });
-            return Ok(match self.wait(task).await? {
-                Ok(text) => ToolOutcome::ok(&call.id, text),
-                Err(text) => ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: text,
-                    is_error: true,
-                    read: None,
-                    edit: None,
-                },
-            });
-        }
-        if call.name == "task" {
-            let outcome = match self.spawn_subagent(&call, None, self.cancel.clone()) {
-                Ok((_ctl, handle, _)) => {
-                    let reply = self.wait(handle).await?;
-                    match reply {
-                        Ok(text) => ToolOutcome::ok(&call.id, text),
-                        Err(message) => ToolOutcome {
-                            call_id: call.id.clone(),
-                            output: message,
-                            is_error: true,
-                            read: None,
-                            edit: None,
-                        },
-                    }
-                }
-                Err(message) => ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: message,
-                    is_error: true,
-                    read: None,
-                    edit: None,
-                },
-            };
-            return Ok(outcome);
-        }
-        if call.name != "bash" {
-            let exec = self.exec.clone();
-            let c = call.clone();
-            let task = tokio::task::spawn_blocking(move || exec.run_sync(&c, plan_mode));
-            let outcome = self.wait(task).await?;
-            if let Some(e) = &outcome.edit
-                && !outcome.is_error
-            {
-                let _ = self.out.send(Out::Edit {
-                    call_id: call.id.clone(),
-                    path: e.path.clone(),
-                    before: e.before.clone(),
-                    after: e.after.clone(),
-                });
+    async fn run_one(&mut self, call: ToolCall) -> Result<ToolOutcome> {
+        match call.name.as_str() {
+            "question" => return self.question(&call).await,
+            "show" => return self.show(&call).await,
+            "task" => return self.task(&call).await,
+            "session_search" => {
+                let q = call
+                    .arguments
+                    .get("query")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let limit = call
+                    .arguments
+                    .get("limit")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(5) as usize;
+                let store = self.store.clone();
+                let me = self.meta.id.clone();
+                let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
+                let text = self.wait(task).await?.unwrap_or_default();
+                return Ok(ToolOutcome::ok(&call.id, text));
             }
-            if !outcome.is_error && call.name.starts_with("plan_") {
-                let (plan, open) = match self.exec.plan.lock() {
+            "plan_write" | "plan_update" | "plan_submit" => return Ok(self.plan_call(&call)),
+            _ => {}
+        }
+        let world = self.world.clone();
+        let cx = CallContext {
+            cancel: self.cancel.clone(),
+            output: forward_output(&self.out, &call.id),
+        };
+        let c = call.clone();
+        let task = tokio::spawn(async move { world.call(&c, cx).await });
+        let ran = self.wait(task).await?;
+        Ok(self.finish(&call, ran).await)
+    }
+
+    /// A plan tool's call on the session's plan (harness-core's rules).
+    fn plan_call(&mut self, call: &ToolCall) -> ToolOutcome {
+        let plan_mode = self.perms.mode() == Mode::Plan;
+        let applied = self
+            .plan
+            .lock()
+            .map_err(|_| "the plan is not available".to_owned())
+            .and_then(|mut p| {
+                p.apply(&call.name, &call.arguments, plan_mode)
+                    .map_err(|e| e.to_string())
+            });
+        match applied {
+            Ok(text) => {
+                let (plan, open) = match self.plan.lock() {
                     Ok(p) => (p.plan.clone(), open_tasks(p.plan.as_ref())),
                     Err(_) => (None, Vec::new()),
                 };
                 self.session.set_open_tasks(open);
                 self.emit(Event::PlanChanged { plan });
+                ToolOutcome::ok(&call.id, text)
             }
-            return Ok(outcome);
+            Err(text) => ToolOutcome::error(&call.id, text),
         }
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let out = self.out.clone();
-        let call_id = call.id.clone();
-        let forward = tokio::spawn(async move {
-            while let Some(text) = rx.recv().await {
-                let _ = out.send(Out::ToolOutput {
-                    call_id: call_id.clone(),
-                    text,
-                });
+    }
+
+    /// What a world's run of a call becomes: its outcome (an edit shown to the front end), or,
+    /// for a command that outlived its timeout, a job as the loop decides.
+    async fn finish(&mut self, call: &ToolCall, ran: Ran) -> ToolOutcome {
+        match ran {
+            Ran::Done(outcome) => {
+                if let Some(e) = &outcome.edit
+                    && !outcome.is_error
+                {
+                    let _ = self.out.send(Out::Edit {
+                        call_id: call.id.clone(),
+                        path: e.path.clone(),
+                        before: e.before.clone(),
+                        after: e.after.clone(),
+                    });
+                }
+                outcome
             }
-        });
-        let exec = self.exec.clone();
-        let cancel = self.cancel.clone();
-        let c = call.clone();
-        let task = tokio::spawn(async move { exec.bash(&c, Some(tx), &cancel).await });
-        let ran = self.wait(task).await?;
-        let _ = forward.await;
-        Ok(match ran {
-            Ran::Done(o) => o,
             Ran::Overran {
                 call_id,
                 title,
@@ -1399,16 +1315,21 @@ impl Driver {
                     }
                     harness_loop::jobs::Overrun::Kill { text } => {
                         running.stop().await;
-                        ToolOutcome {
-                            call_id,
-                            output: text,
-                            is_error: true,
-                            read: None,
-                            edit: None,
-                        }
+                        ToolOutcome::error(call_id, text)
                     }
                 }
             }
+        }
+    }
+
+    /// A `task` call in the foreground: a subagent runs to its end and its reply answers.
+    async fn task(&mut self, call: &ToolCall) -> Result<ToolOutcome> {
+        Ok(match self.spawn_subagent(call, None, self.cancel.clone()) {
+            Ok((_ctl, handle, _)) => match self.wait(handle).await? {
+                Ok(text) => ToolOutcome::ok(&call.id, text),
+                Err(message) => ToolOutcome::error(&call.id, message),
+            },
+            Err(message) => ToolOutcome::error(&call.id, message),
         })
     }
 
@@ -1434,10 +1355,10 @@ impl Driver {
             .get("command")
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
-        match crate::process::spawn(command, self.exec.root(), None) {
+        match self.spawner.spawn(command) {
             Ok(r) => self.watch_job(id, r, 0),
             Err(e) => {
-                self.notice(Level::Warning, format!("job {id} did not start: {e:#}"));
+                self.notice(Level::Warning, format!("job {id} did not start: {e}"));
                 let _ = self.job_tx.send(JobMsg::Ended {
                     id,
                     exit: Exit::Code(127),
@@ -1471,20 +1392,8 @@ impl Driver {
         });
         Ok(match self.wait_reply(&call.id).await? {
             Some(Some(t)) => ToolOutcome::ok(&call.id, t),
-            Some(None) => ToolOutcome {
-                call_id: call.id.clone(),
-                output: "Nobody answered the question.".into(),
-                is_error: true,
-                read: None,
-                edit: None,
-            },
-            None => ToolOutcome {
-                call_id: call.id.clone(),
-                output: String::new(),
-                is_error: true,
-                read: None,
-                edit: None,
-            },
+            Some(None) => ToolOutcome::error(&call.id, "Nobody answered the question."),
+            None => ToolOutcome::error(&call.id, ""),
         })
     }
 
@@ -1523,13 +1432,6 @@ impl Driver {
     /// for it to say whether the file opened; when the viewer is gone, the tool's
     /// `unavailable` text answers, word for word.
     async fn show(&mut self, call: &ToolCall) -> Result<ToolOutcome> {
-        let failed = |output: String| ToolOutcome {
-            call_id: call.id.clone(),
-            output,
-            is_error: true,
-            read: None,
-            edit: None,
-        };
         let unavailable = || {
             let holds = harness_core::offer::Holds::default();
             Spec::embedded()
@@ -1539,38 +1441,27 @@ impl Driver {
                 .to_owned()
         };
         if !self.display {
-            return Ok(failed(unavailable()));
+            return Ok(ToolOutcome::error(&call.id, unavailable()));
         }
         let Some(rel) = call
             .arguments
             .get("path")
             .and_then(serde_json::Value::as_str)
         else {
-            return Ok(failed("show: the argument `path` is missing".into()));
+            return Ok(ToolOutcome::error(
+                &call.id,
+                "show: the argument `path` is missing",
+            ));
         };
-        let path = self.exec.root().join(rel);
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() => m,
-            Ok(_) => return Ok(failed(format!("{} is not a file", path.display()))),
-            Err(e) => return Ok(failed(format!("cannot show {}: {e}", path.display()))),
+        // Through the session's view, as `read` would see the path.
+        let world = self.world.clone();
+        let rel = rel.to_owned();
+        let task = tokio::task::spawn_blocking(move || world.read_for_show(&rel));
+        let file = match self.wait(task).await? {
+            Ok(f) => f,
+            Err(text) => return Ok(ToolOutcome::error(&call.id, text)),
         };
-        if meta.len() > SHOW_MAX_BYTES {
-            return Ok(failed(format!(
-                "{} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
-                path.display(),
-                meta.len()
-            )));
-        }
-        let content = match std::fs::read(&path).map(String::from_utf8) {
-            Ok(Ok(text)) => text,
-            Ok(Err(_)) => {
-                return Ok(failed(format!(
-                    "{} is not UTF-8 text: it cannot be shown",
-                    path.display()
-                )));
-            }
-            Err(e) => return Ok(failed(format!("cannot show {}: {e}", path.display()))),
-        };
+        let path = std::path::Path::new(&file.path);
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -1585,7 +1476,7 @@ impl Driver {
         self.reply = None;
         let _ = self.out.send(Out::Show {
             call_id: call.id.clone(),
-            path: path.display().to_string(),
+            path: file.path.clone(),
             title: path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -1596,15 +1487,15 @@ impl Driver {
                 .arguments
                 .get("line")
                 .and_then(serde_json::Value::as_u64),
-            content,
+            content: file.content,
         });
         Ok(match self.wait_reply(&call.id).await? {
             Some(Some(_)) => ToolOutcome::ok(
                 &call.id,
-                format!("{} is open for the person to see.", path.display()),
+                format!("{} is open for the person to see.", file.path),
             ),
-            Some(None) => failed(unavailable()),
-            None => failed(String::new()),
+            Some(None) => ToolOutcome::error(&call.id, unavailable()),
+            None => ToolOutcome::error(&call.id, ""),
         })
     }
 
@@ -1643,10 +1534,7 @@ impl Driver {
         let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
             return Err("task: the argument `prompt` is missing".into());
         };
-        let mut meta = self
-            .store
-            .create(self.exec.root(), &self.model_name)
-            .map_err(|e| format!("{e:#}"))?;
+        let mut meta = self.store.create(&self.world.place(), &self.model_name)?;
         meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
         self.launch(agent, prompt, meta, None, job, cancel)
     }
@@ -1660,22 +1548,17 @@ impl Driver {
             });
             return;
         };
-        let started = self
-            .store
-            .find(&session, self.exec.root())
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|meta| {
-                let entries = read_transcript(&self.store.transcript(&meta.id))
-                    .map_err(|e| format!("{e:#}"))?;
-                self.launch(
-                    &agent,
-                    &message,
-                    meta,
-                    Some(entries),
-                    Some(id),
-                    CancellationToken::new(),
-                )
-            });
+        let started = self.store.find(&session).and_then(|meta| {
+            let entries = self.store.load(&meta.id)?;
+            self.launch(
+                &agent,
+                &message,
+                meta,
+                Some(entries),
+                Some(id),
+                CancellationToken::new(),
+            )
+        });
         self.watch_subagent(id, started.map(|(ctl, handle, _)| (ctl, handle)));
     }
 
@@ -1724,14 +1607,19 @@ impl Driver {
         String,
     > {
         let setup = DriverSetup {
-            client: self.client.clone(),
+            model: self.client.clone(),
             model_name: self.model_name.clone(),
             perms: self.perms.clone(),
-            exec: self.exec.clone(),
+            world: self.world.clone(),
+            jobs: self.spawner.clone(),
+            plan: self.plan.clone(),
             personality: self.personality.clone(),
             store: self.store.clone(),
             meta,
             agent: Some(agent.to_owned()),
+            project: self.project,
+            kind: self.kind,
+            product_version: self.product_version.clone(),
         };
         let (out_tx, mut out_rx) = mpsc::unbounded_channel();
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
@@ -1790,7 +1678,7 @@ impl Driver {
                     .unwrap_or_default()),
                 Some(end) => Err(format!(
                     "the subagent stopped: {}",
-                    crate::render::turn_end_line(end)
+                    crate::protocol::turn_end_text(end)
                 )),
                 None => Err("the subagent did not run".into()),
             }
@@ -1799,7 +1687,7 @@ impl Driver {
     }
 
     /// Follows a running job: its new output and its end go to the session.
-    fn watch_job(&mut self, id: u32, running: Running, seen: usize) {
+    fn watch_job(&mut self, id: u32, running: Arc<dyn Process>, seen: usize) {
         self.jobs.insert(id, running.clone());
         let tx = self.job_tx.clone();
         tokio::spawn(async move {
@@ -1867,9 +1755,9 @@ fn end_lost_jobs(session: &mut Session, resumed: bool) -> Vec<Entry> {
         .collect()
 }
 
-fn replay_plan(exec: &Exec, entries: &[Entry]) {
+fn replay_plan(plan: &Mutex<PlanState>, entries: &[Entry]) {
     let mut calls: HashMap<String, ToolCall> = HashMap::new();
-    let Ok(mut plan) = exec.plan.lock() else {
+    let Ok(mut plan) = plan.lock() else {
         return;
     };
     for e in entries {
@@ -1891,14 +1779,6 @@ fn replay_plan(exec: &Exec, entries: &[Entry]) {
             _ => {}
         }
     }
-}
-
-/// Reads a saved transcript (up to its last complete event).
-pub fn read_transcript(path: &std::path::Path) -> Result<Vec<Entry>> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let loaded =
-        transcript::read(BufReader::new(f)).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    Ok(loaded.entries)
 }
 
 fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
@@ -1947,4 +1827,41 @@ fn to_model_message(m: &LoopMessage) -> ModelMessage {
             content: text.clone(),
         },
     }
+}
+
+/// Where a call's output goes as it comes: each piece to the front end as [`Out::ToolOutput`],
+/// in order, before the call's result.
+fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::seams::OutputSink {
+    let out = out.clone();
+    let call_id = call_id.to_owned();
+    Arc::new(move |text: String| {
+        let _ = out.send(Out::ToolOutput {
+            call_id: call_id.clone(),
+            text,
+        });
+    })
+}
+
+/// A history's size in tokens, estimated as the model link estimates a prompt (four
+/// characters a token).
+fn approx_tokens(history: &[LoopMessage]) -> u64 {
+    let chars: usize = history
+        .iter()
+        .map(|m| match m {
+            LoopMessage::User { text, .. } | LoopMessage::Tool { text, .. } => text.len(),
+            LoopMessage::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                text.len()
+                    + reasoning.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>()
+            }
+        })
+        .sum();
+    (chars / 4) as u64
 }

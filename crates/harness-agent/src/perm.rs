@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use harness_core::protocol::{Mode, PermissionQuestion, ToolCall};
 use harness_loop::session::{Decision, Permissions};
 use harness_permission::{Action, Engine, Request, Rule};
-use harness_spec::Spec;
+use harness_spec::{Risk, Spec};
 use serde_json::Value;
 
 /// What every decision of a session shares; cloned handles see the same mode and approvals.
@@ -18,6 +18,8 @@ pub struct SessionPermissions {
     home: String,
     rules: Arc<Vec<Rule>>,
     approvals: Arc<Mutex<Vec<Rule>>>,
+    /// The risk classes of tools an embedder registered (not in the spec).
+    registered: Arc<Vec<(String, Risk)>>,
 }
 
 impl std::fmt::Debug for SessionPermissions {
@@ -29,7 +31,7 @@ impl std::fmt::Debug for SessionPermissions {
 }
 
 /// The engine, built once per process.
-pub fn engine() -> anyhow::Result<Arc<Engine>> {
+pub fn engine() -> Result<Arc<Engine>, harness_permission::Error> {
     static ENGINE: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
     if let Some(e) = ENGINE.get() {
         return Ok(e.clone());
@@ -38,24 +40,24 @@ pub fn engine() -> anyhow::Result<Arc<Engine>> {
     Ok(ENGINE.get_or_init(|| e).clone())
 }
 
-/// The home directory as a string (the engine's notion of `~`).
-pub fn home_dir() -> String {
-    dirs::home_dir()
-        .map(|h| h.display().to_string())
-        .unwrap_or_else(|| "/".to_owned())
-}
-
 impl SessionPermissions {
     /// Permissions for a session working in `root`.
-    pub fn new(engine: Arc<Engine>, mode: Mode, root: &str, rules: Vec<Rule>) -> Self {
+    pub fn new(engine: Arc<Engine>, mode: Mode, root: &str, home: &str, rules: Vec<Rule>) -> Self {
         SessionPermissions {
             engine,
             mode: Arc::new(Mutex::new(mode)),
             root: root.to_owned(),
-            home: home_dir(),
+            home: home.to_owned(),
             rules: Arc::new(rules),
             approvals: Arc::new(Mutex::new(Vec::new())),
+            registered: Arc::new(Vec::new()),
         }
+    }
+
+    /// The same permissions, deciding the calls of tools an embedder registered by their risk.
+    pub fn with_registered(mut self, tools: Vec<(String, Risk)>) -> Self {
+        self.registered = Arc::new(tools);
+        self
     }
 
     /// The mode now.
@@ -85,7 +87,7 @@ impl SessionPermissions {
     /// The engine's decision, as is.
     pub fn decide_raw(&self, tool: &str, args: &Value) -> harness_permission::Decision {
         let approvals = self.approvals.lock().map(|a| a.clone()).unwrap_or_default();
-        self.engine.decide(&Request {
+        let request = Request {
             tool,
             args,
             mode: self.mode(),
@@ -94,7 +96,11 @@ impl SessionPermissions {
             home: &self.home,
             rules: &self.rules,
             approvals: &approvals,
-        })
+        };
+        match self.registered.iter().find(|(name, _)| name == tool) {
+            Some((_, risk)) => self.engine.decide_registered(&request, *risk, false),
+            None => self.engine.decide(&request),
+        }
     }
 }
 
@@ -131,7 +137,13 @@ impl Permissions for SessionPermissions {
                 let risk = Spec::embedded()
                     .tool(&call.name)
                     .map(|t| t.risk)
-                    .unwrap_or(harness_spec::Risk::Execute);
+                    .or_else(|| {
+                        self.registered
+                            .iter()
+                            .find(|(name, _)| *name == call.name)
+                            .map(|(_, r)| *r)
+                    })
+                    .unwrap_or(Risk::Execute);
                 Decision::Ask(PermissionQuestion {
                     tool: call.name.clone(),
                     risk,

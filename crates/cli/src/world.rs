@@ -1,0 +1,127 @@
+//! The terminal agent's world for the runtime: the tools run on this machine's disk (the host
+//! backend rooted at the working directory) and as its processes, `web_fetch` from this
+//! machine, `memory` on the person's file or a client instance's API.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use harness_agent::{BoxFuture, CallContext, JobSpawner, Process, Ran, ShownFile, ToolWorld};
+use harness_core::protocol::ToolCall;
+use harness_loop::session::ToolOutcome;
+use tokio::sync::mpsc;
+
+use crate::exec::{Exec, RUNS};
+
+/// The working directory's tools.
+pub struct HostWorld {
+    exec: Arc<Exec>,
+}
+
+impl HostWorld {
+    /// The world of `exec`'s directory.
+    pub fn new(exec: Arc<Exec>) -> HostWorld {
+        HostWorld { exec }
+    }
+}
+
+impl ToolWorld for HostWorld {
+    fn runs(&self, name: &str) -> bool {
+        RUNS.contains(&name)
+    }
+
+    fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
+        Box::pin(async move {
+            match call.name.as_str() {
+                "bash" => {
+                    // The output goes to the front end as it comes, all of it before the result.
+                    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+                    let sink = cx.output.clone();
+                    let forward = tokio::spawn(async move {
+                        while let Some(text) = rx.recv().await {
+                            sink(text);
+                        }
+                    });
+                    let ran = self.exec.bash(call, Some(tx), &cx.cancel).await;
+                    if matches!(ran, Ran::Done(_)) {
+                        let _ = forward.await;
+                    }
+                    ran
+                }
+                "web_fetch" => {
+                    Ran::Done(match crate::web::fetch(&call.arguments, &cx.cancel).await {
+                        Ok(text) => ToolOutcome::ok(&call.id, text),
+                        Err(text) => ToolOutcome::error(&call.id, text),
+                    })
+                }
+                "memory" if self.exec.memory_api.is_some() => {
+                    let Some(api) = &self.exec.memory_api else {
+                        return Ran::Done(ToolOutcome::error(&call.id, "memory is unavailable"));
+                    };
+                    let (output, is_error) = crate::memory_api::call(api, &call.arguments).await;
+                    Ran::Done(if is_error {
+                        ToolOutcome::error(&call.id, output)
+                    } else {
+                        ToolOutcome::ok(&call.id, output)
+                    })
+                }
+                _ => {
+                    let exec = self.exec.clone();
+                    let c = call.clone();
+                    let run = tokio::task::spawn_blocking(move || exec.run_sync(&c));
+                    Ran::Done(run.await.unwrap_or_else(|e| {
+                        ToolOutcome::error(&call.id, format!("the tool failed: {e}"))
+                    }))
+                }
+            }
+        })
+    }
+
+    fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
+        self.exec.instructions()
+    }
+
+    fn values(&self) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::new();
+        values.insert("cwd".into(), self.exec.root().display().to_string());
+        values.insert("platform".into(), std::env::consts::OS.into());
+        values.insert("shell".into(), "bash".into());
+        if let Some(lib) = &self.exec.library {
+            values.insert("library_summary".into(), lib.summary());
+        }
+        if let Some(m) = &self.exec.memory {
+            values.insert("memory_entries".into(), crate::tools::memory_entries(m));
+        }
+        values
+    }
+
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+        self.exec.read_for_show(path)
+    }
+
+    fn place(&self) -> String {
+        self.exec.root().display().to_string()
+    }
+}
+
+/// Background commands as processes of this machine, in the working directory.
+pub struct HostJobs {
+    root: PathBuf,
+}
+
+impl HostJobs {
+    /// Jobs started in `root`.
+    pub fn new(root: &Path) -> HostJobs {
+        HostJobs {
+            root: root.to_path_buf(),
+        }
+    }
+}
+
+impl JobSpawner for HostJobs {
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+        crate::process::spawn(command, &self.root, None)
+            .map(|r| Arc::new(r) as Arc<dyn Process>)
+            .map_err(|e| format!("{e:#}"))
+    }
+}

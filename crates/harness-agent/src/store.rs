@@ -1,0 +1,79 @@
+//! A session store in memory: for tests and embedders that keep nothing.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use harness_loop::transcript::Entry;
+
+use crate::seams::{Meta, SessionStore};
+
+/// Sessions kept in memory for as long as the store lives.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    sessions: Mutex<HashMap<String, (Meta, Vec<Entry>)>>,
+    next: Mutex<u64>,
+}
+
+impl MemoryStore {
+    /// A session's transcript as stored.
+    pub fn transcript(&self, id: &str) -> Vec<Entry> {
+        self.load(id).unwrap_or_default()
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn create(&self, place: &str, model: &str) -> Result<Meta, String> {
+        let n = {
+            let mut next = self.next.lock().map_err(|e| e.to_string())?;
+            *next += 1;
+            *next
+        };
+        let now = crate::time::now();
+        let meta = Meta {
+            id: format!("mem-{n}"),
+            cwd: place.into(),
+            created: now,
+            updated: now,
+            title: String::new(),
+            model: model.to_owned(),
+        };
+        self.sessions
+            .lock()
+            .map_err(|e| e.to_string())?
+            .insert(meta.id.clone(), (meta.clone(), Vec::new()));
+        Ok(meta)
+    }
+
+    fn save(&self, meta: &Meta) -> Result<(), String> {
+        let mut s = self.sessions.lock().map_err(|e| e.to_string())?;
+        s.entry(meta.id.clone())
+            .or_insert_with(|| (meta.clone(), Vec::new()))
+            .0 = meta.clone();
+        Ok(())
+    }
+
+    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), String> {
+        let mut s = self.sessions.lock().map_err(|e| e.to_string())?;
+        match s.get_mut(id) {
+            Some((_, log)) => {
+                log.extend_from_slice(entries);
+                Ok(())
+            }
+            None => Err(format!("no session {id} in the store")),
+        }
+    }
+
+    fn load(&self, id: &str) -> Result<Vec<Entry>, String> {
+        let s = self.sessions.lock().map_err(|e| e.to_string())?;
+        s.get(id)
+            .map(|(_, log)| log.clone())
+            .ok_or_else(|| format!("no session {id} in the store"))
+    }
+
+    fn find(&self, id: &str) -> Result<Meta, String> {
+        let s = self.sessions.lock().map_err(|e| e.to_string())?;
+        s.get(id)
+            .map(|(m, _)| m.clone())
+            .ok_or_else(|| format!("no session {id} in the store"))
+    }
+}

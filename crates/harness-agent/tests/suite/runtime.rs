@@ -1,0 +1,525 @@
+//! Sessions of the runtime against the scripted model: multi-step turns, a permission asked and
+//! answered, a background job waking the session, a subagent, compaction, resume after a crash,
+//! cancellation, and the catalogue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness_agent::{
+    Built, Ctl, Driver, MemoryStore, Out, Query, Reply, ScriptedModel, SessionBuilder,
+    SessionStore as _,
+};
+use harness_core::protocol::{Answer, Event, JobEnd, Mode, Op, TurnEnd};
+use harness_loop::transcript::Entry;
+use serde_json::json;
+
+use super::*;
+
+fn session(model: &ScriptedModel, store: &Arc<MemoryStore>, mode: Mode) -> Built {
+    SessionBuilder::new(Arc::new(model.clone()), TestWorld::new())
+        .store(store.clone())
+        .jobs(Arc::new(QuickJobs))
+        .mode(mode)
+        .build()
+        .unwrap()
+}
+
+/// Runs the driver in a task until it is idle, answering with `answer` what it asks.
+async fn run_answering(built: Built, answer: Option<Answer>) -> (Driver, Vec<Out>) {
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = built;
+    let run = tokio::spawn(async move {
+        driver.run(true).await.unwrap();
+        driver
+    });
+    let mut outs = Vec::new();
+    let collect = async {
+        while let Some(o) = out.recv().await {
+            if let (Out::Event(Event::ToolCallAsked { call_id, .. }), Some(a)) = (&o, &answer) {
+                ctl.send(Ctl::Op(Op::Answer {
+                    call_id: call_id.clone(),
+                    answer: a.clone(),
+                }))
+                .unwrap();
+            }
+            outs.push(o);
+        }
+    };
+    let driver = tokio::select! {
+        d = run => d.unwrap(),
+        () = collect => unreachable!("the driver holds the sender"),
+    };
+    while let Ok(o) = out.try_recv() {
+        outs.push(o);
+    }
+    (driver, outs)
+}
+
+fn tool_names(request: &harness_model::ChatRequest) -> Vec<String> {
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+fn ended(outs: &[Out]) -> Vec<TurnEnd> {
+    events(outs)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::TurnEnded { reason } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_of_several_steps_runs_the_worlds_tools_and_is_stored() {
+    let model = ScriptedModel::new([
+        Reply::call("clock", json!({})),
+        Reply::call("bash", json!({"command": "echo hi"})),
+        Reply::text("It is noon and hi."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    let id = built.driver.id().to_owned();
+    built.driver.queue_prompt("What time is it?".into());
+    let (_driver, outs) = run_answering(built, None).await;
+    assert_eq!(text(&outs), "It is noon and hi.");
+    assert_eq!(ended(&outs), [TurnEnd::Finished]);
+    // The command's output came as it ran, before its result.
+    let streamed = outs
+        .iter()
+        .position(|o| matches!(o, Out::ToolOutput { text, .. } if text == "echo hi\n"))
+        .expect("the output came as it ran");
+    let finished = outs
+        .iter()
+        .position(|o| {
+            matches!(o, Out::Event(Event::ToolCallFinished { result }) if result.content.contains("echo hi\nexit code 0"))
+        })
+        .expect("the call finished");
+    assert!(streamed < finished);
+    // Three requests; the second carries the clock's answer.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let sent = serde_json::to_string(&requests[1].messages).unwrap();
+    assert!(sent.contains("12:00"), "{sent}");
+    // The transcript has the turn, step by step.
+    let kinds: Vec<&str> = store
+        .transcript(&id)
+        .iter()
+        .map(|e| match e {
+            Entry::TurnStarted { .. } => "turn_started",
+            Entry::Assistant { .. } => "assistant",
+            Entry::ToolResult { .. } => "tool_result",
+            Entry::TurnEnded { .. } => "turn_ended",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "assistant",
+            "tool_result",
+            "assistant",
+            "tool_result",
+            "assistant",
+            "turn_ended"
+        ]
+    );
+    assert_eq!(store.find(&id).unwrap().title, "What time is it?");
+}
+
+#[tokio::test]
+async fn a_risky_call_is_asked_and_runs_only_when_allowed() {
+    for (answer, ran) in [
+        (Answer::Once, true),
+        (Answer::Deny { feedback: None }, false),
+    ] {
+        let model = ScriptedModel::new([Reply::call("launch", json!({})), Reply::text("ok")]);
+        let store = Arc::new(MemoryStore::default());
+        let world = TestWorld::new();
+        let mut built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
+            .store(store)
+            .mode(Mode::Manual)
+            .build()
+            .unwrap();
+        built.driver.queue_prompt("Launch it.".into());
+        let (_d, outs) = run_answering(built, Some(answer.clone())).await;
+        let asked = events(&outs)
+            .into_iter()
+            .find_map(|e| match e {
+                Event::ToolCallAsked { question, .. } => Some(question),
+                _ => None,
+            })
+            .expect("manual mode asks before an execute");
+        assert_eq!(asked.tool, "launch");
+        assert_eq!(
+            world.calls.lock().unwrap().contains(&"launch".to_owned()),
+            ran,
+            "{answer:?}"
+        );
+        assert_eq!(ended(&outs), [TurnEnd::Finished]);
+    }
+}
+
+#[tokio::test]
+async fn a_background_job_wakes_the_session_when_it_ends() {
+    let model = ScriptedModel::new([
+        Reply::call("bash", json!({"command": "make", "background": true})),
+        Reply::text("Started it."),
+        Reply::text("The build is done."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("Build in the background.".into());
+    let (driver, outs) = run_answering(built, None).await;
+    let evs = events(&outs);
+    assert!(
+        evs.iter().any(|e| matches!(e, Event::JobStarted { .. })),
+        "{evs:?}"
+    );
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::JobEnded {
+            end: JobEnd::Done { exit_code: Some(0) },
+            ..
+        }
+    )));
+    assert_eq!(model.requests().len(), 3, "the job's end woke the model");
+    assert!(text(&outs).ends_with("The build is done."));
+    assert_eq!(driver.running_jobs(), 0);
+}
+
+#[tokio::test]
+async fn a_subagent_runs_as_a_child_session_and_its_reply_answers_the_task() {
+    let model = ScriptedModel::new([
+        Reply::call(
+            "task",
+            json!({"agent": "explore", "prompt": "Find the notes."}),
+        ),
+        Reply::text("The notes are in notes.md."),
+        Reply::text("The explorer found them."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("Where are the notes?".into());
+    let (_d, outs) = run_answering(built, None).await;
+    let result = events(&outs)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::ToolCallFinished { result } => Some(result),
+            _ => None,
+        })
+        .unwrap();
+    // The result as the model reads it: its id, then the subagent's reply.
+    assert!(
+        result.content.ends_with("\nThe notes are in notes.md."),
+        "{}",
+        result.content
+    );
+    let requests = model.requests();
+    let parent = tool_names(&requests[0]);
+    let child = tool_names(&requests[1]);
+    assert!(parent.contains(&"task".to_owned()) && !parent.contains(&"report".to_owned()));
+    assert!(child.contains(&"report".to_owned()) && !child.contains(&"task".to_owned()));
+    // The explore agent is read-only: no bash.
+    assert!(!child.contains(&"bash".to_owned()), "{child:?}");
+}
+
+#[tokio::test]
+async fn the_catalogue_offers_what_something_answers() {
+    let model = ScriptedModel::new([Reply::text("hi")]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("hi".into());
+    let _ = run_answering(built, None).await;
+    let names = tool_names(&model.requests()[0]);
+    for offered in [
+        "bash",
+        "clock",
+        "launch",
+        "job_send",
+        "job_list",
+        "recall",
+        "plan_write",
+    ] {
+        assert!(names.contains(&offered.to_owned()), "{offered}: {names:?}");
+    }
+    // Not run by this world, and nobody to answer a question or search sessions.
+    for absent in [
+        "read",
+        "write",
+        "question",
+        "session_search",
+        "web_fetch",
+        "report",
+    ] {
+        assert!(!names.contains(&absent.to_owned()), "{absent}: {names:?}");
+    }
+}
+
+#[tokio::test]
+async fn job_send_reaches_a_running_command_as_the_spec_answers() {
+    let model = ScriptedModel::new([
+        Reply::call("job_send", json!({"id": 7, "message": "hello"})),
+        Reply::text("done"),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("send".into());
+    let (_d, outs) = run_answering(built, None).await;
+    let result = events(&outs)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::ToolCallFinished { result } => Some(result),
+            _ => None,
+        })
+        .unwrap();
+    // Answered by the loop's job rules, not "Unknown tool".
+    assert!(result.is_error, "{result:?}");
+    assert!(
+        !result.content.contains("Unknown tool"),
+        "{}",
+        result.content
+    );
+    assert!(result.content.contains('7'), "{}", result.content);
+}
+
+#[tokio::test]
+async fn compaction_replaces_the_history_with_the_summary() {
+    let model = ScriptedModel::new([
+        Reply::text("First answer."),
+        Reply::text("SUMMARY: we said hello."),
+        Reply::text("Second answer."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = session(&model, &store, Mode::Auto);
+    let id = driver.id().to_owned();
+    driver.queue_prompt("Hello.".into());
+    let run = tokio::spawn(async move {
+        driver.run(false).await.unwrap();
+        driver
+    });
+    let mut outs = Vec::new();
+    while let Some(o) = out.recv().await {
+        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        outs.push(o);
+        if done {
+            break;
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    ctl.send(Ctl::Query(Query::Compact, tx)).unwrap();
+    let said = rx.await.unwrap();
+    assert!(said.starts_with("compacted"), "{said}");
+    ctl.send(Ctl::Op(Op::Prompt {
+        text: "Again.".into(),
+        origin: Default::default(),
+    }))
+    .unwrap();
+    loop {
+        let o = out.recv().await.unwrap();
+        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        outs.push(o);
+        if done {
+            break;
+        }
+    }
+    drop(ctl);
+    let _driver = run.await.unwrap();
+    assert!(
+        events(&outs)
+            .iter()
+            .any(|e| matches!(e, Event::Compacted { .. })),
+        "the core's Compacted event"
+    );
+    let last = model.requests().pop().unwrap();
+    let sent = serde_json::to_string(&last.messages).unwrap();
+    assert!(sent.contains("we said hello"), "{sent}");
+    assert!(!sent.contains("First answer."), "{sent}");
+    assert!(
+        store
+            .transcript(&id)
+            .iter()
+            .any(|e| matches!(e, Entry::Compacted { .. }))
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_session_goes_on_and_ends_what_a_crash_left_running() {
+    let model = ScriptedModel::new([
+        Reply::call("bash", json!({"command": "serve", "background": true})),
+        Reply::text("Serving."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = SessionBuilder::new(Arc::new(model.clone()), TestWorld::new())
+        .store(store.clone())
+        .jobs(Arc::new(NeverEnds))
+        .mode(Mode::Auto)
+        .build()
+        .unwrap();
+    let id = driver.id().to_owned();
+    driver.queue_prompt("Start the server.".into());
+    let run = tokio::spawn(async move { driver.run(false).await });
+    loop {
+        if let Some(Out::Event(Event::TurnEnded { .. })) = out.recv().await {
+            break;
+        }
+    }
+    // The process dies with its job running.
+    run.abort();
+    let _ = run.await;
+    drop(ctl);
+
+    let entries = store.load(&id).unwrap();
+    let model2 = ScriptedModel::new([Reply::text("Back again.")]);
+    let mut built = SessionBuilder::new(Arc::new(model2.clone()), TestWorld::new())
+        .store(store.clone())
+        .mode(Mode::Auto)
+        .resume(store.find(&id).unwrap(), entries)
+        .build()
+        .unwrap();
+    let lost = drain(&mut built);
+    assert!(
+        events(&lost).iter().any(|e| matches!(
+            e,
+            Event::JobEnded {
+                end: JobEnd::Failed { .. },
+                ..
+            }
+        )),
+        "{lost:?}"
+    );
+    built.driver.queue_prompt("Are you there?".into());
+    let (_d, outs) = run_answering(built, None).await;
+    assert_eq!(text(&outs), "Back again.");
+    let sent = serde_json::to_string(&model2.requests()[0].messages).unwrap();
+    assert!(
+        sent.contains("Start the server.") && sent.contains("Serving."),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_stops_the_running_call_and_ends_the_turn() {
+    let model = ScriptedModel::new([Reply::call("bash", json!({"command": "sleep 100"}))]);
+    let store = Arc::new(MemoryStore::default());
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = session(&model, &store, Mode::Auto);
+    driver.queue_prompt("Wait.".into());
+    let run = tokio::spawn(async move {
+        driver.run(true).await.unwrap();
+        driver
+    });
+    let mut outs = Vec::new();
+    while let Some(o) = out.recv().await {
+        if matches!(o, Out::Event(Event::ToolCallStarted { .. })) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ctl.send(Ctl::Op(Op::Cancel)).unwrap();
+        }
+        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        outs.push(o);
+        if done {
+            break;
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the driver went idle after the cancel");
+    assert_eq!(ended(&outs), [TurnEnd::Cancelled]);
+}
+
+#[tokio::test]
+async fn show_reads_through_the_world_and_refuses_what_it_cannot_see() {
+    let model = ScriptedModel::new([
+        Reply::call("show", json!({"path": "/etc/passwd"})),
+        Reply::call("show", json!({"path": "notes.md"})),
+        Reply::text("shown"),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = session(&model, &store, Mode::Auto);
+    driver.holds_display();
+    driver.queue_prompt("Show me.".into());
+    let run = tokio::spawn(async move {
+        driver.run(true).await.unwrap();
+        driver
+    });
+    let mut results = Vec::new();
+    let mut shown = Vec::new();
+    while let Some(o) = out.recv().await {
+        match o {
+            Out::Show {
+                call_id, content, ..
+            } => {
+                shown.push(content);
+                ctl.send(Ctl::Reply(call_id, Some("opened".into())))
+                    .unwrap();
+            }
+            Out::Event(Event::ToolCallFinished { result }) => results.push(result),
+            Out::Event(Event::TurnEnded { .. }) => break,
+            _ => {}
+        }
+    }
+    let _ = run.await;
+    assert_eq!(shown, ["# Notes\n"]);
+    assert!(results[0].is_error);
+    assert!(
+        results[0].content.contains("No such file"),
+        "{}",
+        results[0].content
+    );
+    assert!(
+        results[1]
+            .content
+            .ends_with("\n/work/notes.md is open for the person to see."),
+        "{}",
+        results[1].content
+    );
+}
+
+/// Jobs that never end by themselves.
+struct NeverEnds;
+
+struct Forever;
+
+impl harness_agent::Process for Forever {
+    fn output(&self) -> String {
+        String::new()
+    }
+
+    fn wait_for(
+        &self,
+        timeout: Duration,
+    ) -> harness_agent::BoxFuture<'_, Option<harness_agent::Exit>> {
+        Box::pin(async move {
+            tokio::time::sleep(timeout).await;
+            None
+        })
+    }
+
+    fn stop(&self) -> harness_agent::BoxFuture<'_, harness_agent::Exit> {
+        Box::pin(async { harness_agent::Exit::Signal(9) })
+    }
+}
+
+impl harness_agent::JobSpawner for NeverEnds {
+    fn spawn(&self, _command: &str) -> Result<Arc<dyn harness_agent::Process>, String> {
+        Ok(Arc::new(Forever))
+    }
+}
