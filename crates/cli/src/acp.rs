@@ -25,7 +25,7 @@ use agent_client_protocol::{
     Agent, Client, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, Stdio,
 };
 use anyhow::Result;
-use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin, Risk, TurnEnd};
+use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin, Risk};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -1426,43 +1426,32 @@ impl Pump {
                 if responder.is_none()
                     && let Some(pid) = self.machine.lock().ok().and_then(|mut m| m.take())
                 {
-                    let stop = match &reason {
-                        TurnEnd::Finished | TurnEnd::PlanSubmitted => "end_turn",
-                        TurnEnd::Cancelled => "cancelled",
-                        TurnEnd::Budget { limit } if limit == "tokens" => "max_tokens",
-                        TurnEnd::Budget { .. } => "max_turn_requests",
-                        _ => "refusal",
-                    };
+                    let stop = harness_agent::stop_reason(&reason).unwrap_or("refusal");
                     let _ = self.cx.send_notification(MachinePromptEnd(json!({
                         "sessionId": self.session, "prompt": pid, "stopReason": stop,
                     })));
                 }
                 if let Some(responder) = responder {
-                    let _ = match reason {
-                        TurnEnd::Finished | TurnEnd::PlanSubmitted => {
-                            responder.respond(PromptResponse::new(StopReason::EndTurn))
-                        }
-                        TurnEnd::Cancelled => {
-                            responder.respond(PromptResponse::new(StopReason::Cancelled))
-                        }
-                        TurnEnd::Budget { limit } if limit == "tokens" => {
-                            responder.respond(PromptResponse::new(StopReason::MaxTokens))
-                        }
-                        TurnEnd::Budget { .. } => {
-                            responder.respond(PromptResponse::new(StopReason::MaxTurnRequests))
-                        }
-                        TurnEnd::ContextOverflow => {
-                            responder.respond(PromptResponse::new(StopReason::MaxTokens))
-                        }
-                        TurnEnd::Error { message } => responder.respond_with_error(
+                    let _ = match harness_agent::stop_reason(&reason) {
+                        Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
+                        Err(message) => responder.respond_with_error(
                             agent_client_protocol::Error::internal_error().data(json!(message)),
                         ),
-                        other => responder.respond_with_internal_error(format!("{other:?}")),
                     };
                 }
             }
             _ => {}
         }
+    }
+}
+
+/// The ACP type of a stop reason harness-agent named.
+fn acp_stop(stop: &str) -> StopReason {
+    match stop {
+        "cancelled" => StopReason::Cancelled,
+        "max_tokens" => StopReason::MaxTokens,
+        "max_turn_requests" => StopReason::MaxTurnRequests,
+        _ => StopReason::EndTurn,
     }
 }
 

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use harness_agent::{FileTools, PathMap};
 use harness_core::protocol::ToolCall;
-use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
 use harness_fs::{HostBackend, HostOptions, Level, MemoryBackend, VPath, View};
-use harness_loop::context::ReadInfo;
-use harness_loop::session::{EditInfo, ToolOutcome};
+
+use harness_loop::session::ToolOutcome;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -24,17 +24,10 @@ use harness_agent::{Exit, Ran};
 
 use crate::process;
 
-/// The spec tools this machine's world runs (the runtime answers the plan tools, `task`,
-/// `question`, `show` and `session_search`; the loop `recall`, `report` and the job tools).
+/// The spec tools this machine's world runs besides harness-agent's file tools (the runtime
+/// answers the plan tools, `task`, `question`, `show` and `session_search`; the loop `recall`,
+/// `report` and the job tools).
 pub const RUNS: &[&str] = &[
-    "read",
-    "write",
-    "edit",
-    "multiedit",
-    "apply_patch",
-    "glob",
-    "grep",
-    "list",
     "bash",
     "notes_search",
     "note_view",
@@ -62,16 +55,13 @@ fn bash_timeouts() -> std::result::Result<(u64, u64), String> {
     Ok((var("timeout_default")?, var("timeout_max")?))
 }
 
-/// The largest file `show` sends to a viewer.
-const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
-
 /// The file system of one session.
 pub struct Exec {
     root: PathBuf,
     /// The view while some call uses it: the host backend (and its lock on the directory) is
     /// held only while calls run, so other sessions in the same directory can work too.
     open: Mutex<std::sync::Weak<View>>,
-    ledger: Ledger,
+    files: FileTools,
     /// The person's library.
     pub library: Option<crate::library::Library>,
     /// The part of the library a client scoped this session to (`_meta.lembas.scope`).
@@ -89,12 +79,6 @@ fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
     a.get(key).and_then(Value::as_str)
 }
 
-fn arg_usize(a: &Value, key: &str) -> Option<usize> {
-    a.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| usize::try_from(n).ok())
-}
-
 fn missing(tool: &str, key: &str) -> ToolOutcome {
     ToolOutcome::error("", format!("{tool}: the argument `{key}` is missing"))
 }
@@ -105,7 +89,7 @@ impl Exec {
         let exec = Exec {
             root: root.to_path_buf(),
             open: Mutex::new(std::sync::Weak::new()),
-            ledger: Ledger::new(),
+            files: FileTools::new(),
             library: None,
             scope: None,
             memory: None,
@@ -193,28 +177,13 @@ impl Exec {
             .collect()
     }
 
-    /// A file for `show`, read through the view as `read` reads it (a path the view does not
-    /// show answers as `read` answers it).
+    /// A file for `show`, read through the view as `read` reads it.
     pub fn read_for_show(
         &self,
         path: &str,
     ) -> std::result::Result<harness_agent::ShownFile, String> {
         let view = self.view().map_err(|e| e.to_string())?;
-        let vp = view.resolve(&self.to_view(path));
-        let bytes = view.read_bytes(&vp).map_err(|e| e.to_string())?;
-        let host = self.to_host(&vp);
-        if bytes.len() as u64 > SHOW_MAX_BYTES {
-            return Err(format!(
-                "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
-                bytes.len()
-            ));
-        }
-        let content = String::from_utf8(bytes)
-            .map_err(|_| format!("{host} is not UTF-8 text: it cannot be shown"))?;
-        Ok(harness_agent::ShownFile {
-            path: host,
-            content,
-        })
+        self.files.read_for_show(&view, self, path)
     }
 
     /// The working directory.
@@ -243,10 +212,6 @@ impl Exec {
         }
     }
 
-    fn host_vpath(&self, p: &VPath) -> VPath {
-        VPath::parse(&self.to_host(p))
-    }
-
     fn error(&self, call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
         ToolOutcome::error(&call.id, e.to_string())
     }
@@ -259,63 +224,10 @@ impl Exec {
             Err(e) => return self.error(call, e),
         };
         let view = &*view;
+        if let Some(out) = self.files.run(view, self, call) {
+            return out;
+        }
         let mut out = match call.name.as_str() {
-            "read" => self.read(view, call),
-            "write" | "edit" | "multiedit" => self.change(view, call),
-            "apply_patch" => self.patch(view, call),
-            "glob" => {
-                let Some(pattern) = arg_str(a, "pattern") else {
-                    return with_id(missing("glob", "pattern"), call);
-                };
-                let root = self.to_view(arg_str(a, "path").unwrap_or("/"));
-                match fst::glob(view, &root, pattern, 200) {
-                    Ok(g) => {
-                        let mut text: Vec<String> =
-                            g.paths.iter().map(|p| self.to_host(p)).collect();
-                        if text.is_empty() {
-                            text.push("No files found".to_owned());
-                        }
-                        if g.truncated {
-                            text.push(
-                                "(Results truncated. Use a more specific path or pattern.)"
-                                    .to_owned(),
-                            );
-                        }
-                        ToolOutcome::ok(&call.id, text.join("\n"))
-                    }
-                    Err(e) => self.error(call, e),
-                }
-            }
-            "grep" => {
-                let Some(pattern) = arg_str(a, "pattern") else {
-                    return with_id(missing("grep", "pattern"), call);
-                };
-                let root = self.to_view(arg_str(a, "path").unwrap_or("/"));
-                let opts = GrepOptions {
-                    include: arg_str(a, "include").map(str::to_owned),
-                    ignore_case: a
-                        .get("ignore_case")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                    limit: arg_usize(a, "limit"),
-                };
-                match fst::grep(view, &root, pattern, &opts) {
-                    Ok(mut g) => {
-                        for m in &mut g.matches {
-                            m.path = self.host_vpath(&m.path);
-                        }
-                        ToolOutcome::ok(&call.id, g.render())
-                    }
-                    Err(e) => self.error(call, e),
-                }
-            }
-            "list" => {
-                let path = self.to_view(arg_str(a, "path").unwrap_or("/"));
-                match fst::list(view, &path) {
-                    Ok(text) => ToolOutcome::ok(&call.id, text),
-                    Err(e) => self.error(call, e),
-                }
-            }
             "skills_list" | "skill_view" | "skill_manage" => {
                 let (output, is_error) = match self.skills(view, &call.name, a) {
                     Ok(t) => (t, false),
@@ -443,167 +355,6 @@ impl Exec {
         }
     }
 
-    fn read(&self, view: &View, call: &ToolCall) -> ToolOutcome {
-        let a = &call.arguments;
-        let Some(path) = arg_str(a, "path") else {
-            return with_id(missing("read", "path"), call);
-        };
-        let vp = self.to_view(path);
-        match fst::read(
-            view,
-            &self.ledger,
-            &vp,
-            arg_usize(a, "offset"),
-            arg_usize(a, "limit"),
-        ) {
-            Ok(w) => {
-                let host = self.to_host(&w.path);
-                let text = w.text.replacen(
-                    &format!("<path>{}</path>", w.path),
-                    &format!("<path>{host}</path>"),
-                    1,
-                );
-                ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: text,
-                    is_error: false,
-                    read: Some(ReadInfo {
-                        path: host,
-                        first: w.first as u64,
-                        last: w.last as u64,
-                        hash: w.hash,
-                    }),
-                    edit: None,
-                }
-            }
-            Err(e) => self.error(call, e),
-        }
-    }
-
-    fn change(&self, view: &View, call: &ToolCall) -> ToolOutcome {
-        let a = &call.arguments;
-        let Some(path) = arg_str(a, "path") else {
-            return with_id(missing(&call.name, "path"), call);
-        };
-        let vp = self.to_view(path);
-        let resolved = view.resolve(&vp);
-        let before = view
-            .read_bytes(&resolved)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).into_owned());
-        let result = match call.name.as_str() {
-            "write" => {
-                let Some(content) = arg_str(a, "content") else {
-                    return with_id(missing("write", "content"), call);
-                };
-                fst::write(view, &self.ledger, &vp, content)
-            }
-            "edit" => {
-                let (Some(old), Some(new)) = (arg_str(a, "old_string"), arg_str(a, "new_string"))
-                else {
-                    return with_id(missing("edit", "old_string/new_string"), call);
-                };
-                let all = a
-                    .get("replace_all")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                fst::edit(view, &self.ledger, &vp, old, new, all)
-            }
-            _ => {
-                let edits: Vec<EditSpec> = match a
-                    .get("edits")
-                    .cloned()
-                    .map(serde_json::from_value)
-                    .transpose()
-                {
-                    Ok(Some(e)) => e,
-                    Ok(None) => return with_id(missing("multiedit", "edits"), call),
-                    Err(e) => {
-                        return ToolOutcome {
-                            call_id: call.id.clone(),
-                            output: format!("multiedit: `edits` is malformed: {e}"),
-                            is_error: true,
-                            read: None,
-                            edit: None,
-                        };
-                    }
-                };
-                fst::multiedit(view, &self.ledger, &vp, &edits)
-            }
-        };
-        match result {
-            Ok(change) => {
-                let after = view
-                    .read_bytes(&change.path)
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                let host = self.to_host(&change.path);
-                let what = if change.created {
-                    format!("Created {host}.")
-                } else {
-                    format!("Changed {host}.")
-                };
-                ToolOutcome {
-                    call_id: call.id.clone(),
-                    output: what,
-                    is_error: false,
-                    read: None,
-                    edit: Some(EditInfo {
-                        path: host,
-                        before: before.unwrap_or_default(),
-                        after,
-                    }),
-                }
-            }
-            Err(e) => self.error(call, e),
-        }
-    }
-
-    /// `apply_patch` through harness-fs (all or nothing, the read ledger's guards), answered
-    /// with what happened to each file and its diff, by real paths.
-    fn patch(&self, view: &View, call: &ToolCall) -> ToolOutcome {
-        let Some(text) = arg_str(&call.arguments, "patch") else {
-            return with_id(missing("apply_patch", "patch"), call);
-        };
-        let mut patch = match harness_fs::patch::Patch::parse(text) {
-            Ok(p) => p,
-            Err(e) => return self.error(call, e),
-        };
-        // A real path inside the working directory is taken as the relative path it names.
-        patch.map_paths(|p| {
-            if Path::new(p).is_absolute() {
-                let v = self.to_view(p);
-                if v != p {
-                    return v.trim_start_matches('/').to_owned();
-                }
-            }
-            p.to_owned()
-        });
-        let applied = match harness_fs::patch::apply(view, &self.ledger, &patch) {
-            Ok(a) => a,
-            Err(e) => return self.error(call, e),
-        };
-        let context = harness_loop::config::LoopConfig::embedded()
-            .map(|c| c.context.diff.context_lines)
-            .unwrap_or(3);
-        let mut out = Vec::new();
-        for f in &applied.files {
-            let host = self.to_host(&f.path);
-            let line = match &f.moved_from {
-                _ if f.added => format!("Added {host}."),
-                _ if f.deleted => format!("Deleted {host}."),
-                Some(from) => format!("Moved {} to {host}.", self.to_host(from)),
-                None => format!("Changed {host}."),
-            };
-            out.push(line);
-            let diff = harness_loop::context::unified_diff(&host, &f.before, &f.after, context);
-            if !diff.is_empty() {
-                out.push(diff.trim_end_matches('\n').to_owned());
-            }
-        }
-        ToolOutcome::ok(&call.id, out.join("\n"))
-    }
-
     /// Runs a bash call in the foreground, streaming its output to `chunks`; a command still
     /// running at its timeout is handed back as [`Ran::Overran`].
     pub async fn bash(
@@ -648,6 +399,18 @@ impl Exec {
                 Ran::Done(bash_outcome(&call.id, &running.output(), exit))
             }
         }
+    }
+}
+
+/// The host backend shows the working directory as `/`; the model and the person know real
+/// paths.
+impl PathMap for Exec {
+    fn to_view(&self, input: &str) -> String {
+        Exec::to_view(self, input)
+    }
+
+    fn shown(&self, p: &VPath) -> String {
+        self.to_host(p)
     }
 }
 

@@ -27,7 +27,7 @@ impl HostWorld {
 
 impl ToolWorld for HostWorld {
     fn runs(&self, name: &str) -> bool {
-        RUNS.contains(&name)
+        harness_agent::FileTools::NAMES.contains(&name) || RUNS.contains(&name)
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {

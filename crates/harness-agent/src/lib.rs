@@ -73,6 +73,7 @@
 //! ```
 
 mod error;
+pub mod files;
 pub mod perm;
 pub mod protocol;
 mod runner;
@@ -89,8 +90,9 @@ use harness_spec::Project;
 use tokio::sync::mpsc;
 
 pub use error::{Error, Result};
+pub use files::{FileTools, PathMap, ViewPaths};
 pub use perm::SessionPermissions;
-pub use protocol::{Ctl, Out, Query, turn_end_text};
+pub use protocol::{Ctl, Out, Query, stop_reason, turn_end_text};
 pub use runner::{AGENTS, Driver, DriverSetup, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{

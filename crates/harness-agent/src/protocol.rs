@@ -130,3 +130,18 @@ pub fn turn_end_text(end: &TurnEnd) -> String {
         other => format!("ended: {other:?}"),
     }
 }
+
+/// The ACP `stopReason` of a turn's end (`spec/acp.md`): `end_turn`, `cancelled`,
+/// `max_tokens` (the token budget or a full context window) or `max_turn_requests` (another
+/// budget); a turn that ended in an error has none, and the prompt fails with its message.
+pub fn stop_reason(end: &TurnEnd) -> Result<&'static str, String> {
+    match end {
+        TurnEnd::Finished | TurnEnd::PlanSubmitted => Ok("end_turn"),
+        TurnEnd::Cancelled => Ok("cancelled"),
+        TurnEnd::Budget { limit } if limit == "tokens" => Ok("max_tokens"),
+        TurnEnd::Budget { .. } => Ok("max_turn_requests"),
+        TurnEnd::ContextOverflow => Ok("max_tokens"),
+        TurnEnd::Error { message } => Err(message.clone()),
+        other => Err(turn_end_text(other)),
+    }
+}

@@ -523,3 +523,26 @@ impl harness_agent::JobSpawner for NeverEnds {
         Ok(Arc::new(Forever))
     }
 }
+
+#[test]
+fn every_turn_end_has_one_acp_stop_reason() {
+    let budget = |limit: &str| TurnEnd::Budget {
+        limit: limit.into(),
+    };
+    for (end, stop) in [
+        (TurnEnd::Finished, Ok("end_turn")),
+        (TurnEnd::PlanSubmitted, Ok("end_turn")),
+        (TurnEnd::Cancelled, Ok("cancelled")),
+        (budget("tokens"), Ok("max_tokens")),
+        (budget("steps"), Ok("max_turn_requests")),
+        (TurnEnd::ContextOverflow, Ok("max_tokens")),
+        (
+            TurnEnd::Error {
+                message: "the server is gone".into(),
+            },
+            Err("the server is gone".to_owned()),
+        ),
+    ] {
+        assert_eq!(harness_agent::stop_reason(&end), stop, "{end:?}");
+    }
+}

@@ -1,0 +1,338 @@
+//! The file tools on a session's view (`harness-fs`): `read`, `write`, `edit`, `multiedit`,
+//! `apply_patch`, `glob`, `grep` and `list`, with their answers as the model reads them and the
+//! read ledger that guards writes. Any backend serves: the CLI's host directory, a chat's view
+//! of the server's tree, an embedder's in-memory tree. Paths go in and come out through a
+//! [`PathMap`], so answers name paths as the person knows them.
+
+use std::path::Path;
+
+use harness_core::protocol::ToolCall;
+use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
+use harness_fs::{VPath, View};
+use harness_loop::context::ReadInfo;
+use harness_loop::session::{EditInfo, ToolOutcome};
+use serde_json::Value;
+
+use crate::seams::ShownFile;
+
+/// How the paths a model writes map onto the view and back.
+pub trait PathMap: Send + Sync {
+    /// A path as the model gave it, as a path of the view.
+    fn to_view(&self, input: &str) -> String;
+    /// A path of the view as the person knows it.
+    fn shown(&self, p: &VPath) -> String;
+}
+
+/// The view's own paths, both ways.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ViewPaths;
+
+impl PathMap for ViewPaths {
+    fn to_view(&self, input: &str) -> String {
+        input.to_owned()
+    }
+
+    fn shown(&self, p: &VPath) -> String {
+        p.as_str().to_owned()
+    }
+}
+
+/// The largest file `show` sends to a viewer.
+const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The file tools of one session (its read ledger).
+#[derive(Debug, Default)]
+pub struct FileTools {
+    ledger: Ledger,
+}
+
+fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
+    a.get(key).and_then(Value::as_str)
+}
+
+fn arg_usize(a: &Value, key: &str) -> Option<usize> {
+    a.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+}
+
+/// The answer to a call missing a required argument.
+pub fn missing(call: &ToolCall, key: &str) -> ToolOutcome {
+    ToolOutcome::error(
+        &call.id,
+        format!("{}: the argument `{key}` is missing", call.name),
+    )
+}
+
+fn error(call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
+    ToolOutcome::error(&call.id, e.to_string())
+}
+
+impl FileTools {
+    /// The tools it runs.
+    pub const NAMES: &[&str] = &[
+        "read",
+        "write",
+        "edit",
+        "multiedit",
+        "apply_patch",
+        "glob",
+        "grep",
+        "list",
+    ];
+
+    /// File tools with an empty read ledger.
+    pub fn new() -> FileTools {
+        FileTools::default()
+    }
+
+    /// Runs `call` on `view`; `None` when it is not a file tool.
+    pub fn run(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Option<ToolOutcome> {
+        let a = &call.arguments;
+        Some(match call.name.as_str() {
+            "read" => self.read(view, paths, call),
+            "write" | "edit" | "multiedit" => self.change(view, paths, call),
+            "apply_patch" => self.patch(view, paths, call),
+            "glob" => {
+                let Some(pattern) = arg_str(a, "pattern") else {
+                    return Some(missing(call, "pattern"));
+                };
+                let root = paths.to_view(arg_str(a, "path").unwrap_or("/"));
+                match fst::glob(view, &root, pattern, 200) {
+                    Ok(g) => {
+                        let mut text: Vec<String> =
+                            g.paths.iter().map(|p| paths.shown(p)).collect();
+                        if text.is_empty() {
+                            text.push("No files found".to_owned());
+                        }
+                        if g.truncated {
+                            text.push(
+                                "(Results truncated. Use a more specific path or pattern.)"
+                                    .to_owned(),
+                            );
+                        }
+                        ToolOutcome::ok(&call.id, text.join("\n"))
+                    }
+                    Err(e) => error(call, e),
+                }
+            }
+            "grep" => {
+                let Some(pattern) = arg_str(a, "pattern") else {
+                    return Some(missing(call, "pattern"));
+                };
+                let root = paths.to_view(arg_str(a, "path").unwrap_or("/"));
+                let opts = GrepOptions {
+                    include: arg_str(a, "include").map(str::to_owned),
+                    ignore_case: a
+                        .get("ignore_case")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    limit: arg_usize(a, "limit"),
+                };
+                match fst::grep(view, &root, pattern, &opts) {
+                    Ok(mut g) => {
+                        for m in &mut g.matches {
+                            m.path = VPath::parse(&paths.shown(&m.path));
+                        }
+                        ToolOutcome::ok(&call.id, g.render())
+                    }
+                    Err(e) => error(call, e),
+                }
+            }
+            "list" => {
+                let path = paths.to_view(arg_str(a, "path").unwrap_or("/"));
+                match fst::list(view, &path) {
+                    Ok(text) => ToolOutcome::ok(&call.id, text),
+                    Err(e) => error(call, e),
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// A file for `show`, read through the view as `read` reads it (a path the view does not
+    /// show answers as `read` answers it).
+    pub fn read_for_show(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        path: &str,
+    ) -> Result<ShownFile, String> {
+        let vp = view.resolve(&paths.to_view(path));
+        let bytes = view.read_bytes(&vp).map_err(|e| e.to_string())?;
+        let host = paths.shown(&vp);
+        if bytes.len() as u64 > SHOW_MAX_BYTES {
+            return Err(format!(
+                "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
+                bytes.len()
+            ));
+        }
+        let content = String::from_utf8(bytes)
+            .map_err(|_| format!("{host} is not UTF-8 text: it cannot be shown"))?;
+        Ok(ShownFile {
+            path: host,
+            content,
+        })
+    }
+
+    fn read(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let Some(path) = arg_str(a, "path") else {
+            return missing(call, "path");
+        };
+        let vp = paths.to_view(path);
+        match fst::read(
+            view,
+            &self.ledger,
+            &vp,
+            arg_usize(a, "offset"),
+            arg_usize(a, "limit"),
+        ) {
+            Ok(w) => {
+                let host = paths.shown(&w.path);
+                let text = w.text.replacen(
+                    &format!("<path>{}</path>", w.path),
+                    &format!("<path>{host}</path>"),
+                    1,
+                );
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: text,
+                    is_error: false,
+                    read: Some(ReadInfo {
+                        path: host,
+                        first: w.first as u64,
+                        last: w.last as u64,
+                        hash: w.hash,
+                    }),
+                    edit: None,
+                }
+            }
+            Err(e) => error(call, e),
+        }
+    }
+
+    fn change(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let Some(path) = arg_str(a, "path") else {
+            return missing(call, "path");
+        };
+        let vp = paths.to_view(path);
+        let resolved = view.resolve(&vp);
+        let before = view
+            .read_bytes(&resolved)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let result = match call.name.as_str() {
+            "write" => {
+                let Some(content) = arg_str(a, "content") else {
+                    return missing(call, "content");
+                };
+                fst::write(view, &self.ledger, &vp, content)
+            }
+            "edit" => {
+                let (Some(old), Some(new)) = (arg_str(a, "old_string"), arg_str(a, "new_string"))
+                else {
+                    return missing(call, "old_string/new_string");
+                };
+                let all = a
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                fst::edit(view, &self.ledger, &vp, old, new, all)
+            }
+            _ => {
+                let edits: Vec<EditSpec> = match a
+                    .get("edits")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                {
+                    Ok(Some(e)) => e,
+                    Ok(None) => return missing(call, "edits"),
+                    Err(e) => {
+                        return ToolOutcome {
+                            call_id: call.id.clone(),
+                            output: format!("multiedit: `edits` is malformed: {e}"),
+                            is_error: true,
+                            read: None,
+                            edit: None,
+                        };
+                    }
+                };
+                fst::multiedit(view, &self.ledger, &vp, &edits)
+            }
+        };
+        match result {
+            Ok(change) => {
+                let after = view
+                    .read_bytes(&change.path)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                let host = paths.shown(&change.path);
+                let what = if change.created {
+                    format!("Created {host}.")
+                } else {
+                    format!("Changed {host}.")
+                };
+                ToolOutcome {
+                    call_id: call.id.clone(),
+                    output: what,
+                    is_error: false,
+                    read: None,
+                    edit: Some(EditInfo {
+                        path: host,
+                        before: before.unwrap_or_default(),
+                        after,
+                    }),
+                }
+            }
+            Err(e) => error(call, e),
+        }
+    }
+
+    /// `apply_patch` through harness-fs (all or nothing, the read ledger's guards), answered
+    /// with what happened to each file and its diff, by real paths.
+    fn patch(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
+        let Some(text) = arg_str(&call.arguments, "patch") else {
+            return missing(call, "patch");
+        };
+        let mut patch = match harness_fs::patch::Patch::parse(text) {
+            Ok(p) => p,
+            Err(e) => return error(call, e),
+        };
+        // A real path inside the working directory is taken as the relative path it names.
+        patch.map_paths(|p| {
+            if Path::new(p).is_absolute() {
+                let v = paths.to_view(p);
+                if v != p {
+                    return v.trim_start_matches('/').to_owned();
+                }
+            }
+            p.to_owned()
+        });
+        let applied = match harness_fs::patch::apply(view, &self.ledger, &patch) {
+            Ok(a) => a,
+            Err(e) => return error(call, e),
+        };
+        let context = harness_loop::config::LoopConfig::embedded()
+            .map(|c| c.context.diff.context_lines)
+            .unwrap_or(3);
+        let mut out = Vec::new();
+        for f in &applied.files {
+            let host = paths.shown(&f.path);
+            let line = match &f.moved_from {
+                _ if f.added => format!("Added {host}."),
+                _ if f.deleted => format!("Deleted {host}."),
+                Some(from) => format!("Moved {} to {host}.", paths.shown(from)),
+                None => format!("Changed {host}."),
+            };
+            out.push(line);
+            let diff = harness_loop::context::unified_diff(&host, &f.before, &f.after, context);
+            if !diff.is_empty() {
+                out.push(diff.trim_end_matches('\n').to_owned());
+            }
+        }
+        ToolOutcome::ok(&call.id, out.join("\n"))
+    }
+}
