@@ -267,10 +267,14 @@ impl Driver {
         if let Some(entries) = resume {
             replay_plan(&setup.plan, entries);
         }
-        let lost = end_lost_jobs(&mut session, resume.is_some());
+        let lost = if resume.is_some() {
+            session.end_lost_jobs()
+        } else {
+            Vec::new()
+        };
         setup
             .store
-            .append(&setup.meta.id, &lost)
+            .append(&setup.meta.id, &session.take_log())
             .map_err(Error::Store)?;
         let world = setup.world;
         let instructions = world.instructions();
@@ -341,20 +345,17 @@ impl Driver {
             overflowed: false,
             compacting: false,
         };
-        for entry in lost {
-            if let Entry::JobEnded { id, end } = entry {
+        for event in lost {
+            if let Event::JobEnded { job_id, .. } = &event {
                 driver.notice(
                     Level::Warning,
                     format!(
-                        "job {id} was still running when its session was cut off; \
+                        "job {job_id} was still running when its session was cut off; \
                          its process is gone, so it is marked failed"
                     ),
                 );
-                driver.emit(Event::JobEnded {
-                    job_id: id.to_string(),
-                    end,
-                });
             }
+            driver.emit(event);
         }
         Ok(driver)
     }
@@ -880,8 +881,7 @@ impl Driver {
         self.overflowed = false;
         let input = self.call_model(request).await?;
         if std::mem::take(&mut self.overflowed)
-            && !compacted
-            && !self.cancelled
+            && harness_loop::context::compact_after_overflow(compacted, self.cancelled)
             && let Some(again) = self.compact_in_turn().await?
         {
             self.overflowed = false;
@@ -893,17 +893,10 @@ impl Driver {
     /// Whether `request` (with the system text) would fill more than the spec's share of the
     /// model's context window. A history that is one message (just compacted) is never full.
     fn near_full(&self, request: &ModelRequest) -> Result<bool> {
-        let Some(window) = self.client.model().context else {
-            return Ok(false);
-        };
-        if request.messages.len() < 2 {
-            return Ok(false);
-        }
-        let percent = u64::from(LoopConfig::embedded()?.context.compaction.near_full_percent);
+        let percent = LoopConfig::embedded()?.context.compaction.near_full_percent;
         // The tools offered take room too (their schemas as sent, four characters a token).
         let tools: usize = if request.tools && self.client.model().tools {
-            self.offering
-                .tools
+            self.tool_specs()
                 .iter()
                 .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
                 .sum()
@@ -911,7 +904,12 @@ impl Driver {
             0
         };
         let tokens = request.approx_tokens() + ((self.system_text()?.len() + tools) / 4) as u64;
-        Ok(tokens * 100 > window * percent)
+        Ok(harness_loop::context::near_full(
+            percent,
+            self.client.model().context,
+            tokens,
+            request.messages.len(),
+        ))
     }
 
     /// Compacts inside a turn (the session waits for the model): the request to send instead,
@@ -1725,36 +1723,6 @@ impl Driver {
 
 /// Puts the plan back as the saved plan calls left it (the plan is not in the transcript; its
 /// calls and their answers are).
-/// How a job ends that a resumed session's transcript still shows running: the process that
-/// ran it (and watched it) is gone, so nothing will ever report its end.
-const LOST_JOB: &str = "none: the job was lost when the llembas process that ran it ended";
-
-/// Ends, as failed with [`LOST_JOB`], every job a resumed session still has running, through
-/// the loop's jobs (their wake-ups reach the model at its next step); the entries to record.
-fn end_lost_jobs(session: &mut Session, resumed: bool) -> Vec<Entry> {
-    if !resumed {
-        return Vec::new();
-    }
-    let running: Vec<u32> = session
-        .jobs()
-        .all()
-        .filter(|j| j.state == harness_loop::jobs::JobState::Running)
-        .map(|j| j.id)
-        .collect();
-    running
-        .into_iter()
-        .filter_map(|id| {
-            let end = JobEnd::Failed {
-                message: LOST_JOB.to_owned(),
-            };
-            session
-                .jobs_mut()
-                .end(id, &end, None)
-                .map(|_| Entry::JobEnded { id, end })
-        })
-        .collect()
-}
-
 fn replay_plan(plan: &Mutex<PlanState>, entries: &[Entry]) {
     let mut calls: HashMap<String, ToolCall> = HashMap::new();
     let Ok(mut plan) = plan.lock() else {

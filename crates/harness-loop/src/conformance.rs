@@ -103,6 +103,7 @@ impl AreaRunner for ContextRunner {
         if expect.len() != steps.len() {
             return Outcome::malformed("`expect` needs one object per step");
         }
+        let percent = cfg.context.compaction.near_full_percent;
         let mut ctx = Context::new(cfg.context, "conformance");
         ctx.begin_turn(1);
         let mut ids: Vec<(String, usize)> = Vec::new();
@@ -115,6 +116,21 @@ impl AreaRunner for ContextRunner {
             } else if let Some(turn) = step.get("rewind").and_then(Value::as_u64) {
                 ctx.rewind(turn as u32);
                 got.insert("kind".into(), json!("rewind"));
+            } else if let Some(nf) = step.get("near_full") {
+                let compact = crate::context::near_full(
+                    percent,
+                    nf.get("window").and_then(Value::as_u64),
+                    nf.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    nf.get("messages").and_then(Value::as_u64).unwrap_or(0) as usize,
+                );
+                got.insert("kind".into(), json!("near_full"));
+                got.insert("compact".into(), json!(compact));
+            } else if let Some(ov) = step.get("overflow") {
+                let flag = |k: &str| ov.get(k).and_then(Value::as_bool).unwrap_or(false);
+                let compact =
+                    crate::context::compact_after_overflow(flag("compacted"), flag("cancelled"));
+                got.insert("kind".into(), json!("overflow"));
+                got.insert("compact".into(), json!(compact));
             } else if step.get("compact").is_some() {
                 let table = ctx.compact();
                 got.insert("kind".into(), json!("compact"));
@@ -346,6 +362,10 @@ fn run_job_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Valu
                 json!({"decision": "report", "text": answer})
             }
             "wakes" => json!({"decision": "wakes", "wakes": jobs.take_wakes()}),
+            "lost" => {
+                let ended: Vec<u32> = jobs.end_lost().into_iter().map(|(id, _)| id).collect();
+                json!({"decision": "lost", "ended": ended})
+            }
             "tool" => {
                 let name = step.get("name").and_then(Value::as_str).unwrap_or("");
                 let args = step.get("args").cloned().unwrap_or_else(|| json!({}));

@@ -725,6 +725,29 @@ pub fn recall_all(ctx: &mut Context, id: &ResultId) -> Option<String> {
     Some(got.join("\n"))
 }
 
+/// Whether a request is compacted before it is sent (`context.md` §8): its prompt (system
+/// text, tools and history, estimated in tokens) fills more than `near_full_percent` of the
+/// model's window. A history of one message (just compacted) never is, nor a request to a
+/// model whose window is unknown.
+pub fn near_full(
+    near_full_percent: u8,
+    window: Option<u64>,
+    prompt_tokens: u64,
+    messages: usize,
+) -> bool {
+    let Some(window) = window else {
+        return false;
+    };
+    messages >= 2 && prompt_tokens * 100 > window * u64::from(near_full_percent)
+}
+
+/// Whether an answer saying the context overflowed is followed by a compaction and the same
+/// step sent once more: only when this step was not compacted already and the person did not
+/// cancel.
+pub fn compact_after_overflow(compacted_this_step: bool, cancelled: bool) -> bool {
+    !compacted_this_step && !cancelled
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

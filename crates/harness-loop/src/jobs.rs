@@ -326,6 +326,29 @@ impl Jobs {
         }
     }
 
+    /// The session is resumed in a new process: every job still running is ended as failed
+    /// with `jobs.texts.lost` (the process that ran and watched it is gone, so nothing would
+    /// ever report its end), each leaving its wake-up. The ends, in id order.
+    pub fn end_lost(&mut self) -> Vec<(u32, JobEnd)> {
+        let mut running: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .map(|j| j.id)
+            .collect();
+        running.sort_unstable();
+        let message = self.cfg.job_text("lost").to_owned();
+        running
+            .into_iter()
+            .filter_map(|id| {
+                let end = JobEnd::Failed {
+                    message: message.clone(),
+                };
+                self.end(id, &end, None).map(|_| (id, end))
+            })
+            .collect()
+    }
+
     /// A job ended. For a subagent, `output` is its final reply (a command's output came by
     /// [`Jobs::output`]). Leaves the marked wake-up message, and returns it. A job that had
     /// already ended stays as it was (`None`).

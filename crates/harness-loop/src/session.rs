@@ -1336,6 +1336,26 @@ impl Session {
         })
     }
 
+    /// The session is resumed in a new process: every job its transcript still shows running
+    /// is ended as failed (`jobs.texts.lost`), recorded, and its wake-up waits for the model's
+    /// next step. The events to show, in id order.
+    pub fn end_lost_jobs(&mut self) -> Vec<Event> {
+        let ended = self.jobs.end_lost();
+        ended
+            .into_iter()
+            .map(|(id, end)| {
+                self.log.push(Entry::JobEnded {
+                    id,
+                    end: end.clone(),
+                });
+                Event::JobEnded {
+                    job_id: id.to_string(),
+                    end,
+                }
+            })
+            .collect()
+    }
+
     /// Compaction: the history becomes `summary` followed by the table of reads; the dedupe
     /// tables empty. Returns the text the model now sees. Allowed while idle, and while a step
     /// waits for the model (then send [`Session::request_again`]); refused while calls are being

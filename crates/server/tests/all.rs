@@ -40,7 +40,7 @@ async fn start() -> String {
 async fn spec_and_tools_as_a_chat_sees_them() {
     let base = start().await;
     let spec = get_json(&base, "/api/spec").await;
-    assert_eq!(spec["version"], "3.0.0-draft");
+    assert_eq!(spec["version"], "3.1.0-draft");
     assert_eq!(spec["sha256"], Spec::embedded().sha256());
 
     let names = |v: &serde_json::Value| -> Vec<String> {
@@ -89,6 +89,6 @@ async fn spec_and_tools_as_a_chat_sees_them() {
 
     let (status, page) = get(&base, "/").await;
     assert_eq!(status, 200);
-    assert!(page.contains("3.0.0-draft"), "{page}");
+    assert!(page.contains("3.1.0-draft"), "{page}");
     assert!(page.contains("plan mode"), "{page}");
 }

@@ -30,7 +30,11 @@ fn reads_guard_edits_and_edits_carry_their_diff() {
         json!({"path": "/src/main.rs", "old_string": "fn main() {}", "new_string": "fn main() { run() }"}),
     );
     let refused = run(edit.clone());
-    assert!(refused.is_error, "an edit before a read: {}", refused.output);
+    assert!(
+        refused.is_error,
+        "an edit before a read: {}",
+        refused.output
+    );
 
     let read = run(call("read", json!({"path": "/src/main.rs"})));
     assert!(!read.is_error, "{}", read.output);
@@ -48,8 +52,14 @@ fn reads_guard_edits_and_edits_carry_their_diff() {
 
     let missing = run(call("write", json!({"path": "/x"})));
     assert_eq!(missing.output, "write: the argument `content` is missing");
-    assert!(tools.run(&view, &ViewPaths, &call("bash", json!({}))).is_none());
+    assert!(
+        tools
+            .run(&view, &ViewPaths, &call("bash", json!({})))
+            .is_none()
+    );
 
-    let shown = tools.read_for_show(&view, &ViewPaths, "/nowhere.md").unwrap_err();
+    let shown = tools
+        .read_for_show(&view, &ViewPaths, "/nowhere.md")
+        .unwrap_err();
     assert!(shown.contains("No such file"), "{shown}");
 }
