@@ -79,10 +79,6 @@ fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
     a.get(key).and_then(Value::as_str)
 }
 
-fn missing(tool: &str, key: &str) -> ToolOutcome {
-    ToolOutcome::error("", format!("{tool}: the argument `{key}` is missing"))
-}
-
 impl Exec {
     /// Opens the working directory `root` (canonical) as the session's file system.
     pub fn open(root: &Path) -> Result<Exec> {
@@ -233,26 +229,14 @@ impl Exec {
                     Ok(t) => (t, false),
                     Err(e) => (e, true),
                 };
-                ToolOutcome {
-                    call_id: call.id.clone(),
-                    output,
-                    is_error,
-                    read: None,
-                    edit: None,
-                }
+                ToolOutcome::answer(&call.id, output, is_error)
             }
             "memory" if self.memory.is_some() => {
                 let (output, is_error) = match &self.memory {
                     Some(p) => crate::tools::memory(p, a),
                     None => (String::new(), true),
                 };
-                ToolOutcome {
-                    call_id: call.id.clone(),
-                    output,
-                    is_error,
-                    read: None,
-                    edit: None,
-                }
+                ToolOutcome::answer(&call.id, output, is_error)
             }
             name if crate::library::TOOLS.contains(&name) && self.library.is_some() => {
                 let scoped = harness_core::library::scope_call(name, a, self.scope.as_ref());
@@ -260,21 +244,9 @@ impl Exec {
                     Some(lib) => lib.run(name, &scoped.arguments, scoped.scope.as_ref()),
                     None => (String::new(), true),
                 };
-                ToolOutcome {
-                    call_id: call.id.clone(),
-                    output,
-                    is_error,
-                    read: None,
-                    edit: None,
-                }
+                ToolOutcome::answer(&call.id, output, is_error)
             }
-            other => ToolOutcome {
-                call_id: call.id.clone(),
-                output: format!("{other} cannot run in llembas"),
-                is_error: true,
-                read: None,
-                edit: None,
-            },
+            other => ToolOutcome::error(&call.id, format!("{other} cannot run in llembas")),
         };
         out.call_id = call.id.clone();
         out
@@ -365,7 +337,7 @@ impl Exec {
     ) -> Ran {
         let a = &call.arguments;
         let Some(command) = arg_str(a, "command") else {
-            return Ran::Done(with_id(missing("bash", "command"), call));
+            return Ran::Done(harness_agent::files::missing(call, "command"));
         };
         let (default, max) = match bash_timeouts() {
             Ok(t) => t,
@@ -414,11 +386,6 @@ impl PathMap for Exec {
     }
 }
 
-fn with_id(mut o: ToolOutcome, call: &ToolCall) -> ToolOutcome {
-    o.call_id = call.id.clone();
-    o
-}
-
 /// A finished command's result: its output, then its exit status.
 pub fn bash_outcome(call_id: &str, output: &str, exit: Exit) -> ToolOutcome {
     let status = match exit {
@@ -431,13 +398,7 @@ pub fn bash_outcome(call_id: &str, output: &str, exit: Exit) -> ToolOutcome {
     } else {
         format!("{body}\n{status}")
     };
-    ToolOutcome {
-        call_id: call_id.to_owned(),
-        output: text,
-        is_error: exit != Exit::Code(0),
-        read: None,
-        edit: None,
-    }
+    ToolOutcome::answer(call_id, text, exit != Exit::Code(0))
 }
 
 #[cfg(test)]

@@ -59,11 +59,7 @@ impl ToolWorld for HostWorld {
                         return Ran::Done(ToolOutcome::error(&call.id, "memory is unavailable"));
                     };
                     let (output, is_error) = crate::memory_api::call(api, &call.arguments).await;
-                    Ran::Done(if is_error {
-                        ToolOutcome::error(&call.id, output)
-                    } else {
-                        ToolOutcome::ok(&call.id, output)
-                    })
+                    Ran::Done(ToolOutcome::answer(&call.id, output, is_error))
                 }
                 _ => {
                     let exec = self.exec.clone();

@@ -251,13 +251,10 @@ impl FileTools {
                     Ok(Some(e)) => e,
                     Ok(None) => return missing(call, "edits"),
                     Err(e) => {
-                        return ToolOutcome {
-                            call_id: call.id.clone(),
-                            output: format!("multiedit: `edits` is malformed: {e}"),
-                            is_error: true,
-                            read: None,
-                            edit: None,
-                        };
+                        return ToolOutcome::error(
+                            &call.id,
+                            format!("multiedit: `edits` is malformed: {e}"),
+                        );
                     }
                 };
                 fst::multiedit(view, &self.ledger, &vp, &edits)

@@ -36,6 +36,7 @@ pub mod conformance;
 pub mod context;
 pub mod error;
 pub mod jobs;
+pub mod message;
 pub mod session;
 pub mod trajectory;
 pub mod transcript;

@@ -95,58 +95,7 @@ impl Permissions for AllowAll {
     }
 }
 
-/// One message of the history the model is sent (the system text is the driver's).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    /// A user turn, a nudge, a wake-up, a summary.
-    User {
-        /// The text.
-        text: String,
-        /// Who wrote it.
-        #[serde(default)]
-        origin: Origin,
-    },
-    /// The model's answer.
-    Assistant {
-        /// Its visible text.
-        text: String,
-        /// Its reasoning, sent back as the model's metadata says.
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        reasoning: String,
-        /// Its calls.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall>,
-    },
-    /// A tool result, in call order after its assistant message.
-    Tool {
-        /// The call answered.
-        call_id: String,
-        /// The text inserted (label and body).
-        text: String,
-    },
-}
-
-impl Message {
-    /// Characters of the message as a model is sent it (for token estimates: chars / 4).
-    pub fn chars(&self) -> usize {
-        match self {
-            Message::User { text, .. } | Message::Tool { text, .. } => text.chars().count(),
-            Message::Assistant {
-                text,
-                reasoning,
-                tool_calls,
-            } => {
-                text.chars().count()
-                    + reasoning.chars().count()
-                    + tool_calls
-                        .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
-                        .sum::<usize>()
-            }
-        }
-    }
-}
+pub use crate::message::Message;
 
 /// The model's answer to one request, as the model link parsed it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -223,6 +172,18 @@ impl ToolOutcome {
             is_error: false,
             read: None,
             edit: None,
+        }
+    }
+
+    /// An answer that is an error or not, as a tool said.
+    pub fn answer(
+        call_id: impl Into<String>,
+        output: impl Into<String>,
+        is_error: bool,
+    ) -> ToolOutcome {
+        ToolOutcome {
+            is_error,
+            ..ToolOutcome::ok(call_id, output)
         }
     }
 

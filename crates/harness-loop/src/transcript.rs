@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::InsertKind;
 use crate::error::{Error, Result};
-use crate::session::Message;
+use crate::message::Message;
 
 /// One event of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

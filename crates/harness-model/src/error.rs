@@ -1,8 +1,47 @@
 //! The crate's one error type.
 
+use std::fmt;
 use std::time::Duration;
 
-use crate::classify::ModelError;
+use serde::Serialize;
+
+/// What kind of error an answer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The prompt did not fit the model's window: compact, then send again.
+    ContextOverflow,
+    /// The server is busy, rate limited or loading: wait and send again.
+    Capacity,
+    /// Anything else.
+    Other,
+}
+
+/// One classified error answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelError {
+    /// Its class.
+    pub class: ErrorClass,
+    /// The HTTP status, or the error's numeric code inside a 200 stream.
+    pub status: Option<u16>,
+    /// The server's message (or the start of its body).
+    pub message: String,
+    /// How long the server asked us to wait (`Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// Whether the server said it is loading the model (a longer retry budget).
+    pub loading: bool,
+    /// Whether sending the same request again may help (capacity, 5xx, a stream cut short).
+    pub retryable: bool,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status {
+            Some(status) => write!(f, "{status}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
 
 /// Everything that can go wrong on the model link.
 #[derive(Debug, thiserror::Error)]
