@@ -779,11 +779,16 @@ async fn show_goes_to_the_client_viewer() {
     let root = sb.root();
     sb.write("page.html", "<!doctype html><p>hi</p>\n");
     sb.write("notes.md", "# Notes\n");
+    // A file of the machine outside the working directory: `show` must not reach it.
+    let outside = root.parent().unwrap().join("secret.txt");
+    std::fs::write(&outside, "the secret\n").unwrap();
     let server = ScriptedServer::start(vec![
         tool_call("s1", "show", json!({"path": "page.html"})),
         text(&["Shown."]),
         tool_call("s2", "show", json!({"path": "notes.md"})),
         text(&["Gone."]),
+        tool_call("s3", "show", json!({"path": outside.display().to_string()})),
+        text(&["Refused."]),
         text(&["Plain."]),
     ])
     .await
@@ -835,7 +840,7 @@ async fn show_goes_to_the_client_viewer() {
                     .send_request(NewSessionRequest::new(r).meta(lembas(json!({"mode": "auto"}))))
                     .block_task()
                     .await?;
-                for prompt in ["show me the page", "and the notes"] {
+                for prompt in ["show me the page", "and the notes", "and the secret"] {
                     let done = cx
                         .send_request(PromptRequest::new(
                             s.session_id.clone(),
@@ -886,6 +891,10 @@ async fn show_goes_to_the_client_viewer() {
         .clone()
         .unwrap();
     assert_eq!(last_line(&bodies[3]), unavailable);
+    // A path outside the working directory answers as `read` answers it, and nothing is shown.
+    let refused = tool_results(&bodies[5]).last().unwrap().clone();
+    assert!(refused.contains("No such file or directory"), "{refused}");
+    assert!(!refused.contains("the secret"), "{refused}");
 
     // A client without the capability is not offered `show`.
     let r = root.clone();
@@ -904,8 +913,8 @@ async fn show_goes_to_the_client_viewer() {
     })
     .await;
     let bodies = server.bodies();
-    assert!(!tool_names(&bodies[4]).is_empty());
-    assert!(!tool_names(&bodies[4]).contains(&"show".to_owned()));
+    assert!(!tool_names(&bodies[6]).is_empty());
+    assert!(!tool_names(&bodies[6]).contains(&"show".to_owned()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
