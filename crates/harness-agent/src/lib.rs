@@ -74,6 +74,7 @@
 
 mod error;
 pub mod files;
+mod manager;
 pub mod perm;
 pub mod protocol;
 mod runner;
@@ -91,6 +92,7 @@ use tokio::sync::mpsc;
 
 pub use error::{Error, Result};
 pub use files::{FileTools, PathMap, ViewPaths};
+pub use manager::SessionManager;
 pub use perm::SessionPermissions;
 pub use protocol::{Ctl, Out, Query, stop_reason, turn_end_text};
 pub use runner::{AGENTS, Driver, DriverSetup, runtime_values};

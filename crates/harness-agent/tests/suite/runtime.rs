@@ -546,3 +546,43 @@ fn every_turn_end_has_one_acp_stop_reason() {
         assert_eq!(harness_agent::stop_reason(&end), stop, "{end:?}");
     }
 }
+
+#[tokio::test]
+async fn a_manager_runs_several_sessions_at_once() {
+    let manager = harness_agent::SessionManager::new();
+    let store = Arc::new(MemoryStore::default());
+    let a = ScriptedModel::new([Reply::text("from a")]);
+    let b = ScriptedModel::new([Reply::text("from b")]);
+    let (ida, mut outa) = manager.start(session(&a, &store, Mode::Auto)).unwrap();
+    let (idb, mut outb) = manager.start(session(&b, &store, Mode::Auto)).unwrap();
+    assert_ne!(ida, idb);
+    for (id, prompt) in [(&ida, "hello a"), (&idb, "hello b")] {
+        assert!(manager.send(
+            id,
+            Ctl::Op(Op::Prompt {
+                text: prompt.into(),
+                origin: Default::default(),
+            })
+        ));
+    }
+    let (got_a, got_b) = tokio::join!(until_end(&mut outa), until_end(&mut outb));
+    assert_eq!(text(&got_a), "from a");
+    assert_eq!(text(&got_b), "from b");
+    assert_eq!(manager.ids().len(), 2);
+    assert!(manager.close(&ida).await.unwrap().is_ok());
+    assert!(!manager.send(&ida, Ctl::Op(Op::Cancel)));
+    assert!(manager.close(&idb).await.unwrap().is_ok());
+    assert!(manager.ids().is_empty());
+}
+
+async fn until_end(out: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Vec<Out> {
+    let mut outs = Vec::new();
+    while let Some(o) = out.recv().await {
+        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        outs.push(o);
+        if done {
+            break;
+        }
+    }
+    outs
+}
