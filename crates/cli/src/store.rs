@@ -251,6 +251,10 @@ impl harness_agent::SessionStore for Store {
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    fn searches(&self) -> bool {
+        true
+    }
+
     fn search(&self, query: &str, limit: usize, skip: &str) -> Option<String> {
         Some(Store::search(self, query, limit, skip))
     }

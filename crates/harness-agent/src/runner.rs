@@ -38,6 +38,9 @@ use crate::seams::{
 /// A running subagent: its final reply, or why it failed.
 type SubagentRun = tokio::task::JoinHandle<std::result::Result<String, String>>;
 
+/// A subagent started: its control channel, its run, its session's id.
+type Launched = (mpsc::UnboundedSender<Ctl>, SubagentRun, String);
+
 /// What a job's watcher reports.
 #[derive(Debug)]
 pub(crate) enum JobMsg {
@@ -294,7 +297,7 @@ impl Driver {
         );
         values.insert("model".into(), setup.model_name.clone());
         let (job_tx, job_rx) = mpsc::unbounded_channel();
-        let searches = setup.store.search("", 0, "").is_some();
+        let searches = setup.store.searches();
         let offering = offering(&Catalogue {
             project: setup.project,
             kind: setup.kind,
@@ -1501,20 +1504,12 @@ impl Driver {
     /// permissions, driven to the end of its prompt. `job`: it runs as that background job (its
     /// `report`s go to this session). A cancel of `cancel` cancels it. The handle gives its final
     /// reply.
-    #[allow(clippy::type_complexity)]
     fn spawn_subagent(
         &self,
         call: &ToolCall,
         job: Option<u32>,
         cancel: CancellationToken,
-    ) -> std::result::Result<
-        (
-            mpsc::UnboundedSender<Ctl>,
-            tokio::task::JoinHandle<std::result::Result<String, String>>,
-            String,
-        ),
-        String,
-    > {
+    ) -> std::result::Result<Launched, String> {
         if self.agent.is_some() {
             return Err("a subagent cannot start subagents of its own".into());
         }
@@ -1587,7 +1582,6 @@ impl Driver {
         }
     }
 
-    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn launch(
         &self,
         agent: &str,
@@ -1596,14 +1590,7 @@ impl Driver {
         resume: Option<Vec<Entry>>,
         job: Option<u32>,
         cancel: CancellationToken,
-    ) -> std::result::Result<
-        (
-            mpsc::UnboundedSender<Ctl>,
-            tokio::task::JoinHandle<std::result::Result<String, String>>,
-            String,
-        ),
-        String,
-    > {
+    ) -> std::result::Result<Launched, String> {
         let setup = DriverSetup {
             model: self.client.clone(),
             model_name: self.model_name.clone(),

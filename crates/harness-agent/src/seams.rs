@@ -29,15 +29,7 @@ pub trait ModelLink: Send + Sync {
 
     /// Where it is, for the person: `NAME at URL, context N, output M`.
     fn describe(&self) -> String {
-        let m = self.model();
-        let mut s = m.name.clone();
-        if let Some(c) = m.context {
-            s.push_str(&format!(", context {c}"));
-        }
-        if let Some(o) = m.output {
-            s.push_str(&format!(", output {o}"));
-        }
-        s
+        describe(self.model(), None)
     }
 
     /// Sends `request`, handing each streamed piece to `on_event`, until the answer is whole,
@@ -53,21 +45,28 @@ pub trait ModelLink: Send + Sync {
     fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String>;
 }
 
+/// `NAME[ at URL], context N, output M`, as much as is known.
+fn describe(m: &ModelInfo, at: Option<&str>) -> String {
+    let mut s = m.name.clone();
+    if let Some(url) = at {
+        s.push_str(&format!(" at {url}"));
+    }
+    if let Some(c) = m.context {
+        s.push_str(&format!(", context {c}"));
+    }
+    if let Some(o) = m.output {
+        s.push_str(&format!(", output {o}"));
+    }
+    s
+}
+
 impl ModelLink for ModelClient {
     fn model(&self) -> &ModelInfo {
         ModelClient::model(self)
     }
 
     fn describe(&self) -> String {
-        let m = ModelClient::model(self);
-        let mut s = format!("{} at {}", m.name, self.endpoint().base_url);
-        if let Some(c) = m.context {
-            s.push_str(&format!(", context {c}"));
-        }
-        if let Some(o) = m.output {
-            s.push_str(&format!(", output {o}"));
-        }
-        s
+        describe(ModelClient::model(self), Some(&self.endpoint().base_url))
     }
 
     fn stream<'a>(
@@ -250,8 +249,13 @@ pub trait SessionStore: Send + Sync {
     fn load(&self, id: &str) -> Result<Vec<Entry>, String>;
     /// A session's metadata by id.
     fn find(&self, id: &str) -> Result<Meta, String>;
+    /// Whether it answers `session_search` (the tool is offered only then).
+    fn searches(&self) -> bool {
+        false
+    }
+
     /// `session_search`: the saved sessions' words (leaving out session `skip`), as the tool
-    /// answers. `None`: this store cannot search (the tool is not offered).
+    /// answers; `None` from a store that does not search.
     fn search(&self, query: &str, limit: usize, skip: &str) -> Option<String> {
         let _ = (query, limit, skip);
         None

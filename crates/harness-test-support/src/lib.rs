@@ -319,3 +319,17 @@ async fn chat(
         }
     }
 }
+
+/// Notes for `cargo xtask test` that a real-model test ran to its end: a line `WHAT` appended
+/// to the file `LLEMBAS_REAL_MODEL_REPORT` names (nothing when it is not set).
+pub fn report_real_model_ran(what: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let Ok(path) = std::env::var("LLEMBAS_REAL_MODEL_REPORT") else {
+        return Ok(());
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(format!("{what}\n").as_bytes())
+}

@@ -94,18 +94,6 @@ fn real_server() -> (u16, String, String) {
     (port, kind, context)
 }
 
-/// Notes for `cargo xtask test` that this test ran to its end.
-fn report_ran(what: &str) {
-    if let Ok(path) = std::env::var("LLEMBAS_REAL_MODEL_REPORT") {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        std::io::Write::write_all(&mut f, format!("{what}\n").as_bytes()).unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real model server: cargo xtask test starts one and runs it"]
 async fn real_model_answers_and_a_tool_call_round_trips() {
@@ -195,5 +183,5 @@ async fn real_model_answers_and_a_tool_call_round_trips() {
     );
     assert_eq!(t[1]["tool_calls"][0]["name"], "read");
     assert_eq!(t[3]["text"].as_str().unwrap(), text);
-    report_ran(&format!("llembas-cli {kind}"));
+    harness_test_support::report_real_model_ran(&format!("llembas-cli {kind}")).unwrap();
 }

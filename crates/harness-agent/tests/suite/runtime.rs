@@ -205,13 +205,7 @@ async fn a_subagent_runs_as_a_child_session_and_its_reply_answers_the_task() {
     let mut built = session(&model, &store, Mode::Auto);
     built.driver.queue_prompt("Where are the notes?".into());
     let (_d, outs) = run_answering(built, None).await;
-    let result = events(&outs)
-        .into_iter()
-        .find_map(|e| match e {
-            Event::ToolCallFinished { result } => Some(result),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_result(&outs);
     // The result as the model reads it: its id, then the subagent's reply.
     assert!(
         result.content.ends_with("\nThe notes are in notes.md."),
@@ -269,13 +263,7 @@ async fn job_send_reaches_a_running_command_as_the_spec_answers() {
     let mut built = session(&model, &store, Mode::Auto);
     built.driver.queue_prompt("send".into());
     let (_d, outs) = run_answering(built, None).await;
-    let result = events(&outs)
-        .into_iter()
-        .find_map(|e| match e {
-            Event::ToolCallFinished { result } => Some(result),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_result(&outs);
     // Answered by the loop's job rules, not "Unknown tool".
     assert!(result.is_error, "{result:?}");
     assert!(
@@ -585,4 +573,15 @@ async fn until_end(out: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Vec<O
         }
     }
     outs
+}
+
+/// The first call's result among the outs.
+fn first_result(outs: &[Out]) -> harness_core::protocol::ToolResult {
+    events(outs)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::ToolCallFinished { result } => Some(result),
+            _ => None,
+        })
+        .expect("a call finished")
 }

@@ -163,13 +163,5 @@ async fn real_model_streams_and_completes() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::ContextOverflow(_)), "{err:?}");
-    if let Ok(path) = std::env::var("LLEMBAS_REAL_MODEL_REPORT") {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        std::io::Write::write_all(&mut f, format!("harness-model {}\n", kind()).as_bytes())
-            .unwrap();
-    }
+    harness_test_support::report_real_model_ran(&format!("harness-model {}", kind())).unwrap();
 }
