@@ -1613,8 +1613,8 @@ impl Driver {
         let session_id = child.id().to_owned();
         child.report_to = job.map(|id| (self.job_tx.clone(), id));
         child.queue_prompt(prompt.to_owned());
-        // Nobody can answer a subagent's questions: they are declined, and the parent told.
-        let answers = ctl_tx.clone();
+        // What a subagent has to tell the person (the loop's notices, such as a declined
+        // call) reaches the parent's front end, named by the job or task.
         let parent_out = self.out.clone();
         let label = match job {
             Some(id) => format!("job {id}"),
@@ -1622,17 +1622,14 @@ impl Driver {
         };
         tokio::spawn(async move {
             while let Some(out) = out_rx.recv().await {
-                if let Out::Event(Event::ToolCallAsked { call_id, question }) = out {
+                if let Out::Event(Event::Notice {
+                    level: Level::Warning,
+                    text,
+                }) = out
+                {
                     let _ = parent_out.send(Out::Event(Event::Notice {
                         level: Level::Warning,
-                        text: format!(
-                            "{label}: declined `{}` (a subagent cannot ask; allow it with a rule or --mode auto)",
-                            question.subject
-                        ),
-                    }));
-                    let _ = answers.send(Ctl::Op(Op::Answer {
-                        call_id,
-                        answer: Answer::Deny { feedback: None },
+                        text: format!("{label}: {text}"),
                     }));
                 }
             }

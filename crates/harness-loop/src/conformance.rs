@@ -13,7 +13,7 @@ use crate::config::LoopConfig;
 use crate::context::{Context, Insert, InsertKind, ReadInfo};
 use crate::jobs::Jobs;
 use crate::session::{
-    Action, AllowAll, Input, Message, ModelOutput, Session, SessionSetup, ToolCatalog, ToolOutcome,
+    Action, Input, Message, ModelOutput, Session, SessionSetup, ToolCatalog, ToolOutcome,
     ToolTraits,
 };
 
@@ -408,7 +408,16 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
         budget: None,
         id: "conformance".into(),
         catalog: Box::new(CaseCatalog),
-        permissions: Box::new(AllowAll),
+        permissions: Box::new(AskFor(
+            case.get("ask")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )),
         subagent,
         hygiene: true,
     });
@@ -561,4 +570,28 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
         actual.push(shape(got, exp, &["actions"]));
     }
     Outcome::compare(case, Value::Array(actual))
+}
+
+/// Allows every call but those of the tools named, which it asks about (a case's `ask`).
+struct AskFor(Vec<String>);
+
+impl crate::session::Permissions for AskFor {
+    fn decide(&self, call: &ToolCall) -> crate::session::Decision {
+        if !self.0.contains(&call.name) {
+            return crate::session::Decision::Allow;
+        }
+        let subject = call
+            .arguments
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or(&call.name)
+            .to_owned();
+        crate::session::Decision::Ask(harness_core::protocol::PermissionQuestion {
+            tool: call.name.clone(),
+            risk: harness_spec::Risk::Execute,
+            subject,
+            pattern: None,
+            reason: Some("asked by the case".into()),
+        })
+    }
 }

@@ -869,6 +869,7 @@ impl Session {
     }
 
     fn plan_calls(&mut self, calls: Vec<ToolCall>) -> Vec<Action> {
+        let mut declined = Vec::new();
         let mut p = Pending {
             slots: vec![None; calls.len()],
             ..Pending::default()
@@ -928,6 +929,21 @@ impl Session {
                         text,
                     )));
                 }
+                // Nobody answers a subagent's questions: the call is declined with the
+                // spec's text, and the person is told.
+                Decision::Ask(question) if self.subagent => {
+                    let subject = [("subject", question.subject.as_str())];
+                    let text = fill(self.cfg.job_error("subagent_asks"), &subject);
+                    declined.push(Action::Emit(Event::Notice {
+                        level: harness_core::protocol::Level::Warning,
+                        text: fill(self.cfg.job_text("subagent_declined"), &subject),
+                    }));
+                    p.slots[i] = Some(Slot::Done(Insert::error(
+                        call.name.clone(),
+                        call.arguments.clone(),
+                        text,
+                    )));
+                }
                 Decision::Ask(question) => {
                     p.slots[i] = Some(Slot::Waiting);
                     p.questions.push_back((i, question));
@@ -936,7 +952,8 @@ impl Session {
         }
         p.calls = calls;
         self.pending = p;
-        self.ask_next()
+        declined.extend(self.ask_next());
+        declined
     }
 
     fn ask_next(&mut self) -> Vec<Action> {

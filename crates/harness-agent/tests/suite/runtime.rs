@@ -585,3 +585,43 @@ fn first_result(outs: &[Out]) -> harness_core::protocol::ToolResult {
         })
         .expect("a call finished")
 }
+
+#[tokio::test]
+async fn a_subagent_cannot_ask_so_its_risky_call_is_declined_and_the_person_told() {
+    let model = ScriptedModel::new([
+        Reply::call("task", json!({"agent": "general", "prompt": "Launch it."})),
+        Reply::call("launch", json!({})),
+        Reply::text("I could not launch it."),
+        Reply::text("The subagent could not launch."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let world = TestWorld::new();
+    let mut built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
+        .store(store)
+        .mode(Mode::Manual)
+        .build()
+        .unwrap();
+    built
+        .driver
+        .queue_prompt("Have a subagent launch it.".into());
+    // The task itself asks (an execute in manual mode); the person allows it once.
+    let (_d, outs) = run_answering(built, Some(Answer::Once)).await;
+    assert!(!world.calls.lock().unwrap().contains(&"launch".to_owned()));
+    let notices: Vec<String> = events(&outs)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Notice { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.starts_with("task general: a subagent's call was declined")),
+        "{notices:?}"
+    );
+    // The subagent's model read the spec's answer.
+    let sent = serde_json::to_string(&model.requests()[2].messages).unwrap();
+    assert!(sent.contains("a subagent cannot ask them"), "{sent}");
+    assert_eq!(ended(&outs), [TurnEnd::Finished]);
+}
