@@ -38,6 +38,8 @@ pub struct SessionParts {
     pub meta: Meta,
     /// A resumed session's events.
     pub resume: Option<Vec<Entry>>,
+    /// The model servers' slots (shared by the sessions of this process).
+    pub capacity: Arc<harness_agent::CapacityGate>,
 }
 
 impl SessionParts {
@@ -51,6 +53,7 @@ impl SessionParts {
             jobs: Arc::new(HostJobs::new(exec.root())),
             world: Arc::new(HostWorld::new(exec)),
             plan: Arc::new(Mutex::new(harness_core::plan::PlanState::default())),
+            capacity: self.capacity,
             personality: self.personality,
             store: Arc::new(self.store),
             meta: self.meta,
@@ -152,7 +155,18 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         store,
         meta,
         resume,
+        capacity: process_capacity()?,
     })
+}
+
+/// The one capacity gate of this process: every session of an ACP agent shares it.
+fn process_capacity() -> Result<Arc<harness_agent::CapacityGate>> {
+    static GATE: std::sync::OnceLock<Arc<harness_agent::CapacityGate>> = std::sync::OnceLock::new();
+    if let Some(g) = GATE.get() {
+        return Ok(g.clone());
+    }
+    let g = Arc::new(harness_agent::CapacityGate::new()?);
+    Ok(GATE.get_or_init(|| g).clone())
 }
 
 /// The person's home directory (`/` when there is none).

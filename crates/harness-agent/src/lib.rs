@@ -72,6 +72,7 @@
 //! # }
 //! ```
 
+pub mod capacity;
 mod error;
 pub mod files;
 mod manager;
@@ -90,6 +91,7 @@ use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::Project;
 use tokio::sync::mpsc;
 
+pub use capacity::CapacityGate;
 pub use error::{Error, Result};
 pub use files::{FileTools, PathMap, ViewPaths};
 pub use manager::SessionManager;
@@ -142,6 +144,7 @@ pub struct SessionBuilder {
     personality: Option<String>,
     product_version: String,
     perms: Option<SessionPermissions>,
+    capacity: Option<Arc<CapacityGate>>,
     meta: Option<Meta>,
     resume: Option<Vec<harness_loop::transcript::Entry>>,
 }
@@ -162,6 +165,7 @@ impl SessionBuilder {
             personality: None,
             product_version: env!("CARGO_PKG_VERSION").into(),
             perms: None,
+            capacity: None,
             meta: None,
             resume: None,
         }
@@ -211,6 +215,13 @@ impl SessionBuilder {
         self
     }
 
+    /// The slots this session shares with other sessions of the process (a new gate of its own
+    /// by default).
+    pub fn capacity(mut self, gate: Arc<CapacityGate>) -> Self {
+        self.capacity = Some(gate);
+        self
+    }
+
     /// A personality preset of `spec/prompts/personality/`.
     pub fn personality(mut self, name: Option<String>) -> Self {
         self.personality = name;
@@ -256,6 +267,10 @@ impl SessionBuilder {
             world: self.world,
             jobs: self.jobs,
             plan: Arc::new(Mutex::new(PlanState::default())),
+            capacity: match self.capacity {
+                Some(gate) => gate,
+                None => Arc::new(CapacityGate::new()?),
+            },
             personality: self.personality,
             store: self.store,
             meta,

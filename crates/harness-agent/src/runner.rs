@@ -89,6 +89,8 @@ pub struct DriverSetup {
     pub jobs: Arc<dyn JobSpawner>,
     /// The session's plan (shared with subagents).
     pub plan: Arc<Mutex<PlanState>>,
+    /// The model servers' slots (shared with subagents and the process's other sessions).
+    pub capacity: Arc<crate::capacity::CapacityGate>,
     /// The personality preset.
     pub personality: Option<String>,
     /// The session store.
@@ -114,6 +116,7 @@ pub struct Driver {
     world: Arc<dyn ToolWorld>,
     spawner: Arc<dyn JobSpawner>,
     plan: Arc<Mutex<PlanState>>,
+    capacity: Arc<crate::capacity::CapacityGate>,
     project: Project,
     kind: SessionKind,
     product_version: String,
@@ -296,6 +299,9 @@ impl Driver {
             crate::time::format_time(crate::time::now())[..10].to_owned(),
         );
         values.insert("model".into(), setup.model_name.clone());
+        if let Some(slots) = setup.model.model().capacity {
+            setup.capacity.set_slots(&setup.model.server(), slots);
+        }
         let (job_tx, job_rx) = mpsc::unbounded_channel();
         let searches = setup.store.searches();
         let offering = offering(&Catalogue {
@@ -317,6 +323,7 @@ impl Driver {
             world,
             spawner: setup.jobs,
             plan: setup.plan,
+            capacity: setup.capacity,
             project: setup.project,
             kind: setup.kind,
             product_version: setup.product_version,
@@ -957,14 +964,8 @@ impl Driver {
             tool_choice: Some(ToolChoice::None),
             ..ChatRequest::default()
         };
-        let client = self.client.clone();
-        let cancel = self.cancel.clone();
         self.compacting = true;
-        let task = tokio::spawn(async move {
-            client
-                .stream(&chat, &cancel, &mut |_: &StreamEvent| {})
-                .await
-        });
+        let task = self.model_task(chat, false);
         let result = self.wait(task).await;
         self.compacting = false;
         if self.cancelled || self.cancel.is_cancelled() {
@@ -1048,20 +1049,7 @@ impl Driver {
             },
             ..ChatRequest::default()
         };
-        let client = self.client.clone();
-        let cancel = self.cancel.clone();
-        let out = self.out.clone();
-        let task = tokio::spawn(async move {
-            let mut on_event = |e: &StreamEvent| {
-                let ev = match e {
-                    StreamEvent::Text(t) => Event::TextDelta { text: t.clone() },
-                    StreamEvent::Reasoning(t) => Event::ReasoningDelta { text: t.clone() },
-                    _ => return,
-                };
-                let _ = out.send(Out::Event(ev));
-            };
-            client.stream(&chat, &cancel, &mut on_event).await
-        });
+        let task = self.model_task(chat, true);
         let result = self.wait(task).await?;
         if self.cancelled {
             return Ok(Input::Cancel);
@@ -1075,6 +1063,57 @@ impl Driver {
                     message: e.to_string(),
                 }
             }
+        })
+    }
+
+    /// One model request as a task: it first waits for a slot of the model's server (a
+    /// subagent's requests go in the slot it holds), streams the answer's pieces to the front end
+    /// when `shown`, and gives the slot back.
+    fn model_task(
+        &self,
+        chat: ChatRequest,
+        shown: bool,
+    ) -> tokio::task::JoinHandle<std::result::Result<Completion, harness_model::Error>> {
+        let client = self.client.clone();
+        let cancel = self.cancel.clone();
+        let out = self.out.clone();
+        let gate = self.capacity.clone();
+        let server = client.server();
+        let holder = self
+            .agent
+            .is_none()
+            .then(|| harness_loop::capacity::Holder::Request(self.meta.id.clone()));
+        tokio::spawn(async move {
+            if let Some(h) = &holder {
+                let notices = out.clone();
+                let mut queued = |position: usize| {
+                    let _ = notices.send(Out::Event(Event::Notice {
+                        level: Level::Info,
+                        text: format!(
+                            "waiting for a free slot of {server}: number {position} in line"
+                        ),
+                    }));
+                };
+                if !gate.acquire(&server, h, &cancel, &mut queued).await {
+                    return Err(harness_model::Error::Cancelled);
+                }
+            }
+            let mut on_event = |e: &StreamEvent| {
+                if !shown {
+                    return;
+                }
+                let ev = match e {
+                    StreamEvent::Text(t) => Event::TextDelta { text: t.clone() },
+                    StreamEvent::Reasoning(t) => Event::ReasoningDelta { text: t.clone() },
+                    _ => return,
+                };
+                let _ = out.send(Out::Event(ev));
+            };
+            let answer = client.stream(&chat, &cancel, &mut on_event).await;
+            if let Some(h) = &holder {
+                gate.release(&server, h);
+            }
+            answer
         })
     }
 
@@ -1598,6 +1637,7 @@ impl Driver {
             world: self.world.clone(),
             jobs: self.spawner.clone(),
             plan: self.plan.clone(),
+            capacity: self.capacity.clone(),
             personality: self.personality.clone(),
             store: self.store.clone(),
             meta,
@@ -1635,12 +1675,21 @@ impl Driver {
             }
         });
         let cancel_tx = ctl_tx.clone();
+        // A running subagent holds a slot of its server (it is admitted at once, and the main
+        // agent's requests wait while the slots are full); its own requests go in it.
+        let gate = self.capacity.clone();
+        let server = self.client.server();
+        let slot =
+            harness_loop::capacity::Holder::Subagent(format!("{}/{session_id}", self.meta.id));
         let handle = tokio::spawn(async move {
+            gate.acquire(&server, &slot, &CancellationToken::new(), &mut |_| {})
+                .await;
             let watch = tokio::spawn(async move {
                 cancel.cancelled().await;
                 let _ = cancel_tx.send(Ctl::Op(Op::Cancel));
             });
             let r = child.run(true).await;
+            gate.release(&server, &slot);
             watch.abort();
             child.shutdown().await;
             if let Err(e) = r {

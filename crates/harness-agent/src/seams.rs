@@ -41,6 +41,11 @@ pub trait ModelLink: Send + Sync {
         on_event: &'a mut (dyn FnMut(&StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<Completion, harness_model::Error>>;
 
+    /// The server it talks to, as capacity counts servers (one set of slots each).
+    fn server(&self) -> String {
+        self.model().name.clone()
+    }
+
     /// The same link to another model (`/model NAME`).
     fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String>;
 }
@@ -76,6 +81,10 @@ impl ModelLink for ModelClient {
         on_event: &'a mut (dyn FnMut(&StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<Completion, harness_model::Error>> {
         Box::pin(ModelClient::stream(self, request, cancel, on_event))
+    }
+
+    fn server(&self) -> String {
+        self.endpoint().base_url.clone()
     }
 
     fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String> {

@@ -625,3 +625,72 @@ async fn a_subagent_cannot_ask_so_its_risky_call_is_declined_and_the_person_told
     assert!(sent.contains("a subagent cannot ask them"), "{sent}");
     assert_eq!(ended(&outs), [TurnEnd::Finished]);
 }
+
+#[tokio::test]
+async fn a_running_subagent_holds_a_slot_and_the_main_agent_waits_for_it() {
+    // One slot (loop.json's default for a model that says none).
+    let model = ScriptedModel::new([
+        Reply::call(
+            "task",
+            json!({"agent": "general", "prompt": "Look around.", "background": true}),
+        ),
+        Reply::text("Looked around."),
+        Reply::text("Going on."),
+        Reply::text("All done."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("Start a helper.".into());
+    let (_d, outs) = run_answering(built, None).await;
+    let notices: Vec<String> = events(&outs)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Notice { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.starts_with("waiting for a free slot of scripted")),
+        "{notices:?}"
+    );
+    // The subagent's request came before the main agent's next one.
+    let requests = model.requests();
+    assert!(tool_names(&requests[1]).contains(&"report".to_owned()));
+    assert!(!tool_names(&requests[2]).contains(&"report".to_owned()));
+}
+
+#[tokio::test]
+async fn a_request_waits_for_a_slot_and_a_cancel_leaves_the_line() {
+    let gate = Arc::new(harness_agent::CapacityGate::new().unwrap());
+    let first = harness_loop::capacity::Holder::Request("a".into());
+    let second = harness_loop::capacity::Holder::Request("b".into());
+    let never = harness_model::CancellationToken::new();
+    assert!(gate.acquire("srv", &first, &never, &mut |_| {}).await);
+    let g = gate.clone();
+    let waiting = tokio::spawn(async move {
+        let mut place = None;
+        let got = g
+            .acquire(
+                "srv",
+                &second,
+                &harness_model::CancellationToken::new(),
+                &mut |p| place = Some(p),
+            )
+            .await;
+        (got, place)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "one slot: the second request waits");
+    gate.release("srv", &first);
+    let (got, place) = waiting.await.unwrap();
+    assert!(got);
+    assert_eq!(place, Some(1));
+    // A cancelled waiter gives its place back.
+    let cancel = harness_model::CancellationToken::new();
+    cancel.cancel();
+    let third = harness_loop::capacity::Holder::Request("c".into());
+    assert!(!gate.acquire("srv", &third, &cancel, &mut |_| {}).await);
+    assert_eq!(gate.in_use("srv"), 1);
+}
