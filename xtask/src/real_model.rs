@@ -60,7 +60,7 @@ const CANDIDATES: [Candidate; 2] = [
         pins: include_str!("../real-model/llama-cpp-python.txt"),
         build_pins: Some(include_str!("../real-model/build-tools.txt")),
         kind: "llama-cpp-python",
-        install_note: "compiles llama.cpp from source, about 6 minutes on 2 cores",
+        install_note: "compiles llama.cpp from source, about 7 minutes on 2 cores",
     },
 ];
 
