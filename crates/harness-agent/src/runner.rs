@@ -649,15 +649,7 @@ impl Driver {
                 let args = serde_json::json!({"id": id});
                 let r = match self.session.jobs_mut().tool("job_stop", &args) {
                     Some(harness_loop::jobs::JobDecision::Stop { .. }) => {
-                        if let Some(child) = self.subagents.get(&id) {
-                            self.stopping.insert(id);
-                            let _ = child.send(Ctl::Op(Op::Cancel));
-                        } else if let Some(r) = self.jobs.get(&id).cloned() {
-                            self.stopping.insert(id);
-                            tokio::spawn(async move {
-                                r.stop().await;
-                            });
-                        }
+                        self.stop_job(id);
                         Ok(())
                     }
                     Some(d) => Err(d.text().to_owned()),
@@ -792,15 +784,7 @@ impl Driver {
                     None
                 }
                 Action::StopJob { id } => {
-                    if let Some(child) = self.subagents.get(&id) {
-                        self.stopping.insert(id);
-                        let _ = child.send(Ctl::Op(Op::Cancel));
-                    } else if let Some(r) = self.jobs.get(&id).cloned() {
-                        self.stopping.insert(id);
-                        tokio::spawn(async move {
-                            r.stop().await;
-                        });
-                    }
+                    self.stop_job(id);
                     None
                 }
                 Action::DeliverToJob { id, message } => {
@@ -841,18 +825,28 @@ impl Driver {
                     let _ = self.op_while_busy(op);
                 }
                 Some(msg) = self.job_rx.recv() => {
-                    let input = self.job_input(msg);
-                    let actions = self.session.handle(input)?;
-                    self.flush_log()?;
-                    for a in actions {
-                        match a {
-                            Action::Emit(e) => self.emit(e),
-                            other => self.notice(Level::Info, format!("deferred action dropped: {other:?}")),
-                        }
+                    for other in self.job_while_waiting(msg)? {
+                        self.notice(Level::Info, format!("deferred action dropped: {other:?}"));
                     }
                 }
             }
         }
+    }
+
+    /// A job's message that came while the session waits on something: fed to the session at
+    /// once (it never needs an answer), its events shown; the other actions it gave back.
+    fn job_while_waiting(&mut self, msg: JobMsg) -> Result<Vec<Action>> {
+        let input = self.job_input(msg);
+        let actions = self.session.handle(input)?;
+        self.flush_log()?;
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                Action::Emit(e) => self.emit(e),
+                other => rest.push(other),
+            }
+        }
+        Ok(rest)
     }
 
     fn system_text(&self) -> Result<String> {
@@ -903,6 +897,10 @@ impl Driver {
     /// Whether `request` (with the system text) would fill more than the spec's share of the
     /// model's context window. A history that is one message (just compacted) is never full.
     fn near_full(&self, request: &ModelRequest) -> Result<bool> {
+        if self.client.model().context.is_none() {
+            // No window known: the loop's rule compacts nothing; skip assembling the prompt.
+            return Ok(false);
+        }
         let percent = LoopConfig::embedded()?.context.compaction.near_full_percent;
         // The tools offered take room too (their schemas as sent, four characters a token).
         let tools: usize = if request.tools && self.client.model().tools {
@@ -1192,14 +1190,7 @@ impl Driver {
                     }
                 },
                 Some(msg) = self.job_rx.recv() => {
-                    let input = self.job_input(msg);
-                    let actions = self.session.handle(input)?;
-                    self.flush_log()?;
-                    for a in actions {
-                        if let Action::Emit(e) = a {
-                            self.emit(e);
-                        }
-                    }
+                    let _ = self.job_while_waiting(msg)?;
                 }
             }
         }
@@ -1455,14 +1446,7 @@ impl Driver {
                     None => self.reply = Some((call_id.to_owned(), None)),
                 },
                 Some(msg) = self.job_rx.recv() => {
-                    let input = self.job_input(msg);
-                    let actions = self.session.handle(input)?;
-                    self.flush_log()?;
-                    for a in actions {
-                        if let Action::Emit(e) = a {
-                            self.emit(e);
-                        }
-                    }
+                    let _ = self.job_while_waiting(msg)?;
                 }
             }
         }
@@ -1717,6 +1701,20 @@ impl Driver {
         Ok((ctl_tx, handle, session_id))
     }
 
+    /// Stops a running job: a subagent is cancelled, a command's process stopped; its end comes
+    /// back as the job's usual end, marked stopped.
+    fn stop_job(&mut self, id: u32) {
+        if let Some(child) = self.subagents.get(&id) {
+            self.stopping.insert(id);
+            let _ = child.send(Ctl::Op(Op::Cancel));
+        } else if let Some(r) = self.jobs.get(&id).cloned() {
+            self.stopping.insert(id);
+            tokio::spawn(async move {
+                r.stop().await;
+            });
+        }
+    }
+
     /// Follows a running job: its new output and its end go to the session.
     fn watch_job(&mut self, id: u32, running: Arc<dyn Process>, seen: usize) {
         self.jobs.insert(id, running.clone());
@@ -1843,26 +1841,8 @@ fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::sea
     })
 }
 
-/// A history's size in tokens, estimated as the model link estimates a prompt (four
-/// characters a token).
+/// A history's size in tokens, estimated as the loop estimates a prompt (four characters a
+/// token).
 fn approx_tokens(history: &[LoopMessage]) -> u64 {
-    let chars: usize = history
-        .iter()
-        .map(|m| match m {
-            LoopMessage::User { text, .. } | LoopMessage::Tool { text, .. } => text.len(),
-            LoopMessage::Assistant {
-                text,
-                reasoning,
-                tool_calls,
-            } => {
-                text.len()
-                    + reasoning.len()
-                    + tool_calls
-                        .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
-                        .sum::<usize>()
-            }
-        })
-        .sum();
-    (chars / 4) as u64
+    (history.iter().map(LoopMessage::chars).sum::<usize>() / 4) as u64
 }

@@ -607,13 +607,7 @@ async fn a_subagent_cannot_ask_so_its_risky_call_is_declined_and_the_person_told
     // The task itself asks (an execute in manual mode); the person allows it once.
     let (_d, outs) = run_answering(built, Some(Answer::Once)).await;
     assert!(!world.calls.lock().unwrap().contains(&"launch".to_owned()));
-    let notices: Vec<String> = events(&outs)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Notice { text, .. } => Some(text),
-            _ => None,
-        })
-        .collect();
+    let notices = notices(&outs);
     assert!(
         notices
             .iter()
@@ -642,13 +636,7 @@ async fn a_running_subagent_holds_a_slot_and_the_main_agent_waits_for_it() {
     let mut built = session(&model, &store, Mode::Auto);
     built.driver.queue_prompt("Start a helper.".into());
     let (_d, outs) = run_answering(built, None).await;
-    let notices: Vec<String> = events(&outs)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Notice { text, .. } => Some(text),
-            _ => None,
-        })
-        .collect();
+    let notices = notices(&outs);
     assert!(
         notices
             .iter()
@@ -693,4 +681,15 @@ async fn a_request_waits_for_a_slot_and_a_cancel_leaves_the_line() {
     let third = harness_loop::capacity::Holder::Request("c".into());
     assert!(!gate.acquire("srv", &third, &cancel, &mut |_| {}).await);
     assert_eq!(gate.in_use("srv"), 1);
+}
+
+/// The notices' texts among the outs.
+fn notices(outs: &[Out]) -> Vec<String> {
+    events(outs)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Notice { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect()
 }
