@@ -16,13 +16,12 @@ use harness_core::protocol::{
 use harness_loop::config::LoopConfig;
 use harness_loop::session::ToolTraits;
 use harness_loop::session::{
-    Action, Input, Message as LoopMessage, ModelOutput, ModelRequest, Session, SessionSetup,
-    ToolCatalog as _, ToolOutcome,
+    Action, Input, Message, ModelOutput, ModelRequest, Session, SessionSetup, ToolCatalog as _,
+    ToolOutcome,
 };
 use harness_loop::transcript::Entry;
 use harness_model::{
-    CancellationToken, ChatRequest, Completion, FinishReason, Message as ModelMessage, StreamEvent,
-    ToolChoice, ToolSpec,
+    CancellationToken, ChatRequest, Completion, FinishReason, StreamEvent, ToolChoice, ToolSpec,
 };
 use harness_spec::{Project, Spec};
 use tokio::sync::mpsc;
@@ -947,14 +946,11 @@ impl Driver {
         }
         let before = history.len();
         let before_tokens = approx_tokens(history);
-        let mut messages = vec![ModelMessage::System {
+        let mut messages = vec![Message::System {
             text: self.system_text()?,
         }];
-        messages.extend(history.iter().map(to_model_message));
-        messages.push(ModelMessage::User {
-            text: cfg.request.clone(),
-            images: Vec::new(),
-        });
+        messages.extend(history.iter().cloned());
+        messages.push(Message::user(cfg.request.clone()));
         let chat = ChatRequest {
             messages,
             // The tools stay listed (the prompt's cache holds) but none may be called.
@@ -1029,10 +1025,10 @@ impl Driver {
     }
 
     async fn call_model(&mut self, request: ModelRequest) -> Result<Input> {
-        let mut messages = vec![ModelMessage::System {
+        let mut messages = vec![Message::System {
             text: self.system_text()?,
         }];
-        messages.extend(request.messages.iter().map(to_model_message));
+        messages.extend(request.messages.iter().cloned());
         let chat = ChatRequest {
             messages,
             tools: if request.tools {
@@ -1685,7 +1681,7 @@ impl Driver {
                     .iter()
                     .rev()
                     .find_map(|m| match m {
-                        LoopMessage::Assistant { text, .. } if !text.trim().is_empty() => {
+                        Message::Assistant { text, .. } if !text.trim().is_empty() => {
                             Some(text.clone())
                         }
                         _ => None,
@@ -1742,7 +1738,7 @@ impl Driver {
     }
 
     /// The history the model sees now.
-    pub fn history(&self) -> &[LoopMessage] {
+    pub fn history(&self) -> &[Message] {
         self.session.history()
     }
 
@@ -1806,28 +1802,6 @@ fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
     out
 }
 
-fn to_model_message(m: &LoopMessage) -> ModelMessage {
-    match m {
-        LoopMessage::User { text, .. } => ModelMessage::User {
-            text: text.clone(),
-            images: Vec::new(),
-        },
-        LoopMessage::Assistant {
-            text,
-            reasoning,
-            tool_calls,
-        } => ModelMessage::Assistant {
-            text: text.clone(),
-            reasoning: (!reasoning.is_empty()).then(|| reasoning.clone()),
-            tool_calls: tool_calls.clone(),
-        },
-        LoopMessage::Tool { call_id, text } => ModelMessage::Tool {
-            call_id: call_id.clone(),
-            content: text.clone(),
-        },
-    }
-}
-
 /// Where a call's output goes as it comes: each piece to the front end as [`Out::ToolOutput`],
 /// in order, before the call's result.
 fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::seams::OutputSink {
@@ -1843,6 +1817,6 @@ fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::sea
 
 /// A history's size in tokens, estimated as the loop estimates a prompt (four characters a
 /// token).
-fn approx_tokens(history: &[LoopMessage]) -> u64 {
-    (history.iter().map(LoopMessage::chars).sum::<usize>() / 4) as u64
+fn approx_tokens(history: &[Message]) -> u64 {
+    (history.iter().map(Message::chars).sum::<usize>() / 4) as u64
 }

@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod error;
 pub mod fill;
 pub mod library;
+pub mod message;
 pub mod narrow;
 pub mod offer;
 pub mod plan;

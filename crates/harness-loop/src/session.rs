@@ -447,16 +447,12 @@ impl Session {
                 Entry::TurnStarted { turn, text, origin } => {
                     s.turn_starts.push(s.history.len());
                     s.context.begin_turn(*turn);
-                    s.history.push(Message::User {
-                        text: text.clone(),
-                        origin: *origin,
-                    });
+                    s.history.push(Message::user_from(text.clone(), *origin));
                     open_turn = true;
                 }
-                Entry::User { text, origin } => s.history.push(Message::User {
-                    text: text.clone(),
-                    origin: *origin,
-                }),
+                Entry::User { text, origin } => {
+                    s.history.push(Message::user_from(text.clone(), *origin))
+                }
                 Entry::Assistant {
                     text,
                     reasoning,
@@ -494,10 +490,7 @@ impl Session {
                 Entry::TurnEnded { .. } => open_turn = false,
                 Entry::Compacted { text } => {
                     s.context.compact();
-                    s.history = vec![Message::User {
-                        text: text.clone(),
-                        origin: Origin::Machine,
-                    }];
+                    s.history = vec![Message::user_from(text.clone(), Origin::Machine)];
                     s.compacted_through = s.turns();
                     s.turn_starts.fill(0);
                 }
@@ -701,10 +694,7 @@ impl Session {
             text: text.clone(),
             origin,
         });
-        self.history.push(Message::User {
-            text: text.clone(),
-            origin,
-        });
+        self.history.push(Message::user_from(text.clone(), origin));
         let mut actions = vec![Action::Emit(Event::UserInput { text, origin })];
         actions.extend(self.next_call());
         actions
@@ -715,7 +705,7 @@ impl Session {
             text: text.clone(),
             origin,
         });
-        self.history.push(Message::User { text, origin });
+        self.history.push(Message::user_from(text, origin));
     }
 
     fn next_call(&mut self) -> Vec<Action> {
@@ -1348,10 +1338,7 @@ impl Session {
         } else {
             format!("{summary}\n\n{table}")
         };
-        self.history = vec![Message::User {
-            text: text.clone(),
-            origin: Origin::Machine,
-        }];
+        self.history = vec![Message::user_from(text.clone(), Origin::Machine)];
         self.compacted_through = self.turns();
         self.turn_starts.fill(0);
         self.log.push(Entry::Compacted { text: text.clone() });

@@ -207,15 +207,9 @@ pub fn replay(entries: &[Entry]) -> Vec<Message> {
         match e {
             Entry::TurnStarted { text, origin, .. } => {
                 starts.push(history.len());
-                history.push(Message::User {
-                    text: text.clone(),
-                    origin: *origin,
-                });
+                history.push(Message::user_from(text.clone(), *origin));
             }
-            Entry::User { text, origin } => history.push(Message::User {
-                text: text.clone(),
-                origin: *origin,
-            }),
+            Entry::User { text, origin } => history.push(Message::user_from(text.clone(), *origin)),
             Entry::Assistant {
                 text,
                 reasoning,
@@ -230,10 +224,7 @@ pub fn replay(entries: &[Entry]) -> Vec<Message> {
                 text: text.clone(),
             }),
             Entry::Compacted { text } => {
-                history = vec![Message::User {
-                    text: text.clone(),
-                    origin: Origin::Machine,
-                }];
+                history = vec![Message::user_from(text.clone(), Origin::Machine)];
                 starts.fill(0);
             }
             Entry::Rewound { turn } => {

@@ -19,7 +19,7 @@
 //! let model = ModelInfo::resolve(Catalogue::embedded()?, "qwen3-coder", &ModelOverrides::default());
 //! let client = ModelClient::new(Endpoint::new("http://127.0.0.1:8080/v1"), model)?;
 //! let request = ChatRequest {
-//!     messages: vec![Message::User { text: "hi".into(), images: vec![] }],
+//!     messages: vec![Message::user("hi")],
 //!     ..ChatRequest::default()
 //! };
 //! let answer = client.stream(&request, &CancellationToken::new(), &mut |_event| {}).await?;

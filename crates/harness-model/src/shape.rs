@@ -6,59 +6,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use harness_core::protocol::ToolCall;
+pub use harness_core::message::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::Result;
 use crate::metadata::ModelInfo;
 use crate::quirks::{Quirks, ServerProfile};
-
-/// One message of a conversation, as the harness holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    /// Instructions.
-    System {
-        /// The text.
-        text: String,
-    },
-    /// The person (or a marked machine message).
-    User {
-        /// The text.
-        text: String,
-        /// Images as `data:` or `https:` URLs.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        images: Vec<String>,
-    },
-    /// The model.
-    Assistant {
-        /// The answer text.
-        text: String,
-        /// Its reasoning, sent back only to models that need it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reasoning: Option<String>,
-        /// The calls it made, with our ids.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall>,
-    },
-    /// The result of one call.
-    Tool {
-        /// Our id of the call it answers.
-        call_id: String,
-        /// The text the model is sent.
-        content: String,
-    },
-}
-
-impl From<&harness_core::protocol::ToolResult> for Message {
-    fn from(result: &harness_core::protocol::ToolResult) -> Message {
-        Message::Tool {
-            call_id: result.call_id.clone(),
-            content: result.content.clone(),
-        }
-    }
-}
 
 impl From<&crate::parse::Completion> for Message {
     /// The answer as the assistant message that goes into the history. Calls that cannot be run
@@ -67,7 +21,7 @@ impl From<&crate::parse::Completion> for Message {
     fn from(c: &crate::parse::Completion) -> Message {
         Message::Assistant {
             text: c.text.clone(),
-            reasoning: (!c.reasoning.is_empty()).then(|| c.reasoning.clone()),
+            reasoning: c.reasoning.clone(),
             tool_calls: c.tool_calls.clone(),
         }
     }
@@ -217,7 +171,11 @@ pub fn plain_schema(schema: &Value, keys: &[String]) -> Value {
 pub fn normalize(messages: &[Message], missing_result: &str) -> Vec<Message> {
     let mut results: HashMap<&str, &str> = HashMap::new();
     for m in messages {
-        if let Message::Tool { call_id, content } = m {
+        if let Message::Tool {
+            call_id,
+            text: content,
+        } = m
+        {
             results.entry(call_id.as_str()).or_insert(content.as_str());
         }
     }
@@ -228,13 +186,7 @@ pub fn normalize(messages: &[Message], missing_result: &str) -> Vec<Message> {
     for m in messages {
         match m {
             Message::System { text } if !seen_other => system.push(text.clone()),
-            Message::System { text } => push_merged(
-                &mut out,
-                Message::User {
-                    text: text.clone(),
-                    images: Vec::new(),
-                },
-            ),
+            Message::System { text } => push_merged(&mut out, Message::user(text.clone())),
             Message::Tool { .. } => {}
             Message::Assistant { .. } => {
                 seen_other = true;
@@ -253,7 +205,7 @@ pub fn normalize(messages: &[Message], missing_result: &str) -> Vec<Message> {
                     answered.insert(call.id.clone());
                     out.push(Message::Tool {
                         call_id: call.id,
-                        content,
+                        text: content,
                     });
                 }
             }
@@ -277,10 +229,11 @@ pub fn normalize(messages: &[Message], missing_result: &str) -> Vec<Message> {
 fn push_merged(out: &mut Vec<Message>, m: Message) {
     match (out.last_mut(), m) {
         (
-            Some(Message::User { text, images }),
+            Some(Message::User { text, images, .. }),
             Message::User {
                 text: more,
                 images: more_images,
+                ..
             },
         ) => {
             join_text(text, &more);
@@ -299,11 +252,7 @@ fn push_merged(out: &mut Vec<Message>, m: Message) {
             },
         ) if tool_calls.is_empty() => {
             join_text(text, &more);
-            match (reasoning.as_mut(), more_reasoning) {
-                (Some(r), Some(more)) => join_text(r, &more),
-                (None, Some(more)) => *reasoning = Some(more),
-                _ => {}
-            }
+            join_text(reasoning, &more_reasoning);
             tool_calls.extend(more_calls);
         }
         (_, m) => out.push(m),
@@ -399,10 +348,10 @@ pub fn shape_request(
     for m in &messages {
         let value = match m {
             Message::System { text } => json!({"role": "system", "content": text}),
-            Message::User { text, images } if images.is_empty() => {
+            Message::User { text, images, .. } if images.is_empty() => {
                 json!({"role": "user", "content": text})
             }
-            Message::User { text, images } => {
+            Message::User { text, images, .. } => {
                 let mut parts = vec![json!({"type": "text", "text": text})];
                 parts.extend(
                     images
@@ -417,10 +366,8 @@ pub fn shape_request(
                 tool_calls,
             } => {
                 let mut v = json!({"role": "assistant", "content": text});
-                if request.replay_reasoning
-                    && let Some(r) = reasoning.as_ref().filter(|r| !r.is_empty())
-                {
-                    v[profile.reasoning_field.as_str()] = Value::String(r.clone());
+                if request.replay_reasoning && !reasoning.is_empty() {
+                    v[profile.reasoning_field.as_str()] = Value::String(reasoning.clone());
                 }
                 if !tool_calls.is_empty() && calls_as_text {
                     let mut content = text.clone();
@@ -457,7 +404,10 @@ pub fn shape_request(
                 }
                 v
             }
-            Message::Tool { call_id, content } => {
+            Message::Tool {
+                call_id,
+                text: content,
+            } => {
                 let wire = wire_ids.get(call_id).cloned().unwrap_or_default();
                 if tool_role {
                     json!({"role": "tool", "tool_call_id": wire, "content": content})

@@ -156,7 +156,7 @@ fn step_budget_ends_with_a_wrap_up_without_tools() {
     let req = request(&a).unwrap();
     assert!(req.wrap_up && !req.tools);
     match req.messages.last().unwrap() {
-        Message::User { text, origin } => {
+        Message::User { text, origin, .. } => {
             assert!(text.starts_with("[budget reached: step]"), "{text}");
             assert_eq!(*origin, Origin::Machine);
         }
@@ -340,7 +340,10 @@ fn job_wakes_at_next_step_or_as_a_machine_turn() {
     let a = s
         .handle(Input::ToolResults(vec![ToolOutcome::ok("2", "x")]))
         .unwrap();
-    let Some(Message::User { text: t, origin }) = request(&a).unwrap().messages.last() else {
+    let Some(Message::User {
+        text: t, origin, ..
+    }) = request(&a).unwrap().messages.last()
+    else {
         panic!()
     };
     assert!(

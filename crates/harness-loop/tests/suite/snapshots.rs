@@ -37,7 +37,8 @@ fn render(messages: &[Message]) -> String {
     messages
         .iter()
         .map(|m| match m {
-            Message::User { text, origin } => format!("user ({origin:?}):\n{text}"),
+            Message::System { text } => format!("system:\n{text}"),
+            Message::User { text, origin, .. } => format!("user ({origin:?}):\n{text}"),
             Message::Assistant {
                 text, tool_calls, ..
             } => {

@@ -44,10 +44,7 @@ fn client(server: &ScriptedServer, kind: &str, model: ModelInfo) -> ModelClient 
 }
 
 fn user(text: &str) -> Message {
-    Message::User {
-        text: text.into(),
-        images: vec![],
-    }
+    Message::user(text)
 }
 
 fn ask(text: &str) -> ChatRequest {
@@ -141,16 +138,16 @@ async fn a_conversation_is_shaped_for_strict_servers() {
             user("Please."),
             Message::Assistant {
                 text: String::new(),
-                reasoning: Some("thinking".into()),
+                reasoning: "thinking".into(),
                 tool_calls: vec![call("our-1", "a.txt"), call("our-2", "b.txt")],
             },
             Message::Tool {
                 call_id: "our-1".into(),
-                content: "A".into(),
+                text: "A".into(),
             },
             Message::Tool {
                 call_id: "stray".into(),
-                content: "orphan".into(),
+                text: "orphan".into(),
             },
             Message::System {
                 text: "A late note.".into(),
@@ -223,7 +220,7 @@ async fn without_a_tool_role_results_go_as_user_messages() {
             user("go"),
             Message::Assistant {
                 text: "Reading.".into(),
-                reasoning: None,
+                reasoning: String::new(),
                 tool_calls: vec![ToolCall {
                     id: "c1".into(),
                     name: "read".into(),
@@ -232,7 +229,7 @@ async fn without_a_tool_role_results_go_as_user_messages() {
             },
             Message::Tool {
                 call_id: "c1".into(),
-                content: "X".into(),
+                text: "X".into(),
             },
             user("and now?"),
         ],
@@ -703,7 +700,7 @@ fn history_with_a_call() -> ChatRequest {
             user("What is in a.txt?"),
             Message::Assistant {
                 text: "Reading it.".into(),
-                reasoning: None,
+                reasoning: String::new(),
                 tool_calls: vec![
                     ToolCall {
                         id: "our-1".into(),
@@ -719,7 +716,7 @@ fn history_with_a_call() -> ChatRequest {
             },
             Message::Tool {
                 call_id: "our-1".into(),
-                content: "alpha".into(),
+                text: "alpha".into(),
             },
             user("Thanks. Summarize."),
         ],

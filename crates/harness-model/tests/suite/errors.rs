@@ -106,7 +106,7 @@ fn the_model_is_told_which_calls_were_not_run() {
         message,
         harness_model::Message::Assistant {
             text: String::new(),
-            reasoning: None,
+            reasoning: String::new(),
             tool_calls: vec![]
         }
     );

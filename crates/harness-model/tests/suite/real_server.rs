@@ -41,10 +41,7 @@ fn client() -> ModelClient {
 
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
-        messages: vec![Message::User {
-            text: text.into(),
-            images: vec![],
-        }],
+        messages: vec![Message::user(text)],
         temperature: Some(0.0),
         max_tokens: Some(24),
         ..ChatRequest::default()
@@ -140,12 +137,12 @@ async fn real_model_streams_and_completes() {
     history.tool_choice = Some(ToolChoice::Auto);
     history.messages.push(Message::Assistant {
         text: String::new(),
-        reasoning: None,
+        reasoning: String::new(),
         tool_calls: vec![call.clone()],
     });
     history.messages.push(Message::Tool {
         call_id: call.id.clone(),
-        content: "1: fn main() {}".into(),
+        text: "1: fn main() {}".into(),
     });
     let followed = client.stream(&history, &cancel, &mut |_| {}).await.unwrap();
     assert!(matches!(
