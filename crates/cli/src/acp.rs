@@ -879,9 +879,9 @@ async fn open_session(
                 .and_then(crate::memory_api::Api::from_meta)
         })
         .flatten();
-    parts.exec.scope = scope.clone();
+    parts.exec.personal.scope = scope.clone();
     if let Some(api) = &memory_api {
-        parts.exec.memory = None;
+        parts.exec.personal.memory = None;
         parts.exec.memory_api = Some(api.clone());
     }
     let model = parts.model_name.clone();

@@ -61,7 +61,7 @@ pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
                 .tool_by_any_name(project, name)
                 .ok_or_else(|| anyhow!("no tool named {name:?} in spec {}", spec.version()))?;
             let mut cx = OfferContext::new(project, kind, mode.unwrap_or(Mode::Edit));
-            cx.values = crate::tools::runtime_values();
+            cx.values = harness_agent::personal::runtime_values();
             if !offer::is_offered(tool, &cx) {
                 eprintln!(
                     "note: {} is not offered to a {} session of {} in mode {}",

@@ -12,7 +12,6 @@ pub mod args;
 pub mod commands;
 pub mod exec;
 pub mod interactive;
-pub mod library;
 pub mod memory_api;
 pub mod oneshot;
 pub mod process;
@@ -20,7 +19,6 @@ pub mod render;
 pub mod session;
 pub mod settings;
 pub mod store;
-pub mod tools;
 pub mod web;
 pub mod world;
 

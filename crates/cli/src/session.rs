@@ -3,6 +3,7 @@
 //! the session's place in the store.
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use harness_agent::library::{DirLibrary, Library};
 use harness_loop::transcript::Entry;
 use harness_model::{
     CancellationToken, Catalogue, Endpoint, ModelClient, ModelInfo, ModelOverrides,
@@ -127,9 +128,15 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    exec.library = Some(crate::library::Library::new(&settings.dirs.data, &project));
-    exec.memory = Some(settings.dirs.data.join("memory.json"));
-    exec.user_skills = Some(settings.dirs.data.join("skills"));
+    exec.personal = harness_agent::personal::PersonalTools {
+        library: Some(Library::new(
+            Arc::new(DirLibrary::new(&settings.dirs.data.join("library"))),
+            &project,
+        )),
+        scope: None,
+        memory: Some(settings.dirs.data.join("memory.json")),
+        user_skills: Some(settings.dirs.data.join("skills")),
+    };
     let perms = SessionPermissions::new(
         engine()?,
         settings.mode,

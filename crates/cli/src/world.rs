@@ -82,11 +82,14 @@ impl ToolWorld for HostWorld {
         values.insert("cwd".into(), self.exec.root().display().to_string());
         values.insert("platform".into(), std::env::consts::OS.into());
         values.insert("shell".into(), "bash".into());
-        if let Some(lib) = &self.exec.library {
+        if let Some(lib) = &self.exec.personal.library {
             values.insert("library_summary".into(), lib.summary());
         }
-        if let Some(m) = &self.exec.memory {
-            values.insert("memory_entries".into(), crate::tools::memory_entries(m));
+        if let Some(m) = &self.exec.personal.memory {
+            values.insert(
+                "memory_entries".into(),
+                harness_agent::personal::memory_entries(m),
+            );
         }
         values
     }

@@ -73,10 +73,13 @@
 //! ```
 
 pub mod capacity;
+pub mod commands;
 mod error;
 pub mod files;
+pub mod library;
 mod manager;
 pub mod perm;
+pub mod personal;
 pub mod protocol;
 mod runner;
 pub mod scripted;

@@ -157,3 +157,41 @@ pub fn stack(view: &View, start: &str, budget: usize) -> Result<Instructions> {
         omitted,
     })
 }
+
+/// The instruction files that apply to a session in the host directory `root` (canonical),
+/// outermost first: from the repository's top (the nearest directory at or above `root` holding
+/// `.git`; `root` itself when there is none) down to `root`, stacked by [`stack`]'s rules within
+/// `budget`. The files above `root` are outside a session's view, so they are read into a tree
+/// of their own, by their real paths: only regular files, never through a link. Paths are
+/// the real ones.
+pub fn from_host(root: &std::path::Path, budget: usize) -> Instructions {
+    use std::sync::Arc;
+
+    use crate::backend::MemoryBackend;
+    use crate::view::{Access, Level};
+
+    let top = root
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(root);
+    let tree = MemoryBackend::new();
+    for dir in root.ancestors() {
+        let vdir = VPath::parse(&dir.display().to_string());
+        let _ = tree.add_dir(&vdir);
+        for name in NAMES {
+            let file = dir.join(name);
+            let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file());
+            if regular && let Ok(text) = std::fs::read(&file) {
+                let _ = tree.add_file(&vdir.join(name), text);
+            }
+        }
+        if dir == top {
+            break;
+        }
+    }
+    let view = View::new(
+        Arc::new(tree),
+        Access::new().grant(&top.display().to_string(), Level::Ro),
+    );
+    stack(&view, &root.display().to_string(), budget).unwrap_or_default()
+}

@@ -2,6 +2,8 @@
 //! collects what a session says.
 
 mod files;
+mod library;
+mod personal;
 mod runtime;
 
 use std::sync::{Arc, Mutex};

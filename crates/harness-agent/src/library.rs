@@ -1,9 +1,10 @@
-//! The CLI's own library, as files under the data directory: notes (`library/notes/<id>.md`
-//! with `<id>.json` beside it: title, project, chat, updated) and knowledge documents the person
-//! puts in `library/knowledge/` (text or Markdown; an optional `<name>.json` beside one says its
-//! title, project and chat). The tools `notes_search`, `note_view`, `note_manage`,
-//! `knowledge_search` and `knowledge_get` work on them; in a session a client scoped to a chat
-//! (`_meta.lembas.scope`), every call reaches only that chat's part (`harness_core::library`).
+//! The library tools (`notes_search`, `note_view`, `note_manage`, `knowledge_search`,
+//! `knowledge_get`) over a [`LibraryStore`]: notes the model keeps and knowledge documents the
+//! person adds. In a session a client scoped to a chat (`_meta.lembas.scope`), every call reaches
+//! only that chat's part (`harness_core::library`). [`DirLibrary`] keeps them as files under a
+//! directory (the CLI's data directory): `notes/<id>.md` with `<id>.json` beside it (title,
+//! project, chat, updated), and the documents the person puts in `knowledge/` (text or Markdown;
+//! an optional `<name>.json` beside one says its title, project and chat).
 //!
 //! Search is by words (title and text, case folded); this build has no embedder for meaning.
 
@@ -14,6 +15,8 @@ use harness_fs::tools::{self as fst, Ledger};
 use harness_fs::{Access, Level, MemoryBackend, VPath, View};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::time::{format_time, now};
 
 /// The library tools.
 pub const TOOLS: &[&str] = &[
@@ -41,17 +44,142 @@ pub struct Meta {
     pub updated: u64,
 }
 
+/// A note or a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// Its id (a note's, or a document's file name without its extension).
+    pub id: String,
+    /// What is kept about it.
+    pub meta: Meta,
+    /// Its text.
+    pub text: String,
+}
+
+/// Where a library's notes and documents are kept.
+pub trait LibraryStore: Send + Sync {
+    /// Every note, in any order.
+    fn notes(&self) -> Vec<Item>;
+    /// Every knowledge document, in any order (a title defaults to the id).
+    fn documents(&self) -> Vec<Item>;
+    /// Writes a note whole (created or replaced); the error names what failed.
+    fn save_note(&self, note: &Item) -> Result<(), String>;
+    /// Removes a note; the error names what failed.
+    fn delete_note(&self, id: &str) -> Result<(), String>;
+}
+
 /// The library of one person, seen from one project.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Library {
-    root: PathBuf,
+    store: Arc<dyn LibraryStore>,
     project: String,
 }
 
-struct Item {
-    id: String,
-    meta: Meta,
-    text: String,
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Library")
+            .field("project", &self.project)
+            .finish()
+    }
+}
+
+/// A library kept as files under a directory (see the module's doc).
+#[derive(Debug, Clone)]
+pub struct DirLibrary {
+    root: PathBuf,
+}
+
+impl DirLibrary {
+    /// The library under `root` (`root/notes`, `root/knowledge`).
+    pub fn new(root: &Path) -> DirLibrary {
+        DirLibrary {
+            root: root.to_path_buf(),
+        }
+    }
+
+    fn notes_dir(&self) -> PathBuf {
+        self.root.join("notes")
+    }
+
+    fn read_meta(p: &Path) -> Meta {
+        std::fs::read_to_string(p.with_extension("json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("note");
+        let tmp = path.with_file_name(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    }
+}
+
+impl LibraryStore for DirLibrary {
+    fn notes(&self) -> Vec<Item> {
+        let mut out = Vec::new();
+        let Ok(dir) = std::fs::read_dir(self.notes_dir()) else {
+            return out;
+        };
+        for e in dir.flatten() {
+            let p = e.path();
+            if p.extension().and_then(|x| x.to_str()) != Some("md") {
+                continue;
+            }
+            let Some(id) = p.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            let meta = Self::read_meta(&p);
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            out.push(Item { id, meta, text });
+        }
+        out
+    }
+
+    fn documents(&self) -> Vec<Item> {
+        let mut out = Vec::new();
+        let Ok(dir) = std::fs::read_dir(self.root.join("knowledge")) else {
+            return out;
+        };
+        for e in dir.flatten() {
+            let p = e.path();
+            let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("");
+            if !matches!(ext, "md" | "txt" | "markdown" | "rst") {
+                continue;
+            }
+            let Some(id) = p.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            let mut meta = Self::read_meta(&p);
+            if meta.title.is_empty() {
+                meta.title = id.clone();
+            }
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            out.push(Item { id, meta, text });
+        }
+        out
+    }
+
+    fn save_note(&self, note: &Item) -> Result<(), String> {
+        let dir = self.notes_dir();
+        let id = &note.id;
+        let saved = std::fs::create_dir_all(&dir)
+            .and_then(|()| Self::write_atomic(&dir.join(format!("{id}.md")), &note.text))
+            .and_then(|()| {
+                let meta = serde_json::to_string_pretty(&note.meta).unwrap_or_default();
+                Self::write_atomic(&dir.join(format!("{id}.json")), &meta)
+            });
+        saved.map_err(|e| format!("cannot save note {id} in {}: {e}", dir.display()))
+    }
+
+    fn delete_note(&self, id: &str) -> Result<(), String> {
+        let dir = self.notes_dir();
+        let _ = std::fs::remove_file(dir.join(format!("{id}.json")));
+        std::fs::remove_file(dir.join(format!("{id}.md")))
+            .map_err(|e| format!("cannot delete note {id} in {}: {e}", dir.display()))
+    }
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -84,21 +212,12 @@ fn err(text: impl Into<String>) -> Answer {
 }
 
 impl Library {
-    /// The library under `data/library`, for the project `project` (the working directory's
-    /// name).
-    pub fn new(data: &Path, project: &str) -> Library {
+    /// The library in `store`, seen from the project `project` (the working directory's name).
+    pub fn new(store: Arc<dyn LibraryStore>, project: &str) -> Library {
         Library {
-            root: data.join("library"),
+            store,
             project: project.to_owned(),
         }
-    }
-
-    fn notes_dir(&self) -> PathBuf {
-        self.root.join("notes")
-    }
-
-    fn knowledge_dir(&self) -> PathBuf {
-        self.root.join("knowledge")
     }
 
     /// "N notes, M documents", for the prompt.
@@ -122,64 +241,18 @@ impl Library {
             || project.is_some_and(|p| !p.is_empty() && meta.project == p)
     }
 
+    fn scoped(mut items: Vec<Item>, scope: Option<&Value>) -> Vec<Item> {
+        items.retain(|i| Self::in_scope(&i.meta, scope));
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        items
+    }
+
     fn notes(&self, scope: Option<&Value>) -> Vec<Item> {
-        let mut out = Vec::new();
-        let Ok(dir) = std::fs::read_dir(self.notes_dir()) else {
-            return out;
-        };
-        for e in dir.flatten() {
-            let p = e.path();
-            if p.extension().and_then(|x| x.to_str()) != Some("md") {
-                continue;
-            }
-            let Some(id) = p.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
-                continue;
-            };
-            let meta: Meta = std::fs::read_to_string(p.with_extension("json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
-            if !Self::in_scope(&meta, scope) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            out.push(Item { id, meta, text });
-        }
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+        Self::scoped(self.store.notes(), scope)
     }
 
     fn documents(&self, scope: Option<&Value>) -> Vec<Item> {
-        let mut out = Vec::new();
-        let Ok(dir) = std::fs::read_dir(self.knowledge_dir()) else {
-            return out;
-        };
-        for e in dir.flatten() {
-            let p = e.path();
-            let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("");
-            if !matches!(ext, "md" | "txt" | "markdown" | "rst") {
-                continue;
-            }
-            let Some(id) = p.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
-                continue;
-            };
-            let mut meta: Meta = std::fs::read_to_string(p.with_extension("json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
-            if meta.title.is_empty() {
-                meta.title = id.clone();
-            }
-            if !Self::in_scope(&meta, scope) {
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(&p) else {
-                continue;
-            };
-            out.push(Item { id, meta, text });
-        }
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+        Self::scoped(self.store.documents(), scope)
     }
 
     /// Runs a library tool with its (already scoped) arguments.
@@ -234,7 +307,7 @@ impl Library {
                             "# {}\n(id {}, changed {}, {})\n\n{}",
                             i.meta.title,
                             i.id,
-                            crate::store::format_time(i.meta.updated),
+                            format_time(i.meta.updated),
                             if i.meta.project.is_empty() {
                                 "every project".to_owned()
                             } else {
@@ -318,25 +391,16 @@ impl Library {
 
     fn manage(&self, a: &Value, scope: Option<&Value>) -> Answer {
         let s = |k: &str| a.get(k).and_then(Value::as_str);
-        let dir = self.notes_dir();
-        let save = |id: &str, meta: &Meta, text: &str| -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            let tmp = dir.join(format!(".{id}.tmp"));
-            std::fs::write(&tmp, text)?;
-            std::fs::rename(&tmp, dir.join(format!("{id}.md")))?;
-            let tmp = dir.join(format!(".{id}.json.tmp"));
-            std::fs::write(&tmp, serde_json::to_string_pretty(meta).unwrap_or_default())?;
-            std::fs::rename(&tmp, dir.join(format!("{id}.json")))
-        };
         match s("action") {
             Some("create") => {
                 let (Some(title), Some(content)) = (s("title"), s("content")) else {
                     return err("note_manage create needs `title` and `content`");
                 };
-                let t = crate::store::now();
+                let t = now();
                 let mut id = format!("n{t:x}");
+                let taken: Vec<String> = self.store.notes().into_iter().map(|n| n.id).collect();
                 let mut k = 1;
-                while dir.join(format!("{id}.md")).exists() {
+                while taken.contains(&id) {
                     k += 1;
                     id = format!("n{t:x}{k}");
                 }
@@ -357,9 +421,14 @@ impl Library {
                         .map(str::to_owned),
                     updated: t,
                 };
-                match save(&id, &meta, content) {
-                    Ok(()) => (format!("Created note {id}: {title}."), false),
-                    Err(e) => err(format!("cannot save note {id}: {e}")),
+                let note = Item {
+                    id,
+                    meta,
+                    text: content.to_owned(),
+                };
+                match self.store.save_note(&note) {
+                    Ok(()) => (format!("Created note {}: {title}.", note.id), false),
+                    Err(e) => err(e),
                 }
             }
             Some(action @ ("update" | "append" | "delete")) => {
@@ -370,10 +439,9 @@ impl Library {
                     return err(format!("No note {id}."));
                 };
                 if action == "delete" {
-                    let _ = std::fs::remove_file(dir.join(format!("{id}.json")));
-                    return match std::fs::remove_file(dir.join(format!("{id}.md"))) {
+                    return match self.store.delete_note(id) {
                         Ok(()) => (format!("Deleted note {id}."), false),
-                        Err(e) => err(format!("cannot delete note {id}: {e}")),
+                        Err(e) => err(e),
                     };
                 }
                 if action == "append" {
@@ -392,99 +460,13 @@ impl Library {
                         note.text = c.to_owned();
                     }
                 }
-                note.meta.updated = crate::store::now();
-                match save(id, &note.meta, &note.text) {
+                note.meta.updated = now();
+                match self.store.save_note(&note) {
                     Ok(()) => (format!("Note {id} {action}d."), false),
-                    Err(e) => err(format!("cannot save note {id}: {e}")),
+                    Err(e) => err(e),
                 }
             }
             _ => err("note_manage: `action` must be create, update, append or delete"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn notes_round_trip_and_scope() {
-        let d = tempfile::tempdir().unwrap();
-        let lib = Library::new(d.path(), "api");
-        let (t, e) = lib.run(
-            "note_manage",
-            &json!({"action": "create", "title": "Retry policy", "content": "Retry 503 five times."}),
-            None,
-        );
-        assert!(!e, "{t}");
-        let id = t
-            .split_whitespace()
-            .nth(2)
-            .unwrap()
-            .trim_end_matches(':')
-            .to_owned();
-        let (found, _) = lib.run("notes_search", &json!({"query": "retry"}), None);
-        assert!(
-            found.starts_with(&format!("{id} — Retry policy")),
-            "{found}"
-        );
-        // A chat's scope sees only its own notes.
-        let scope = json!({"chat": "c_1"});
-        let (none, _) = lib.run("notes_search", &json!({"query": "retry"}), Some(&scope));
-        assert_eq!(none, "No notes match.");
-        let (t, _) = lib.run(
-            "note_manage",
-            &json!({"action": "create", "title": "Chat note", "content": "retry in chat"}),
-            Some(&scope),
-        );
-        assert!(t.starts_with("Created note"), "{t}");
-        let (one, _) = lib.run("notes_search", &json!({"query": "retry"}), Some(&scope));
-        assert!(
-            one.contains("Chat note") && !one.contains("Retry policy"),
-            "{one}"
-        );
-        let (v, e) = lib.run("note_view", &json!({"id": id}), Some(&scope));
-        assert!(e, "outside the scope a note reads as not found: {v}");
-        let (_, e) = lib.run(
-            "note_manage",
-            &json!({"action": "append", "id": id, "content": "Then fail."}),
-            None,
-        );
-        assert!(!e);
-        let (v, _) = lib.run("note_view", &json!({"id": id}), None);
-        assert!(v.ends_with("Retry 503 five times.\nThen fail."), "{v}");
-    }
-
-    #[test]
-    fn knowledge_search_and_get() {
-        let d = tempfile::tempdir().unwrap();
-        let k = d.path().join("library/knowledge");
-        std::fs::create_dir_all(&k).unwrap();
-        let text: String = (1..=40)
-            .map(|i| {
-                if i == 25 {
-                    "The backoff doubles each time.\n".to_owned()
-                } else {
-                    format!("line {i}\n")
-                }
-            })
-            .collect();
-        std::fs::write(k.join("manual.md"), &text).unwrap();
-        let lib = Library::new(d.path(), "api");
-        assert_eq!(lib.summary(), "0 notes, 1 document");
-        let (hits, _) = lib.run(
-            "knowledge_search",
-            &json!({"query": "how does the backoff grow"}),
-            None,
-        );
-        assert!(hits.starts_with("manual — manual (lines"), "{hits}");
-        let (w, e) = lib.run(
-            "knowledge_get",
-            &json!({"id": "manual", "offset": 25, "limit": 1}),
-            None,
-        );
-        assert!(!e, "{w}");
-        assert!(w.contains("25: The backoff doubles each time."), "{w}");
     }
 }

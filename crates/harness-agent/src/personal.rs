@@ -1,0 +1,180 @@
+//! The tools over a person's own things: their [`Library`], their memory file, and skills (a
+//! project's `.llembas/skills` first, then the person's own directory). A world that has any of
+//! them answers their calls through [`PersonalTools::run`]; the texts a model reads are the
+//! spec's and `harness-fs`'s.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use harness_core::protocol::ToolCall;
+use harness_fs::{HostBackend, HostOptions, Level, View};
+use harness_loop::session::ToolOutcome;
+use serde_json::Value;
+
+use crate::library::{self, Library};
+
+/// Where the skill tools look in a project's tree.
+const PROJECT_SKILLS: &str = "/.llembas/skills";
+
+/// The skill tools.
+pub const SKILL_TOOLS: &[&str] = &["skills_list", "skill_view", "skill_manage"];
+
+/// A session's personal tools; each is answered only when its part is set.
+#[derive(Debug, Clone, Default)]
+pub struct PersonalTools {
+    /// The person's library.
+    pub library: Option<Library>,
+    /// The part of the library a client scoped this session to (`_meta.lembas.scope`).
+    pub scope: Option<Value>,
+    /// The memory file.
+    pub memory: Option<PathBuf>,
+    /// The person's own skills (a directory; a project keeps its own in `.llembas/skills`).
+    pub user_skills: Option<PathBuf>,
+}
+
+impl PersonalTools {
+    /// Whether a call of `name` is answered here.
+    pub fn runs(&self, name: &str) -> bool {
+        SKILL_TOOLS.contains(&name)
+            || (name == "memory" && self.memory.is_some())
+            || (library::TOOLS.contains(&name) && self.library.is_some())
+    }
+
+    /// Answers `call`, with `project` the session's tree; `None` when it is not one of these
+    /// tools (or its part is not set).
+    pub fn run(&self, project: &View, call: &ToolCall) -> Option<ToolOutcome> {
+        let a = &call.arguments;
+        let (text, is_error) = match call.name.as_str() {
+            name if SKILL_TOOLS.contains(&name) => match self.skills(project, name, a) {
+                Ok(t) => (t, false),
+                Err(e) => (e, true),
+            },
+            "memory" => memory(self.memory.as_deref()?, a),
+            name if library::TOOLS.contains(&name) => {
+                let lib = self.library.as_ref()?;
+                let scoped = harness_core::library::scope_call(name, a, self.scope.as_ref());
+                lib.run(name, &scoped.arguments, scoped.scope.as_ref())
+            }
+            _ => return None,
+        };
+        Some(ToolOutcome::answer(&call.id, text, is_error))
+    }
+
+    /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
+    fn skills(&self, project: &View, tool: &str, a: &Value) -> Result<String, String> {
+        use harness_fs::skills;
+        let user = match &self.user_skills {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                // Opened for this call only: other sessions share the directory.
+                let backend =
+                    HostBackend::open(dir, HostOptions::default()).map_err(|e| e.to_string())?;
+                Some(View::new(
+                    Arc::new(backend),
+                    harness_fs::Access::new().grant("/", Level::Commit),
+                ))
+            }
+            None => None,
+        };
+        let places: Vec<(&str, &View, &str)> =
+            std::iter::once(("project", project, PROJECT_SKILLS))
+                .chain(user.as_ref().map(|v| ("user", v, "/")))
+                .collect();
+        let s = |k: &str| a.get(k).and_then(Value::as_str);
+        match tool {
+            "skills_list" => {
+                let mut lines = Vec::new();
+                for (label, view, root) in &places {
+                    for sk in skills::list(view, root).map_err(|e| e.to_string())? {
+                        lines.push(format!("{} — {} ({label})", sk.name, sk.description));
+                    }
+                }
+                Ok(if lines.is_empty() {
+                    "No skills yet.".to_owned()
+                } else {
+                    lines.join("\n")
+                })
+            }
+            "skill_view" => {
+                let name = s("name").ok_or("skill_view: `name` is missing")?;
+                let mut last = String::new();
+                for (_, view, root) in &places {
+                    match skills::view_skill(view, root, name, s("file")) {
+                        Ok(t) => return Ok(t),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+                Err(last)
+            }
+            _ => {
+                let action: skills::SkillAction =
+                    serde_json::from_value(a.clone()).map_err(|e| format!("skill_manage: {e}"))?;
+                let name = s("name").unwrap_or_default();
+                // A new skill goes where `scope` says (the person's own by default); a change
+                // goes where the skill is.
+                let in_project = skills::view_skill(project, PROJECT_SKILLS, name, None).is_ok();
+                let to_project = if s("action") == Some("create") {
+                    s("scope") == Some("project")
+                } else {
+                    in_project
+                };
+                let (view, root) = match &user {
+                    Some(v) if !to_project => (v, "/"),
+                    _ => (project, PROJECT_SKILLS),
+                };
+                skills::manage(view, root, &action).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// Run-time values of the tool variables the spec leaves to the product (the memory limits).
+pub fn runtime_values() -> std::collections::BTreeMap<String, String> {
+    use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
+    let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
+    std::collections::BTreeMap::from([("memory_limit".to_owned(), limit)])
+}
+
+/// The memory file's entries, for the prompt (empty when there is no file or it is unreadable).
+pub fn memory_entries(path: &Path) -> String {
+    use harness_fs::memory::{Memory, Target};
+    let Ok(data) = std::fs::read(path) else {
+        return String::new();
+    };
+    let Ok(m) = Memory::from_json(&path.display().to_string(), &data) else {
+        return String::new();
+    };
+    let mut all = m.entries(Target::Memory);
+    all.extend(m.entries(Target::User));
+    harness_core::prompt::memory_entries(all)
+}
+
+/// Runs a `memory` call on the file at `path` (created on the first change), written whole
+/// through a temporary file so a crash leaves the old state or the new one.
+pub fn memory(path: &Path, args: &Value) -> (String, bool) {
+    use harness_fs::memory::Memory;
+    let name = path.display().to_string();
+    let mut m = match std::fs::read(path) {
+        Ok(data) => match Memory::from_json(&name, &data) {
+            Ok(m) => m,
+            Err(e) => return (e.to_string(), true),
+        },
+        Err(_) => Memory::new(),
+    };
+    let text = match m.apply(args) {
+        Ok(t) => t,
+        Err(e) => return (e.to_string(), true),
+    };
+    let tmp = path.with_extension("json.tmp");
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| std::fs::write(&tmp, m.to_json()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    match written {
+        Ok(()) => (text, false),
+        Err(e) => (format!("cannot save memory to {name}: {e}"), true),
+    }
+}
