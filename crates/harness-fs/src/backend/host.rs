@@ -11,7 +11,8 @@
 //!   own, are seen; everything else is invisible (absent to read, list and search; `Access
 //!   denied` to create over).
 //! - **Atomic.** A write goes to a flushed temporary file beside its target, gets the target's
-//!   permissions and owner, and is renamed over it; a create is published with no-replace, so
+//!   permissions and owner, and is renamed over it (only when the user could write the target
+//!   in place: a file without write permission is refused with the system's own error); a create is published with no-replace, so
 //!   it never replaces a file that appeared meanwhile. Mutations apply one at a time, in call
 //!   order.
 //! - **Bounds.** `max_file_bytes` and `max_scan_entries`: a directory over the bound lists as
@@ -69,7 +70,7 @@ pub struct HostOptions {
     /// A directory with more entries than this lists as empty and truncated.
     pub max_scan_entries: usize,
     /// Where the root locks live; every backend that shares it excludes the others. Default:
-    /// `llembas-host-roots` in the system's temporary directory.
+    /// the user's own, [`default_lock_dir`].
     pub lock_dir: Option<PathBuf>,
 }
 
@@ -81,6 +82,69 @@ impl Default for HostOptions {
             lock_dir: None,
         }
     }
+}
+
+/// The lock directory of backends opened without one: per user, so that one user's locks never
+/// lock another out — `$XDG_RUNTIME_DIR/llembas-host-roots` when that variable names a usable
+/// directory, else `llembas-host-roots-<uid>` in the system's temporary directory (see
+/// [`user_lock_dir`]).
+pub fn default_lock_dir() -> Result<PathBuf> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    user_lock_dir(runtime.as_deref(), &std::env::temp_dir())
+}
+
+/// The per-user lock directory for a given runtime directory and temporary directory, created
+/// `0700` if absent: `<runtime>/llembas-host-roots` when `runtime` is an absolute directory of
+/// this user where that can be made, else `<temp>/llembas-host-roots-<uid>`. A directory found
+/// there that another user owns is refused; one of this user's with wider permissions is
+/// narrowed to `0700`.
+pub fn user_lock_dir(runtime: Option<&Path>, temp: &Path) -> Result<PathBuf> {
+    let uid = rustix::process::geteuid().as_raw();
+    if let Some(rt) = runtime.filter(|r| r.is_absolute()) {
+        let dir = rt.join("llembas-host-roots");
+        if let Ok(st) = rustix::fs::stat(rt)
+            && FileType::from_raw_mode(st.st_mode) == FileType::Directory
+            && st.st_uid == uid
+            && private_dir(&dir, uid).is_ok()
+        {
+            return Ok(dir);
+        }
+    }
+    let dir = temp.join(format!("llembas-host-roots-{uid}"));
+    private_dir(&dir, uid)?;
+    Ok(dir)
+}
+
+/// Makes `dir` a directory of `uid` with mode `0700` (creating it so), refusing one that is not
+/// a directory (a link included) or that another user owns.
+fn private_dir(dir: &Path, uid: u32) -> Result<()> {
+    match rustix::fs::mkdir(dir, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(Error::io(dir.display(), std::io::Error::from(e))),
+    }
+    let st = rustix::fs::lstat(dir).map_err(|e| Error::io(dir.display(), e))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return Err(Error::io(
+            dir.display(),
+            "the lock directory is not a directory",
+        ));
+    }
+    if st.st_uid != uid {
+        return Err(Error::io(
+            dir.display(),
+            format!(
+                "the lock directory belongs to user {}, not to this user ({uid})",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_mode & 0o777 != 0o700 {
+        rustix::fs::chmod(dir, Mode::from_raw_mode(0o700))
+            .map_err(|e| Error::io(dir.display(), e))?;
+    }
+    Ok(())
 }
 
 /// The roots this process holds open.
@@ -231,10 +295,10 @@ impl HostBackend {
         .map_err(|e| Error::BadRoot(format!("{}: {}", root.display(), std::io::Error::from(e))))?;
         let st = rustix::fs::fstat(&root_fd)
             .map_err(|e| Error::BadRoot(format!("{}: {e}", root.display())))?;
-        let lock_dir = opts
-            .lock_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("llembas-host-roots"));
+        let lock_dir = match &opts.lock_dir {
+            Some(d) => d.clone(),
+            None => default_lock_dir()?,
+        };
         if lock_dir.starts_with(&root) {
             return Err(Error::BadRoot(format!(
                 "{}: the lock directory is inside the root",
@@ -467,6 +531,18 @@ impl HostBackend {
             }
             None => None,
         };
+        if existing.is_some() {
+            // The rename below would replace a file the user could not write in place (a 0444
+            // file in a writable directory): refuse it as the shell's `>` would, with the file
+            // system's own error.
+            rustix::fs::accessat(
+                &dir,
+                name,
+                rustix::fs::Access::WRITE_OK,
+                AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| errno_io(path, e))?;
+        }
         match (expect, &existing) {
             (Expect::Absent, Some(_)) => return Err(Error::AlreadyExists(path.clone())),
             (Expect::Version(_), None) => return Err(Error::Stale(path.clone())),

@@ -5,7 +5,7 @@
 mod host;
 mod memory;
 
-pub use host::{HostBackend, HostOptions};
+pub use host::{HostBackend, HostOptions, default_lock_dir, user_lock_dir};
 pub use memory::MemoryBackend;
 
 use crate::error::Result;

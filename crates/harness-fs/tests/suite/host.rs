@@ -314,3 +314,189 @@ fn grep_over_a_wide_tree_finds_every_match_in_path_then_line_order() {
     assert_eq!(got, expected);
     assert!(!found.truncated);
 }
+
+/// Runs the test `name` of this binary again as the user `nobody` (65534), with `envs`: root
+/// passes every permission check, so a refusal can only be seen as another user.
+fn as_nobody(name: &str, envs: &[(&str, &std::path::Path)]) -> String {
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env_remove("XDG_RUNTIME_DIR");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{name} as nobody: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn is_root() -> bool {
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(d.path()).unwrap()) == 0
+}
+
+fn chown_tree(path: &std::path::Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for e in std::fs::read_dir(path).unwrap() {
+            chown_tree(&e.unwrap().path(), uid);
+        }
+    }
+}
+
+/// The body of [`a_write_refuses_a_file_the_user_cannot_write`], as a user that is not root.
+fn refuses_a_read_only_file(dir: &std::path::Path) {
+    let root = dir.join("root");
+    let b = HostBackend::open(
+        &root,
+        HostOptions {
+            lock_dir: Some(dir.join("locks")),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    // What the shell's `>` meets on the same file: the file system's own refusal.
+    let shell = std::fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("ro.txt"))
+        .unwrap_err();
+    assert_eq!(shell.kind(), std::io::ErrorKind::PermissionDenied);
+    for expect in [
+        Expect::Any,
+        Expect::Version(harness_fs::content_hash(b"keep\n")),
+    ] {
+        let e = b
+            .write(&VPath::parse("/ro.txt"), b"gone\n", &expect)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Error::io("/ro.txt", &shell),
+            "the refusal names the path with the system's text"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join("ro.txt")).unwrap(),
+        "keep\n"
+    );
+    let meta = std::fs::metadata(root.join("ro.txt")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o444);
+    // A file the user may write is still written, its mode kept.
+    b.write(&VPath::parse("/rw.txt"), b"new\n", &Expect::Any)
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("rw.txt")).unwrap(),
+        "new\n"
+    );
+    let meta = std::fs::metadata(root.join("rw.txt")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+    b.close();
+    println!("child: refused");
+}
+
+#[test]
+fn a_write_refuses_a_file_the_user_cannot_write() {
+    if let Some(dir) = std::env::var_os("HARNESS_FS_NOBODY_DIR") {
+        refuses_a_read_only_file(std::path::Path::new(&dir));
+        return;
+    }
+    let (dir, root) = setup();
+    std::fs::write(root.join("ro.txt"), "keep\n").unwrap();
+    std::fs::set_permissions(root.join("ro.txt"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::write(root.join("rw.txt"), "old\n").unwrap();
+    std::fs::set_permissions(root.join("rw.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    if is_root() {
+        chown_tree(dir.path(), 65534);
+        let out = as_nobody(
+            "suite::host::a_write_refuses_a_file_the_user_cannot_write",
+            &[("HARNESS_FS_NOBODY_DIR", dir.path())],
+        );
+        assert!(out.contains("child: refused"), "{out}");
+    } else {
+        refuses_a_read_only_file(dir.path());
+    }
+}
+
+#[test]
+fn the_default_lock_directory_is_the_users_own_and_private() {
+    use std::os::unix::fs::MetadataExt;
+    let uid = {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::metadata(d.path()).unwrap().uid()
+    };
+    let check = |d: &std::path::Path| {
+        let m = std::fs::symlink_metadata(d).unwrap();
+        assert!(m.is_dir(), "{}", d.display());
+        assert_eq!(m.uid(), uid, "{}", d.display());
+        assert_eq!(m.mode() & 0o777, 0o700, "{}", d.display());
+    };
+    // No runtime directory: a per-uid directory in the temporary directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = harness_fs::backend::user_lock_dir(None, tmp.path()).unwrap();
+    assert_eq!(d, tmp.path().join(format!("llembas-host-roots-{uid}")));
+    check(&d);
+    // One left too open by an earlier version is narrowed.
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        harness_fs::backend::user_lock_dir(None, tmp.path()).unwrap(),
+        d
+    );
+    check(&d);
+    // A runtime directory of this user.
+    let rt = tempfile::tempdir().unwrap();
+    let d = harness_fs::backend::user_lock_dir(Some(rt.path()), tmp.path()).unwrap();
+    assert_eq!(d, rt.path().join("llembas-host-roots"));
+    check(&d);
+    // One that is not there (or not usable): the temporary directory's.
+    let d = harness_fs::backend::user_lock_dir(Some(&rt.path().join("gone")), tmp.path()).unwrap();
+    assert_eq!(d, tmp.path().join(format!("llembas-host-roots-{uid}")));
+    // Another user's directory in its place is refused, never shared.
+    let other = tempfile::tempdir().unwrap();
+    let theirs = other.path().join(format!("llembas-host-roots-{uid}"));
+    std::fs::create_dir(&theirs).unwrap();
+    if uid == 0 {
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let e = harness_fs::backend::user_lock_dir(None, other.path()).unwrap_err();
+        assert!(e.to_string().contains("belongs to user 65534"), "{e}");
+    }
+}
+
+/// The body of [`two_users_open_roots_with_the_default_lock_directory`] for `nobody`.
+#[test]
+fn child_opens_with_the_default_locks() {
+    let Some(root) = std::env::var_os("HARNESS_FS_NOBODY_ROOT") else {
+        return;
+    };
+    match HostBackend::open(&root, HostOptions::default()) {
+        Ok(b) => {
+            b.close();
+            println!("child: opened");
+        }
+        Err(e) => println!("child: {e}"),
+    }
+}
+
+#[test]
+fn two_users_open_roots_with_the_default_lock_directory() {
+    if !is_root() {
+        return;
+    }
+    // The first user (root) holds a root with the default locks; another user then opens a
+    // root of their own with the default locks too.
+    let (dir, root) = setup();
+    let mine = HostBackend::open(&root, HostOptions::default()).unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    chown_tree(dir.path(), 65534);
+    let out = as_nobody(
+        "suite::host::child_opens_with_the_default_locks",
+        &[("HARNESS_FS_NOBODY_ROOT", &theirs)],
+    );
+    assert!(out.contains("child: opened"), "{out}");
+    mine.close();
+}
