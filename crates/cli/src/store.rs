@@ -2,6 +2,11 @@
 //! the loop's transcript (`transcript.jsonl`, written by the loop's rules as events happen) and
 //! `meta.json` (where it ran, on which model, its title), so `llembas sessions` can list them and
 //! `--resume` find them.
+//!
+//! A crash (`kill -9`) in the middle of an append can leave a torn last line. Before the next
+//! append, [`mend_torn_tail`] cuts the file back to its last complete line and keeps the
+//! fragment aside in `transcript.jsonl.torn-<n>` (the first free `n` from 1) beside it, so the
+//! next event starts on a line of its own and nothing that was written is thrown away.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -211,6 +216,72 @@ pub fn read_transcript(path: &Path) -> Result<Vec<harness_loop::transcript::Entr
     Ok(loaded.entries)
 }
 
+/// Cuts a torn last line off the transcript at `path` (a file whose last byte is not a newline:
+/// an append the crash cut), back to the end of its last complete line, and keeps the cut bytes
+/// in `<path>.torn-<n>` (the first free `n` from 1) beside it. Returns that file when there was
+/// a fragment; a missing, empty or whole file is left as it is.
+pub fn mend_torn_tail(path: &Path) -> Result<Option<PathBuf>> {
+    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+    };
+    let len = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    // The end of the last complete line, found by reading back from the end a block at a time.
+    let mut valid = 0u64;
+    let mut end = len;
+    let mut block = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let buf = &mut block[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(buf))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            valid = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if valid == len {
+        return Ok(None);
+    }
+    let mut fragment = Vec::with_capacity((len - valid) as usize);
+    file.seek(SeekFrom::Start(valid))
+        .and_then(|_| (&mut file).take(len - valid).read_to_end(&mut fragment))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut n = 1u32;
+    let (aside_path, mut aside) = loop {
+        let p = path.with_file_name(format!("{name}.torn-{n}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+        {
+            Ok(f) => break (p, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", p.display())),
+        }
+    };
+    aside
+        .write_all(&fragment)
+        .and_then(|()| aside.sync_all())
+        .with_context(|| format!("cannot write {}", aside_path.display()))?;
+    file.set_len(valid)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot cut the torn tail of {}", path.display()))?;
+    Ok(Some(aside_path))
+}
+
 /// The runtime's store: transcripts as JSONL files appended event by event, metadata beside.
 impl harness_agent::SessionStore for Store {
     fn create(&self, place: &str, model: &str) -> std::result::Result<Meta, String> {
@@ -230,6 +301,7 @@ impl harness_agent::SessionStore for Store {
             return Ok(());
         }
         let path = self.transcript(id);
+        mend_torn_tail(&path).map_err(|e| format!("{e:#}"))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -268,6 +340,86 @@ mod tests {
     fn times_format_as_utc() {
         assert_eq!(format_time(0), "1970-01-01 00:00");
         assert_eq!(format_time(1_795_900_000), "2026-11-28 21:06");
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_aside_before_the_next_append_at_every_byte() {
+        use harness_agent::SessionStore;
+        use harness_core::protocol::{Origin, TurnEnd};
+        use harness_loop::transcript::{Entry, TranscriptWriter};
+        let old = vec![
+            Entry::TurnStarted {
+                turn: 1,
+                text: "list it — «ü»".into(),
+                origin: Origin::Person,
+            },
+            Entry::Assistant {
+                text: "two files\nand more".into(),
+                reasoning: String::new(),
+                tool_calls: Vec::new(),
+            },
+            Entry::TurnEnded {
+                reason: TurnEnd::Finished,
+            },
+        ];
+        let mut w = TranscriptWriter::new(Vec::new());
+        w.append_all(&old).unwrap();
+        let bytes = w.into_inner();
+        let new = Entry::Rewound { turn: 1 };
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::new(d.path().join("sessions"));
+        for cut in 0..=bytes.len() {
+            // A session killed mid-append at byte `cut`, then resumed: loaded, and appended to.
+            let meta = store.create(Path::new("/p"), "m").unwrap();
+            let path = store.transcript(&meta.id);
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let loaded = SessionStore::load(&store, &meta.id).unwrap();
+            let n = bytes[..cut].iter().filter(|&&b| b == b'\n').count();
+            assert_eq!(loaded, old[..n], "cut at {cut}");
+            SessionStore::append(&store, &meta.id, std::slice::from_ref(&new)).unwrap();
+            let again = SessionStore::load(&store, &meta.id).unwrap();
+            let mut want = old[..n].to_vec();
+            want.push(new.clone());
+            assert_eq!(again, want, "cut at {cut}");
+            let valid = bytes[..cut]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            let aside = path.with_file_name("transcript.jsonl.torn-1");
+            if valid < cut {
+                assert_eq!(
+                    std::fs::read(&aside).unwrap(),
+                    &bytes[valid..cut],
+                    "cut at {cut}"
+                );
+            } else {
+                assert!(!aside.exists(), "cut at {cut}");
+            }
+            let _ = std::fs::remove_dir_all(store.dir(&meta.id));
+        }
+    }
+
+    #[test]
+    fn a_second_torn_tail_is_kept_beside_the_first() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("transcript.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n{\"b\"").unwrap();
+        assert_eq!(
+            mend_torn_tail(&path).unwrap(),
+            Some(d.path().join("transcript.jsonl.torn-1"))
+        );
+        std::fs::write(&path, "{\"a\":1}\n{\"c").unwrap();
+        assert_eq!(
+            mend_torn_tail(&path).unwrap(),
+            Some(d.path().join("transcript.jsonl.torn-2"))
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("transcript.jsonl.torn-2")).unwrap(),
+            "{\"c"
+        );
+        assert_eq!(mend_torn_tail(&path).unwrap(), None);
+        assert_eq!(mend_torn_tail(&d.path().join("none")).unwrap(), None);
     }
 
     #[test]

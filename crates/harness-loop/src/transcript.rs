@@ -102,6 +102,12 @@ pub enum Entry {
         /// The turn.
         turn: u32,
     },
+    /// These calls started running (written before they run: on resume, a call started but
+    /// without a result was interrupted, not merely not run).
+    CallsStarted {
+        /// The calls.
+        call_ids: Vec<String>,
+    },
 }
 
 /// Writes entries, one JSON line each, flushed after every entry.
@@ -147,7 +153,9 @@ pub struct Loaded {
     /// The bytes of a torn last line (a write the crash cut), if any.
     pub torn_tail: Option<String>,
     /// Bytes up to the end of the last complete entry. Before appending to a log whose tail
-    /// was torn, cut the file to this length, so the next entry starts on a line of its own.
+    /// was torn, cut the file to this length, so the next entry starts on a line of its own
+    /// (the CLI's JSONL store does so before every append, keeping the cut bytes aside in
+    /// `<file>.torn-<n>`).
     pub valid_bytes: u64,
 }
 
