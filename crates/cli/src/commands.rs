@@ -174,11 +174,13 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
                 bail!("the prompt is empty");
             }
             runtime.block_on(async {
+                crate::process::end_on_signals();
                 let parts = session::build(&settings, args.resume.as_deref()).await?;
                 oneshot::run(parts, prompt, settings.output, answers).await
             })
         }
         None => runtime.block_on(async {
+            crate::process::end_on_signals();
             let parts = session::build(&settings, args.resume.as_deref()).await?;
             crate::interactive::run(settings.clone(), parts).await
         }),

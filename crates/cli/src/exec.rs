@@ -20,7 +20,6 @@ use harness_fs::{HostBackend, HostOptions, Level, VPath, View};
 
 use harness_loop::session::ToolOutcome;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use harness_agent::Ran;
 
@@ -52,6 +51,8 @@ pub struct Exec {
     files: FileTools,
     /// The library, the memory file and the skills.
     pub personal: PersonalTools,
+    /// Where commands' output past memory goes.
+    pub spill: Arc<process::SpillDir>,
     /// The client instance's HTTP API the `memory` tool works on instead of the file
     /// (capability `memory`; the world runs those calls).
     pub memory_api: Option<crate::memory_api::Api>,
@@ -69,6 +70,7 @@ impl Exec {
             open: Mutex::new(std::sync::Weak::new()),
             files: FileTools::new(),
             personal: PersonalTools::default(),
+            spill: Arc::new(process::SpillDir::new(None)),
             memory_api: None,
         };
         // Check now that the directory can be opened at all (a clear error at start).
@@ -179,12 +181,12 @@ impl Exec {
         out
     }
 
-    /// Runs a bash call in the foreground, streaming its output to `chunks`; a command still
+    /// Runs a bash call in the foreground, streaming its output to `stream`; a command still
     /// running at its timeout is handed back as [`Ran::Overran`].
     pub async fn bash(
         &self,
         call: &ToolCall,
-        chunks: Option<mpsc::UnboundedSender<String>>,
+        stream: Option<harness_agent::OutputSink>,
         cancel: &harness_model::CancellationToken,
     ) -> Ran {
         let a = &call.arguments;
@@ -202,7 +204,7 @@ impl Exec {
             .and_then(Value::as_u64)
             .unwrap_or(default)
             .clamp(1, max);
-        let running = match process::spawn(command, &self.root, chunks) {
+        let running = match process::spawn(command, &self.root, &self.spill, stream) {
             Ok(r) => r,
             Err(e) => {
                 return Ran::Done(ToolOutcome::error(&call.id, format!("{e:#}")));

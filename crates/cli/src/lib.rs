@@ -31,26 +31,33 @@ use crate::settings::ProcessEnv;
 
 /// Runs the command line: the exit code on a normal end, an error for [`report`] otherwise.
 pub fn run(args: Args) -> Result<ExitCode> {
+    let code = run_command(&args);
+    // No process a session started outlives the run, whichever way it ends.
+    process::end_all();
+    code
+}
+
+fn run_command(args: &Args) -> Result<ExitCode> {
     match &args.command {
         Some(Command::Spec { command }) => {
             let mode = args.mode.as_deref().map(settings::parse_mode).transpose()?;
             commands::spec(command, mode)
         }
         Some(Command::Permission { command }) => {
-            let settings = settings::resolve(&args, &ProcessEnv)?;
+            let settings = settings::resolve(args, &ProcessEnv)?;
             commands::permission(command, &settings)
         }
         Some(Command::Sessions { all }) => {
-            let settings = settings::resolve(&args, &ProcessEnv)?;
+            let settings = settings::resolve(args, &ProcessEnv)?;
             commands::sessions(&settings, *all)
         }
         Some(Command::Acp) => {
-            let settings = settings::resolve(&args, &ProcessEnv)?;
+            let settings = settings::resolve(args, &ProcessEnv)?;
             commands::acp(settings)
         }
         None => {
-            let settings = settings::resolve(&args, &ProcessEnv)?;
-            commands::session(&args, settings)
+            let settings = settings::resolve(args, &ProcessEnv)?;
+            commands::session(args, settings)
         }
     }
 }

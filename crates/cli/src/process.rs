@@ -1,23 +1,296 @@
 //! Shell commands as real processes: started in their own process group, stdout and stderr
-//! merged into one stream in the order they were written, the output kept whole and streamed
-//! as it comes, waited for up to a timeout and left running after it (a job), stopped by group.
+//! merged into one stream in the order they were written, streamed to the person as it comes
+//! and waited for up to a timeout, left running after it (a job), stopped by group.
+//!
+//! Memory stays bounded whatever a command prints (`loop.json` `jobs.limits`): the first
+//! `output_head_chars` and the last `output_kept_chars` characters are held; what lies between
+//! goes on to a spill file the session owns (up to `spill_max_bytes`), named in the output. The
+//! person is shown at most `stream_chars` characters waiting at a time, in pieces a moment
+//! apart; what comes faster is folded into a count.
 
-use std::io::Read as _;
-use std::path::Path;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use tokio::sync::{mpsc, watch};
+use harness_agent::OutputSink;
+use tokio::sync::{Notify, watch};
 
 pub use harness_agent::Exit;
+
+/// How often output waiting to be shown is passed on.
+const STREAM_TICK: Duration = Duration::from_millis(50);
+
+/// The spec's numbers for a command's output.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    head: usize,
+    tail: usize,
+    spill: u64,
+    stream: usize,
+}
+
+fn limits() -> Result<Limits> {
+    let l = harness_loop::config::LoopConfig::embedded()
+        .context("the loop's spec numbers")?
+        .jobs
+        .limits;
+    Ok(Limits {
+        head: l.output_head_chars,
+        tail: l.output_kept_chars,
+        spill: l.spill_max_bytes,
+        stream: l.stream_chars,
+    })
+}
+
+/// The output of a command as it is held.
+struct Kept {
+    limits: Limits,
+    head: String,
+    head_chars: usize,
+    tail: String,
+    tail_chars: usize,
+    /// Characters written in all.
+    total: u64,
+    /// Characters in neither the head nor the tail.
+    middle: u64,
+    /// Where the output past the head goes, opened when first needed.
+    spill_path: Option<PathBuf>,
+    spill: Option<std::fs::File>,
+    spilled: u64,
+    /// Output not shown yet, and characters dropped from it unshown.
+    unsent: String,
+    unsent_chars: usize,
+    unshown: u64,
+}
+
+impl Kept {
+    fn new(limits: Limits, spill_path: Option<PathBuf>) -> Kept {
+        Kept {
+            limits,
+            head: String::new(),
+            head_chars: 0,
+            tail: String::new(),
+            tail_chars: 0,
+            total: 0,
+            middle: 0,
+            spill_path,
+            spill: None,
+            spilled: 0,
+            unsent: String::new(),
+            unsent_chars: 0,
+            unshown: 0,
+        }
+    }
+
+    fn push(&mut self, text: &str, streaming: bool) {
+        let chars = text.chars().count();
+        self.total += chars as u64;
+        let mut rest = text;
+        if self.head_chars < self.limits.head {
+            let room = self.limits.head - self.head_chars;
+            let cut = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
+            self.head.push_str(&rest[..cut]);
+            self.head_chars += rest[..cut].chars().count();
+            rest = &rest[cut..];
+        }
+        if !rest.is_empty() {
+            self.spill_out(rest);
+            self.tail.push_str(rest);
+            self.tail_chars += rest.chars().count();
+            if self.tail_chars > self.limits.tail.saturating_mul(2).max(1) {
+                let drop = self.tail_chars - self.limits.tail;
+                let cut = self
+                    .tail
+                    .char_indices()
+                    .nth(drop)
+                    .map_or(self.tail.len(), |(i, _)| i);
+                self.tail.drain(..cut);
+                self.tail_chars -= drop;
+                self.middle += drop as u64;
+            }
+        }
+        if streaming {
+            self.unsent.push_str(text);
+            self.unsent_chars += chars;
+            if self.unsent_chars > self.limits.stream {
+                let drop = self.unsent_chars - self.limits.stream;
+                let cut = self
+                    .unsent
+                    .char_indices()
+                    .nth(drop)
+                    .map_or(self.unsent.len(), |(i, _)| i);
+                self.unsent.drain(..cut);
+                self.unsent_chars -= drop;
+                self.unshown += drop as u64;
+            }
+        }
+    }
+
+    fn spill_out(&mut self, text: &str) {
+        if self.spilled >= self.limits.spill {
+            return;
+        }
+        if self.spill.is_none() {
+            let Some(path) = &self.spill_path else {
+                return;
+            };
+            let opened = path
+                .parent()
+                .map(std::fs::create_dir_all)
+                .transpose()
+                .and_then(|_| {
+                    use std::os::unix::fs::OpenOptionsExt as _;
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .mode(0o600)
+                        .open(path)
+                });
+            match opened {
+                Ok(mut f) => {
+                    // The spill file holds the whole output: the head first.
+                    let _ = f.write_all(self.head.as_bytes());
+                    self.spill = Some(f);
+                }
+                Err(_) => {
+                    self.spill_path = None;
+                    return;
+                }
+            }
+        }
+        let room = usize::try_from(self.limits.spill - self.spilled).unwrap_or(usize::MAX);
+        let bytes = &text.as_bytes()[..text.len().min(room)];
+        if let Some(f) = &mut self.spill
+            && f.write_all(bytes).is_ok()
+        {
+            self.spilled += bytes.len() as u64;
+        }
+    }
+
+    /// What the model and job_output are given: the head, what was left out, the tail.
+    fn view(&self) -> String {
+        if self.middle == 0 {
+            return format!("{}{}", self.head, self.tail);
+        }
+        let whole = match &self.spill_path {
+            Some(p) if self.spill.is_some() => format!(" (the output is in {})", p.display()),
+            _ => String::new(),
+        };
+        format!(
+            "{}\n[{} characters of output not kept here{whole}]\n{}",
+            self.head, self.middle, self.tail
+        )
+    }
+
+    /// The output after the `from`th character, as far as it is held (a gap is said).
+    fn since(&self, from: u64) -> String {
+        let tail_start = self.total - self.tail_chars as u64;
+        if from >= tail_start {
+            let skip = usize::try_from(from - tail_start).unwrap_or(usize::MAX);
+            let cut = self
+                .tail
+                .char_indices()
+                .nth(skip)
+                .map_or(self.tail.len(), |(i, _)| i);
+            return self.tail[cut..].to_owned();
+        }
+        if from < self.head_chars as u64 && self.middle == 0 {
+            let skip = usize::try_from(from).unwrap_or(usize::MAX);
+            let cut = self
+                .head
+                .char_indices()
+                .nth(skip)
+                .map_or(self.head.len(), |(i, _)| i);
+            return format!("{}{}", &self.head[cut..], self.tail);
+        }
+        format!(
+            "[{} characters of output not kept here]\n{}",
+            tail_start.saturating_sub(from),
+            self.tail
+        )
+    }
+
+    /// The output waiting to be shown, with a note of what was folded away.
+    fn take_unsent(&mut self) -> Option<String> {
+        if self.unsent.is_empty() && self.unshown == 0 {
+            return None;
+        }
+        let mut text = std::mem::take(&mut self.unsent);
+        self.unsent_chars = 0;
+        if self.unshown > 0 {
+            text = format!("[… {} characters not shown …]\n{text}", self.unshown);
+            self.unshown = 0;
+        }
+        Some(text)
+    }
+}
+
+/// The variable every command of this llembas process carries (inherited by all it starts):
+/// this process's own mark, so that its end finds every process it left, in whatever group.
+const RUN_VAR: &str = "LLEMBAS_RUN";
+/// The variable naming the session a command belongs to, so that a resumed session finds what
+/// a killed llembas left of it.
+const SESSION_VAR: &str = "LLEMBAS_SESSION";
+
+/// This process's mark: its pid and its start time.
+fn run_mark() -> &'static str {
+    static MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MARK.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!("{}-{nanos}", std::process::id())
+    })
+}
+
+/// A session's commands: their session (for [`end_left_by`]) and where they spill their
+/// output, `<dir>/<n>.out`, numbered as they start.
+#[derive(Debug, Default)]
+pub struct SpillDir {
+    dir: Option<PathBuf>,
+    session: String,
+    next: std::sync::atomic::AtomicU32,
+}
+
+impl SpillDir {
+    /// Spill files in `dir` (none at all when `None`: output past memory is then dropped).
+    pub fn new(dir: Option<PathBuf>) -> SpillDir {
+        SpillDir {
+            dir,
+            session: String::new(),
+            next: std::sync::atomic::AtomicU32::new(1),
+        }
+    }
+
+    /// The same, for commands of the session `id`.
+    pub fn for_session(dir: PathBuf, id: &str) -> SpillDir {
+        SpillDir {
+            session: id.to_owned(),
+            ..SpillDir::new(Some(dir))
+        }
+    }
+
+    /// The session its commands belong to (empty: none named).
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The next command's spill file.
+    pub fn next(&self) -> Option<PathBuf> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.dir.as_ref().map(|d| d.join(format!("{n}.out")))
+    }
+}
 
 /// A running (or ended) shell command.
 #[derive(Clone)]
 pub struct Running {
     pid: u32,
-    output: Arc<Mutex<String>>,
+    kept: Arc<Mutex<Kept>>,
     exit: watch::Receiver<Option<Exit>>,
 }
 
@@ -27,13 +300,27 @@ impl std::fmt::Debug for Running {
     }
 }
 
-/// Starts `command` with `bash -c` in `cwd`. Every piece of output is appended to the kept
-/// output and sent on `chunks` (when given) as it arrives.
+fn flush(kept: &Mutex<Kept>, sink: Option<&OutputSink>) {
+    let Some(sink) = sink else {
+        return;
+    };
+    let text = kept.lock().ok().and_then(|mut k| k.take_unsent());
+    if let Some(text) = text {
+        sink(text);
+    }
+}
+
+/// Starts `command` with `bash -c` in `cwd`. Output past what memory holds goes to `spill`
+/// (a file path, created when first needed); output is shown through `stream` as it comes, all
+/// of it before the command's end is reported.
 pub fn spawn(
     command: &str,
     cwd: &Path,
-    chunks: Option<mpsc::UnboundedSender<String>>,
+    owner: &SpillDir,
+    stream: Option<OutputSink>,
 ) -> Result<Running> {
+    let spill = owner.next();
+    let limits = limits()?;
     let (reader, writer) = std::io::pipe().context("cannot make a pipe")?;
     let writer2 = writer.try_clone().context("cannot make a pipe")?;
     let mut cmd = tokio::process::Command::new("bash");
@@ -46,6 +333,8 @@ pub fn spawn(
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env(RUN_VAR, run_mark())
+        .env(SESSION_VAR, owner.session())
         .process_group(0)
         .kill_on_drop(false);
     let mut child = cmd
@@ -55,13 +344,15 @@ pub fn spawn(
     // the last process of the group that holds it exits.
     drop(cmd);
     let pid = child.id().unwrap_or(0);
-    let output = Arc::new(Mutex::new(String::new()));
+    let kept = Arc::new(Mutex::new(Kept::new(limits, spill)));
+    let more = Arc::new(Notify::new());
     let (exit_tx, exit_rx) = watch::channel(None);
+    let streaming = stream.is_some();
 
-    let out = output.clone();
+    let (k, m) = (kept.clone(), more.clone());
     let reading = std::thread::spawn(move || {
         let mut reader = reader;
-        let mut buf = [0u8; 8192];
+        let mut buf = vec![0u8; 64 * 1024];
         let mut pending: Vec<u8> = Vec::new();
         loop {
             match reader.read(&mut buf) {
@@ -76,28 +367,35 @@ pub fn spawn(
                     };
                     let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
                     pending.drain(..valid);
-                    if let Ok(mut o) = out.lock() {
-                        o.push_str(&text);
+                    if let Ok(mut kept) = k.lock() {
+                        kept.push(&text, streaming);
                     }
-                    if let Some(tx) = &chunks {
-                        let _ = tx.send(text);
-                    }
+                    m.notify_one();
                 }
             }
         }
         if !pending.is_empty() {
             let text = String::from_utf8_lossy(&pending).into_owned();
-            if let Ok(mut o) = out.lock() {
-                o.push_str(&text);
-            }
-            if let Some(tx) = &chunks {
-                let _ = tx.send(text);
+            if let Ok(mut kept) = k.lock() {
+                kept.push(&text, streaming);
             }
         }
+        m.notify_one();
     });
 
+    let k = kept.clone();
     tokio::spawn(async move {
-        let status = child.wait().await;
+        let waiting = child.wait();
+        tokio::pin!(waiting);
+        let status = loop {
+            tokio::select! {
+                status = &mut waiting => break status,
+                () = more.notified() => {
+                    flush(&k, stream.as_ref());
+                    tokio::time::sleep(STREAM_TICK).await;
+                }
+            }
+        };
         // Output written by the shell before it exited is still in the pipe; a grandchild
         // still holding the pipe open must not hold up the end, so wait a little only.
         let _ = tokio::task::spawn_blocking(move || {
@@ -107,6 +405,7 @@ pub fn spawn(
             }
         })
         .await;
+        flush(&k, stream.as_ref());
         let exit = match status {
             Ok(s) => {
                 use std::os::unix::process::ExitStatusExt as _;
@@ -123,7 +422,7 @@ pub fn spawn(
 
     Ok(Running {
         pid,
-        output,
+        kept,
         exit: exit_rx,
     })
 }
@@ -134,9 +433,17 @@ impl Running {
         self.pid
     }
 
-    /// Everything written so far.
+    /// The output as it is held: all of it, or its head and tail with what lies between said.
     pub fn output(&self) -> String {
-        self.output.lock().map(|o| o.clone()).unwrap_or_default()
+        self.kept.lock().map(|k| k.view()).unwrap_or_default()
+    }
+
+    /// Characters written so far, and the output after the `from`th as far as it is held.
+    pub fn output_since(&self, from: u64) -> (u64, String) {
+        self.kept
+            .lock()
+            .map(|k| (k.total, k.since(from)))
+            .unwrap_or_default()
     }
 
     /// How it ended, if it has.
@@ -181,12 +488,123 @@ impl harness_agent::Process for Running {
         Running::output(self)
     }
 
+    fn output_since(&self, from: u64) -> (u64, String) {
+        Running::output_since(self, from)
+    }
+
     fn wait_for(&self, timeout: Duration) -> harness_agent::BoxFuture<'_, Option<Exit>> {
         Box::pin(Running::wait_for(self, timeout))
     }
 
     fn stop(&self) -> harness_agent::BoxFuture<'_, Exit> {
         Box::pin(Running::stop(self))
+    }
+}
+
+/// The processes of this machine (of this user: others' cannot be read) whose environment
+/// holds `var=value`, with their process groups. Empty where there is no `/proc`.
+fn marked(var: &str, value: &str, not_ours: bool) -> Vec<(u32, u32)> {
+    let needle = format!("{var}={value}");
+    let ours = format!("{RUN_VAR}={}", run_mark());
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            continue;
+        }
+        if not_ours && env.split(|b| *b == 0).any(|kv| kv == ours.as_bytes()) {
+            continue;
+        }
+        // `pid (comm) state ppid pgrp …`: the fields after the last ')'.
+        let pgrp = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|st| {
+                let rest = st.rsplit_once(')')?.1.to_owned();
+                rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+            });
+        if let Some(pgrp) = pgrp {
+            found.push((pid, pgrp));
+        }
+    }
+    found
+}
+
+/// Ends the processes marked `var=value`: their groups get SIGTERM, and what is left a moment
+/// later SIGKILL. Gives how many processes there were.
+fn end_marked(var: &str, value: &str, not_ours: bool) -> usize {
+    let first = marked(var, value, not_ours);
+    if first.is_empty() {
+        return 0;
+    }
+    let term = |list: &[(u32, u32)], sig: rustix::process::Signal| {
+        for &(pid, pgrp) in list {
+            signal_group(pgrp, sig);
+            if let Some(p) = i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(p, sig);
+            }
+        }
+    };
+    term(&first, rustix::process::Signal::TERM);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = marked(var, value, not_ours);
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            term(&left, rustix::process::Signal::KILL);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.len()
+}
+
+/// Ends every process this llembas process started, and all they started, wherever they
+/// went: called on every way out (the end of a run, a signal, a closed ACP stdin).
+pub fn end_all() -> usize {
+    end_marked(RUN_VAR, run_mark(), false)
+}
+
+/// Ends what an earlier run of the session `id` left running (a llembas killed with SIGKILL
+/// could end nothing); gives how many processes that was. Processes of this run are not
+/// touched.
+pub fn end_left_by(id: &str) -> usize {
+    if id.is_empty() {
+        return 0;
+    }
+    end_marked(SESSION_VAR, id, true)
+}
+
+/// Ends everything this process started when it is told to end (SIGTERM, SIGHUP), then exits
+/// as the signal would (128 + its number). Needs a tokio runtime.
+pub fn end_on_signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    for (kind, code) in [(SignalKind::terminate(), 143), (SignalKind::hangup(), 129)] {
+        let Ok(mut s) = signal(kind) else {
+            continue;
+        };
+        tokio::spawn(async move {
+            if s.recv().await.is_some() {
+                let _ = tokio::task::spawn_blocking(end_all).await;
+                std::process::exit(code);
+            }
+        });
     }
 }
 
@@ -203,28 +621,114 @@ fn signal_group(pid: u32, sig: rustix::process::Signal) {
 mod tests {
     use super::*;
 
+    fn collect() -> (OutputSink, Arc<Mutex<String>>) {
+        let seen = Arc::new(Mutex::new(String::new()));
+        let s = seen.clone();
+        (
+            Arc::new(move |t: String| s.lock().unwrap().push_str(&t)),
+            seen,
+        )
+    }
+
     #[tokio::test]
     async fn merges_and_streams_output() {
         let dir = tempfile::tempdir().unwrap();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let r = spawn("echo out; echo err >&2; exit 3", dir.path(), Some(tx)).unwrap();
+        let (sink, seen) = collect();
+        let r = spawn(
+            "echo out; echo err >&2; exit 3",
+            dir.path(),
+            &SpillDir::default(),
+            Some(sink),
+        )
+        .unwrap();
         assert_eq!(r.wait().await, Exit::Code(3));
         assert_eq!(r.output(), "out\nerr\n");
-        let mut streamed = String::new();
-        while let Ok(c) = rx.try_recv() {
-            streamed.push_str(&c);
-        }
-        assert_eq!(streamed, "out\nerr\n");
+        assert_eq!(*seen.lock().unwrap(), "out\nerr\n");
     }
 
     #[tokio::test]
     async fn outlives_its_timeout_and_stops_by_group() {
         let dir = tempfile::tempdir().unwrap();
-        let r = spawn("echo start; sleep 30; echo never", dir.path(), None).unwrap();
+        let r = spawn(
+            "echo start; sleep 30; echo never",
+            dir.path(),
+            &SpillDir::default(),
+            None,
+        )
+        .unwrap();
         assert_eq!(r.wait_for(Duration::from_millis(300)).await, None);
         assert_eq!(r.output(), "start\n");
         let e = r.stop().await;
         assert!(matches!(e, Exit::Signal(_)), "{e:?}");
         assert_eq!(r.output(), "start\n");
+    }
+
+    #[tokio::test]
+    async fn a_grandchild_holding_the_pipe_does_not_hold_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, seen) = collect();
+        let r = spawn(
+            "(sleep 5 &); echo spawned",
+            dir.path(),
+            &SpillDir::default(),
+            Some(sink),
+        )
+        .unwrap();
+        // The shell exits at once; its end is reported a moment later, not when the sleep
+        // closes the pipe.
+        assert_eq!(
+            r.wait_for(Duration::from_secs(3)).await,
+            Some(Exit::Code(0))
+        );
+        assert_eq!(*seen.lock().unwrap(), "spawned\n");
+        signal_group(r.pid(), rustix::process::Signal::KILL);
+    }
+
+    #[tokio::test]
+    async fn endless_output_is_held_as_head_and_tail_with_the_rest_spilled() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out/1.out");
+        let l = limits().unwrap();
+        let (sink, seen) = collect();
+        // 8 MB of numbered lines: more than the head and the tail together.
+        let r = spawn(
+            "seq 1 1000000 | sed 's/$/ xxxxxx/'",
+            dir.path(),
+            &SpillDir::new(Some(dir.path().join("out"))),
+            Some(sink),
+        )
+        .unwrap();
+        assert_eq!(r.wait().await, Exit::Code(0));
+        let all: String = (1..=1_000_000).map(|i| format!("{i} xxxxxx\n")).collect();
+        let held = r.output();
+        assert!(held.len() < l.head + l.tail * 2 + 200, "{}", held.len());
+        assert!(held.starts_with("1 xxxxxx\n2 xxxxxx\n"));
+        assert!(held.ends_with("999999 xxxxxx\n1000000 xxxxxx\n"));
+        assert!(
+            held.contains(&format!(
+                "characters of output not kept here (the output is in {})",
+                spill.display()
+            )),
+            "{}",
+            &held[l.head..l.head + 200]
+        );
+        // The spill file has it all.
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), all);
+        // The person was shown at most the stream window at a time, the rest folded.
+        let shown = seen.lock().unwrap().clone();
+        assert!(shown.ends_with("1000000 xxxxxx\n"));
+        if shown.len() < all.len() {
+            assert!(
+                shown.contains(" characters not shown …]"),
+                "{}",
+                &shown[..200]
+            );
+        }
+        // A watcher's cursor past the head reads on from the tail.
+        let (total, since) = r.output_since(all.len() as u64 - 15);
+        assert_eq!(
+            (total, since.as_str()),
+            (all.len() as u64, "1000000 xxxxxx\n")
+        );
     }
 }

@@ -51,7 +51,7 @@ impl SessionParts {
             model: Arc::new(self.client),
             model_name: self.model_name,
             perms: self.perms,
-            jobs: Arc::new(HostJobs::new(exec.root())),
+            jobs: Arc::new(HostJobs::new(exec.root(), exec.spill.clone())),
             world: Arc::new(HostWorld::new(exec)),
             plan: Arc::new(Mutex::new(harness_core::plan::PlanState::default())),
             capacity: self.capacity,
@@ -153,6 +153,19 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             (meta, Some(entries))
         }
     };
+    exec.spill = Arc::new(crate::process::SpillDir::for_session(
+        store.dir(&meta.id).join("output"),
+        &meta.id,
+    ));
+    if resume.is_some() {
+        let ended = crate::process::end_left_by(&meta.id);
+        if ended > 0 {
+            eprintln!(
+                "llembas: ended {ended} process{} an earlier run of this session left running",
+                if ended == 1 { "" } else { "es" }
+            );
+        }
+    }
     Ok(SessionParts {
         client,
         model_name: name,

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use harness_agent::{BoxFuture, CallContext, JobSpawner, Process, Ran, ShownFile, ToolWorld};
 use harness_core::protocol::ToolCall;
 use harness_loop::session::ToolOutcome;
-use tokio::sync::mpsc;
 
 use crate::exec::{Exec, RUNS};
 
@@ -34,19 +33,9 @@ impl ToolWorld for HostWorld {
         Box::pin(async move {
             match call.name.as_str() {
                 "bash" => {
-                    // The output goes to the front end as it comes, all of it before the result.
-                    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-                    let sink = cx.output.clone();
-                    let forward = tokio::spawn(async move {
-                        while let Some(text) = rx.recv().await {
-                            sink(text);
-                        }
-                    });
-                    let ran = self.exec.bash(call, Some(tx), &cx.cancel).await;
-                    if matches!(ran, Ran::Done(_)) {
-                        let _ = forward.await;
-                    }
-                    ran
+                    self.exec
+                        .bash(call, Some(cx.output.clone()), &cx.cancel)
+                        .await
                 }
                 "web_fetch" => {
                     Ran::Done(match crate::web::fetch(&call.arguments, &cx.cancel).await {
@@ -106,20 +95,22 @@ impl ToolWorld for HostWorld {
 /// Background commands as processes of this machine, in the working directory.
 pub struct HostJobs {
     root: PathBuf,
+    spill: Arc<crate::process::SpillDir>,
 }
 
 impl HostJobs {
-    /// Jobs started in `root`.
-    pub fn new(root: &Path) -> HostJobs {
+    /// Jobs started in `root`, spilling their output past memory to `spill`.
+    pub fn new(root: &Path, spill: Arc<crate::process::SpillDir>) -> HostJobs {
         HostJobs {
             root: root.to_path_buf(),
+            spill,
         }
     }
 }
 
 impl JobSpawner for HostJobs {
     fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
-        crate::process::spawn(command, &self.root, None)
+        crate::process::spawn(command, &self.root, &self.spill, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
             .map_err(|e| format!("{e:#}"))
     }

@@ -1323,7 +1323,7 @@ impl Driver {
                 seconds,
                 running,
             } => {
-                let so_far = running.output();
+                let (seen, so_far) = running.output_since(0);
                 match self.session.jobs_mut().overrun(&title, seconds, &so_far) {
                     harness_loop::jobs::Overrun::Continue { id, text } => {
                         self.emit(Event::JobStarted {
@@ -1331,7 +1331,7 @@ impl Driver {
                             kind: JobKind::Command,
                             title,
                         });
-                        self.watch_job(id, running, so_far.len());
+                        self.watch_job(id, running, seen);
                         let body = so_far.trim_end_matches('\n');
                         let output = if body.is_empty() {
                             text
@@ -1712,7 +1712,7 @@ impl Driver {
     }
 
     /// Follows a running job: its new output and its end go to the session.
-    fn watch_job(&mut self, id: u32, running: Arc<dyn Process>, seen: usize) {
+    fn watch_job(&mut self, id: u32, running: Arc<dyn Process>, seen: u64) {
         self.jobs.insert(id, running.clone());
         let tx = self.job_tx.clone();
         tokio::spawn(async move {
@@ -1721,13 +1721,10 @@ impl Driver {
                 let done = running
                     .wait_for(std::time::Duration::from_millis(250))
                     .await;
-                let all = running.output();
-                if all.len() > seen {
-                    let _ = tx.send(JobMsg::Output {
-                        id,
-                        text: all[seen..].to_owned(),
-                    });
-                    seen = all.len();
+                let (total, text) = running.output_since(seen);
+                if total > seen {
+                    let _ = tx.send(JobMsg::Output { id, text });
+                    seen = total;
                 }
                 if let Some(exit) = done {
                     let _ = tx.send(JobMsg::Ended { id, exit });

@@ -122,8 +122,16 @@ impl Exit {
 /// A running (or ended) command of the session: a background job, or a foreground command
 /// that outlived its timeout.
 pub trait Process: Send + Sync {
-    /// Everything it wrote so far.
+    /// What it wrote so far, as it is held (a process that holds only part of a long output
+    /// says what it left out).
     fn output(&self) -> String;
+    /// Characters written so far, and the output after the `from`th character as far as it is
+    /// held: how a watcher follows a job. By default from [`Process::output`] whole.
+    fn output_since(&self, from: u64) -> (u64, String) {
+        let all = self.output();
+        let skip = usize::try_from(from).unwrap_or(usize::MAX);
+        (all.chars().count() as u64, all.chars().skip(skip).collect())
+    }
     /// Waits until it ends or `timeout` passes (`None`: still running).
     fn wait_for(&self, timeout: Duration) -> BoxFuture<'_, Option<Exit>>;
     /// Stops it (and everything it started).

@@ -442,6 +442,7 @@ impl Session {
     pub fn resume(setup: SessionSetup, entries: &[Entry]) -> Session {
         let mut s = Session::new(setup);
         let mut open_turn = false;
+        let mut started: Vec<String> = Vec::new();
         for e in entries {
             match e {
                 Entry::TurnStarted { turn, text, origin } => {
@@ -502,17 +503,18 @@ impl Session {
                         s.context.rewind(*turn);
                     }
                 }
+                Entry::CallsStarted { call_ids } => started.extend(call_ids.iter().cloned()),
             }
         }
         if open_turn {
-            s.close_cut_turn();
+            s.close_cut_turn(&started);
         }
         s
     }
 
     /// Pairs every call of the last assistant message that has no result with the `cancelled`
-    /// answer, and ends the turn as cancelled.
-    fn close_cut_turn(&mut self) {
+    /// answer (`interrupted` for one that had started running), and ends the turn as cancelled.
+    fn close_cut_turn(&mut self, started: &[String]) {
         let answered: Vec<String> = self
             .history
             .iter()
@@ -525,11 +527,15 @@ impl Session {
             Message::Assistant { tool_calls, .. } => Some(tool_calls.clone()),
             _ => None,
         });
-        let missing = self.cfg.calls.cancelled.clone();
         for call in last_calls.unwrap_or_default() {
             if answered.contains(&call.id) {
                 continue;
             }
+            let missing = if started.contains(&call.id) {
+                self.cfg.calls.interrupted.clone()
+            } else {
+                self.cfg.calls.cancelled.clone()
+            };
             let (inserted, read) = self.insert_slot(&call, None, &missing);
             self.record_result(&call, inserted, read);
         }
@@ -1126,10 +1132,13 @@ impl Session {
             }
             self.pending.running = group.clone();
             self.phase = Phase::Tools;
-            let calls = group
+            let calls: Vec<ToolCall> = group
                 .iter()
                 .map(|&i| self.pending.calls[i].clone())
                 .collect();
+            self.log.push(Entry::CallsStarted {
+                call_ids: calls.iter().map(|c| c.id.clone()).collect(),
+            });
             return vec![Action::RunTools { calls, parallel }];
         }
         self.finish_calls()

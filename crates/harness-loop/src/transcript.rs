@@ -242,7 +242,10 @@ pub fn replay(entries: &[Entry]) -> Vec<Message> {
                     starts.truncate(k);
                 }
             }
-            Entry::JobStarted { .. } | Entry::JobEnded { .. } | Entry::TurnEnded { .. } => {}
+            Entry::JobStarted { .. }
+            | Entry::JobEnded { .. }
+            | Entry::TurnEnded { .. }
+            | Entry::CallsStarted { .. } => {}
         }
     }
     history

@@ -139,6 +139,8 @@ pub struct CallTexts {
     pub declined_feedback: String,
     /// The prompt was cancelled before the call ran.
     pub cancelled: String,
+    /// On resume: the call had started when the session's process ended.
+    pub interrupted: String,
     /// The front end gave no result for a call it was asked to run.
     pub no_result: String,
     /// The turn ends after empty answers (`{count}`).
@@ -210,6 +212,15 @@ pub struct JobLimits {
     pub max_running: usize,
     /// Output characters kept per job.
     pub output_kept_chars: usize,
+    /// A running command's first output characters held in memory (beside the last
+    /// `output_kept_chars`); the rest goes to a spill file.
+    pub output_head_chars: usize,
+    /// Bytes a command's spill file holds at most.
+    pub spill_max_bytes: u64,
+    /// Output characters waiting to be shown to the person at most.
+    pub stream_chars: usize,
+    /// Seconds a one-shot run waits for its background jobs after its turn ended.
+    pub oneshot_wait_seconds: u64,
     /// Last lines of a command's output in its wake-up message.
     pub wake_tail_lines: usize,
 }

@@ -758,3 +758,128 @@ async fn jobs_of_a_killed_session_end_on_resume() {
         "{after:?}"
     );
 }
+
+/// Whether the process `pid` is alive (a zombie left for a parent to reap is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+/// The pid a command wrote into `file` of the project, once it is there.
+async fn pid_in(sb: &Sandbox, file: &str) -> i32 {
+    let path = sb.project.path().join(file);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&path)
+            && let Ok(pid) = t.trim().parse()
+        {
+            return pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "{file} never came");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_outlives_its_run() {
+    // A command that leaves a process behind answers at once; the run's end ends it.
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "(sleep 41 & echo $! > bg.pid); echo spawned"}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["--mode", "auto", "-p", "go"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let bg = pid_in(&sb, "bg.pid").await;
+    assert!(!alive(bg), "the background sleep outlived llembas");
+
+    // SIGTERM: llembas ends its command's processes and exits as the signal says.
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo $$ > fg.pid; sleep 42; echo late", "timeout": 600}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let mut child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
+        .spawn()
+        .unwrap();
+    let fg = pid_in(&sb, "fg.pid").await;
+    assert!(alive(fg));
+    let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(!alive(fg), "the command outlived a SIGTERM of llembas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_ends_what_a_killed_run_left_and_says_the_call_was_interrupted() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo $$ > k.pid; sleep 43; echo late", "timeout": 600}),
+        ),
+        text(&["Back again."]),
+    ])
+    .await
+    .unwrap();
+    let mut child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
+        .spawn()
+        .unwrap();
+    let pid = pid_in(&sb, "k.pid").await;
+    child.kill().await.unwrap();
+    let _ = child.wait().await;
+    assert!(
+        alive(pid),
+        "SIGKILL leaves the command running until a resume"
+    );
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "--resume", "-p", "again"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !alive(pid),
+        "the resumed session left the killed run's command running"
+    );
+    assert!(
+        run.stderr
+            .contains("ended 2 processes an earlier run of this session left running")
+            || run
+                .stderr
+                .contains("ended 1 process an earlier run of this session left running"),
+        "{}",
+        run.stderr
+    );
+    let interrupted = harness_loop::config::LoopConfig::embedded()
+        .unwrap()
+        .calls
+        .interrupted
+        .clone();
+    let results = tool_results(&server.bodies()[1]);
+    assert!(results[0].ends_with(&interrupted), "{results:?}");
+}

@@ -205,10 +205,18 @@ fn a_session_resumes_from_its_transcript() {
         },
         &log,
     );
-    // The cut turn is closed: both calls answered `cancelled`, the turn ended.
+    // The cut turn is closed: both calls had started, so both are answered `interrupted`
+    // (not "not run"), and the turn ended.
     let repair = r.take_log();
     assert_eq!(repair.len(), 3, "{repair:?}");
     assert!(matches!(repair.last(), Some(Entry::TurnEnded { .. })));
+    let interrupted = LoopConfig::embedded().unwrap().calls.interrupted.clone();
+    for e in &repair[..2] {
+        assert!(
+            matches!(e, Entry::ToolResult { output, .. } if *output == interrupted),
+            "{e:?}"
+        );
+    }
     log.extend(repair);
     assert_eq!(replay(&log), r.history());
     assert!(!r.busy());
@@ -247,4 +255,65 @@ fn a_session_resumes_from_its_transcript() {
     }) {
         assert!(r.context().stored(id.as_str()).is_some(), "{id}");
     }
+}
+
+#[test]
+fn a_call_that_never_started_is_answered_not_run_on_resume() {
+    let log = vec![
+        Entry::TurnStarted {
+            turn: 1,
+            text: "go".into(),
+            origin: Origin::Person,
+        },
+        Entry::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![
+                ToolCall {
+                    id: "ran".into(),
+                    name: "bash".into(),
+                    arguments: json!({"command": "make"}),
+                },
+                ToolCall {
+                    id: "waited".into(),
+                    name: "bash".into(),
+                    arguments: json!({"command": "make install"}),
+                },
+            ],
+        },
+        Entry::CallsStarted {
+            call_ids: vec!["ran".into()],
+        },
+    ];
+    let mut r = Session::resume(
+        SessionSetup {
+            config: LoopConfig::embedded().unwrap(),
+            project: Project::Cli,
+            budget: None,
+            id: "t".into(),
+            catalog: Box::new(|_: &str| None),
+            permissions: Box::new(AllowAll),
+            subagent: false,
+            hygiene: true,
+        },
+        &log,
+    );
+    let cfg = LoopConfig::embedded().unwrap();
+    let outputs: Vec<(String, String)> = r
+        .take_log()
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::ToolResult {
+                call_id, output, ..
+            } => Some((call_id, output)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        outputs,
+        vec![
+            ("ran".to_owned(), cfg.calls.interrupted.clone()),
+            ("waited".to_owned(), cfg.calls.cancelled.clone()),
+        ]
+    );
 }
