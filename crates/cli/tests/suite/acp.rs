@@ -1232,3 +1232,71 @@ async fn an_older_instance_hands_over_library_and_prototypes() {
     assert!(!none.contains("Pricing page"), "{none}");
     assert!(!none.contains("12 notes, 3 documents"), "{none}");
 }
+
+/// Bad bytes on stdin: a blank line gets no answer; a line that is not UTF-8, one that is not
+/// JSON and one over the line cap each get a parse error (`-32700`, `id: null`) holding only a
+/// short head of the line and its length; the connection goes on and answers `initialize`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_on_stdin_are_answered_and_the_connection_goes_on() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let sb = Sandbox::new();
+    let mut child = sb.command("http://127.0.0.1:9", &["acp"]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    // 20 MiB, over the 16 MiB cap: once answered whole, a reply as long as the line.
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"x\":\"{}\"}}\n",
+        "y".repeat(20 << 20)
+    );
+    let not_json = format!("{{not json {}\n", "z".repeat(100_000));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    let lens = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\xff\xfe\"}".len(),
+        not_json.len() - 1,
+        huge.len() - 1,
+    ];
+    let writer = tokio::spawn(async move {
+        let mut bytes: Vec<u8> = Vec::new();
+        bytes.extend_from_slice(b"\n   \r\n");
+        bytes.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\xff\xfe\"}\n");
+        bytes.extend_from_slice(not_json.as_bytes());
+        bytes.extend_from_slice(huge.as_bytes());
+        bytes.extend_from_slice(b"\n");
+        bytes.extend_from_slice(format!("{init}\n").as_bytes());
+        stdin.write_all(&bytes).await.unwrap();
+        stdin
+    });
+    let mut replies: Vec<(usize, Value)> = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let mut line = String::new();
+            assert_ne!(stdout.read_line(&mut line).await.unwrap(), 0, "{replies:?}");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let done = v["id"] == json!(1);
+            replies.push((line.len(), v));
+            if done {
+                break;
+            }
+        }
+    })
+    .await;
+    read.expect("no answer to initialize within 60 s");
+    drop(writer.await.unwrap());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(replies.len(), 4, "{replies:#?}");
+    let whys = ["not UTF-8", "not JSON", "over the limit of 16777216 bytes"];
+    for (((size, v), why), len) in replies.iter().zip(whys).zip(lens) {
+        assert_eq!(v["error"]["code"], json!(-32700), "{v}");
+        assert_eq!(v["id"], Value::Null, "{v}");
+        let data = v["error"]["data"]["line"].as_str().unwrap();
+        assert!(data.contains(why), "{data}");
+        assert!(data.contains(&format!("a line of {len} bytes")), "{data}");
+        assert!(*size < 600, "a reply of {size} bytes: {data}");
+    }
+    assert!(replies[3].1["result"].is_object(), "{:?}", replies[3]);
+}
