@@ -30,8 +30,17 @@ pub struct Args {
     pub mode: Option<String>,
 
     /// Run one prompt without the terminal UI and exit (`-p -` or no value reads stdin).
+    ///
+    /// Background jobs still running when the answer ends are waited for (their ends wake the
+    /// session, as in a terminal session) up to --job-wait seconds; then they are stopped, said
+    /// on stderr, and llembas exits. Every process a run started ends with it.
     #[arg(short = 'p', long, num_args = 0..=1, default_missing_value = "-")]
     pub prompt: Option<String>,
+
+    /// With -p: seconds to wait for background jobs after the answer ended [default: the
+    /// spec's `jobs.limits.oneshot_wait_seconds`, 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub job_wait: Option<u64>,
 
     /// How a one-shot run writes its output.
     #[arg(long, value_enum)]

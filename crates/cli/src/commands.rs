@@ -176,7 +176,7 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
             runtime.block_on(async {
                 crate::process::end_on_signals();
                 let parts = session::build(&settings, args.resume.as_deref()).await?;
-                oneshot::run(parts, prompt, settings.output, answers).await
+                oneshot::run(parts, prompt, settings.output, answers, args.job_wait).await
             })
         }
         None => runtime.block_on(async {

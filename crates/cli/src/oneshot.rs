@@ -46,6 +46,7 @@ pub async fn run(
     prompt: String,
     output: OutputFormat,
     answers: Answers,
+    job_wait: Option<u64>,
 ) -> Result<ExitCode> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
@@ -54,6 +55,16 @@ pub async fn run(
     if answers == Answers::Stdin {
         driver.answers_questions();
     }
+    let wait = match job_wait {
+        Some(w) => w,
+        None => {
+            harness_loop::config::LoopConfig::embedded()?
+                .jobs
+                .limits
+                .oneshot_wait_seconds
+        }
+    };
+    driver.wait_for_jobs_at_most(std::time::Duration::from_secs(wait));
     let id = driver.id().to_owned();
     driver.queue_prompt(prompt);
     let mut task = tokio::spawn(async move {

@@ -154,6 +154,9 @@ pub struct Driver {
     overflowed: bool,
     /// A compaction asked for by the person runs (a cancel stops it).
     compacting: bool,
+    /// How long [`Driver::run`] until idle waits for jobs after a turn ended (`None`: as long
+    /// as they run).
+    job_wait: Option<std::time::Duration>,
 }
 
 /// The built-in subagents (`prompts/agents/`).
@@ -353,6 +356,7 @@ impl Driver {
             reply: None,
             overflowed: false,
             compacting: false,
+            job_wait: None,
         };
         for event in lost {
             if let Event::JobEnded { job_id, .. } = &event {
@@ -493,19 +497,33 @@ impl Driver {
     pub async fn run(&mut self, until_idle: bool) -> Result<()> {
         // A resumed session may have closed the turn a crash cut short.
         self.flush_log()?;
+        let mut idle_since: Option<tokio::time::Instant> = None;
         loop {
             if let Some(text) = self.queued_prompts.pop_front() {
                 self.feed(Input::Prompt { text }).await?;
                 continue;
             }
-            if until_idle
-                && !self.session.busy()
-                && self.jobs.is_empty()
-                && self.subagents.is_empty()
-            {
+            let idle = until_idle && !self.session.busy();
+            if idle && self.jobs.is_empty() && self.subagents.is_empty() {
                 return Ok(());
             }
+            idle_since = if idle {
+                idle_since.or_else(|| Some(tokio::time::Instant::now()))
+            } else {
+                None
+            };
+            let deadline = idle_since.zip(self.job_wait).map(|(at, wait)| at + wait);
+            let wait_over = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                () = wait_over => {
+                    self.stop_waited_jobs().await?;
+                    return Ok(());
+                }
                 op = self.ops.recv() => match op {
                     None => break,
                     Some(Ctl::Op(Op::Prompt { text, .. })) => self.feed(Input::Prompt { text }).await?,
@@ -528,6 +546,44 @@ impl Driver {
         }
         self.shutdown().await;
         Ok(())
+    }
+
+    /// With [`Driver::run`] until idle, the jobs still running `wait` after a turn ended are
+    /// stopped and the run ends (a one-shot run ends with its turn, not with its jobs; their
+    /// ends wake the session in that time as usual).
+    pub fn wait_for_jobs_at_most(&mut self, wait: std::time::Duration) {
+        self.job_wait = Some(wait);
+    }
+
+    /// The jobs waited for long enough: each is stopped, recorded as stopped (its wake-up kept
+    /// for a later turn), and the person told.
+    async fn stop_waited_jobs(&mut self) -> Result<()> {
+        let seconds = self.job_wait.map_or(0, |w| w.as_secs());
+        for id in self.session.jobs().running_ids() {
+            let title = self
+                .session
+                .jobs()
+                .get(id)
+                .map(|j| j.title.clone())
+                .unwrap_or_default();
+            let text = harness_loop::config::fill(
+                LoopConfig::embedded()?.job_text("oneshot_stopped"),
+                &[
+                    ("id", &id.to_string()),
+                    ("title", &title),
+                    ("seconds", &seconds.to_string()),
+                ],
+            );
+            self.notice(Level::Warning, text);
+        }
+        for child in self.subagents.values() {
+            let _ = child.send(Ctl::Op(Op::Cancel));
+        }
+        self.shutdown().await;
+        for event in self.session.end_running_jobs() {
+            self.emit(event);
+        }
+        self.flush_log()
     }
 
     /// Stops every job (the session is ending).

@@ -330,6 +330,23 @@ impl Jobs {
     /// with `jobs.texts.lost` (the process that ran and watched it is gone, so nothing would
     /// ever report its end), each leaving its wake-up. The ends, in id order.
     pub fn end_lost(&mut self) -> Vec<(u32, JobEnd)> {
+        let end = JobEnd::Failed {
+            message: self.cfg.job_text("lost").to_owned(),
+        };
+        self.end_running(&end)
+    }
+
+    /// Every job still running is ended as `end` (the front end stopped them all), each leaving
+    /// its wake-up. The ends, in id order.
+    pub fn end_running(&mut self, end: &JobEnd) -> Vec<(u32, JobEnd)> {
+        self.running_ids()
+            .into_iter()
+            .filter_map(|id| self.end(id, end, None).map(|_| (id, end.clone())))
+            .collect()
+    }
+
+    /// The ids of the jobs still running, in order.
+    pub fn running_ids(&self) -> Vec<u32> {
         let mut running: Vec<u32> = self
             .jobs
             .values()
@@ -337,16 +354,7 @@ impl Jobs {
             .map(|j| j.id)
             .collect();
         running.sort_unstable();
-        let message = self.cfg.job_text("lost").to_owned();
         running
-            .into_iter()
-            .filter_map(|id| {
-                let end = JobEnd::Failed {
-                    message: message.clone(),
-                };
-                self.end(id, &end, None).map(|_| (id, end))
-            })
-            .collect()
     }
 
     /// A job ended. For a subagent, `output` is its final reply (a command's output came by

@@ -1318,6 +1318,17 @@ impl Session {
     /// next step. The events to show, in id order.
     pub fn end_lost_jobs(&mut self) -> Vec<Event> {
         let ended = self.jobs.end_lost();
+        self.log_job_ends(ended)
+    }
+
+    /// Every job still running is recorded as stopped (the runner stopped their processes),
+    /// each leaving its wake-up for the next turn. The events to emit.
+    pub fn end_running_jobs(&mut self) -> Vec<Event> {
+        let ended = self.jobs.end_running(&JobEnd::Stopped);
+        self.log_job_ends(ended)
+    }
+
+    fn log_job_ends(&mut self, ended: Vec<(u32, JobEnd)>) -> Vec<Event> {
         ended
             .into_iter()
             .map(|(id, end)| {

@@ -416,7 +416,12 @@ async fn a_crashed_session_resumes() {
     child.kill().await.unwrap();
     let _ = child.wait().await;
     let before = sb.transcript();
-    assert_eq!(before.last().unwrap()["type"], "assistant", "{before:?}");
+    // The call was written as started before it ran.
+    assert_eq!(
+        before.last().unwrap()["type"],
+        "calls_started",
+        "{before:?}"
+    );
 
     // Second run: --resume continues the newest session of this directory.
     let run = sb
@@ -449,8 +454,8 @@ async fn a_crashed_session_resumes() {
         m[5]["content"]
             .as_str()
             .unwrap()
-            .contains("Not run: the prompt was cancelled."),
-        "the call the crash cut short is answered: {}",
+            .contains("Interrupted: this call was running when the session's process ended"),
+        "the call the crash cut short is answered truthfully: {}",
         m[5]
     );
     assert_eq!(m[6]["content"], "go on");
@@ -882,4 +887,63 @@ async fn a_resumed_session_ends_what_a_killed_run_left_and_says_the_call_was_int
         .clone();
     let results = tool_results(&server.bodies()[1]);
     assert!(results[0].ends_with(&interrupted), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_run_ends_its_jobs_after_the_wait() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo $$ > job.pid; exec sleep 44", "background": true}),
+        ),
+        text(&["Started the server."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &[
+                "--mode",
+                "auto",
+                "--job-wait",
+                "1",
+                "-p",
+                "start the server",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Started the server.\n");
+    assert!(
+        run.stderr.contains("Stopped job 1 (echo $$ > job.pid; exec sleep 44): it was still running 1s after the turn ended"),
+        "{}",
+        run.stderr
+    );
+    let pid = pid_in(&sb, "job.pid").await;
+    assert!(!alive(pid));
+    let t = sb.transcript();
+    assert!(
+        t.iter()
+            .any(|e| e["type"] == "job_ended" && e["id"] == 1 && e["end"]["status"] == "stopped"),
+        "{t:?}"
+    );
+    // The help says the default.
+    let help = std::process::Command::new(bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let wait = harness_loop::config::LoopConfig::embedded()
+        .unwrap()
+        .jobs
+        .limits
+        .oneshot_wait_seconds;
+    assert!(
+        help.contains(&format!("oneshot_wait_seconds`, {wait}]")),
+        "{help}"
+    );
 }
