@@ -46,14 +46,40 @@ pub struct FileTools {
     ledger: Ledger,
 }
 
-fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
-    a.get(key).and_then(Value::as_str)
+/// A typed argument: `Ok(None)` when absent (or null), the answer to send when of the wrong
+/// type.
+type Arg<T> = Result<Option<T>, ToolOutcome>;
+
+fn arg_str<'a>(call: &'a ToolCall, key: &str) -> Arg<&'a str> {
+    match call.arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(wrong_type(call, key, "a string")),
+    }
 }
 
-fn arg_usize(a: &Value, key: &str) -> Option<usize> {
-    a.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| usize::try_from(n).ok())
+fn arg_usize(call: &ToolCall, key: &str) -> Arg<usize> {
+    match call.arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| wrong_type(call, key, "a whole number, 0 or more")),
+    }
+}
+
+fn arg_bool(call: &ToolCall, key: &str) -> Arg<bool> {
+    match call.arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(wrong_type(call, key, "true or false")),
+    }
+}
+
+/// A required string argument: the answer to send when it is absent or not a string.
+fn required_str<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, ToolOutcome> {
+    arg_str(call, key)?.ok_or_else(|| missing(call, key))
 }
 
 /// The answer to a call missing a required argument.
@@ -64,8 +90,55 @@ pub fn missing(call: &ToolCall, key: &str) -> ToolOutcome {
     )
 }
 
-fn error(call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
-    ToolOutcome::error(&call.id, e.to_string())
+/// The answer to a call whose argument `key` is there but of the wrong type (`what` it must
+/// be: "a string", "true or false", ...).
+pub fn wrong_type(call: &ToolCall, key: &str, what: &str) -> ToolOutcome {
+    ToolOutcome::error(&call.id, format!("{}: `{key}` must be {what}", call.name))
+}
+
+/// A refusal of harness-fs, with the view path it names shown as the person knows it (the form
+/// successes use).
+fn error(call: &ToolCall, paths: &dyn PathMap, e: harness_fs::Error) -> ToolOutcome {
+    use harness_fs::Error as E;
+    let text = match &e {
+        E::Io { path, message } => {
+            format!(
+                "I/O error on {}: {message}",
+                paths.shown(&VPath::parse(path))
+            )
+        }
+        E::NotFound(p)
+        | E::AccessDenied(p)
+        | E::ReadOnly(p)
+        | E::IsADirectory(p)
+        | E::NotADirectory(p)
+        | E::AlreadyExists(p)
+        | E::NotCommitted(p)
+        | E::NothingToCommit(p)
+        | E::TooLarge { path: p, .. }
+        | E::Binary(p)
+        | E::NotUtf8(p)
+        | E::NotRead(p)
+        | E::Stale(p)
+        | E::EditNotFound(p)
+        | E::EditAmbiguous { path: p, .. }
+        | E::EditNoChange(p)
+        | E::OffsetOutOfRange { path: p, .. } => {
+            // The path is the first `/` of each of these texts.
+            let text = e.to_string();
+            match text.find(p.as_str()) {
+                Some(at) => format!(
+                    "{}{}{}",
+                    &text[..at],
+                    paths.shown(p),
+                    &text[at + p.as_str().len()..]
+                ),
+                None => text,
+            }
+        }
+        _ => e.to_string(),
+    };
+    ToolOutcome::error(&call.id, text)
 }
 
 impl FileTools {
@@ -88,16 +161,13 @@ impl FileTools {
 
     /// Runs `call` on `view`; `None` when it is not a file tool.
     pub fn run(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Option<ToolOutcome> {
-        let a = &call.arguments;
-        Some(match call.name.as_str() {
+        let out = match call.name.as_str() {
             "read" => self.read(view, paths, call),
             "write" | "edit" | "multiedit" => self.change(view, paths, call),
             "apply_patch" => self.patch(view, paths, call),
-            "glob" => {
-                let Some(pattern) = arg_str(a, "pattern") else {
-                    return Some(missing(call, "pattern"));
-                };
-                let root = paths.to_view(arg_str(a, "path").unwrap_or("/"));
+            "glob" => (|| {
+                let pattern = required_str(call, "pattern")?;
+                let root = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
                 match fst::glob(view, &root, pattern, 200) {
                     Ok(g) => {
                         let mut text: Vec<String> =
@@ -111,43 +181,39 @@ impl FileTools {
                                     .to_owned(),
                             );
                         }
-                        ToolOutcome::ok(&call.id, text.join("\n"))
+                        Ok(ToolOutcome::ok(&call.id, text.join("\n")))
                     }
-                    Err(e) => error(call, e),
+                    Err(e) => Ok(error(call, paths, e)),
                 }
-            }
-            "grep" => {
-                let Some(pattern) = arg_str(a, "pattern") else {
-                    return Some(missing(call, "pattern"));
-                };
-                let root = paths.to_view(arg_str(a, "path").unwrap_or("/"));
+            })(),
+            "grep" => (|| {
+                let pattern = required_str(call, "pattern")?;
+                let root = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
                 let opts = GrepOptions {
-                    include: arg_str(a, "include").map(str::to_owned),
-                    ignore_case: a
-                        .get("ignore_case")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                    limit: arg_usize(a, "limit"),
+                    include: arg_str(call, "include")?.map(str::to_owned),
+                    ignore_case: arg_bool(call, "ignore_case")?.unwrap_or(false),
+                    limit: arg_usize(call, "limit")?,
                 };
-                match fst::grep(view, &root, pattern, &opts) {
+                Ok(match fst::grep(view, &root, pattern, &opts) {
                     Ok(mut g) => {
                         for m in &mut g.matches {
                             m.path = VPath::parse(&paths.shown(&m.path));
                         }
                         ToolOutcome::ok(&call.id, g.render())
                     }
-                    Err(e) => error(call, e),
-                }
-            }
-            "list" => {
-                let path = paths.to_view(arg_str(a, "path").unwrap_or("/"));
-                match fst::list(view, &path) {
+                    Err(e) => error(call, paths, e),
+                })
+            })(),
+            "list" => (|| {
+                let path = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
+                Ok(match fst::list(view, &path) {
                     Ok(text) => ToolOutcome::ok(&call.id, text),
-                    Err(e) => error(call, e),
-                }
-            }
+                    Err(e) => error(call, paths, e),
+                })
+            })(),
             _ => return None,
-        })
+        };
+        Some(out.unwrap_or_else(|refusal| refusal))
     }
 
     /// A file for `show`, read through the view as `read` reads it (a path the view does not
@@ -175,19 +241,16 @@ impl FileTools {
         })
     }
 
-    fn read(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
-        let a = &call.arguments;
-        let Some(path) = arg_str(a, "path") else {
-            return missing(call, "path");
-        };
+    fn read(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, ToolOutcome> {
+        let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
-        match fst::read(
-            view,
-            &self.ledger,
-            &vp,
-            arg_usize(a, "offset"),
-            arg_usize(a, "limit"),
-        ) {
+        let (offset, limit) = (arg_usize(call, "offset")?, arg_usize(call, "limit")?);
+        Ok(match fst::read(view, &self.ledger, &vp, offset, limit) {
             Ok(w) => {
                 let host = paths.shown(&w.path);
                 let text = w.text.replacen(
@@ -208,15 +271,18 @@ impl FileTools {
                     edit: None,
                 }
             }
-            Err(e) => error(call, e),
-        }
+            Err(e) => error(call, paths, e),
+        })
     }
 
-    fn change(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
+    fn change(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, ToolOutcome> {
         let a = &call.arguments;
-        let Some(path) = arg_str(a, "path") else {
-            return missing(call, "path");
-        };
+        let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
         let resolved = view.resolve(&vp);
         let before = view
@@ -225,20 +291,13 @@ impl FileTools {
             .map(|b| String::from_utf8_lossy(&b).into_owned());
         let result = match call.name.as_str() {
             "write" => {
-                let Some(content) = arg_str(a, "content") else {
-                    return missing(call, "content");
-                };
+                let content = required_str(call, "content")?;
                 fst::write(view, &self.ledger, &vp, content)
             }
             "edit" => {
-                let (Some(old), Some(new)) = (arg_str(a, "old_string"), arg_str(a, "new_string"))
-                else {
-                    return missing(call, "old_string/new_string");
-                };
-                let all = a
-                    .get("replace_all")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
+                let old = required_str(call, "old_string")?;
+                let new = required_str(call, "new_string")?;
+                let all = arg_bool(call, "replace_all")?.unwrap_or(false);
                 fst::edit(view, &self.ledger, &vp, old, new, all)
             }
             _ => {
@@ -249,18 +308,18 @@ impl FileTools {
                     .transpose()
                 {
                     Ok(Some(e)) => e,
-                    Ok(None) => return missing(call, "edits"),
+                    Ok(None) => return Err(missing(call, "edits")),
                     Err(e) => {
-                        return ToolOutcome::error(
+                        return Err(ToolOutcome::error(
                             &call.id,
                             format!("multiedit: `edits` is malformed: {e}"),
-                        );
+                        ));
                     }
                 };
                 fst::multiedit(view, &self.ledger, &vp, &edits)
             }
         };
-        match result {
+        Ok(match result {
             Ok(change) => {
                 let after = view
                     .read_bytes(&change.path)
@@ -284,19 +343,22 @@ impl FileTools {
                     }),
                 }
             }
-            Err(e) => error(call, e),
-        }
+            Err(e) => error(call, paths, e),
+        })
     }
 
     /// `apply_patch` through harness-fs (all or nothing, the read ledger's guards), answered
     /// with what happened to each file and its diff, by real paths.
-    fn patch(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> ToolOutcome {
-        let Some(text) = arg_str(&call.arguments, "patch") else {
-            return missing(call, "patch");
-        };
+    fn patch(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, ToolOutcome> {
+        let text = required_str(call, "patch")?;
         let mut patch = match harness_fs::patch::Patch::parse(text) {
             Ok(p) => p,
-            Err(e) => return error(call, e),
+            Err(e) => return Ok(error(call, paths, e)),
         };
         // A real path inside the working directory is taken as the relative path it names.
         patch.map_paths(|p| {
@@ -310,7 +372,7 @@ impl FileTools {
         });
         let applied = match harness_fs::patch::apply(view, &self.ledger, &patch) {
             Ok(a) => a,
-            Err(e) => return error(call, e),
+            Err(e) => return Ok(error(call, paths, e)),
         };
         let context = harness_loop::config::LoopConfig::embedded()
             .map(|c| c.context.diff.context_lines)
@@ -330,6 +392,6 @@ impl FileTools {
                 out.push(diff.trim_end_matches('\n').to_owned());
             }
         }
-        ToolOutcome::ok(&call.id, out.join("\n"))
+        Ok(ToolOutcome::ok(&call.id, out.join("\n")))
     }
 }

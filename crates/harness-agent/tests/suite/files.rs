@@ -63,3 +63,92 @@ fn reads_guard_edits_and_edits_carry_their_diff() {
         .unwrap_err();
     assert!(shown.contains("No such file"), "{shown}");
 }
+
+/// The person's paths under `/home/p/proj`, the view's under `/`.
+struct Under;
+
+impl harness_agent::PathMap for Under {
+    fn to_view(&self, input: &str) -> String {
+        match input.strip_prefix("/home/p/proj") {
+            Some(rest) if rest.is_empty() => "/".into(),
+            Some(rest) => rest.into(),
+            None => input.into(),
+        }
+    }
+
+    fn shown(&self, p: &VPath) -> String {
+        if p.as_str() == "/" {
+            "/home/p/proj".into()
+        } else {
+            format!("/home/p/proj{}", p.as_str())
+        }
+    }
+}
+
+#[test]
+fn a_wrong_type_is_named_and_errors_name_paths_as_successes_do() {
+    let tree = MemoryBackend::new();
+    tree.add_file(&VPath::parse("/a.txt"), b"one\n".to_vec())
+        .unwrap();
+    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Commit));
+    let tools = FileTools::new();
+    let run = |c: ToolCall| tools.run(&view, &Under, &c).expect("a file tool");
+    for (name, args, text) in [
+        (
+            "read",
+            json!({"path": 123}),
+            "read: `path` must be a string",
+        ),
+        (
+            "read",
+            json!({"path": "/home/p/proj/a.txt", "offset": "2"}),
+            "read: `offset` must be a whole number, 0 or more",
+        ),
+        (
+            "write",
+            json!({"path": "/home/p/proj/b.txt", "content": ["x"]}),
+            "write: `content` must be a string",
+        ),
+        (
+            "edit",
+            json!({"path": "/home/p/proj/a.txt", "old_string": "one", "new_string": "two", "replace_all": "yes"}),
+            "edit: `replace_all` must be true or false",
+        ),
+        (
+            "grep",
+            json!({"pattern": "one", "ignore_case": 1}),
+            "grep: `ignore_case` must be true or false",
+        ),
+        (
+            "list",
+            json!({"path": false}),
+            "list: `path` must be a string",
+        ),
+        ("read", json!({}), "read: the argument `path` is missing"),
+    ] {
+        let out = run(call(name, args.clone()));
+        assert!(out.is_error, "{name} {args}");
+        assert_eq!(out.output, text, "{name} {args}");
+    }
+    // A success and a refusal name the file the same way.
+    let ok = run(call("read", json!({"path": "/home/p/proj/a.txt"})));
+    assert!(
+        ok.output.contains("<path>/home/p/proj/a.txt</path>"),
+        "{}",
+        ok.output
+    );
+    let gone = run(call("read", json!({"path": "/home/p/proj/gone.txt"})));
+    assert_eq!(
+        gone.output,
+        "No such file or directory: /home/p/proj/gone.txt"
+    );
+    let stale = run(call(
+        "edit",
+        json!({"path": "/home/p/proj/a.txt", "old_string": "zzz", "new_string": "y"}),
+    ));
+    assert!(
+        stale.output.contains("not found in /home/p/proj/a.txt;"),
+        "{}",
+        stale.output
+    );
+}
