@@ -427,7 +427,10 @@ pub fn run(settings: Settings) -> Result<ExitCode> {
         client_spec: Mutex::new(String::new()),
         sessions: Mutex::new(HashMap::new()),
     });
-    runtime.block_on(serve(state))?;
+    runtime.block_on(async {
+        crate::process::end_on_signals();
+        serve(state).await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

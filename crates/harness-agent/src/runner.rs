@@ -1187,6 +1187,13 @@ impl Driver {
                 format!("a call of {:?} was not run: {}", bad.name, bad.reason),
             );
         }
+        let note = match harness_model::Quirks::embedded() {
+            Ok(q) => c.invalid_calls_note(q),
+            Err(e) => {
+                self.notice(Level::Warning, format!("the quirks did not load: {e}"));
+                None
+            }
+        };
         self.emit(Event::ModelAnswered {
             usage: c.usage.map(Into::into),
         });
@@ -1214,6 +1221,7 @@ impl Driver {
             reasoning: c.reasoning,
             tool_calls: calls,
             usage: c.usage.map(Into::into),
+            note,
         })
     }
 

@@ -112,6 +112,12 @@ pub struct ModelOutput {
     /// Token counts, when the server said them.
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// What the model must be told about this answer's calls that could not be run (arguments
+    /// that are not whole JSON: `quirks.json` `request.invalid_call`), sent to it as a machine
+    /// message after the answer's results, instead of the empty-answer nudge when nothing else
+    /// came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One request to the model.
@@ -328,6 +334,8 @@ struct TurnState {
     counted_steps: u32,
     tokens: u64,
     empty_in_row: u32,
+    /// A note for the model that waits for the current calls' results.
+    note: Option<String>,
     text_nudges: u32,
     wrap_up: Option<String>,
 }
@@ -691,6 +699,7 @@ impl Session {
             counted_steps: 0,
             tokens: 0,
             empty_in_row: 0,
+            note: None,
             text_nudges: 0,
             wrap_up: None,
         });
@@ -799,6 +808,7 @@ impl Session {
             .unwrap_or(estimate + (out.text.len() + out.reasoning.len()) as u64 / 4);
         let empty = out.text.trim().is_empty() && out.tool_calls.is_empty();
         let counts = !empty || self.cfg.nudges.empty_answer.counts_as_step;
+        let note = out.note.filter(|n| !n.trim().is_empty());
         let Some(turn) = self.turn.as_mut() else {
             return Vec::new();
         };
@@ -815,7 +825,9 @@ impl Session {
             turn.empty_in_row += 1;
             let count = turn.empty_in_row;
             if count <= self.cfg.nudges.empty_answer.retries {
-                self.push_user(self.cfg.nudges.empty_answer.text.clone(), Origin::Machine);
+                // Calls that could not be run are said as such, not as an empty answer.
+                let text = note.unwrap_or_else(|| self.cfg.nudges.empty_answer.text.clone());
+                self.push_user(text, Origin::Machine);
                 return self.next_call();
             }
             let message = fill(
@@ -825,6 +837,15 @@ impl Session {
             return self.end(TurnEnd::Error { message });
         }
         turn.empty_in_row = 0;
+        if out.tool_calls.is_empty()
+            && let Some(note) = note
+        {
+            // Text, and a call that could not be run: the model is told and goes on.
+            self.push_assistant(out.text, out.reasoning, Vec::new());
+            self.push_user(note, Origin::Machine);
+            return self.next_call();
+        }
+        turn.note = note;
         if out.tool_calls.is_empty() {
             let open = self.open_tasks.len();
             let nudge =
@@ -1189,6 +1210,9 @@ impl Session {
         if let Some(reason) = self.pending.end_after.take() {
             actions.extend(self.end(reason));
             return actions;
+        }
+        if let Some(note) = self.turn.as_mut().and_then(|t| t.note.take()) {
+            self.push_user(note, Origin::Machine);
         }
         actions.extend(self.next_call());
         actions

@@ -947,3 +947,45 @@ async fn a_one_shot_run_ends_its_jobs_after_the_wait() {
         "{help}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_cut_arguments_is_said_to_the_model_as_such() {
+    let sb = Sandbox::new();
+    // The answer is cut at the output limit inside the call's arguments.
+    let cut = Reply::sse_chunks(&[
+        harness_test_support::chunk(json!({"role": "assistant", "content": null}), None),
+        harness_test_support::chunk(
+            json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\": \"a.txt\", \"content\": \"hel"}}]}),
+            None,
+        ),
+        harness_test_support::chunk(json!({}), Some("length")),
+    ]);
+    let server = ScriptedServer::start(vec![
+        cut,
+        tool_call("c2", "write", json!({"path": "a.txt", "content": "hello"})),
+        text(&["Wrote it."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "-p", "write a.txt"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(sb.read("a.txt"), "hello");
+    let bodies = server.bodies();
+    let m = messages(&bodies[1]);
+    let last = m.last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(
+        last.contains("Your call of write was not run: the arguments were cut off")
+            && last.ends_with(
+                "Send it again with complete JSON arguments; split long content into smaller calls."
+            ),
+        "{last}"
+    );
+    assert!(!last.contains("[empty answer]"), "{last}");
+}

@@ -112,6 +112,7 @@ async fn a_turn_of_several_steps_runs_the_worlds_tools_and_is_stored() {
             Entry::Assistant { .. } => "assistant",
             Entry::ToolResult { .. } => "tool_result",
             Entry::TurnEnded { .. } => "turn_ended",
+            Entry::CallsStarted { .. } => "calls_started",
             _ => "other",
         })
         .collect();
@@ -120,8 +121,10 @@ async fn a_turn_of_several_steps_runs_the_worlds_tools_and_is_stored() {
         [
             "turn_started",
             "assistant",
+            "calls_started",
             "tool_result",
             "assistant",
+            "calls_started",
             "tool_result",
             "assistant",
             "turn_ended"

@@ -452,3 +452,37 @@ fn rewind_drops_later_turns_and_their_stubs() {
     );
     assert!(s.rewind(9).is_err());
 }
+
+#[test]
+fn calls_that_could_not_be_run_are_said_after_the_results() {
+    let note = "Your call of write was not run: the arguments were cut off.";
+    // Only a broken call: the note replaces the empty-answer nudge.
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s
+        .handle(Input::Model(ModelOutput {
+            note: Some(note.into()),
+            ..ModelOutput::default()
+        }))
+        .unwrap();
+    let req = request(&a).unwrap();
+    assert!(
+        matches!(req.messages.last(), Some(Message::User { text, origin, .. }) if text == note && *origin == Origin::Machine)
+    );
+    // A whole call beside it: its result first, then the note, then the next request.
+    let a = s
+        .handle(Input::Model(ModelOutput {
+            tool_calls: vec![call("c1", "read", json!({"path": "a"}))],
+            note: Some(note.into()),
+            ..ModelOutput::default()
+        }))
+        .unwrap();
+    assert_eq!(calls_of(&a), vec![(vec!["c1".to_owned()], false)]);
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("c1", "1\tx")]))
+        .unwrap();
+    let req = request(&a).unwrap();
+    let n = req.messages.len();
+    assert!(matches!(&req.messages[n - 2], Message::Tool { call_id, .. } if call_id == "c1"));
+    assert!(matches!(&req.messages[n - 1], Message::User { text, .. } if text == note));
+}
