@@ -12,6 +12,7 @@ use harness_spec::Spec;
 use harness_spec::conformance::{AreaRunner, CaseFile, Summary, run_cases};
 use serde_json::Value;
 
+mod bench_tokens;
 mod real_model;
 mod runners;
 
@@ -32,6 +33,18 @@ enum Command {
     /// Only the tests that need a real model server: install (once, into a cache outside the
     /// clone), start and probe one, run them against it.
     RealModel,
+    /// Benchmarks: `tokens` replays scripted tasks in a fresh CLI session and counts the
+    /// prompt tokens of every request (o200k).
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// First-request and whole-task tokens of the scripted tasks.
+    Tokens,
 }
 
 #[derive(clap::Args)]
@@ -72,6 +85,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Conformance(args) => conformance(args),
         Command::Test => test(),
+        Command::Bench {
+            what: BenchWhat::Tokens,
+        } => bench_tokens::bench_tokens().map(|()| ExitCode::SUCCESS),
         Command::RealModel => real_model_tests().map(|ok| {
             if ok {
                 ExitCode::SUCCESS
