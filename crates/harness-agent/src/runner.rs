@@ -154,6 +154,8 @@ pub struct Driver {
     overflowed: bool,
     /// A compaction asked for by the person runs (a cancel stops it).
     compacting: bool,
+    /// The answer text shown so far of the step being streamed (kept if the person stops it).
+    shown: Arc<std::sync::Mutex<String>>,
     /// How long [`Driver::run`] until idle waits for jobs after a turn ended (`None`: as long
     /// as they run).
     job_wait: Option<std::time::Duration>,
@@ -357,6 +359,7 @@ impl Driver {
             overflowed: false,
             compacting: false,
             job_wait: None,
+            shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
             if let Event::JobEnded { job_id, .. } = &event {
@@ -1099,14 +1102,22 @@ impl Driver {
             },
             ..ChatRequest::default()
         };
+        self.shown = Arc::new(std::sync::Mutex::new(String::new()));
         let task = self.model_task(chat, true);
         let result = self.wait(task).await?;
+        let shown = |d: &Self| d.shown.lock().map(|s| s.clone()).unwrap_or_default();
         if self.cancelled {
-            return Ok(Input::Cancel);
+            return Ok(Input::Stopped {
+                shown: shown(self),
+                results: Vec::new(),
+            });
         }
         Ok(match result {
             Ok(c) => self.model_input(c),
-            Err(harness_model::Error::Cancelled) => Input::Cancel,
+            Err(harness_model::Error::Cancelled) => Input::Stopped {
+                shown: shown(self),
+                results: Vec::new(),
+            },
             Err(e) => {
                 self.overflowed = matches!(e, harness_model::Error::ContextOverflow(_));
                 Input::ModelFailed {
@@ -1128,6 +1139,7 @@ impl Driver {
         let cancel = self.cancel.clone();
         let out = self.out.clone();
         let gate = self.capacity.clone();
+        let seen = self.shown.clone();
         let server = client.server();
         let holder = self
             .agent
@@ -1149,11 +1161,24 @@ impl Driver {
                 }
             }
             let mut on_event = |e: &StreamEvent| {
+                // A retry is told even for a request whose answer is not shown (compaction).
+                if let StreamEvent::Retry(r) = e {
+                    let _ = out.send(Out::Event(Event::Notice {
+                        level: Level::Info,
+                        text: r.to_string(),
+                    }));
+                    return;
+                }
                 if !shown {
                     return;
                 }
                 let ev = match e {
-                    StreamEvent::Text(t) => Event::TextDelta { text: t.clone() },
+                    StreamEvent::Text(t) => {
+                        if let Ok(mut s) = seen.lock() {
+                            s.push_str(t);
+                        }
+                        Event::TextDelta { text: t.clone() }
+                    }
                     StreamEvent::Reasoning(t) => Event::ReasoningDelta { text: t.clone() },
                     _ => return,
                 };
@@ -1297,7 +1322,11 @@ impl Driver {
             }
         }
         if self.cancelled {
-            return Ok(Input::Cancel);
+            // What ran stays as it ran; the rest is answered `cancelled`.
+            return Ok(Input::Stopped {
+                shown: String::new(),
+                results,
+            });
         }
         Ok(Input::ToolResults(results))
     }

@@ -22,6 +22,8 @@ pub enum Reply {
     Calls(String, Vec<(String, Value)>),
     /// The server fails with this message.
     Fail(String),
+    /// Text streamed, then nothing more until the request is cancelled (a slow answer).
+    Stall(String),
 }
 
 impl Reply {
@@ -128,6 +130,13 @@ impl ModelLink for ScriptedModel {
                 Reply::Calls(t, c) => (t, c),
                 Reply::Fail(message) => {
                     return Err(harness_model::Error::Decode(message));
+                }
+                Reply::Stall(text) => {
+                    for piece in text.split_inclusive(' ') {
+                        on_event(&StreamEvent::Text(piece.to_owned()));
+                    }
+                    cancel.cancelled().await;
+                    return Err(harness_model::Error::Cancelled);
                 }
             };
             for piece in text.split_inclusive(' ') {

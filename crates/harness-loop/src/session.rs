@@ -259,6 +259,18 @@ pub enum Input {
     },
     /// Stop the running turn.
     Cancel,
+    /// The person stopped the running turn, and this much of it had happened: `shown`, the
+    /// answer text they saw of the step being streamed (kept as the model's answer), and
+    /// `results`, those of the running calls that had ended (kept as their results; the others
+    /// are answered `cancelled`). The model is told the turn was stopped.
+    Stopped {
+        /// The text of the interrupted answer, as shown.
+        #[serde(default)]
+        shown: String,
+        /// Results of calls that ended before the stop.
+        #[serde(default)]
+        results: Vec<ToolOutcome>,
+    },
 }
 
 /// What the driver is to do.
@@ -670,7 +682,8 @@ impl Session {
                 self.inbox.push(mark);
                 Ok(self.wake_if_idle())
             }
-            Input::Cancel => Ok(self.cancel()),
+            Input::Cancel => Ok(self.cancel(String::new(), Vec::new())),
+            Input::Stopped { shown, results } => Ok(self.cancel(shown, results)),
         }
     }
 
@@ -1166,11 +1179,19 @@ impl Session {
     }
 
     fn on_results(&mut self, results: Vec<ToolOutcome>) -> Vec<Action> {
+        self.take_results(&results, false);
+        self.run_next_batch()
+    }
+
+    /// Puts the running calls' results in their slots; a call without one gets `no_result`,
+    /// or stays empty when `only_found` (a stop: it is answered `cancelled`).
+    fn take_results(&mut self, results: &[ToolOutcome], only_found: bool) {
         let running = std::mem::take(&mut self.pending.running);
         for i in running {
             let call = self.pending.calls[i].clone();
             let outcome = results.iter().find(|r| r.call_id == call.id);
             let insert = match outcome {
+                None if only_found => continue,
                 None => Insert::error(
                     call.name.clone(),
                     call.arguments.clone(),
@@ -1194,7 +1215,6 @@ impl Session {
             };
             self.pending.slots[i] = Some(Slot::Done(insert));
         }
-        self.run_next_batch()
     }
 
     /// Every call has its result: insert them in call order, then the next step.
@@ -1283,11 +1303,16 @@ impl Session {
         })]
     }
 
-    fn cancel(&mut self) -> Vec<Action> {
+    fn cancel(&mut self, shown: String, results: Vec<ToolOutcome>) -> Vec<Action> {
         if self.phase == Phase::Idle {
             return Vec::new();
         }
         let mut actions = Vec::new();
+        if self.phase == Phase::Model && !shown.trim().is_empty() {
+            // What the person saw of the answer stays what the model said.
+            self.push_assistant(shown, String::new(), Vec::new());
+        }
+        self.take_results(&results, true);
         if !self.pending.calls.is_empty() {
             let calls = std::mem::take(&mut self.pending.calls);
             let slots = std::mem::take(&mut self.pending.slots);
@@ -1297,6 +1322,9 @@ impl Session {
                 actions.extend(self.record_result(call, inserted, read));
             }
         }
+        // The model is told the turn was stopped, so it neither carries on with it nor takes
+        // its request up again as a new one (the person's next prompt says what they want).
+        self.push_user(self.cfg.calls.stopped_turn.clone(), Origin::Machine);
         actions.extend(self.end(TurnEnd::Cancelled));
         actions
     }

@@ -141,6 +141,8 @@ pub struct CallTexts {
     pub cancelled: String,
     /// On resume: the call had started when the session's process ended.
     pub interrupted: String,
+    /// Said to the model after a turn the person stopped.
+    pub stopped_turn: String,
     /// The front end gave no result for a call it was asked to run.
     pub no_result: String,
     /// The turn ends after empty answers (`{count}`).

@@ -696,3 +696,73 @@ fn notices(outs: &[Out]) -> Vec<String> {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn a_stopped_answer_keeps_what_was_shown_and_is_not_asked_again() {
+    let model = ScriptedModel::new([
+        Reply::Stall("Here is the start".into()),
+        Reply::text("Fine."),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let Built {
+        mut driver,
+        ctl,
+        mut out,
+    } = session(&model, &store, Mode::Auto);
+    driver.queue_prompt("slow answer please".into());
+    let run = tokio::spawn(async move {
+        driver.run(false).await.unwrap();
+        driver
+    });
+    let mut ended = 0;
+    let mut cancelled = false;
+    while let Some(o) = out.recv().await {
+        match o {
+            Out::Event(Event::TextDelta { .. }) if !cancelled => {
+                cancelled = true;
+                ctl.send(Ctl::Op(Op::Cancel)).unwrap();
+            }
+            Out::Event(Event::TurnEnded { .. }) => {
+                ended += 1;
+                if ended == 1 {
+                    ctl.send(Ctl::Op(Op::Prompt {
+                        text: "danger".into(),
+                        origin: harness_core::protocol::Origin::Person,
+                    }))
+                    .unwrap();
+                } else {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    drop(ctl);
+    let _ = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the driver ended");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let stopped = harness_loop::config::LoopConfig::embedded()
+        .unwrap()
+        .calls
+        .stopped_turn
+        .clone();
+    let texts: Vec<(&str, &str)> = requests[1].messages[1..]
+        .iter()
+        .map(|m| match m {
+            harness_loop::message::Message::User { text, .. } => ("user", text.as_str()),
+            harness_loop::message::Message::Assistant { text, .. } => ("assistant", text.as_str()),
+            other => ("other", other.text()),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("user", "slow answer please"),
+            ("assistant", "Here is the start"),
+            ("user", stopped.as_str()),
+            ("user", "danger"),
+        ]
+    );
+}
