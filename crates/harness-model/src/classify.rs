@@ -99,9 +99,14 @@ pub fn classify_value(
     };
     let hay = format!("{}\n{}", raw, message).to_lowercase();
     let texts = &quirks.errors;
+    // A 4xx status that is not a capacity status decides alone: 400, 401, 403 and the like are
+    // never capacity (so never retried), whatever their text or code says ("please try again",
+    // "rate limit"). Only an overflow may still be read from such an answer.
+    let refused = status_for_class
+        .is_some_and(|s| (400..500).contains(&s) && !texts.capacity.statuses.contains(&s));
     let class = if matches_class(&texts.context_overflow, status_for_class, &codes, &hay) {
         ErrorClass::ContextOverflow
-    } else if matches_class(&texts.capacity, status_for_class, &codes, &hay) {
+    } else if !refused && matches_class(&texts.capacity, status_for_class, &codes, &hay) {
         ErrorClass::Capacity
     } else {
         ErrorClass::Other

@@ -1,6 +1,8 @@
 //! The HTTP client: one endpoint, one model. Sends shaped requests (streamed or not), parses the
-//! answers with the one parser, retries capacity answers with backoff, keeps the endpoint's
-//! capacity (requests at once) on our side, and stops when cancelled.
+//! answers with the one parser, retries with backoff what the spec retries (capacity answers, a
+//! request that got no byte back, a stream cut short or silent for `retry.stream_idle_timeout_ms`
+//! before anything was given out), tells each retry as a [`StreamEvent::Retry`], keeps the
+//! endpoint's capacity (requests at once) on our side, and stops when cancelled.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,7 +16,7 @@ use crate::classify::{ErrorClass, ModelError, classify_http};
 use crate::error::{Error, Result};
 use crate::metadata::ModelInfo;
 use crate::parse::{
-    Completion, FinishReason, RequestContext, StreamEvent, StreamParser, parse_response,
+    Completion, FinishReason, RequestContext, Retry, StreamEvent, StreamParser, parse_response,
 };
 use crate::quirks::{Quirks, RetryPolicy, ServerProfile};
 use crate::shape::{ChatRequest, ShapedRequest, shape_request};
@@ -33,23 +35,19 @@ pub struct Endpoint {
     pub server: String,
     /// The time allowed to connect.
     pub connect_timeout: Duration,
-    /// The longest silence inside a streamed body before it counts as cut (and is sent again
-    /// while nothing was given out). None: wait as long as the server takes (a CPU server may
-    /// think for minutes before its first token).
-    pub idle_timeout: Option<Duration>,
-    /// The retry policy (None: `quirks.json` `retry`).
+    /// The retry policy, the streams' idle limit included (None: `quirks.json` `retry`).
     pub retry: Option<RetryPolicy>,
 }
 
 impl Endpoint {
-    /// An endpoint with the defaults: no key, server `other`, 30 s to connect, no idle limit.
+    /// An endpoint with the defaults: no key, server `other`, 30 s to connect, the spec's retry
+    /// policy.
     pub fn new(base_url: impl Into<String>) -> Endpoint {
         Endpoint {
             base_url: base_url.into(),
             api_key: None,
             server: "other".into(),
             connect_timeout: Duration::from_secs(30),
-            idle_timeout: None,
             retry: None,
         }
     }
@@ -221,46 +219,78 @@ impl ModelClient {
                 .await?;
             // The slot is free again before any wait for a retry.
             drop(permit);
-            let (error, gave_out) = match outcome {
+            let (reason, retry_after, budget) = match outcome {
                 Attempt::Done(completion) => return Ok(completion),
-                Attempt::Failed { error, gave_out } => (error, gave_out),
-            };
-            let budget = if error.loading {
-                self.retry.loading_max_attempts
-            } else {
-                self.retry.max_attempts
-            };
-            match error.class {
-                ErrorClass::ContextOverflow => return Err(Error::ContextOverflow(error)),
-                ErrorClass::Capacity if !gave_out && attempt < budget => {
-                    let wait = self.backoff(attempt, error.retry_after);
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Err(Error::Cancelled),
-                        _ = tokio::time::sleep(wait) => {}
+                // No byte came back (refused, reset, or closed while sending: a keep-alive
+                // connection the server had dropped): sending again cannot do harm.
+                Attempt::Unsent(error) if attempt < self.retry.max_attempts => {
+                    (error.to_string(), None, self.retry.max_attempts)
+                }
+                Attempt::Unsent(error) => return Err(error),
+                Attempt::Failed { error, gave_out } => {
+                    let budget = if error.loading {
+                        self.retry.loading_max_attempts
+                    } else {
+                        self.retry.max_attempts
+                    };
+                    match error.class {
+                        ErrorClass::ContextOverflow => return Err(Error::ContextOverflow(error)),
+                        ErrorClass::Capacity if !gave_out && attempt < budget => {
+                            (error.to_string(), error.retry_after, budget)
+                        }
+                        ErrorClass::Capacity => {
+                            return Err(Error::Capacity {
+                                error,
+                                attempts: attempt,
+                            });
+                        }
+                        // A stream cut short or silent (no status: the body ended early, broke
+                        // or sent nothing for the idle limit) is sent again while nothing was
+                        // given out; any other error answer is final.
+                        ErrorClass::Other
+                            if error.retryable
+                                && error.status.is_none()
+                                && !gave_out
+                                && attempt < budget =>
+                        {
+                            (error.to_string(), None, budget)
+                        }
+                        ErrorClass::Other => return Err(Error::Server(error)),
                     }
                 }
-                ErrorClass::Capacity => {
-                    return Err(Error::Capacity {
-                        error,
-                        attempts: attempt,
-                    });
-                }
-                // A stream cut short (no status: the body ended early or broke) is sent again
-                // while nothing was given out; any other error answer is final.
-                ErrorClass::Other
-                    if error.retryable
-                        && error.status.is_none()
-                        && !gave_out
-                        && attempt < budget =>
-                {
-                    let wait = self.backoff(attempt, None);
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Err(Error::Cancelled),
-                        _ = tokio::time::sleep(wait) => {}
-                    }
-                }
-                ErrorClass::Other => return Err(Error::Server(error)),
+            };
+            let wait = self.backoff(attempt, retry_after);
+            on_event(&StreamEvent::Retry(Retry {
+                attempt,
+                max_attempts: budget,
+                reason,
+                wait,
+            }));
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(Error::Cancelled),
+                _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// The longest silence of a streamed answer (`retry.stream_idle_timeout_ms`).
+    fn idle_limit(&self) -> Duration {
+        Duration::from_millis(self.retry.stream_idle_timeout_ms)
+    }
+
+    /// The error of a streamed answer that sent nothing for the idle limit: retryable, like a
+    /// stream cut short.
+    fn silent(&self, what: &str) -> ModelError {
+        ModelError {
+            class: ErrorClass::Other,
+            status: None,
+            message: format!(
+                "the model server sent nothing for {} s {what} (quirks.json retry.stream_idle_timeout_ms)",
+                self.idle_limit().as_secs_f64()
+            ),
+            retry_after: None,
+            loading: false,
+            retryable: true,
         }
     }
 
@@ -293,9 +323,21 @@ impl ModelClient {
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Attempt> {
         let url = self.url("chat/completions");
+        // A streamed answer's headers come before its first token; a whole answer's come only
+        // with it, so only a stream's wait is limited.
+        let header_limit = stream.then(|| self.idle_limit());
         let response = tokio::select! {
             _ = cancel.cancelled() => return Err(Error::Cancelled),
-            r = self.post(body).send() => r.map_err(|e| transport(&url, &e))?,
+            r = self.post(body).send() => match r {
+                Ok(response) => response,
+                Err(e) => return Ok(Attempt::Unsent(transport(&url, &e))),
+            },
+            _ = sleep_or_never(header_limit) => {
+                return Ok(Attempt::Failed {
+                    error: self.silent("after the request"),
+                    gave_out: false,
+                });
+            }
         };
         let status = response.status().as_u16();
         if status >= 400 {
@@ -323,12 +365,15 @@ impl ModelClient {
             let mut parser = StreamParser::new(self.quirks).with_context(context.clone());
             let mut body = response.bytes_stream();
             let mut gave_out = false;
+            let mut went_silent = false;
             loop {
-                let idle = self.endpoint.idle_timeout;
                 let next = tokio::select! {
                     _ = cancel.cancelled() => return Err(Error::Cancelled),
                     n = body.next() => n,
-                    _ = sleep_or_never(idle) => None,
+                    _ = tokio::time::sleep(self.idle_limit()) => {
+                        went_silent = true;
+                        None
+                    }
                 };
                 match next {
                     Some(Ok(bytes)) => {
@@ -343,6 +388,12 @@ impl ModelClient {
             }
             let (events, completion) = parser.finish();
             if let Some(error) = completion.finish.error.clone() {
+                // Cut by our idle limit: say so rather than that the stream ended early.
+                let error = if went_silent && error.class == ErrorClass::Other {
+                    self.silent("inside its streamed answer")
+                } else {
+                    error
+                };
                 return Ok(Attempt::Failed { error, gave_out });
             }
             for e in &events {
@@ -386,7 +437,12 @@ async fn sleep_or_never(limit: Option<Duration>) {
 
 enum Attempt {
     Done(Completion),
-    Failed { error: ModelError, gave_out: bool },
+    Failed {
+        error: ModelError,
+        gave_out: bool,
+    },
+    /// The request failed before any byte of an answer came back.
+    Unsent(Error),
 }
 
 fn transport(url: &str, e: &reqwest::Error) -> Error {

@@ -43,9 +43,9 @@ pub use client::{Endpoint, ModelClient};
 pub use error::{Error, Result};
 pub use metadata::{Catalogue, CatalogueModel, ModelInfo, ModelOverrides};
 pub use parse::{
-    Completion, Finish, FinishReason, InvalidToolCall, RequestContext, StreamEvent, StreamParser,
-    Usage, parse_response,
+    Completion, Finish, FinishReason, InvalidToolCall, RequestContext, Retry, StreamEvent,
+    StreamParser, Usage, parse_response,
 };
-pub use quirks::{Quirks, ServerProfile};
+pub use quirks::{Quirks, RetryPolicy, ServerProfile};
 pub use shape::{ChatRequest, Message, ShapedRequest, ToolChoice, ToolSpec, shape_request};
 pub use tokio_util::sync::CancellationToken;

@@ -118,6 +118,35 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The end; always the last event.
     Finish(Finish),
+    /// The request failed before anything of its answer was given out and is sent again after
+    /// a wait (given by the client between attempts, never by the parser; it changes no answer).
+    Retry(Retry),
+}
+
+/// One retry of a model request, as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    /// The attempt that failed (1 for the first request).
+    pub attempt: u32,
+    /// The requests sent at most for this call (the first included).
+    pub max_attempts: u32,
+    /// Why it failed: the server's answer, the transport failure, or the silence.
+    pub reason: String,
+    /// The wait before the next attempt.
+    pub wait: std::time::Duration,
+}
+
+impl std::fmt::Display for Retry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "model request failed (attempt {} of {}): {}; trying again in {:.1} s",
+            self.attempt,
+            self.max_attempts,
+            self.reason,
+            self.wait.as_secs_f64()
+        )
+    }
 }
 
 /// A whole answer, as the loop takes it.
@@ -168,6 +197,7 @@ impl Completion {
             StreamEvent::InvalidToolCall(call) => self.invalid_calls.push(call.clone()),
             StreamEvent::Usage(u) => self.usage = Some(*u),
             StreamEvent::Finish(f) => self.finish = f.clone(),
+            StreamEvent::Retry(_) => {}
         }
     }
 

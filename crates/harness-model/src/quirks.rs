@@ -81,7 +81,7 @@ pub struct ErrorClassTexts {
     pub loading_texts: Vec<String>,
 }
 
-/// Backoff for capacity answers.
+/// Backoff for capacity answers, requests that got no answer, and streams that went silent.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct RetryPolicy {
     /// Requests sent at most for one call (the first included).
@@ -94,6 +94,9 @@ pub struct RetryPolicy {
     pub max_delay_ms: u64,
     /// The part of each wait that is random (0 to 1).
     pub jitter: f64,
+    /// The longest silence of a streamed answer (before its headers or between two pieces of
+    /// its body) before the attempt counts as failed: sent again while nothing was given out.
+    pub stream_idle_timeout_ms: u64,
 }
 
 /// The numbers of request shaping.

@@ -1,17 +1,21 @@
 //! The client end to end against the scripted model server: the exact JSON sent, the answers
 //! parsed, retries, errors and cancellation.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use harness_core::protocol::ToolCall;
 use harness_model::quirks::RetryPolicy;
 use harness_model::{
     Catalogue, ChatRequest, Endpoint, Error, FinishReason, Message, ModelClient, ModelInfo,
-    ModelOverrides, StreamEvent, ToolChoice, ToolSpec,
+    ModelOverrides, Retry, StreamEvent, ToolChoice, ToolSpec,
 };
 use harness_test_support::{Recorded, Reply, ScriptedServer, chunk};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 fn model(overrides: ModelOverrides) -> ModelInfo {
@@ -33,7 +37,109 @@ fn fast_retry(max_attempts: u32) -> Option<RetryPolicy> {
         base_delay_ms: 1,
         max_delay_ms: 20,
         jitter: 0.0,
+        stream_idle_timeout_ms: 10_000,
     })
+}
+
+/// The same, with a stream's idle limit of `idle_ms`.
+fn fast_retry_idle(max_attempts: u32, idle_ms: u64) -> Option<RetryPolicy> {
+    fast_retry(max_attempts).map(|p| RetryPolicy {
+        stream_idle_timeout_ms: idle_ms,
+        ..p
+    })
+}
+
+/// The retries a client told while it worked.
+fn retries(events: &[StreamEvent]) -> Vec<Retry> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Retry(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a bare HTTP server does with one connection once it has read the request.
+enum Conn {
+    /// Closes the connection without a byte of answer (a keep-alive connection the server had
+    /// dropped just as the request went out).
+    Close,
+    /// Keeps the connection open and sends nothing.
+    Hang,
+    /// Sends this whole response, then closes.
+    Answer(String),
+}
+
+/// A bare HTTP server on a local port that treats its connections in turn as `script` says
+/// (later connections are closed); the count is of requests read.
+async fn bare_server(script: Vec<Conn>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        let mut script = script.into_iter();
+        let mut hanging = Vec::new();
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            read_request(&mut socket).await;
+            seen.fetch_add(1, Ordering::SeqCst);
+            match script.next().unwrap_or(Conn::Close) {
+                Conn::Close => drop(socket),
+                Conn::Hang => hanging.push(socket),
+                Conn::Answer(response) => {
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                }
+            }
+        }
+    });
+    (url, count)
+}
+
+/// Reads one request: its head, then as many body bytes as its Content-Length says.
+async fn read_request(socket: &mut TcpStream) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let Ok(n) = socket.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+}
+
+/// A whole streamed answer saying `text`, as raw HTTP.
+fn sse_response(text: &str) -> String {
+    let body = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(json!({"role": "assistant", "content": text}), None),
+        chunk(json!({}), Some("stop"))
+    );
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 fn client(server: &ScriptedServer, kind: &str, model: ModelInfo) -> ModelClient {
@@ -308,6 +414,25 @@ async fn capacity_answers_are_retried_until_one_succeeds() {
     let (events, result) = stream_all(&client, &ask("hi")).await;
     assert_eq!(result.unwrap().text, "at last");
     assert_eq!(server.requests().len(), 3);
+    // Each retry is told as it happens: the attempt, the reason and the wait.
+    let told = retries(&events);
+    assert_eq!(
+        told.iter()
+            .map(|r| (r.attempt, r.max_attempts, r.reason.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, 4, "503: Loading model"),
+            (2, 4, "429: Provider returned error")
+        ]
+    );
+    assert!(told.iter().all(|r| r.wait <= Duration::from_millis(20)));
+    assert_eq!(
+        told[0].to_string(),
+        format!(
+            "model request failed (attempt 1 of 4): 503: Loading model; trying again in {:.1} s",
+            told[0].wait.as_secs_f64()
+        )
+    );
     assert!(
         events
             .iter()
@@ -463,12 +588,104 @@ async fn a_silent_stream_is_cut_by_the_idle_limit_and_sent_again() {
     .await
     .unwrap();
     let mut endpoint = Endpoint::new(server.base_url());
-    endpoint.idle_timeout = Some(Duration::from_millis(200));
+    endpoint.retry = fast_retry_idle(3, 200);
+    let client = ModelClient::new(endpoint, small_model()).unwrap();
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "awake");
+    assert_eq!(server.requests().len(), 2);
+    let told = retries(&events);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        told[0].reason,
+        "the model server sent nothing for 0.2 s inside its streamed answer (quirks.json retry.stream_idle_timeout_ms)"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_sends_nothing_hits_the_idle_limit_and_is_sent_again() {
+    // The server takes the request and never answers, not even its headers.
+    let (url, requests) = bare_server(vec![Conn::Hang, Conn::Answer(sse_response("awake"))]).await;
+    let mut endpoint = Endpoint::new(url.clone());
+    endpoint.retry = fast_retry_idle(3, 200);
+    let client = ModelClient::new(endpoint, small_model()).unwrap();
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "awake");
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    let told = retries(&events);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        told[0].reason,
+        "the model server sent nothing for 0.2 s after the request (quirks.json retry.stream_idle_timeout_ms)"
+    );
+
+    // Silent every time: the error says how long nothing came, and it was worth retrying.
+    let (url, requests) = bare_server(vec![Conn::Hang, Conn::Hang]).await;
+    let mut endpoint = Endpoint::new(url);
+    endpoint.retry = fast_retry_idle(2, 200);
+    let client = ModelClient::new(endpoint, small_model()).unwrap();
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    match result.unwrap_err() {
+        Error::Server(e) => {
+            assert!(e.retryable && e.status.is_none(), "{e:?}");
+            assert!(e.message.contains("sent nothing for 0.2 s"), "{e:?}");
+        }
+        other => panic!("expected a server error, got {other:?}"),
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    assert_eq!(retries(&events).len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_that_got_no_byte_back_is_sent_again() {
+    // The connection is closed as the request arrives, before any byte of an answer (a server
+    // dropping an idle keep-alive connection while the request went out).
+    let (url, requests) =
+        bare_server(vec![Conn::Close, Conn::Answer(sse_response("second try"))]).await;
+    let mut endpoint = Endpoint::new(url.clone());
     endpoint.retry = fast_retry(3);
     let client = ModelClient::new(endpoint, small_model()).unwrap();
-    let answer = stream_all(&client, &ask("hi")).await.1.unwrap();
-    assert_eq!(answer.text, "awake");
-    assert_eq!(server.requests().len(), 2);
+    let (events, result) = stream_all(&client, &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "second try");
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    let told = retries(&events);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!((told[0].attempt, told[0].max_attempts), (1, 3));
+    assert!(
+        told[0].reason.starts_with(&format!(
+            "cannot reach the model server at {url}/chat/completions: "
+        )),
+        "{told:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_is_not_retried_whatever_its_text_says() {
+    for (status, message) in [
+        (401, "Invalid or expired key, please try again"),
+        (
+            400,
+            "Invalid request: the rate limit override is not allowed",
+        ),
+        (403, "Too many requests from this region are blocked"),
+    ] {
+        let server = ScriptedServer::start(vec![
+            Reply::error(status, message),
+            Reply::text_stream(&["never sent"]),
+        ])
+        .await
+        .unwrap();
+        let client = client(&server, "litellm", small_model());
+        let (events, result) = stream_all(&client, &ask("hi")).await;
+        match result.unwrap_err() {
+            Error::Server(e) => {
+                assert_eq!(e.status, Some(status));
+                assert!(!e.retryable, "{e:?}");
+            }
+            other => panic!("{status}: expected a plain error, got {other:?}"),
+        }
+        assert_eq!(server.requests().len(), 1, "{status} was sent again");
+        assert_eq!(retries(&events), vec![]);
+    }
 }
 
 #[tokio::test]
@@ -593,15 +810,22 @@ async fn lists_models_and_reports_an_unreachable_server() {
     let url = server.base_url();
     drop(server);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let gone = ModelClient::new(Endpoint::new(url.clone()), small_model()).unwrap();
-    let err = gone
-        .complete(&ask("hi"), &CancellationToken::new())
-        .await
-        .unwrap_err();
-    match err {
+    let mut endpoint = Endpoint::new(url.clone());
+    endpoint.retry = fast_retry(3);
+    let gone = ModelClient::new(endpoint, small_model()).unwrap();
+    let (events, result) = stream_all(&gone, &ask("hi")).await;
+    match result.unwrap_err() {
         Error::Transport { url: u, .. } => assert_eq!(u, format!("{url}/chat/completions")),
         other => panic!("expected a transport error, got {other:?}"),
     }
+    // A refused connection got no byte back: it was tried three times, each retry told.
+    assert_eq!(
+        retries(&events)
+            .iter()
+            .map(|r| r.attempt)
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     let bad = ModelClient::new(Endpoint::new("localhost:8080"), small_model()).unwrap_err();
     assert!(bad.to_string().contains("localhost:8080"), "{bad}");
 }
