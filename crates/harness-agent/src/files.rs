@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use harness_core::protocol::ToolCall;
-use harness_fs::tools::{self as fst, EditSpec, GrepOptions, Ledger};
+use harness_fs::tools::{self as fst, EditSpec, GrepMode, GrepOptions, Ledger};
 use harness_fs::{VPath, View};
 use harness_loop::context::ReadInfo;
 use harness_loop::session::{EditInfo, ToolOutcome};
@@ -193,10 +193,17 @@ impl FileTools {
                     include: arg_str(call, "include")?.map(str::to_owned),
                     ignore_case: arg_bool(call, "ignore_case")?.unwrap_or(false),
                     limit: arg_usize(call, "limit")?,
+                    mode: match arg_str(call, "mode")? {
+                        None => GrepMode::default(),
+                        Some(m) => GrepMode::parse(m).ok_or_else(|| {
+                            wrong_type(call, "mode", "one of `lines`, `files`, `count`")
+                        })?,
+                    },
+                    context: arg_usize(call, "context")?.unwrap_or(0),
                 };
                 Ok(match fst::grep(view, &root, pattern, &opts) {
                     Ok(mut g) => {
-                        for m in &mut g.matches {
+                        for m in g.matches.iter_mut().chain(&mut g.context_lines) {
                             m.path = VPath::parse(&paths.shown(&m.path));
                         }
                         ToolOutcome::ok(&call.id, g.render())
@@ -206,7 +213,8 @@ impl FileTools {
             })(),
             "list" => (|| {
                 let path = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
-                Ok(match fst::list(view, &path) {
+                let depth = arg_usize(call, "depth")?;
+                Ok(match fst::list(view, &path, depth) {
                     Ok(text) => ToolOutcome::ok(&call.id, text),
                     Err(e) => error(call, paths, e),
                 })

@@ -187,6 +187,7 @@ fn run_op(view: &View, case: &Value) -> CaseResult<Value> {
                     .map(str::to_string),
                 ignore_case: false,
                 limit: Some(usize::MAX),
+                ..Default::default()
             };
             match tools::grep(view, &path, pattern, &opts) {
                 Ok(r) => {

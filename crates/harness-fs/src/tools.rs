@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 
 use crate::backend::{Expect, Kind};
 use crate::error::{Error, Result};
@@ -447,15 +447,40 @@ pub fn glob(view: &View, root: &str, pattern: &str, limit: usize) -> Result<Glob
     Ok(GlobResult { paths, truncated })
 }
 
-/// One matching line.
+/// One line grep answers: a matching line, or a context line beside one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrepMatch {
     /// The file.
     pub path: VPath,
     /// The line number (1-based).
     pub line: u64,
-    /// The line (without its line ending, cut at 2000 characters).
+    /// The line (without its line ending, cut at 2000 characters; empty in modes `files` and
+    /// `count`, which show no lines).
     pub text: String,
+}
+
+/// What grep answers (`spec/tools/grep.json`, `mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GrepMode {
+    /// Each matching line as `path:line: text` (the default).
+    #[default]
+    Lines,
+    /// Only the paths of the files that match, once each.
+    Files,
+    /// Each matching file with its number of matching lines, `path:N`.
+    Count,
+}
+
+impl GrepMode {
+    /// The mode a model names: `lines`, `files` or `count`.
+    pub fn parse(name: &str) -> Option<GrepMode> {
+        match name {
+            "lines" => Some(GrepMode::Lines),
+            "files" => Some(GrepMode::Files),
+            "count" => Some(GrepMode::Count),
+            _ => None,
+        }
+    }
 }
 
 /// What grep is asked.
@@ -465,28 +490,113 @@ pub struct GrepOptions {
     pub include: Option<String>,
     /// Match case-insensitively.
     pub ignore_case: bool,
-    /// At most this many matches (default [`GREP_LIMIT`]).
+    /// At most this many results (default [`GREP_LIMIT`]): matching lines in mode `lines`,
+    /// files in modes `files` and `count`.
     pub limit: Option<usize>,
+    /// What to answer.
+    pub mode: GrepMode,
+    /// Lines of context before and after each match, in mode `lines` (at most the schema's
+    /// maximum, [`grep_context_max`]).
+    pub context: usize,
+}
+
+/// A number of a tool's parameter schema in the embedded spec (`spec/tools/<tool>.json`,
+/// `parameters.properties.<param>.<key>`).
+fn schema_number(tool: &str, param: &str, key: &str) -> Option<usize> {
+    harness_spec::Spec::embedded()
+        .tool(tool)?
+        .parameters
+        .get("properties")?
+        .get(param)?
+        .get(key)?
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+}
+
+/// The most lines of context grep shows around a match (the `context` schema's `maximum`).
+pub fn grep_context_max() -> usize {
+    schema_number("grep", "context", "maximum").unwrap_or(usize::MAX)
+}
+
+/// The most levels a listing goes down (the `depth` schema's `maximum`).
+pub fn list_depth_max() -> usize {
+    schema_number("list", "depth", "maximum").unwrap_or(usize::MAX)
 }
 
 /// Grep's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrepResult {
-    /// Matches in path then line order.
+    /// What was asked.
+    pub mode: GrepMode,
+    /// Matching lines in path then line order: in mode `lines` at most the limit; in mode
+    /// `count` every matching line of the files answered; in mode `files` the first of each.
     pub matches: Vec<GrepMatch>,
+    /// The lines of context beside the matches answered, in path then line order (mode
+    /// `lines` with `context` only; never a matching line).
+    pub context_lines: Vec<GrepMatch>,
+    /// The lines of context asked for.
+    pub context: usize,
     /// More matched than the limit, or a directory over the bound cut the walk.
     pub truncated: bool,
 }
 
 impl GrepResult {
-    /// The answer as the model reads it.
+    /// The files answered, in path order, each with its number of matching lines.
+    pub fn files(&self) -> Vec<(&VPath, usize)> {
+        let mut out: Vec<(&VPath, usize)> = Vec::new();
+        for m in &self.matches {
+            match out.last_mut() {
+                Some((p, n)) if **p == m.path => *n += 1,
+                _ => out.push((&m.path, 1)),
+            }
+        }
+        out
+    }
+
+    /// The answer as the model reads it: matching lines `path:line: text` (context lines
+    /// `path-line- text`, and `--` between groups that do not touch, as ripgrep's `-C`), or
+    /// paths (`files`), or `path:N` (`count`).
     pub fn render(&self) -> String {
         if self.matches.is_empty() {
             return "No matches found".to_string();
         }
         let mut out = String::new();
-        for m in &self.matches {
-            out.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+        match self.mode {
+            GrepMode::Files => {
+                for (p, _) in self.files() {
+                    out.push_str(&format!("{p}\n"));
+                }
+            }
+            GrepMode::Count => {
+                for (p, n) in self.files() {
+                    out.push_str(&format!("{p}:{n}\n"));
+                }
+            }
+            GrepMode::Lines if self.context_lines.is_empty() => {
+                for m in &self.matches {
+                    out.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+                }
+            }
+            GrepMode::Lines => {
+                let mut all: Vec<(&GrepMatch, bool)> = self
+                    .matches
+                    .iter()
+                    .map(|m| (m, true))
+                    .chain(self.context_lines.iter().map(|m| (m, false)))
+                    .collect();
+                all.sort_by(|a, b| (&a.0.path, a.0.line).cmp(&(&b.0.path, b.0.line)));
+                let mut last: Option<(&VPath, u64)> = None;
+                for (m, matched) in all {
+                    if let Some((p, l)) = last
+                        && (*p != m.path || l + 1 != m.line)
+                    {
+                        out.push_str("--\n");
+                    }
+                    let sep = if matched { ':' } else { '-' };
+                    out.push_str(&format!("{}{sep}{}{sep} {}\n", m.path, m.line, m.text));
+                    last = Some((&m.path, m.line));
+                }
+            }
         }
         if self.truncated {
             out.push_str("(Results truncated. Use a more specific path, pattern or include.)\n");
@@ -495,11 +605,30 @@ impl GrepResult {
     }
 }
 
-/// A sink handing each matched line's number, start offset and length (with its line ending)
-/// to a closure.
-struct Lines<F>(F);
+/// A line the searcher reported: its number, byte range in the file and whether it matched.
+type Found = (u64, usize, usize, bool);
 
-impl<F: FnMut(u64, usize, usize)> Sink for Lines<F> {
+/// One file's reported lines, each with whether it matched.
+type FileLines = (VPath, Vec<(GrepMatch, bool)>);
+
+/// A sink collecting each reported line; in mode `files` it stops at the first match.
+struct Lines<'a> {
+    out: &'a mut Vec<Found>,
+    first_only: bool,
+}
+
+impl Lines<'_> {
+    fn push(&mut self, first: Option<u64>, offset: u64, bytes: &[u8], matched: bool) {
+        let (mut line, mut start) = (first.unwrap_or(0), offset as usize);
+        for l in grep_searcher::LineIter::new(b'\n', bytes) {
+            self.out.push((line, start, start + l.len(), matched));
+            line += 1;
+            start += l.len();
+        }
+    }
+}
+
+impl Sink for Lines<'_> {
     type Error = std::io::Error;
 
     fn matched(
@@ -507,18 +636,23 @@ impl<F: FnMut(u64, usize, usize)> Sink for Lines<F> {
         _searcher: &Searcher,
         m: &SinkMatch<'_>,
     ) -> std::result::Result<bool, Self::Error> {
-        // Without multi-line mode a match is one line.
-        (self.0)(
-            m.line_number().unwrap_or(0),
-            m.absolute_byte_offset() as usize,
-            m.bytes().len(),
-        );
+        self.push(m.line_number(), m.absolute_byte_offset(), m.bytes(), true);
+        Ok(!self.first_only)
+    }
+
+    fn context(
+        &mut self,
+        _searcher: &Searcher,
+        c: &SinkContext<'_>,
+    ) -> std::result::Result<bool, Self::Error> {
+        self.push(c.line_number(), c.absolute_byte_offset(), c.bytes(), false);
         Ok(true)
     }
 }
 
 /// The lines matching `pattern` (a Rust regex, linear time) in the visible text files under
-/// `root`, in path then line order. Binary files, invalid UTF-8 and files over the bound are
+/// `root`, in path then line order, as `opts.mode` asks, with `opts.context` lines around each
+/// match (overlapping ones merged). Binary files, invalid UTF-8 and files over the bound are
 /// skipped, and so is what ignore files exclude, as ripgrep skips it by default (`.ignore`;
 /// in a repository `.gitignore` and `.git/info/exclude`; `spec/filesystem.md`, *The file
 /// tools*); `root` itself is searched even when ignored.
@@ -530,8 +664,15 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
         .build(pattern)
         .map_err(|e| Error::Invalid(format!("bad regex {pattern:?}: {e}")))?;
     let include = opts.include.as_deref().map(Include::new).transpose()?;
-    // Each file's matches, already in line order: only the files are sorted at the end.
-    let found: Mutex<Vec<Vec<GrepMatch>>> = Mutex::new(Vec::new());
+    let mode = opts.mode;
+    let context = if mode == GrepMode::Lines {
+        opts.context.min(grep_context_max())
+    } else {
+        0
+    };
+    // Each file's lines (matches and context), already in line order: only the files are
+    // sorted at the end.
+    let found: Mutex<Vec<FileLines>> = Mutex::new(Vec::new());
     let ignores = Ignores::for_root(view.backend().as_ref(), &root);
     let on_dir = |d: &VPath, marks, files| ignores.enter(d, marks, files);
     let end = view.scan(
@@ -547,73 +688,160 @@ pub fn grep(view: &View, root: &str, pattern: &str, opts: &GrepOptions) -> Resul
                 return;
             }
             thread_local! {
-                static SEARCHER: std::cell::RefCell<grep_searcher::Searcher> = std::cell::RefCell::new(
-                    SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).build(),
-                );
+                // The searcher and the context it was built for.
+                static SEARCHER: std::cell::RefCell<Option<(usize, Searcher)>> =
+                    const { std::cell::RefCell::new(None) };
             }
-            // Matched lines as (line number, byte range in `data`).
-            let mut local: Vec<(u64, usize, usize)> = Vec::new();
-            SEARCHER.with(|searcher| {
-                let _ = searcher.borrow_mut().search_slice(
-                    &matcher,
-                    data,
-                    Lines(|line, start, len| {
-                        local.push((line, start, start + len));
-                    }),
-                );
+            let mut local: Vec<Found> = Vec::new();
+            SEARCHER.with(|cell| {
+                let mut cell = cell.borrow_mut();
+                if cell.as_ref().is_none_or(|(c, _)| *c != context) {
+                    let searcher = SearcherBuilder::new()
+                        .line_number(true)
+                        .binary_detection(BinaryDetection::none())
+                        .before_context(context)
+                        .after_context(context)
+                        .build();
+                    *cell = Some((context, searcher));
+                }
+                if let Some((_, searcher)) = cell.as_mut() {
+                    let _ = searcher.search_slice(
+                        &matcher,
+                        data,
+                        Lines {
+                            out: &mut local,
+                            first_only: mode == GrepMode::Files,
+                        },
+                    );
+                }
             });
-            if local.is_empty() {
+            if !local.iter().any(|f| f.3) {
                 return;
             }
             let Ok(text) = std::str::from_utf8(data) else {
                 return;
             };
-            let out: Vec<GrepMatch> = local
+            let out: Vec<(GrepMatch, bool)> = local
                 .into_iter()
-                .map(|(line, start, end)| {
-                    let s = text
-                        .get(start..end)
-                        .unwrap_or_default()
-                        .trim_end_matches(['\n', '\r']);
-                    let text = if s.len() > GREP_LINE_CHARS && s.chars().count() > GREP_LINE_CHARS
-                    {
-                        s.chars().take(GREP_LINE_CHARS).collect()
+                .map(|(line, start, end, matched)| {
+                    let text = if mode == GrepMode::Lines {
+                        let s = text
+                            .get(start..end)
+                            .unwrap_or_default()
+                            .trim_end_matches(['\n', '\r']);
+                        if s.len() > GREP_LINE_CHARS && s.chars().count() > GREP_LINE_CHARS {
+                            s.chars().take(GREP_LINE_CHARS).collect()
+                        } else {
+                            s.to_string()
+                        }
                     } else {
-                        s.to_string()
+                        String::new()
                     };
-                    GrepMatch {
+                    let m = GrepMatch {
                         path: p.clone(),
                         line,
                         text,
-                    }
+                    };
+                    (m, matched)
                 })
                 .collect();
-            found.lock().unwrap_or_else(|e| e.into_inner()).push(out);
+            found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((p.clone(), out));
         },
     )?;
     let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    files.sort_unstable_by(|a, b| a[0].path.cmp(&b[0].path));
-    let mut matches: Vec<GrepMatch> = files.into_iter().flatten().collect();
-    keep_prefix(&mut matches, &end.cut_at, |m| &m.path);
+    files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    keep_prefix(&mut files, &end.cut_at, |f| &f.0);
     let limit = opts.limit.unwrap_or(GREP_LIMIT);
-    let truncated = end.cut_at.is_some() || matches.len() > limit;
-    matches.truncate(limit);
-    Ok(GrepResult { matches, truncated })
+    let mut truncated = end.cut_at.is_some();
+    let (mut matches, mut context_lines) = (Vec::new(), Vec::new());
+    if mode == GrepMode::Lines {
+        'files: for (_, lines) in files {
+            // The last matching line kept in this file: context past its window goes.
+            let mut last_kept: Option<u64> = None;
+            for (m, matched) in lines {
+                if matched {
+                    if matches.len() == limit {
+                        truncated = true;
+                        // Lines before this match in its file that no kept match reaches.
+                        let reach = last_kept.map(|l| l + context as u64);
+                        context_lines.retain(|c: &GrepMatch| {
+                            c.path != m.path || reach.is_some_and(|r| c.line <= r)
+                        });
+                        break 'files;
+                    }
+                    last_kept = Some(m.line);
+                    matches.push(m);
+                } else {
+                    context_lines.push(m);
+                }
+            }
+        }
+    } else {
+        truncated |= files.len() > limit;
+        files.truncate(limit);
+        matches = files
+            .into_iter()
+            .flat_map(|(_, lines)| lines.into_iter().filter(|l| l.1).map(|l| l.0))
+            .collect();
+    }
+    Ok(GrepResult {
+        mode,
+        matches,
+        context_lines,
+        context,
+        truncated,
+    })
 }
 
+/// What a directory over the bound says instead of its entries.
+const LIST_TOO_MANY: &str = "has too many entries to list; use glob or grep with a pattern";
+
 /// A directory as the model reads it: one entry a line, and a note when it was over the bound.
-pub fn list(view: &View, path: &str) -> Result<String> {
+/// `depth` (default 1, at most [`list_depth_max`]) is how many levels are listed: below 1,
+/// each subdirectory's entries follow its line, indented two spaces a level (a version-control
+/// store is not entered; a subdirectory over the bound says so in place of its entries).
+pub fn list(view: &View, path: &str, depth: Option<usize>) -> Result<String> {
     let listing = view.list(path)?;
-    let mut out = listing.lines().join("\n");
     if listing.truncated {
-        out = format!(
-            "({} has too many entries to list; use glob or grep with a pattern)",
-            listing.path
-        );
-    } else if listing.entries.is_empty() {
-        out = format!("({} is empty)", listing.path);
+        return Ok(format!("({} {LIST_TOO_MANY})", listing.path));
     }
-    Ok(out)
+    if listing.entries.is_empty() {
+        return Ok(format!("({} is empty)", listing.path));
+    }
+    let depth = depth.unwrap_or(1).clamp(1, list_depth_max());
+    let mut out = Vec::new();
+    list_into(view, &listing, depth - 1, 0, &mut out);
+    Ok(out.join("\n"))
+}
+
+/// Appends `listing`'s entries at `indent` levels, and `below` levels of their subdirectories.
+fn list_into(
+    view: &View,
+    listing: &crate::view::ViewListing,
+    below: usize,
+    indent: usize,
+    out: &mut Vec<String>,
+) {
+    let pad = "  ".repeat(indent);
+    for entry in &listing.entries {
+        out.push(format!("{pad}{}", entry.line()));
+        if below == 0 || entry.kind != Kind::Dir || VCS_DIRS.contains(&entry.name.as_str()) {
+            continue;
+        }
+        // An entry the listing showed is visible; one that cannot be listed now (gone since,
+        // say) shows no entries.
+        let Ok(sub) = view.list(listing.path.join(&entry.name).as_str()) else {
+            continue;
+        };
+        if sub.truncated {
+            out.push(format!("{pad}  ({LIST_TOO_MANY})"));
+        } else {
+            list_into(view, &sub, below - 1, indent + 1, out);
+        }
+    }
 }
 
 /// Creates a directory (and its parents).

@@ -152,3 +152,69 @@ fn a_wrong_type_is_named_and_errors_name_paths_as_successes_do() {
         stale.output
     );
 }
+
+#[test]
+fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
+    let tree = MemoryBackend::new();
+    tree.add_file(
+        &VPath::parse("/src/a.rs"),
+        b"use x;\nfn a() {}\nfn b() {}\n// end\n".to_vec(),
+    )
+    .unwrap();
+    tree.add_file(&VPath::parse("/src/deep/c.rs"), b"fn c() {}\n".to_vec())
+        .unwrap();
+    tree.add_file(&VPath::parse("/notes.md"), b"none\n".to_vec())
+        .unwrap();
+    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Commit));
+    let tools = FileTools::new();
+    let run = |c: ToolCall| tools.run(&view, &Under, &c).expect("a file tool");
+    let ok = |name: &str, args: Value| {
+        let out = run(call(name, args.clone()));
+        assert!(!out.is_error, "{name} {args}: {}", out.output);
+        out.output
+    };
+    assert_eq!(
+        ok("grep", json!({"pattern": "^fn", "mode": "files"})),
+        "/home/p/proj/src/a.rs\n/home/p/proj/src/deep/c.rs\n"
+    );
+    assert_eq!(
+        ok("grep", json!({"pattern": "^fn", "mode": "count"})),
+        "/home/p/proj/src/a.rs:2\n/home/p/proj/src/deep/c.rs:1\n"
+    );
+    assert_eq!(
+        ok(
+            "grep",
+            json!({"pattern": "^fn", "mode": "lines", "context": 1, "path": "/home/p/proj/src/a.rs"})
+        ),
+        "/home/p/proj/src/a.rs-1- use x;\n\
+         /home/p/proj/src/a.rs:2: fn a() {}\n\
+         /home/p/proj/src/a.rs:3: fn b() {}\n\
+         /home/p/proj/src/a.rs-4- // end\n"
+    );
+    assert_eq!(
+        ok("list", json!({"path": "/home/p/proj", "depth": 3})),
+        "src/\n  deep/\n    c.rs\n  a.rs\nnotes.md"
+    );
+    assert_eq!(ok("list", json!({})), "src/\nnotes.md");
+    for (name, args, text) in [
+        (
+            "grep",
+            json!({"pattern": "fn", "mode": "paths"}),
+            "grep: `mode` must be one of `lines`, `files`, `count`",
+        ),
+        (
+            "grep",
+            json!({"pattern": "fn", "context": -1}),
+            "grep: `context` must be a whole number, 0 or more",
+        ),
+        (
+            "list",
+            json!({"depth": "2"}),
+            "list: `depth` must be a whole number, 0 or more",
+        ),
+    ] {
+        let out = run(call(name, args.clone()));
+        assert!(out.is_error, "{name} {args}");
+        assert_eq!(out.output, text, "{name} {args}");
+    }
+}

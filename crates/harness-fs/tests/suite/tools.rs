@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use harness_fs::tools::{self, EditSpec, GrepOptions, Ledger};
+use harness_fs::tools::{self, EditSpec, GrepMode, GrepOptions, Ledger};
 use harness_fs::{Access, Error, Level, MemoryBackend, VPath, View};
 
 fn view_with(files: &[(&str, &str)]) -> View {
@@ -290,13 +290,205 @@ fn list_renders_marks_and_an_empty_directory() {
             .grant("/ref", Level::Ro)
             .mount("/repo"),
     );
-    insta::assert_snapshot!(tools::list(&view, "/").unwrap(), @r"
+    insta::assert_snapshot!(tools::list(&view, "/", None).unwrap(), @r"
     empty/
     ref/ [read-only]
     repo/ [mount]
     b.md
     ");
-    insta::assert_snapshot!(tools::list(&view, "/empty").unwrap(), @"(/empty is empty)");
+    insta::assert_snapshot!(tools::list(&view, "/empty", None).unwrap(), @"(/empty is empty)");
+}
+
+#[test]
+fn grep_mode_files_answers_each_matching_path_once_and_count_its_matching_lines() {
+    let view = view_with(&[
+        ("/a.rs", "fn a() {}\nfn b() {}\nlet x = 1;\n"),
+        ("/b.rs", "let y = 2;\n"),
+        ("/c/d.rs", "fn d() {}\n"),
+    ]);
+    let grep = |mode, limit| {
+        tools::grep(
+            &view,
+            "/",
+            r"fn \w",
+            &GrepOptions {
+                mode,
+                limit,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    insta::assert_snapshot!(grep(GrepMode::Files, None).render(), @r"
+    /a.rs
+    /c/d.rs
+    ");
+    insta::assert_snapshot!(grep(GrepMode::Count, None).render(), @r"
+    /a.rs:2
+    /c/d.rs:1
+    ");
+    // The limit counts files in these modes, not lines.
+    insta::assert_snapshot!(grep(GrepMode::Count, Some(1)).render(), @r"
+    /a.rs:2
+    (Results truncated. Use a more specific path, pattern or include.)
+    ");
+    assert!(!grep(GrepMode::Files, Some(2)).truncated);
+    insta::assert_snapshot!(grep(GrepMode::Lines, None).render(), @r"
+    /a.rs:1: fn a() {}
+    /a.rs:2: fn b() {}
+    /c/d.rs:1: fn d() {}
+    ");
+    assert_eq!(GrepMode::parse("files"), Some(GrepMode::Files));
+    assert_eq!(GrepMode::parse("count"), Some(GrepMode::Count));
+    assert_eq!(GrepMode::parse("lines"), Some(GrepMode::Lines));
+    assert_eq!(GrepMode::parse("paths"), None);
+}
+
+#[test]
+fn grep_context_shows_lines_around_matches_merged_with_separators_between_groups() {
+    let ten: String = (1..=10)
+        .map(|i| format!("l{i}{}\n", if [3, 5, 9].contains(&i) { " hit" } else { "" }))
+        .collect();
+    let view = view_with(&[("/a.txt", &ten), ("/b.txt", "x\nhit\ny\n")]);
+    let grep = |context, limit| {
+        tools::grep(
+            &view,
+            "/",
+            "hit",
+            &GrepOptions {
+                context,
+                limit,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    insta::assert_snapshot!(grep(1, None).render(), @r"
+    /a.txt-2- l2
+    /a.txt:3: l3 hit
+    /a.txt-4- l4
+    /a.txt:5: l5 hit
+    /a.txt-6- l6
+    --
+    /a.txt-8- l8
+    /a.txt:9: l9 hit
+    /a.txt-10- l10
+    --
+    /b.txt-1- x
+    /b.txt:2: hit
+    /b.txt-3- y
+    ");
+    // Context lines are not results: the limit counts matches, a kept match keeps its context
+    // after, and the context of a match cut by the limit goes with it.
+    insta::assert_snapshot!(grep(2, Some(2)).render(), @r"
+    /a.txt-1- l1
+    /a.txt-2- l2
+    /a.txt:3: l3 hit
+    /a.txt-4- l4
+    /a.txt:5: l5 hit
+    /a.txt-6- l6
+    /a.txt-7- l7
+    (Results truncated. Use a more specific path, pattern or include.)
+    ");
+    insta::assert_snapshot!(grep(1, Some(3)).render(), @r"
+    /a.txt-2- l2
+    /a.txt:3: l3 hit
+    /a.txt-4- l4
+    /a.txt:5: l5 hit
+    /a.txt-6- l6
+    --
+    /a.txt-8- l8
+    /a.txt:9: l9 hit
+    /a.txt-10- l10
+    (Results truncated. Use a more specific path, pattern or include.)
+    ");
+    // Without context the answer is as before; other modes ignore it.
+    assert!(grep(0, None).context_lines.is_empty());
+    let counted = tools::grep(
+        &view,
+        "/",
+        "hit",
+        &GrepOptions {
+            context: 3,
+            mode: GrepMode::Count,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(counted.render(), "/a.txt:3\n/b.txt:1\n");
+}
+
+#[test]
+fn grep_context_is_at_most_the_schemas_maximum() {
+    let max = tools::grep_context_max();
+    assert_eq!(max, 20, "spec/tools/grep.json: context.maximum");
+    let lines: String = (1..=60)
+        .map(|i| format!("{}\n", if i == 30 { "hit" } else { "." }))
+        .collect();
+    let view = view_with(&[("/a.txt", &lines)]);
+    let r = tools::grep(
+        &view,
+        "/",
+        "hit",
+        &GrepOptions {
+            context: 1000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let shown: Vec<u64> = r.context_lines.iter().map(|m| m.line).collect();
+    assert_eq!(shown, (10..=29).chain(31..=50).collect::<Vec<u64>>());
+}
+
+#[test]
+fn list_depth_lists_subdirectories_indented_down_to_the_schemas_maximum() {
+    let tree = MemoryBackend::new();
+    for p in [
+        "/top.md",
+        "/src/main.rs",
+        "/src/sub/deep.rs",
+        "/.git/HEAD",
+        "/d1/d2/d3/d4/d5/d6/f.txt",
+    ] {
+        tree.add_file(&VPath::parse(p), "x").unwrap();
+    }
+    tree.add_dir(&VPath::parse("/src/empty")).unwrap();
+    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Commit));
+    let default = tools::list(&view, "/", None).unwrap();
+    assert_eq!(default, tools::list(&view, "/", Some(1)).unwrap());
+    insta::assert_snapshot!(default, @r"
+    .git/
+    d1/
+    src/
+    top.md
+    ");
+    insta::assert_snapshot!(tools::list(&view, "/", Some(2)).unwrap(), @r"
+    .git/
+    d1/
+      d2/
+    src/
+      empty/
+      sub/
+      main.rs
+    top.md
+    ");
+    insta::assert_snapshot!(tools::list(&view, "/src", Some(3)).unwrap(), @r"
+    empty/
+    sub/
+      deep.rs
+    main.rs
+    ");
+    assert_eq!(
+        tools::list_depth_max(),
+        5,
+        "spec/tools/list.json: depth.maximum"
+    );
+    let deepest = tools::list(&view, "/", Some(99)).unwrap();
+    assert!(deepest.contains("\n        d5/"), "{deepest}");
+    assert!(!deepest.contains("d6/"), "{deepest}");
+    assert_eq!(deepest, tools::list(&view, "/", Some(5)).unwrap());
+    // Depth 0 is below the schema's minimum: the directory's own entries.
+    assert_eq!(tools::list(&view, "/", Some(0)).unwrap(), default);
 }
 
 #[test]
