@@ -268,7 +268,9 @@ impl Context {
 
     /// Inserts a tool's answer: gives it an id, stores the full output, and decides — once —
     /// what the model is sent: a stub, the head and tail, or the whole text.
-    pub fn insert(&mut self, ins: Insert) -> Inserted {
+    pub fn insert(&mut self, mut ins: Insert) -> Inserted {
+        // The call's arguments as the conversation keeps them (`context.kept`).
+        ins.args = self.cfg.kept.value(&ins.args);
         let id = self.next_id();
         let seq = self.store.len();
         let (body, kind) = if !self.hygiene {

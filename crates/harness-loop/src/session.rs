@@ -886,6 +886,18 @@ impl Session {
     }
 
     fn push_assistant(&mut self, text: String, reasoning: String, tool_calls: Vec<ToolCall>) {
+        // Handled words are kept in their capped form: a 20 MB `write` runs whole, but is not
+        // sent back to the model at every step (`context.kept`).
+        let kept = &self.cfg.context.kept;
+        let text = kept.text(text);
+        let reasoning = kept.text(reasoning);
+        let tool_calls: Vec<ToolCall> = tool_calls
+            .into_iter()
+            .map(|c| ToolCall {
+                arguments: kept.value(&c.arguments),
+                ..c
+            })
+            .collect();
         self.log.push(Entry::Assistant {
             text: text.clone(),
             reasoning: reasoning.clone(),
@@ -1206,7 +1218,7 @@ impl Session {
                     };
                     Insert {
                         tool: call.name.clone(),
-                        args: call.arguments.clone(),
+                        args: self.cfg.context.kept.value(&call.arguments),
                         output,
                         is_error: o.is_error,
                         read: o.read.clone(),
@@ -1286,7 +1298,7 @@ impl Session {
             output: stored.map(|s| s.output.clone()).unwrap_or_default(),
             text: inserted.text.clone(),
             kind: inserted.kind.clone(),
-            args: call.arguments.clone(),
+            args: self.cfg.context.kept.value(&call.arguments),
             read,
         });
         self.history.push(Message::Tool {

@@ -223,8 +223,8 @@ impl ModelClient {
                 Attempt::Done(completion) => return Ok(completion),
                 // No byte came back (refused, reset, or closed while sending: a keep-alive
                 // connection the server had dropped): sending again cannot do harm.
-                Attempt::Unsent(error) if attempt < self.retry.max_attempts => {
-                    (error.to_string(), None, self.retry.max_attempts)
+                Attempt::Unsent(error) if attempt < self.retry.unsent_max_attempts => {
+                    (error.to_string(), None, self.retry.unsent_max_attempts)
                 }
                 Attempt::Unsent(error) => return Err(error),
                 Attempt::Failed { error, gave_out } => {

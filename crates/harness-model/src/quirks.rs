@@ -88,6 +88,8 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     /// The same while the server says it is loading a model.
     pub loading_max_attempts: u32,
+    /// The same when no attempt got a byte back (refused, reset, closed while sending).
+    pub unsent_max_attempts: u32,
     /// The first wait; it doubles with each attempt.
     pub base_delay_ms: u64,
     /// The longest wait, `Retry-After` included.

@@ -244,6 +244,56 @@ pub struct ContextConfig {
     pub compaction: CompactionConfig,
     /// Which tools' results are deduplicated, and how.
     pub dedupe_tools: DedupeTools,
+    /// What is kept of the model's own long words.
+    pub kept: Kept,
+}
+
+/// `context.kept`: the model's long texts and arguments as the conversation keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    /// Characters a text may have before it is cut.
+    pub max_chars: usize,
+    /// Its first characters kept.
+    pub head_chars: usize,
+    /// Its last characters kept.
+    pub tail_chars: usize,
+    /// The line between (`{n}`).
+    pub elision: String,
+}
+
+impl Kept {
+    /// `text` as it is kept: whole up to `max_chars`, else its head, the elision, its tail.
+    pub fn text(&self, text: String) -> String {
+        let n = text.chars().count();
+        if n <= self.max_chars {
+            return text;
+        }
+        let head: String = text.chars().take(self.head_chars).collect();
+        let tail: String = text
+            .chars()
+            .skip(n.saturating_sub(self.tail_chars))
+            .collect();
+        let left = n - head.chars().count() - tail.chars().count();
+        let elision = self.elision.replace("{n}", &left.to_string());
+        format!("{head}\n{elision}\n{tail}")
+    }
+
+    /// `value` with each string in it kept as [`Kept::text`] keeps it.
+    pub fn value(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) if s.chars().count() > self.max_chars => {
+                Value::String(self.text(s.clone()))
+            }
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.value(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), self.value(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
 }
 
 /// `context.result_id`.

@@ -486,3 +486,54 @@ fn calls_that_could_not_be_run_are_said_after_the_results() {
     assert!(matches!(&req.messages[n - 2], Message::Tool { call_id, .. } if call_id == "c1"));
     assert!(matches!(&req.messages[n - 1], Message::User { text, .. } if text == note));
 }
+
+#[test]
+fn long_words_of_the_model_are_kept_capped_once_handled() {
+    let kept = LoopConfig::embedded().unwrap().context.kept.clone();
+    let big = "x".repeat(1_000_000);
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s
+        .handle(model(vec![call(
+            "c1",
+            "edit",
+            json!({"path": "/big.txt", "new_string": big}),
+        )]))
+        .unwrap();
+    // The call runs with its whole arguments.
+    let ran = a
+        .iter()
+        .find_map(|a| match a {
+            Action::RunTools { calls, .. } => Some(calls[0].clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        ran.arguments["new_string"].as_str().unwrap().len(),
+        1_000_000
+    );
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::error(
+            "c1",
+            "too large",
+        )]))
+        .unwrap();
+    // The next request carries the capped form only.
+    let req = request(&a).unwrap();
+    let sent: usize = req.messages.iter().map(Message::chars).sum();
+    assert!(sent < kept.max_chars + 1_000, "{sent}");
+    let Some(Message::Assistant { tool_calls, .. }) = req.messages.get(1) else {
+        panic!("{:?}", req.messages);
+    };
+    let arg = tool_calls[0].arguments["new_string"].as_str().unwrap();
+    assert!(
+        arg.contains("[964000 characters not kept in the conversation]"),
+        "{}",
+        &arg[..100]
+    );
+    // A long answer, too.
+    let a = s.handle(text(&"y".repeat(500_000))).unwrap();
+    assert!(matches!(end(&a), Some(TurnEnd::Finished)));
+    let last = s.history().last().unwrap();
+    assert!(last.chars() < kept.max_chars + 100, "{}", last.chars());
+}

@@ -34,6 +34,7 @@ fn fast_retry(max_attempts: u32) -> Option<RetryPolicy> {
     Some(RetryPolicy {
         max_attempts,
         loading_max_attempts: max_attempts,
+        unsent_max_attempts: max_attempts,
         base_delay_ms: 1,
         max_delay_ms: 20,
         jitter: 0.0,
@@ -811,7 +812,11 @@ async fn lists_models_and_reports_an_unreachable_server() {
     drop(server);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut endpoint = Endpoint::new(url.clone());
-    endpoint.retry = fast_retry(3);
+    // A server that is down fails within the unsent budget, not the whole one.
+    endpoint.retry = fast_retry(10).map(|p| RetryPolicy {
+        unsent_max_attempts: 3,
+        ..p
+    });
     let gone = ModelClient::new(endpoint, small_model()).unwrap();
     let (events, result) = stream_all(&gone, &ask("hi")).await;
     match result.unwrap_err() {
