@@ -76,6 +76,31 @@ pub(crate) struct Wrapper {
     pub joins: bool,
     #[serde(default)]
     pub stdin_operands: bool,
+    /// When given, every option of the wrapper is one of these, `value_options`, `no_command`
+    /// or `split_options`; any other makes the command it runs uncertain (asked).
+    #[serde(default)]
+    pub flags: Option<Vec<String>>,
+}
+
+/// How awk-like programs run commands and write files.
+#[derive(Debug, Deserialize, Default)]
+pub(crate) struct RawAwk {
+    pub programs: Vec<String>,
+    pub value_options: Vec<String>,
+    pub program_options: Vec<String>,
+    pub runs: String,
+    pub writes: String,
+    pub dynamic: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct Awk {
+    pub programs: HashSet<String>,
+    pub value_options: Vec<String>,
+    pub program_options: Vec<String>,
+    pub runs: Regex,
+    pub writes: Regex,
+    pub dynamic: Regex,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -86,6 +111,7 @@ pub(crate) enum Condition {
     Flag(Vec<String>),
     Subcommand(Vec<String>),
     LastArg(Vec<String>),
+    OnlyFlags(Vec<String>),
     ArgRegex(String),
     AnyWordRegex(String),
     Finding(String),
@@ -138,6 +164,11 @@ pub(crate) struct Hardline {
     pub caution: Vec<RawRule>,
     pub protected_paths: Vec<RawProtected>,
     pub path_examples: Vec<PathExample>,
+    pub privileged: Vec<String>,
+    pub command_options: BTreeMap<String, Vec<String>>,
+    pub command_variables: Vec<String>,
+    pub git_config_commands: String,
+    pub awk: RawAwk,
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,6 +247,9 @@ pub(crate) struct ReadCommand {
     pub only: Option<String>,
     #[serde(default)]
     pub max_operands: Option<usize>,
+    /// Short options whose value is attached (`-Iseconds`): such a word is not a flag group.
+    #[serde(default)]
+    pub attached: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,6 +258,8 @@ pub(crate) struct BashRead {
     pub git_read: Vec<String>,
     pub git_unless: Vec<String>,
     pub quiet_targets: Vec<String>,
+    pub git_read_pairs: Vec<String>,
+    pub safe_assignments: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -251,6 +287,7 @@ pub(crate) enum Compiled {
     Flag(Vec<String>),
     Subcommand(Vec<String>),
     LastArg(Vec<String>),
+    OnlyFlags(Vec<String>),
     ArgRegex(Regex),
     AnyWordRegex(Regex),
     Finding(String),
@@ -299,6 +336,13 @@ pub(crate) struct Data {
     pub git_unless: Vec<String>,
     pub quiet_targets: HashSet<String>,
     pub path_examples: Vec<PathExample>,
+    pub privileged: HashSet<String>,
+    pub command_options: BTreeMap<String, Vec<String>>,
+    pub command_variables: Vec<String>,
+    pub git_config_commands: Regex,
+    pub awk: Awk,
+    pub git_read_pairs: Vec<String>,
+    pub safe_assignments: Vec<String>,
     pub arity_examples: Vec<(String, Option<String>)>,
 }
 
@@ -316,6 +360,7 @@ fn compile_condition(c: &Condition) -> Result<Compiled> {
         Condition::Flag(f) => Compiled::Flag(f.clone()),
         Condition::Subcommand(s) => Compiled::Subcommand(s.clone()),
         Condition::LastArg(s) => Compiled::LastArg(s.clone()),
+        Condition::OnlyFlags(s) => Compiled::OnlyFlags(s.clone()),
         Condition::ArgRegex(r) => Compiled::ArgRegex(regex("hardline.json", "arg_regex", r)?),
         Condition::AnyWordRegex(r) => {
             Compiled::AnyWordRegex(regex("hardline.json", "any_word_regex", r)?)
@@ -464,6 +509,24 @@ impl Data {
             git_unless: modes.bash_read.git_unless,
             quiet_targets: modes.bash_read.quiet_targets.into_iter().collect(),
             path_examples: hard.path_examples,
+            privileged: hard.privileged.into_iter().collect(),
+            command_options: hard.command_options,
+            command_variables: hard.command_variables,
+            git_config_commands: regex(
+                "hardline.json",
+                "git_config_commands",
+                &hard.git_config_commands,
+            )?,
+            awk: Awk {
+                programs: hard.awk.programs.into_iter().collect(),
+                value_options: hard.awk.value_options,
+                program_options: hard.awk.program_options,
+                runs: regex("hardline.json", "awk.runs", &hard.awk.runs)?,
+                writes: regex("hardline.json", "awk.writes", &hard.awk.writes)?,
+                dynamic: regex("hardline.json", "awk.dynamic", &hard.awk.dynamic)?,
+            },
+            git_read_pairs: modes.bash_read.git_read_pairs,
+            safe_assignments: modes.bash_read.safe_assignments,
             arity_examples: arity.examples,
             limits: hard.limits,
             steps: hard.normalise,

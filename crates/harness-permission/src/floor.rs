@@ -63,8 +63,13 @@ impl Data {
         let resolved = paths::resolve(&part.cwd, &w.text);
         let reach = paths::reach(&resolved);
         let root = reach == "/";
-        let home = reach == place.home;
-        let system = self.system_dirs.contains(&reach);
+        let mut home = reach == place.home;
+        let mut system = self.system_dirs.contains(&reach);
+        if w.glob && !w.quoted {
+            // a pattern the shell expands: what could it name?
+            home |= glob_match(&reach, place.home);
+            system |= self.system_dirs.iter().any(|d| glob_match(&reach, d));
+        }
         match pred {
             "root" => !w.text.is_empty() && root,
             "system_dir" => system,
@@ -103,7 +108,33 @@ impl Data {
                             .any(|w| self.operand_pred(p, w, part, place)))
             }
             Compiled::Flag(f) => flag_present(args, f),
-            Compiled::Subcommand(s) => operands(args).first().is_some_and(|w| s.contains(&w.text)),
+            Compiled::Subcommand(s) => {
+                // `eraseDisk`, or past the first word: `apfs deleteContainer`
+                let ops = operands(args);
+                s.iter().any(|sub| {
+                    let n = sub.split(' ').count();
+                    ops.len() >= n
+                        && ops
+                            .iter()
+                            .take(n)
+                            .map(|o| o.text.as_str())
+                            .eq(sub.split(' '))
+                })
+            }
+            Compiled::OnlyFlags(list) => args.iter().all(|a| {
+                let t = a.text.as_str();
+                if !t.starts_with('-') || t == "-" {
+                    return true;
+                }
+                let name = t.split_once('=').map(|(n, _)| n).unwrap_or(t);
+                if list.iter().any(|f| f == name) {
+                    return true;
+                }
+                !t.starts_with("--")
+                    && t[1..]
+                        .chars()
+                        .all(|c| list.iter().any(|f| f.len() == 2 && f.ends_with(c)))
+            }),
             Compiled::LastArg(s) => {
                 args.len() >= 2 && args.last().is_some_and(|w| s.contains(&w.text))
             }
@@ -123,10 +154,14 @@ impl Data {
         let args = part.args();
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
         match finding {
-            "privileged" => part
-                .wrappers
-                .iter()
-                .any(|w| matches!(w.as_str(), "sudo" | "doas" | "pkexec" | "run0")),
+            "privileged" => {
+                // a carrier alone (`sudo -s`, `sudo -i`) is a privileged shell; `sudo -l` is not
+                (self.privileged.contains(&part.program)
+                    && !self
+                        .wrapper(&part.program)
+                        .is_some_and(|w| texts.iter().any(|t| w.no_command.iter().any(|f| f == t))))
+                    || part.wrappers.iter().any(|w| self.privileged.contains(w))
+            }
             "find_delete_system" => {
                 part.program == "find"
                     && texts.contains(&"-delete")
@@ -201,6 +236,44 @@ impl Data {
         }
         best
     }
+}
+
+/// Whether a shell pattern (`*`, `?`, `[...]`) matches a whole text.
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some('*') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
+            Some('?') => !t.is_empty() && go(&p[1..], &t[1..]),
+            Some('[') => {
+                let Some(end) = p.iter().skip(2).position(|c| *c == ']').map(|e| e + 2) else {
+                    return !t.is_empty() && t[0] == '[' && go(&p[1..], &t[1..]);
+                };
+                let Some(c) = t.first() else { return false };
+                let set = &p[1..end];
+                let (neg, set) = match set.first() {
+                    Some('!') | Some('^') => (true, &set[1..]),
+                    _ => (false, set),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == '-' {
+                        hit |= set[i] <= *c && *c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == *c;
+                        i += 1;
+                    }
+                }
+                hit != neg && go(&p[end + 1..], &t[1..])
+            }
+            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+        }
+    }
+    go(&p, &t)
 }
 
 /// The operands a command writes to (for protected paths and device checks).

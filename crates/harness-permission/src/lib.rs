@@ -485,7 +485,18 @@ impl Engine {
                     .join(" "),
             );
         }
-        let rule = self.rule_for(req, "bash", "bash", &subjects);
+        let mut rule = self.rule_for(req, "bash", "bash", &subjects);
+        // a rule over a prefix (`find *`) does not grant the program's dangerous forms
+        if let Some((Action::Allow, r)) = &rule
+            && let Some(rc) = self.data.reads.get(&part.program)
+        {
+            let texts: Vec<&str> = part.args().iter().map(|w| w.text.as_str()).collect();
+            if let Some(flag) = unless_hit(rc, &texts)
+                && !r.contains(flag.trim_end_matches(['*', '=']))
+            {
+                rule = None;
+            }
+        }
         if let Some((Action::Deny, r)) = &rule {
             return Decision::new(Action::Deny, format!("refused by the rule {r} (`{shown}`)"))
                 .rule(r.clone());
@@ -600,6 +611,14 @@ impl Engine {
             {
                 noisy_write = true;
             }
+            if shell::has_pattern(t) && !paths::inside(&path, place.workspace) && f.ask.is_none() {
+                f.ask = Some((
+                    format!(
+                        "writes to a path pattern outside the workspace that could name a protected file ({path})"
+                    ),
+                    "protected_path".into(),
+                ));
+            }
             match d.protected(&path, true, place) {
                 Some((Action::Deny, why)) => {
                     f.deny = Some((format!("writes to {why} ({path})"), "protected_path".into()));
@@ -638,6 +657,14 @@ impl Engine {
             if d.quiet_targets.contains(&path) || path.starts_with("/dev/fd/") {
                 continue;
             }
+            if shell::has_pattern(t) && !paths::inside(&path, place.workspace) && f.ask.is_none() {
+                f.ask = Some((
+                    format!(
+                        "reads a path pattern outside the workspace that could name a protected file ({path})"
+                    ),
+                    "protected_path".into(),
+                ));
+            }
             match d.protected(&path, false, place) {
                 Some((Action::Deny, why)) => {
                     f.deny = Some((format!("reads {why} ({path})"), "protected_path".into()));
@@ -657,7 +684,7 @@ impl Engine {
         {
             f.ask = Some((r.reason.clone(), r.id.clone()));
         }
-        if f.ask.is_none() && part.dynamic_program {
+        if f.ask.is_none() && (part.dynamic_program || part.argv.first().is_some_and(|w| w.glob)) {
             f.ask = Some((d.unknown_program.clone(), "unknown_program".into()));
         }
         let offer = f.ask.is_none()
@@ -688,25 +715,18 @@ impl Engine {
         let Some(rc) = d.reads.get(&part.program) else {
             return (false, Vec::new());
         };
+        // a variable set for the command can change what it runs (LD_PRELOAD, PATH, a pager)
+        if part
+            .assigns
+            .iter()
+            .any(|n| !d.safe_assignments.iter().any(|p| wildcard::matches(p, n)))
+        {
+            return (false, Vec::new());
+        }
         let args = part.args();
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        for u in &rc.unless {
-            let hit = texts.iter().any(|t| {
-                if u.ends_with('=') {
-                    t.starts_with(u.as_str())
-                } else if u.len() == 2 && !u.starts_with("--") {
-                    *t == u
-                        || (t.starts_with('-')
-                            && !t.starts_with("--")
-                            && t[1..].contains(&u[1..])
-                            && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
-                } else {
-                    *t == u || t.starts_with(&format!("{u}="))
-                }
-            });
-            if hit {
-                return (false, Vec::new());
-            }
+        if unless_hit(rc, &texts).is_some() {
+            return (false, Vec::new());
         }
         let ops = floor::operands(args);
         if rc.max_operands.is_some_and(|m| ops.len() > m) {
@@ -727,10 +747,10 @@ impl Engine {
                 }
             }
             Some("git_read") => {
-                if !self.git_read(&texts) {
-                    return (false, Vec::new());
-                }
-                return (true, Vec::new());
+                return match self.git_read(&texts) {
+                    Some(paths) => (true, paths),
+                    None => (false, Vec::new()),
+                };
             }
             _ => {}
         }
@@ -755,18 +775,34 @@ impl Engine {
         (true, paths)
     }
 
-    fn git_read(&self, texts: &[&str]) -> bool {
+    /// Whether a git command only reads, and the paths it reads (`-C`, `--no-index`, ...).
+    fn git_read(&self, texts: &[&str]) -> Option<Vec<String>> {
         let globals = ["-c", "-p", "--paginate", "--exec-path", "--config-env"];
+        let mut paths: Vec<String> = Vec::new();
         let mut i = 0;
         while i < texts.len() {
             let t = texts[i];
             if globals
                 .iter()
                 .any(|g| t == *g || t.starts_with(&format!("{g}=")))
+                || (t.starts_with("-c") && !t.starts_with("--"))
             {
-                return false;
+                return None;
             }
-            if matches!(t, "-C" | "--git-dir" | "--work-tree" | "--namespace") {
+            if matches!(t, "-C" | "--git-dir" | "--work-tree") {
+                paths.extend(texts.get(i + 1).map(|p| (*p).to_owned()));
+                i += 2;
+                continue;
+            }
+            if let Some(p) = t
+                .strip_prefix("--git-dir=")
+                .or_else(|| t.strip_prefix("--work-tree="))
+            {
+                paths.push(p.to_owned());
+                i += 1;
+                continue;
+            }
+            if t == "--namespace" {
                 i += 2;
                 continue;
             }
@@ -776,11 +812,9 @@ impl Engine {
             }
             break;
         }
-        let Some(sub) = texts.get(i) else {
-            return false;
-        };
+        let sub = texts.get(i)?;
         if !self.data.git_read.contains(*sub) {
-            return false;
+            return None;
         }
         let rest = &texts[i + 1..];
         if rest.iter().any(|t| {
@@ -788,12 +822,37 @@ impl Engine {
                 !globals.contains(&u.as_str())
                     && (*t == u
                         || (u.ends_with('=') && t.starts_with(u.as_str()))
+                        || u.strip_suffix('*').is_some_and(|p| t.starts_with(p))
                         || t.starts_with(&format!("{u}=")))
             })
         }) {
-            return false;
+            return None;
         }
-        if matches!(*sub, "branch" | "tag" | "remote") {
+        // paths a read-only subcommand reads through its own options
+        let mut k = 0;
+        let no_index = rest.contains(&"--no-index");
+        while k < rest.len() {
+            let t = rest[k];
+            if matches!(t, "--contents" | "-f" | "--file" | "--output") {
+                paths.extend(rest.get(k + 1).map(|p| (*p).to_owned()));
+                k += 1;
+            } else if let Some(p) = t
+                .strip_prefix("--contents=")
+                .or_else(|| t.strip_prefix("--file="))
+            {
+                paths.push(p.to_owned());
+            } else if no_index && !t.starts_with('-') {
+                paths.push(t.to_owned());
+            }
+            k += 1;
+        }
+        let pair = rest.first().is_some_and(|r| {
+            self.data
+                .git_read_pairs
+                .iter()
+                .any(|p| *p == format!("{sub} {r}"))
+        });
+        if matches!(*sub, "branch" | "tag" | "remote") && !pair {
             let listing = rest.iter().any(|t| {
                 matches!(
                     *t,
@@ -809,10 +868,10 @@ impl Engine {
             });
             let operands = rest.iter().any(|t| !t.starts_with('-'));
             if operands && !listing {
-                return false;
+                return None;
             }
         }
-        true
+        Some(paths)
     }
 
     /// Decides a call of a tool that is not in the spec but registered by an embedder with its
@@ -998,6 +1057,37 @@ fn risk_words(risk: Risk, outside: bool) -> &'static str {
         (Risk::Execute, _) => "running commands",
         (Risk::Interact, _) => "questions to the person",
     }
+}
+
+/// The first of a read command's `unless` flags (the forms that do more than read) among words.
+fn unless_hit<'r>(rc: &'r data::ReadCommand, texts: &[&str]) -> Option<&'r str> {
+    for u in &rc.unless {
+        let hit = texts.iter().any(|t| {
+            if rc
+                .attached
+                .iter()
+                .any(|a| t.starts_with(a.as_str()) && t.len() > a.len())
+            {
+                false
+            } else if let Some(prefix) = u.strip_suffix('*') {
+                t.starts_with(prefix)
+            } else if u.ends_with('=') {
+                t.starts_with(u.as_str())
+            } else if u.len() == 2 && !u.starts_with("--") {
+                *t == u
+                    || (t.starts_with('-')
+                        && !t.starts_with("--")
+                        && t[1..].contains(&u[1..])
+                        && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
+            } else {
+                *t == u || t.starts_with(&format!("{u}="))
+            }
+        });
+        if hit {
+            return Some(u.as_str());
+        }
+    }
+    None
 }
 
 fn sed_print(script: &str) -> bool {

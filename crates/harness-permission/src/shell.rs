@@ -23,6 +23,8 @@ pub(crate) struct Word {
     pub quoted: bool,
     /// It holds the output of a download.
     pub fetched: bool,
+    /// It holds an unquoted glob (`*`, `?`, `[...]`) or a brace it could not expand.
+    pub glob: bool,
 }
 
 /// A redirection of a command.
@@ -47,6 +49,8 @@ pub(crate) struct Part {
     pub findings: Vec<&'static str>,
     /// Output redirect targets only (no command), e.g. `{ ...; } > f`.
     pub redirect_only: bool,
+    /// The names of the variables assigned for this command (`X=1 cmd`, `env X=1 cmd`).
+    pub assigns: Vec<String>,
 }
 
 impl Part {
@@ -132,6 +136,9 @@ pub(crate) fn analyse(data: &Data, text: &str, cwd: &str, home: &str, workspace:
     ctx.out
 }
 
+/// What a carriage return is read as: a character of the word it is in, as bash reads it.
+const CR_MARK: &str = "\u{240d}";
+
 const FETCHERS: &[&str] = &[
     "curl",
     "wget",
@@ -156,6 +163,14 @@ impl<'a> Ctx<'a> {
             self.out.too_big = true;
             return;
         }
+        // bash splits words on blanks and newlines only: a carriage return is part of a word
+        let owned;
+        let text = if text.contains('\r') {
+            owned = text.replace('\r', CR_MARK);
+            owned.as_str()
+        } else {
+            text
+        };
         let Some(tree) = parse(text) else {
             self.out.unparseable = true;
             return;
@@ -424,6 +439,7 @@ impl<'a> Ctx<'a> {
     ) -> Output {
         let mut argv: Vec<Word> = Vec::new();
         let mut env_assign = false;
+        let mut assigns: Vec<(String, String)> = Vec::new();
         let mut feed: Option<Output> = None;
         let mut c = node.walk();
         let kids: Vec<Node<'_>> = node.children(&mut c).collect();
@@ -439,6 +455,11 @@ impl<'a> Ctx<'a> {
                     let mut tmp = st.clone();
                     self.assignment(k, src, &mut tmp);
                     env_assign = true;
+                    if let Some(n) = k.child_by_field_name("name") {
+                        let name = text(n, src).to_owned();
+                        let value = tmp.vars.get(&name).cloned().unwrap_or_default();
+                        assigns.push((name, value));
+                    }
                 }
                 "file_redirect" => {
                     if let Some(r) = self.file_redirect(k, src, st) {
@@ -477,6 +498,14 @@ impl<'a> Ctx<'a> {
                     for w in k.named_children(&mut cc) {
                         argv.extend(self.word(w, src, st));
                     }
+                    // a pattern in the program's name (`r?`, `/usr/bin/[r]m`) is expanded
+                    let raw = text(k, src);
+                    if has_glob(raw)
+                        && !raw.contains(['\'', '"'])
+                        && let Some(first) = argv.first_mut()
+                    {
+                        first.glob = true;
+                    }
                 }
                 "comment" => {}
                 _ => argv.extend(self.word(k, src, st)),
@@ -495,19 +524,51 @@ impl<'a> Ctx<'a> {
             return Output::Unknown;
         }
         let input = feed.or_else(|| stdin.cloned());
-        self.simple(argv, redirects, st, input.as_ref(), Vec::new())
+        self.simple_with(argv, redirects, st, input.as_ref(), Vec::new(), assigns)
+    }
+
+    fn simple(
+        &mut self,
+        argv: Vec<Word>,
+        redirects: Vec<Redirect>,
+        st: &mut State,
+        stdin: Option<&Output>,
+        wrappers: Vec<String>,
+    ) -> Output {
+        self.simple_with(argv, redirects, st, stdin, wrappers, Vec::new())
+    }
+
+    /// Reads the value of a variable that names a command (`GIT_PAGER`, `LESSOPEN`) as one.
+    fn command_variable(&mut self, name: &str, value: &str, st: &State) -> bool {
+        if !self
+            .data
+            .command_variables
+            .iter()
+            .any(|p| crate::wildcard::matches(p, name))
+        {
+            return false;
+        }
+        let v = value.trim_start_matches('|').trim_start_matches('!');
+        if !v.trim().is_empty() {
+            let mut inner = st.clone();
+            inner.depth += 1;
+            self.script(v, &mut inner);
+        }
+        true
     }
 
     /// Builds the part(s) for one argv: peels wrappers, follows payloads.
-    fn simple(
+    fn simple_with(
         &mut self,
         mut argv: Vec<Word>,
         redirects: Vec<Redirect>,
         st: &mut State,
         stdin: Option<&Output>,
         mut wrappers: Vec<String>,
+        mut assigns: Vec<(String, String)>,
     ) -> Output {
         let mut stdin_words: Vec<Word> = Vec::new();
+        let mut uncertain = false;
         while let Some(first) = argv.first() {
             if first.dynamic && first.text.is_empty() {
                 argv.remove(0);
@@ -531,7 +592,57 @@ impl<'a> Ctx<'a> {
                     break;
                 }
                 if w.assignments && is_assignment(a) {
+                    if let Some((n, v)) = a.split_once('=') {
+                        assigns.push((n.to_owned(), v.to_owned()));
+                    }
                     i += 1;
+                    continue;
+                }
+                if a.starts_with('-') && a.len() > 1 && !a.starts_with("--") {
+                    // a cluster of short options: `-iS'cmd'`, `-u user`, `-vS cmd`
+                    let has = |list: &[String], c: char| {
+                        list.iter()
+                            .any(|f| f.len() == 2 && f.ends_with(c) && f.starts_with('-'))
+                    };
+                    let letters: Vec<(usize, char)> = a.char_indices().skip(1).collect();
+                    let mut step = 1;
+                    let mut stop = false;
+                    for (pos, c) in letters {
+                        let rest = &a[pos + c.len_utf8()..];
+                        if has(&w.no_command, c) {
+                            no_command = true;
+                            stop = true;
+                            break;
+                        }
+                        if has(&w.split_options, c) {
+                            if rest.is_empty() {
+                                split_payload = argv.get(i + 1).map(|w| w.text.clone());
+                                step = 2;
+                            } else {
+                                split_payload = Some(rest.to_owned());
+                            }
+                            stop = true;
+                            break;
+                        }
+                        if has(&w.value_options, c) {
+                            if rest.is_empty() {
+                                step = 2;
+                            }
+                            break;
+                        }
+                        if let Some(flags) = &w.flags
+                            && !has(flags, c)
+                        {
+                            uncertain = true;
+                        }
+                    }
+                    if no_command {
+                        break;
+                    }
+                    i += step;
+                    if stop {
+                        break;
+                    }
                     continue;
                 }
                 if a.starts_with('-') && a.len() > 1 {
@@ -554,13 +665,13 @@ impl<'a> Ctx<'a> {
                         break;
                     }
                     let takes = w.value_options.iter().any(|f| f == name);
-                    let short_attached = !a.starts_with("--")
-                        && a.len() > 2
-                        && w.value_options
-                            .iter()
-                            .any(|f| f.len() == 2 && a.starts_with(f.as_str()));
+                    if !takes
+                        && let Some(flags) = &w.flags
+                        && !flags.iter().any(|f| f == name)
+                    {
+                        uncertain = true;
+                    }
                     i += if takes && !attached { 2 } else { 1 };
-                    let _ = short_attached;
                     continue;
                 }
                 if positionals > 0 {
@@ -576,15 +687,16 @@ impl<'a> Ctx<'a> {
             wrappers.push(base.clone());
             let mut rest: Vec<Word> = argv.split_off(i.min(argv.len()));
             if let Some(payload) = split_payload {
-                let mut words: Vec<Word> = payload
-                    .split_whitespace()
-                    .map(|t| Word {
-                        text: t.to_owned(),
-                        ..Word::default()
-                    })
-                    .collect();
-                words.append(&mut rest);
-                rest = words;
+                // `env -S` splits its string much as a shell does: read it as one
+                let mut joined = payload;
+                for r in &rest {
+                    joined.push(' ');
+                    joined.push_str(&shell_quote(&r.text));
+                }
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.script(&joined, &mut inner);
+                rest.clear();
             }
             if w.joins && !rest.is_empty() {
                 let joined = rest
@@ -634,6 +746,9 @@ impl<'a> Ctx<'a> {
         let Some(first) = argv.first().cloned() else {
             return Output::Unknown;
         };
+        for (n, v) in &assigns {
+            self.command_variable(n, v, st);
+        }
         let program_text = first.text.clone();
         let program = basename(&program_text).to_owned();
         let mut part = Part {
@@ -645,8 +760,12 @@ impl<'a> Ctx<'a> {
             redirects,
             cwd: st.cwd.clone(),
             argv,
+            assigns: assigns.into_iter().map(|(n, _)| n).collect(),
             ..Part::default()
         };
+        if uncertain {
+            part.findings.push("uncertain");
+        }
         let mut inner = st.clone();
         inner.depth += 1;
         let mut output = Output::Unknown;
@@ -658,25 +777,43 @@ impl<'a> Ctx<'a> {
         if self.data.shells.contains(&program) {
             let mut payload: Option<String> = None;
             let mut operand = false;
+            let mut wants_c = false;
             let mut j = 0;
             while j < args.len() {
                 let a = &args[j].text;
-                if a.starts_with('-')
+                if (a.starts_with('-') || a.starts_with('+'))
                     && !a.starts_with("--")
+                    && !a.starts_with("++")
                     && a.len() > 1
-                    && a[1..].chars().all(|c| c.is_ascii_alphabetic())
                 {
-                    if a.contains('c') {
-                        payload = args.get(j + 1).map(|w| w.text.clone());
-                        if args.get(j + 1).is_some_and(|w| w.fetched) {
-                            part.findings.push("fetch_to_shell");
-                        }
-                        break;
+                    // options go on after `-c`: the command string is the first operand
+                    if a.starts_with('-') && a[1..].contains('c') {
+                        wants_c = true;
                     }
-                    if a == "-o" || a == "-O" {
+                    if a[1..].ends_with('o') || a[1..].ends_with('O') {
                         j += 1;
                     }
-                } else if a == "-s" || a.starts_with("--") {
+                } else if a == "--" || a == "-" {
+                    j += 1;
+                    if wants_c {
+                        payload = args.get(j).map(|w| w.text.clone());
+                        if args.get(j).is_some_and(|w| w.fetched) {
+                            part.findings.push("fetch_to_shell");
+                        }
+                    } else if j < args.len() {
+                        operand = true;
+                    }
+                    break;
+                } else if a.starts_with("--") {
+                    if matches!(a.as_str(), "--rcfile" | "--init-file") {
+                        j += 1;
+                    }
+                } else if wants_c {
+                    payload = Some(a.clone());
+                    if args[j].fetched {
+                        part.findings.push("fetch_to_shell");
+                    }
+                    break;
                 } else {
                     operand = true;
                     if args[j].fetched {
@@ -685,6 +822,9 @@ impl<'a> Ctx<'a> {
                     break;
                 }
                 j += 1;
+            }
+            if wants_c && payload.is_none() {
+                part.findings.push("uncertain");
             }
             if let Some(p) = payload {
                 part.inline_code = true;
@@ -709,15 +849,83 @@ impl<'a> Ctx<'a> {
             }
         } else if program == "su" || program == "runuser" {
             part.findings.push("privileged");
-            if let Some(pos) = args
-                .iter()
-                .position(|w| w.text == "-c" || w.text == "--command")
-            {
-                part.inline_code = true;
-                if let Some(p) = args.get(pos + 1) {
-                    self.script(&p.text.clone(), &mut inner);
+            let mut j = 0;
+            let mut user_opt = false;
+            while j < args.len() {
+                let a = args[j].text.as_str();
+                if a == "--" {
+                    if user_opt && j + 1 < args.len() {
+                        let mut w = wrappers.clone();
+                        w.push(program.clone());
+                        let rest = args[j + 1..].to_vec();
+                        let mut tmp = st.clone();
+                        tmp.depth += 1;
+                        self.simple(rest, Vec::new(), &mut tmp, None, w);
+                    }
+                    break;
                 }
+                if let Some(v) = a
+                    .strip_prefix("--command=")
+                    .or(a.strip_prefix("--session-command="))
+                {
+                    part.inline_code = true;
+                    self.script(v, &mut inner);
+                } else if matches!(a, "--command" | "--session-command") {
+                    part.inline_code = true;
+                    if let Some(p) = args.get(j + 1) {
+                        self.script(&p.text.clone(), &mut inner);
+                    }
+                    j += 1;
+                } else if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 {
+                    for (pos, c) in a.char_indices().skip(1) {
+                        let rest = &a[pos + 1..];
+                        if matches!(c, 'c' | 's' | 'g' | 'G' | 'u' | 'w' | 'C') {
+                            let value = if rest.is_empty() {
+                                j += 1;
+                                args.get(j).map(|w| w.text.clone())
+                            } else {
+                                Some(rest.to_owned())
+                            };
+                            if c == 'c' {
+                                part.inline_code = true;
+                                if let Some(v) = value {
+                                    self.script(&v, &mut inner);
+                                }
+                            }
+                            if c == 'u' {
+                                user_opt = true;
+                            }
+                            break;
+                        }
+                    }
+                } else if a.starts_with("--") {
+                    if matches!(
+                        a,
+                        "--shell"
+                            | "--group"
+                            | "--supp-group"
+                            | "--user"
+                            | "--whitelist-environment"
+                            | "--pty-size"
+                    ) {
+                        user_opt |= a == "--user";
+                        j += 1;
+                    }
+                    user_opt |= a.starts_with("--user=");
+                } else if user_opt {
+                    // `runuser -u user cmd args`: the rest is the command
+                    let mut w = wrappers.clone();
+                    w.push(program.clone());
+                    let rest = args[j..].to_vec();
+                    let mut tmp = st.clone();
+                    tmp.depth += 1;
+                    self.simple(rest, Vec::new(), &mut tmp, None, w);
+                    break;
+                }
+                j += 1;
             }
+        } else if self.data.awk.programs.contains(&program) {
+            self.awk(&mut part, &args, &mut inner);
         } else if program == "pkexec" || program == "run0" {
             part.findings.push("privileged");
             if !args.is_empty() {
@@ -758,6 +966,8 @@ impl<'a> Ctx<'a> {
             }
         } else if program == "find" {
             self.find_exec(&part, st);
+        } else if program == "script" {
+            self.script_program(&mut part, &args, st, &wrappers);
         } else if (program == "echo" || program == "printf") && !part.dynamic {
             output = Output::Literal(echo_output(&program, &args));
         } else if FETCHERS.contains(&program.as_str()) {
@@ -799,6 +1009,17 @@ impl<'a> Ctx<'a> {
         } else if program == "cat" && args.is_empty() {
             output = stdin.cloned().unwrap_or(Output::Unknown);
         }
+        if let Some(opts) = self.data.command_options.get(&program) {
+            for v in option_values(&args, opts) {
+                part.inline_code = true;
+                let mut tmp = st.clone();
+                tmp.depth += 1;
+                self.script(&v, &mut tmp);
+            }
+        }
+        if program == "git" {
+            self.git_config(&mut part, &args, st);
+        }
         if program == "cd" && !part.dynamic {
             let target = args
                 .iter()
@@ -812,6 +1033,147 @@ impl<'a> Ctx<'a> {
         let _ = self.workspace;
         self.push(part);
         output
+    }
+
+    /// `script -c CMD` (util-linux) and `script FILE CMD...` (BSD) run a command.
+    fn script_program(&mut self, part: &mut Part, args: &[Word], st: &State, wrappers: &[String]) {
+        let opts = vec!["-c".to_owned(), "--command".to_owned()];
+        let values = option_values(args, &opts);
+        if !values.is_empty() {
+            part.inline_code = true;
+            for v in values {
+                let mut tmp = st.clone();
+                tmp.depth += 1;
+                self.script(&v, &mut tmp);
+            }
+            return;
+        }
+        let ops: Vec<&Word> = args.iter().filter(|w| !w.text.starts_with('-')).collect();
+        if ops.len() >= 2 {
+            part.inline_code = true;
+            let rest: Vec<Word> = ops[1..].iter().map(|w| (*w).clone()).collect();
+            let mut w = wrappers.to_vec();
+            w.push("script".into());
+            let mut tmp = st.clone();
+            tmp.depth += 1;
+            self.simple(rest, Vec::new(), &mut tmp, None, w);
+        }
+    }
+
+    /// awk's `system()`, `print | "cmd"`, `"cmd" | getline` and `print > "file"`.
+    fn awk(&mut self, part: &mut Part, args: &[Word], inner: &mut State) {
+        let awk = &self.data.awk;
+        let mut code: Vec<String> = Vec::new();
+        let mut j = 0;
+        let mut from_file = false;
+        while j < args.len() {
+            let a = args[j].text.as_str();
+            if a == "--" {
+                j += 1;
+                break;
+            }
+            if !a.starts_with('-') || a == "-" {
+                break;
+            }
+            if let Some(o) = awk.program_options.iter().find(|o| a == *o) {
+                let _ = o;
+                if let Some(v) = args.get(j + 1) {
+                    code.push(v.text.clone());
+                }
+                j += 2;
+                from_file = true;
+                continue;
+            }
+            if let Some(v) = awk
+                .program_options
+                .iter()
+                .find_map(|o| a.strip_prefix(&format!("{o}=")))
+            {
+                code.push(v.to_owned());
+                from_file = true;
+                j += 1;
+                continue;
+            }
+            let takes = awk.value_options.iter().any(|o| a == o);
+            if matches!(a, "-f" | "--file" | "-E" | "--exec") || a.starts_with("--file=") {
+                from_file = true;
+            }
+            j += if takes { 2 } else { 1 };
+        }
+        if !from_file && let Some(w) = args.get(j) {
+            code.push(w.text.clone());
+        }
+        for c in code {
+            let runs: Vec<String> = awk
+                .runs
+                .captures_iter(&c)
+                .filter_map(|m| {
+                    m.iter()
+                        .skip(1)
+                        .flatten()
+                        .next()
+                        .map(|x| x.as_str().to_owned())
+                })
+                .collect();
+            let writes: Vec<String> = awk
+                .writes
+                .captures_iter(&c)
+                .filter_map(|m| m.get(1).map(|x| x.as_str().to_owned()))
+                .collect();
+            let dynamic = awk.dynamic.is_match(&c);
+            if !runs.is_empty() || dynamic {
+                part.inline_code = true;
+            }
+            if dynamic {
+                part.findings.push("uncertain");
+            }
+            for r in runs {
+                let cmd = r.replace("\\\"", "\"").replace("\\\\", "\\");
+                self.script(&cmd, inner);
+            }
+            for w in writes {
+                part.redirects.push(Redirect {
+                    target: Word {
+                        text: w,
+                        ..Word::default()
+                    },
+                    write: true,
+                });
+            }
+        }
+    }
+
+    /// `git -c KEY=VALUE` where the value is a command (a pager, an editor, an alias `!cmd`).
+    fn git_config(&mut self, part: &mut Part, args: &[Word], st: &State) {
+        let mut j = 0;
+        while j < args.len() {
+            let a = args[j].text.as_str();
+            let kv = if a == "-c" {
+                j += 1;
+                args.get(j).map(|w| w.text.clone())
+            } else {
+                a.strip_prefix("-c").map(str::to_owned)
+            };
+            if let Some(kv) = kv
+                && let Some((k, v)) = kv.split_once('=')
+                && (v.starts_with('!') || self.data.git_config_commands.is_match(k))
+            {
+                part.inline_code = true;
+                let mut tmp = st.clone();
+                tmp.depth += 1;
+                self.script(v.trim_start_matches('!'), &mut tmp);
+            }
+            if !a.starts_with('-') {
+                break;
+            }
+            if matches!(
+                a,
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
+            ) {
+                j += 1;
+            }
+            j += 1;
+        }
     }
 
     fn feed_stdin(
@@ -913,6 +1275,38 @@ impl<'a> Ctx<'a> {
 
     /// Expands one word node into the words it becomes.
     fn word(&mut self, node: Node<'_>, src: &[u8], st: &mut State) -> Vec<Word> {
+        let raw = text(node, src);
+        if raw.contains('{') && raw.contains('}') && matches!(node.kind(), "word" | "concatenation")
+        {
+            let plain = !raw.contains(['\'', '"', '$', '`']);
+            match brace_expand(raw, 64) {
+                Some(alts) if plain => {
+                    let mut out = Vec::new();
+                    for a in alts {
+                        let mut t = unescape_word(&a);
+                        if t == "~" || t.starts_with("~/") {
+                            t = format!("{}{}", self.home, &t[1..]);
+                        }
+                        out.push(Word {
+                            glob: has_glob(&a),
+                            text: t,
+                            ..Word::default()
+                        });
+                    }
+                    return out;
+                }
+                Some(_) => {
+                    let mut frags = Vec::new();
+                    self.frags(node, src, st, false, &mut frags);
+                    let mut ws = assemble(frags);
+                    for w in &mut ws {
+                        w.glob = true;
+                    }
+                    return ws;
+                }
+                None => {}
+            }
+        }
         let mut frags = Vec::new();
         self.frags(node, src, st, false, &mut frags);
         assemble(frags)
@@ -934,6 +1328,7 @@ impl<'a> Ctx<'a> {
                     t = format!("{}{}", self.home, &t[1..]);
                 }
                 out.push(Frag {
+                    glob: !quoted && has_glob(raw),
                     text: t,
                     ..Frag::default()
                 });
@@ -1053,12 +1448,14 @@ impl<'a> Ctx<'a> {
                         dynamic: true,
                         quoted,
                         fetched,
+                        glob: false,
                     }),
                     None => out.push(Frag {
                         text: text(node, src).to_owned(),
                         dynamic: true,
                         quoted,
                         fetched,
+                        glob: false,
                         split: false,
                     }),
                 }
@@ -1076,6 +1473,7 @@ impl<'a> Ctx<'a> {
                     dynamic: true,
                     quoted,
                     fetched,
+                    glob: false,
                     split: false,
                 });
             }
@@ -1137,6 +1535,7 @@ impl<'a> Ctx<'a> {
                 dynamic: false,
                 quoted,
                 fetched: false,
+                glob: false,
             });
             return;
         }
@@ -1181,6 +1580,7 @@ impl<'a> Ctx<'a> {
                     dynamic: !stable,
                     quoted,
                     fetched: false,
+                    glob: false,
                 });
             } else {
                 out.push(Frag {
@@ -1189,6 +1589,7 @@ impl<'a> Ctx<'a> {
                     dynamic: true,
                     quoted,
                     fetched: false,
+                    glob: false,
                 });
             }
             return;
@@ -1200,6 +1601,7 @@ impl<'a> Ctx<'a> {
                 dynamic: true,
                 quoted,
                 fetched: false,
+                glob: false,
             });
             return;
         }
@@ -1211,6 +1613,7 @@ impl<'a> Ctx<'a> {
                 dynamic: !stable,
                 quoted,
                 fetched: false,
+                glob: false,
             }),
             None => out.push(Frag {
                 text: raw.to_owned(),
@@ -1218,6 +1621,7 @@ impl<'a> Ctx<'a> {
                 dynamic: true,
                 quoted,
                 fetched: false,
+                glob: false,
             }),
         }
     }
@@ -1230,6 +1634,103 @@ struct Frag {
     dynamic: bool,
     quoted: bool,
     fetched: bool,
+    glob: bool,
+}
+
+/// Whether an unquoted word's source holds a pattern the shell expands (`*`, `?`, `[...]`).
+fn has_glob(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    let mut open = false;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'*' | b'?' => return true,
+            b'[' => open = true,
+            b']' if open => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether a path text holds a shell pattern character.
+pub(crate) fn has_pattern(t: &str) -> bool {
+    has_glob(t)
+}
+
+/// Bash's brace expansion of an unquoted word (`{a,b}`, `x{1..3}`), at most `cap` words;
+/// `None` when there is nothing to expand or it cannot be expanded with certainty.
+fn brace_expand(raw: &str, cap: usize) -> Option<Vec<String>> {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'{' => {
+                let mut depth = 0;
+                let mut commas = Vec::new();
+                let mut j = i;
+                let mut end = None;
+                while j < b.len() {
+                    match b[j] {
+                        b'\\' => j += 1,
+                        b'{' => depth += 1,
+                        b'}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = Some(j);
+                                break;
+                            }
+                        }
+                        b',' if depth == 1 => commas.push(j),
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let end = end?;
+                let (pre, body, post) = (&raw[..i], &raw[i + 1..end], &raw[end + 1..]);
+                let alts: Vec<String> = if !commas.is_empty() {
+                    let mut v = Vec::new();
+                    let mut start = i + 1;
+                    for c in commas.iter().copied().chain(std::iter::once(end)) {
+                        v.push(raw[start..c].to_owned());
+                        start = c + 1;
+                    }
+                    v
+                } else if let Some((a, z)) = body.split_once("..") {
+                    let (a, z) = (a.parse::<i64>().ok()?, z.parse::<i64>().ok()?);
+                    if (z - a).unsigned_abs() as usize > cap {
+                        return None;
+                    }
+                    let v: Vec<i64> = if a <= z {
+                        (a..=z).collect()
+                    } else {
+                        (z..=a).rev().collect()
+                    };
+                    v.into_iter().map(|n| n.to_string()).collect()
+                } else {
+                    i = end + 1;
+                    continue;
+                };
+                let mut out = Vec::new();
+                for alt in alts {
+                    let word = format!("{pre}{alt}{post}");
+                    match brace_expand(&word, cap) {
+                        Some(more) => out.extend(more),
+                        None => out.push(word),
+                    }
+                    if out.len() > cap {
+                        return None;
+                    }
+                }
+                return Some(out);
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 fn assemble(frags: Vec<Frag>) -> Vec<Word> {
@@ -1250,6 +1751,7 @@ fn assemble(frags: Vec<Frag>) -> Vec<Word> {
                     cur.text.push_str(p);
                     cur.dynamic |= f.dynamic;
                     cur.fetched |= f.fetched;
+                    cur.glob |= f.dynamic && has_glob(p);
                     has = true;
                 }
             }
@@ -1261,6 +1763,7 @@ fn assemble(frags: Vec<Frag>) -> Vec<Word> {
             cur.dynamic |= f.dynamic;
             cur.quoted |= f.quoted;
             cur.fetched |= f.fetched;
+            cur.glob |= f.glob;
             has = has || f.quoted || !f.text.is_empty() || f.dynamic;
         }
     }
@@ -1330,6 +1833,55 @@ fn unescape_dq(raw: &str) -> String {
         }
     }
     out
+}
+
+/// The values given to any of `opts` (`-c V`, `-cV`, `-qc V`, `--command=V`, `--command V`).
+fn option_values(args: &[Word], opts: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    while j < args.len() {
+        let a = args[j].text.as_str();
+        if a == "--" {
+            break;
+        }
+        if a.starts_with("--") {
+            for o in opts.iter().filter(|o| o.starts_with("--")) {
+                if a == o {
+                    if let Some(v) = args.get(j + 1) {
+                        out.push(v.text.clone());
+                    }
+                    j += 1;
+                } else if let Some(v) = a.strip_prefix(o.as_str()).and_then(|r| r.strip_prefix('='))
+                {
+                    out.push(v.to_owned());
+                }
+            }
+        } else if a.starts_with('-') && a.len() > 1 {
+            for (pos, c) in a.char_indices().skip(1) {
+                if opts
+                    .iter()
+                    .any(|o| o.len() == 2 && !o.starts_with("--") && o.ends_with(c))
+                {
+                    let rest = &a[pos + c.len_utf8()..];
+                    if rest.is_empty() {
+                        if let Some(v) = args.get(j + 1) {
+                            out.push(v.text.clone());
+                        }
+                        j += 1;
+                    } else {
+                        out.push(rest.to_owned());
+                    }
+                    break;
+                }
+            }
+        }
+        j += 1;
+    }
+    out
+}
+
+fn shell_quote(t: &str) -> String {
+    format!("'{}'", t.replace('\'', "'\\''"))
 }
 
 fn is_assignment(a: &str) -> bool {
