@@ -7,8 +7,9 @@
 //!
 //! - `fix-bug`: fix a one-line bug in a small Python repository — read two files, edit, run the
 //!   tests, read one file again, answer (six requests).
-//! - `plan-job`: write a plan, start the tests as a background job, read its output, mark the
-//!   plan done, answer.
+//! - `plan-job`: write a plan, read and edit, start the tests as a background job, load
+//!   `job_output` (deferred) and read the job's output, mark the plan done, answer, and answer
+//!   the job's end.
 //!
 //! The line to beat, measured on `fix-bug` side by side against one local scripted server
 //! (o200k over the request bodies; spec 3.1.0-draft before issue 14):
@@ -53,8 +54,8 @@ pub struct TaskFigures {
     pub whole: usize,
     /// How many requests the model was sent.
     pub requests: usize,
-    /// The tool names of the first request.
-    pub names: Vec<String>,
+    /// The tools of the first request, each with its tokens.
+    pub names: Vec<(String, usize)>,
 }
 
 const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -113,6 +114,7 @@ fn plan_job(root: &str) -> Vec<Reply> {
                 ]}]
             }),
         ),
+        Reply::call("read", json!({"path": calc})),
         Reply::call(
             "edit",
             json!({"path": calc, "old_string": "return a - b", "new_string": "return a + b"}),
@@ -121,16 +123,20 @@ fn plan_job(root: &str) -> Vec<Reply> {
             "bash",
             json!({
                 "purpose": "run the unit tests",
-                "command": "sleep 0.2; python3 -m unittest -q 2>&1",
+                "command": "python3 -m unittest -q 2>&1",
                 "background": true
             }),
         ),
+        // A deferred tool, loaded first.
+        Reply::call("load_tools", json!({"names": ["job_output"]})),
         Reply::call("job_output", json!({"id": 1})),
         Reply::call(
             "plan_update",
-            json!({"tasks": [{"id": "1.1", "status": "done"}, {"id": "1.2", "status": "done"}]}),
+            json!({"tasks": [{"id": "t1", "status": "done"}, {"id": "t2", "status": "done"}]}),
         ),
-        Reply::text("Fixed `add`; the tests ran as job 1 and pass."),
+        Reply::text("Fixed `add`; the tests run as job 1."),
+        // The job's end wakes the session.
+        Reply::text("Job 1 says both tests pass."),
     ]
 }
 
@@ -211,9 +217,33 @@ fn figures(
         let shaped = shape_request(quirks, &profile, &info, r, true)?;
         bodies.push(shaped.body);
     }
+    if let Some(dir) = std::env::var_os("BENCH_TOKENS_DUMP") {
+        // Every body as sent, to read what the tokens went on.
+        let dir = std::path::PathBuf::from(dir).join(name);
+        std::fs::create_dir_all(&dir)?;
+        for (i, b) in bodies.iter().enumerate() {
+            std::fs::write(
+                dir.join(format!("{}.json", i + 1)),
+                serde_json::to_string_pretty(b)?,
+            )?;
+        }
+    }
     let first = &bodies[0];
     let tools = first.get("tools").cloned().unwrap_or(Value::Null);
-    let names = requests[0].tools.iter().map(|t| t.name.clone()).collect();
+    let names = tools
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| {
+                    let name = t
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?");
+                    (name.to_owned(), count(bpe, t))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let system = requests[0]
         .messages
         .iter()
@@ -268,7 +298,8 @@ pub fn bench_tokens() -> Result<()> {
         );
     }
     if let Some(f) = all.first() {
-        println!("\ntools of the first request: {}", f.names.join(", "));
+        let each: Vec<String> = f.names.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        println!("\ntools of the first request (tokens): {}", each.join(", "));
     }
     Ok(())
 }

@@ -174,6 +174,7 @@ const RUNTIME_ANSWERS: &[&str] = &[
     "plan_write",
     "plan_update",
     "plan_submit",
+    harness_core::offer::LOADER,
 ];
 
 /// What decides a session's catalogue besides the spec.
@@ -186,6 +187,10 @@ struct Catalogue<'a> {
     display: bool,
     searches: bool,
     world: &'a dyn ToolWorld,
+    /// The session's run-time values (the facts of the worlds tools serve).
+    values: &'a BTreeMap<String, String>,
+    /// The deferred tools the model has loaded.
+    loaded: &'a std::collections::BTreeSet<String>,
 }
 
 /// The session's spec tools: what the spec offers this project, kind, mode and requirements,
@@ -198,8 +203,10 @@ fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
     cx.values = runtime_values();
     cx.subagent = c.agent.is_some();
     cx.read_only = c.agent == Some("explore");
+    cx.facts = harness_core::offer::Facts::from_values(c.values);
+    cx.loaded = c.loaded.clone();
     let mut o = Offering::new(spec, cx)?;
-    o.tools.retain(|t| {
+    o.retain(|t| {
         let name = t.name.as_str();
         let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
             || RUNTIME_ANSWERS.contains(&name)
@@ -208,7 +215,7 @@ fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
             && !(c.agent.is_some() && name == "task")
             && (c.asks || name != "question")
             && (c.searches || name != "session_search")
-    });
+    })?;
     Ok(o)
 }
 
@@ -317,6 +324,8 @@ impl Driver {
             display: false,
             searches,
             world: &*world,
+            values: &values,
+            loaded: &Default::default(),
         })?;
         let driver = Driver {
             session,
@@ -378,6 +387,7 @@ impl Driver {
 
     /// The catalogue's offering for the session as it is now.
     fn offer_again(&mut self) {
+        let loaded = self.offering.context.loaded.clone();
         let made = offering(&Catalogue {
             project: self.project,
             kind: self.kind,
@@ -387,6 +397,8 @@ impl Driver {
             display: self.display,
             searches: self.searches,
             world: &*self.world,
+            values: &self.values,
+            loaded: &loaded,
         });
         match made {
             Ok(o) => self.offering = o,
@@ -405,6 +417,8 @@ impl Driver {
     pub fn set_library_summary(&mut self, text: &str) {
         self.values
             .insert("library_summary".into(), text.to_owned());
+        // An empty library's tools are not offered (`serves: library`).
+        self.offer_again();
     }
 
     /// The chat's prototypes a client handed over (capability `prototypes`); the prompt shows
@@ -1355,6 +1369,7 @@ impl Driver {
                 return Ok(ToolOutcome::ok(&call.id, text));
             }
             "plan_write" | "plan_update" | "plan_submit" => return Ok(self.plan_call(&call)),
+            harness_core::offer::LOADER => return Ok(self.load_tools(&call)),
             _ => {}
         }
         let world = self.world.clone();
@@ -1366,6 +1381,17 @@ impl Driver {
         let task = tokio::spawn(async move { world.call(&c, cx).await });
         let ran = self.wait(task).await?;
         Ok(self.finish(&call, ran).await)
+    }
+
+    /// A call of the loader: the deferred tools it names are sent whole from the next request on.
+    fn load_tools(&mut self, call: &ToolCall) -> ToolOutcome {
+        let (names, load) = self.offering.load(call);
+        if !names.is_empty() {
+            self.offering.context.loaded.extend(names);
+            self.offer_again();
+        }
+        let (text, error) = load.answer();
+        ToolOutcome::answer(&call.id, text, error)
     }
 
     /// A plan tool's call on the session's plan (harness-core's rules).

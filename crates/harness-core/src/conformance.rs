@@ -1,5 +1,5 @@
 //! The conformance runners of this crate's areas: `fill`, `narrow`, `plan`, `toolcall_index`,
-//! `library_scope`, `prototype`. Each case format is stated in the area file's `about`
+//! `library_scope`, `prototype`, `offering`. Each case format is stated in the area file's `about`
 //! (`spec/conformance/<area>.json`); `actual` always has the shape of the case's `expect`.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,9 @@ use crate::error::Error;
 use crate::fill::{Values, fill_schema, fill_text};
 use crate::library::{scope_call, scope_from_meta};
 use crate::narrow::{narrow_parameters, problem_code};
-use crate::offer::{OfferContext, is_offered, resolve_call};
+use crate::offer::{
+    Facts, LOADER, OfferContext, Offering, deferred_lines, is_offered, resolve_call,
+};
 use crate::plan::PlanState;
 use crate::prompt::{PrototypeHandoff, prototype_lines};
 use crate::protocol::{Mode, SessionKind, ToolCall};
@@ -28,6 +30,7 @@ pub fn conformance_runners() -> Vec<Box<dyn AreaRunner>> {
         Box::new(ToolCallIndexRunner),
         Box::new(LibraryScopeRunner),
         Box::new(PrototypeRunner),
+        Box::new(OfferingRunner),
     ]
 }
 
@@ -462,6 +465,61 @@ impl AreaRunner for PrototypeRunner {
                 }
             }
             Ok(json!({"block": lines.is_some(), "lines": lines.unwrap_or_default()}))
+        })
+    }
+}
+
+/// Area `offering`: which tools a session is sent whole, which under the loader.
+pub struct OfferingRunner;
+
+impl AreaRunner for OfferingRunner {
+    fn area(&self) -> &'static str {
+        "offering"
+    }
+
+    fn run(&self, case: &Value) -> Outcome {
+        run_case(case, |case| {
+            let project = project_of(case)?;
+            let kind = match case.get("kind") {
+                None => SessionKind::Agent,
+                Some(v) => {
+                    serde_json::from_value(v.clone()).map_err(|_| format!("unknown kind {v}"))?
+                }
+            };
+            let mode = match case.get("mode") {
+                None => Mode::Edit,
+                Some(v) => {
+                    serde_json::from_value(v.clone()).map_err(|_| format!("unknown mode {v}"))?
+                }
+            };
+            let mut cx = OfferContext::new(project, kind, mode);
+            if let Some(agent) = case.get("subagent").and_then(Value::as_str) {
+                cx = cx.for_subagent(agent);
+            }
+            let values = string_map(case, "values")?;
+            cx.facts = Facts::from_values(&values);
+            cx.values = values;
+            // A run-time fact the tools' texts need, with a value of its shape.
+            cx.values
+                .entry("memory_limit".into())
+                .or_insert_with(|| "4,000 characters".into());
+            cx.loaded = match case.get("loaded") {
+                None => Default::default(),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map_err(|_| "`loaded` must be a list of names".to_owned())?,
+            };
+            let o = Offering::new(spec(), cx).map_err(|e| e.to_string())?;
+            let sent: Vec<&str> = o.tools.iter().map(|t| t.name.as_str()).collect();
+            let deferred: Vec<&str> = o.deferred.iter().map(|t| t.name.as_str()).collect();
+            if let Some(loader) = o.tools.iter().find(|t| t.name == LOADER) {
+                let lines = deferred_lines(&o.deferred);
+                if !loader.description.contains(&lines) {
+                    return Err(format!(
+                        "the loader does not list the deferred tools: {lines}"
+                    ));
+                }
+            }
+            Ok(json!({"sent": sent, "deferred": deferred}))
         })
     }
 }

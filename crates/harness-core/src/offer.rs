@@ -7,18 +7,25 @@
 //! - `offered: subagent` tools (`report`) only to subagents, never to the main agent;
 //! - every requirement it `requires` (`page`, `display`, `forge`) holds now;
 //! - `plan_submit` only in plan mode (`plan_write` and `plan_update` in every mode);
-//! - a read-only helper is given exactly the tools of risk `read`.
+//! - a read-only helper is given exactly the tools of risk `read`;
+//! - a tool that `serves` a world (`library`, `skills`) only while the session's [`Facts`] say
+//!   that world holds something (a fact not known counts as holding something).
+//!
+//! Of the offered tools, those marked `deferred` that the model has not loaded are not sent
+//! whole: the loader [`LOADER`] (`load_tools`) is sent instead, its description listing each one
+//! by its `summary`. A call of `load_tools` loads tools for the requests after it; a deferred
+//! tool called directly still resolves and runs ([`Offering::resolve`]).
 //!
 //! Each offered tool's description and parameter descriptions are filled for the project (see
 //! [`crate::fill`]), its parameters narrowed by the project's `narrow` (see [`crate::narrow`]),
 //! and a tool with `purpose: true` gets the `purpose` argument of `purpose.json`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use harness_spec::{Offered, Project, Requirement, Risk, Spec, Tool};
+use harness_spec::{Offered, Project, Requirement, Risk, Serves, Spec, Tool};
 
 use crate::error::{Error, Result};
 use crate::fill::{Values, fill_schema, fill_text};
@@ -28,6 +35,57 @@ use crate::protocol::{Mode, SessionKind, ToolCall};
 
 /// The name of the plan-mode approval tool, offered only in plan mode.
 pub const PLAN_SUBMIT: &str = "plan_submit";
+
+/// The loader of deferred tools, sent while some offered tool is deferred and not loaded.
+pub const LOADER: &str = "load_tools";
+
+/// The loader's variable that lists the deferred tools.
+pub const DEFERRED_TOOLS: &str = "deferred_tools";
+
+/// What the session's worlds hold, for the tools that serve one (`serves`): `None` is not
+/// known, which counts as holding something.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Facts {
+    /// Notes and knowledge documents in the session's library.
+    #[serde(default)]
+    pub library: Option<u64>,
+    /// Skills the session can see.
+    #[serde(default)]
+    pub skills: Option<u64>,
+}
+
+impl Facts {
+    /// From the run-time values: `library_count`, else the counts in `library_summary` (`0
+    /// notes, 0 documents` is an empty library), and `skill_count`.
+    pub fn from_values(values: &BTreeMap<String, String>) -> Facts {
+        let count = |k: &str| values.get(k).and_then(|v| v.trim().parse::<u64>().ok());
+        let library = count("library_count")
+            .or_else(|| values.get("library_summary").and_then(|s| summary_count(s)));
+        Facts {
+            library,
+            skills: count("skill_count"),
+        }
+    }
+
+    /// Whether a world holds something (or is not known).
+    pub fn holds(&self, world: Serves) -> bool {
+        let n = match world {
+            Serves::Library => self.library,
+            Serves::Skills => self.skills,
+        };
+        n != Some(0)
+    }
+}
+
+/// The sum of the numbers a summary line says (`3 notes, 1 document` → 4); `None` when it says
+/// none.
+fn summary_count(text: &str) -> Option<u64> {
+    let numbers: Vec<u64> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    (!numbers.is_empty()).then(|| numbers.iter().sum())
+}
 
 /// What holds now for a session: the requirements a tool may have.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -80,6 +138,10 @@ pub struct OfferContext {
     pub read_only: bool,
     /// Run-time values of tool variables that have no fixed value in the spec.
     pub values: BTreeMap<String, String>,
+    /// What the worlds hold, for tools that serve one.
+    pub facts: Facts,
+    /// The deferred tools the model has loaded (sent whole).
+    pub loaded: BTreeSet<String>,
 }
 
 impl OfferContext {
@@ -93,6 +155,8 @@ impl OfferContext {
             subagent: false,
             read_only: false,
             values: BTreeMap::new(),
+            facts: Facts::default(),
+            loaded: BTreeSet::new(),
         }
     }
 }
@@ -155,6 +219,13 @@ pub fn is_offered(tool: &Tool, cx: &OfferContext) -> bool {
         && tool.requires.iter().all(|r| cx.holds.has(*r))
         && (tool.name != PLAN_SUBMIT || cx.mode == Mode::Plan)
         && (!cx.read_only || tool.risk == Risk::Read)
+        && tool.serves.is_none_or(|w| cx.facts.holds(w))
+        && tool.name != LOADER
+}
+
+/// Whether an offered tool goes as one line under the loader rather than whole.
+pub fn is_deferred(tool: &Tool, cx: &OfferContext) -> bool {
+    tool.deferred && !cx.loaded.contains(&tool.name)
 }
 
 /// The `purpose` argument of `purpose.json`: its name, its schema, where it goes.
@@ -358,33 +429,134 @@ pub struct Offering<'s> {
     spec: &'s Spec,
     /// The context it was made for.
     pub context: OfferContext,
-    /// The tools, as sent.
+    /// The tools, as sent (the loader among them while some tool is deferred).
     pub tools: Vec<OfferedTool<'s>>,
+    /// The deferred tools not loaded: offered (a call resolves) but not sent whole.
+    pub deferred: Vec<OfferedTool<'s>>,
 }
 
 impl<'s> Offering<'s> {
     /// Makes the offering for a context.
     pub fn new(spec: &'s Spec, context: OfferContext) -> Result<Self> {
-        let tools = offer(spec, &context)?;
-        Ok(Offering {
+        let (deferred, tools) = offer(spec, &context)?
+            .into_iter()
+            .partition(|t| is_deferred(t.tool, &context));
+        let mut o = Offering {
             spec,
             context,
             tools,
-        })
+            deferred,
+        };
+        o.add_loader()?;
+        Ok(o)
     }
 
-    /// The offered tools' names.
+    /// Keeps only the tools `keep` says (sent and deferred alike); the loader lists the deferred
+    /// ones left, and goes when none is.
+    pub fn retain(&mut self, keep: impl Fn(&OfferedTool<'s>) -> bool) -> Result<()> {
+        self.tools.retain(|t| t.name != LOADER && keep(t));
+        self.deferred.retain(|t| keep(t));
+        self.add_loader()
+    }
+
+    /// Sends the loader, listing the deferred tools, when there is one (and it is offered).
+    fn add_loader(&mut self) -> Result<()> {
+        self.tools.retain(|t| t.name != LOADER);
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        let Some(loader) = self.spec.tool(LOADER) else {
+            return Ok(());
+        };
+        let mut cx = self.context.clone();
+        if !(loader.scope.includes(cx.project) && cx.kind.admits(loader.sessions)) {
+            return Ok(());
+        }
+        cx.values
+            .insert(DEFERRED_TOOLS.to_owned(), deferred_lines(&self.deferred));
+        let prepared = prepare(self.spec, loader, &cx)?;
+        let at = self
+            .tools
+            .iter()
+            .position(|t| t.name.as_str() > LOADER)
+            .unwrap_or(self.tools.len());
+        self.tools.insert(at, prepared);
+        Ok(())
+    }
+
+    /// The offered tools' names: those sent and those deferred (each can be called).
     pub fn names(&self) -> Vec<&str> {
-        self.tools.iter().map(|t| t.name.as_str()).collect()
+        let mut names: Vec<&str> = self
+            .tools
+            .iter()
+            .chain(&self.deferred)
+            .map(|t| t.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
     }
 
-    /// Whether a tool (by its own name) is offered.
+    /// Whether a tool (by its own name) is offered, sent or deferred.
     pub fn offers(&self, name: &str) -> bool {
-        self.tools.iter().any(|t| t.name == name)
+        self.find(name).is_some()
+    }
+
+    fn find(&self, name: &str) -> Option<&OfferedTool<'s>> {
+        self.tools
+            .iter()
+            .chain(&self.deferred)
+            .find(|t| t.name == name)
+    }
+
+    /// Whether a tool is deferred (offered by one line under the loader, not loaded).
+    pub fn is_deferred(&self, name: &str) -> bool {
+        self.deferred.iter().any(|t| t.name == name)
+    }
+
+    /// A call of the loader: the deferred tools it names (by name or former name) to load,
+    /// and the answer. A name that is not a deferred tool of this offering is said in the answer
+    /// (already sent, or not offered), and an empty list is an error.
+    pub fn load(&self, call: &ToolCall) -> (Vec<String>, ToolLoad) {
+        let asked: Vec<String> = call
+            .arguments
+            .get("names")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut load = Vec::new();
+        let mut sent = Vec::new();
+        let mut unknown = Vec::new();
+        for name in &asked {
+            let own = self
+                .spec
+                .tool_by_any_name(self.context.project, name)
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|| name.clone());
+            if self.is_deferred(&own) {
+                if !load.contains(&own) {
+                    load.push(own);
+                }
+            } else if self.tools.iter().any(|t| t.name == own) {
+                sent.push(own);
+            } else {
+                unknown.push(name.clone());
+            }
+        }
+        let answer = ToolLoad {
+            loaded: load.clone(),
+            sent,
+            unknown,
+        };
+        (load, answer)
     }
 
     /// Resolves a call against this offering: a tool not offered is unknown here, even if the
-    /// spec has it.
+    /// spec has it; a deferred tool resolves as a sent one.
     pub fn resolve(&self, call: &ToolCall) -> Result<ResolvedCall<'s>> {
         let r = resolve_call(self.spec, self.context.project, call)?;
         if !self.offers(&r.tool.name) {
@@ -399,9 +571,7 @@ impl<'s> Offering<'s> {
     pub fn check(&self, call: &ToolCall) -> Result<ResolvedCall<'s>> {
         let r = self.resolve(call)?;
         let offered = self
-            .tools
-            .iter()
-            .find(|t| t.name == r.tool.name)
+            .find(&r.tool.name)
             .ok_or_else(|| Error::UnknownTool(call.name.clone()))?;
         let mut full = r.call.arguments.clone();
         if let (Some(p), Value::Object(m)) = (&r.purpose, &mut full) {
@@ -422,7 +592,63 @@ impl<'s> Offering<'s> {
     /// What a call of `tool` answers instead of running when one of its requirements does not
     /// hold any more (the tool's `unavailable` text, word for word); `None` when it can run.
     pub fn unavailable_now(&self, tool: &str, holds: &Holds) -> Option<&'s str> {
-        let t = self.tools.iter().find(|t| t.name == tool)?.tool;
+        let t = self.find(tool)?.tool;
         unavailable(t, holds)
+    }
+}
+
+/// The lines of the loader's `{{deferred_tools}}`: `- NAME: SUMMARY`, one per tool.
+pub fn deferred_lines(deferred: &[OfferedTool<'_>]) -> String {
+    deferred
+        .iter()
+        .map(|t| {
+            format!(
+                "- {}: {}",
+                t.name,
+                t.tool.summary.as_deref().unwrap_or("(no summary)")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What a call of the loader did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolLoad {
+    /// The tools loaded: sent whole from the next request on.
+    pub loaded: Vec<String>,
+    /// Named tools that were already sent whole.
+    pub sent: Vec<String>,
+    /// Named tools this session is not offered.
+    pub unknown: Vec<String>,
+}
+
+impl ToolLoad {
+    /// The answer to the model, and whether it is an error (nothing could be loaded or was
+    /// already there).
+    pub fn answer(&self) -> (String, bool) {
+        let mut lines = Vec::new();
+        if !self.loaded.is_empty() {
+            lines.push(format!(
+                "Loaded {}: callable with their full parameters from your next step on.",
+                self.loaded.join(", ")
+            ));
+        }
+        if !self.sent.is_empty() {
+            lines.push(format!("Already loaded: {}.", self.sent.join(", ")));
+        }
+        if !self.unknown.is_empty() {
+            lines.push(format!(
+                "Not tools of this session: {}. Load only tools listed in `{LOADER}`.",
+                self.unknown.join(", ")
+            ));
+        }
+        if lines.is_empty() {
+            lines.push(format!(
+                "`names` is empty: name the tools to load, as `{LOADER}` lists them."
+            ));
+        }
+        let error = self.loaded.is_empty() && self.sent.is_empty();
+        (lines.join("\n"), error)
     }
 }

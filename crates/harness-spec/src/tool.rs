@@ -173,6 +173,17 @@ pub struct Narrow {
     pub enums: BTreeMap<String, Vec<Value>>,
 }
 
+/// A world a tool serves (spec 3.1.0): the tool is offered only while that world holds
+/// something, as the session's facts say ([`Tool::serves`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Serves {
+    /// The person's library: at least one note or knowledge document.
+    Library,
+    /// Skills: at least one skill the session can see.
+    Skills,
+}
+
 /// How a former name's arguments convert to the tool's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Renamed {
@@ -225,6 +236,16 @@ pub struct Tool {
     /// A confirmation rule beyond the modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm: Option<Confirm>,
+    /// The world it serves: offered only while that holds something (spec 3.1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serves: Option<Serves>,
+    /// Offered by one line under the loader (`load_tools`) until the model loads it; a call
+    /// of it still runs (spec 3.1.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
+    /// The one line the loader says for it while it is deferred.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     /// The description a model reads (before filling).
     pub description: String,
     /// The JSON Schema of the arguments (before filling and narrowing).

@@ -52,3 +52,8 @@ fn every_runner_has_its_area_file() {
         );
     }
 }
+
+#[test]
+fn offering() {
+    run("offering");
+}

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use harness_core::offer::{
-    Holds, OfferContext, Offering, is_offered, offer, resolve_call, unavailable,
+    Facts, Holds, LOADER, OfferContext, Offering, is_offered, offer, resolve_call, unavailable,
 };
 use harness_core::protocol::{Mode, Project, Risk, SessionKind, ToolCall};
 use harness_spec::Spec;
@@ -345,4 +345,118 @@ fn calls_are_checked_against_the_tool_as_offered() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("/path"), "{e}");
+}
+
+/// A fresh CLI session with an empty library and no skills, as the CLI's world says it.
+fn fresh_cli(loaded: &[&str]) -> OfferContext {
+    let mut c = cx(
+        Project::Cli,
+        SessionKind::Agent,
+        Mode::Edit,
+        Holds::default(),
+    );
+    c.values
+        .insert("library_summary".into(), "0 notes, 0 documents".into());
+    c.values.insert("skill_count".into(), "0".into());
+    c.facts = Facts::from_values(&c.values);
+    c.loaded = loaded.iter().map(|s| (*s).to_owned()).collect();
+    c
+}
+
+#[test]
+fn the_first_step_of_coding_work_is_sent_whole() {
+    let o = Offering::new(Spec::embedded(), fresh_cli(&[])).expect("offering");
+    let sent: Vec<&str> = o.tools.iter().map(|t| t.name.as_str()).collect();
+    for name in [
+        "read",
+        "write",
+        "edit",
+        "glob",
+        "grep",
+        "list",
+        "bash",
+        "plan_write",
+        "plan_update",
+        LOADER,
+    ] {
+        assert!(sent.contains(&name), "{name} is not sent whole: {sent:?}");
+    }
+    assert!(!o.deferred.is_empty());
+    for t in &o.deferred {
+        assert!(
+            !sent.contains(&t.name.as_str()),
+            "{} sent and deferred",
+            t.name
+        );
+    }
+}
+
+#[test]
+fn every_tool_is_still_callable_deferred_or_not() {
+    // Facts not known: every tool the CLI's agent session has is offered.
+    let c = cx(
+        Project::Cli,
+        SessionKind::Agent,
+        Mode::Edit,
+        Holds::default(),
+    );
+    let o = Offering::new(Spec::embedded(), c.clone()).expect("offering");
+    let all = offer(Spec::embedded(), &c).expect("offer");
+    assert!(all.iter().any(|t| t.tool.deferred));
+    for t in &all {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: t.name.clone(),
+            arguments: json!({}),
+        };
+        let r = o
+            .resolve(&call)
+            .unwrap_or_else(|e| panic!("{} does not resolve: {e}", t.name));
+        assert_eq!(r.tool.name, t.name);
+        assert!(o.offers(&t.name), "{} is not offered", t.name);
+    }
+    let load = ToolCall {
+        id: "c2".into(),
+        name: LOADER.into(),
+        arguments: json!({}),
+    };
+    assert!(o.resolve(&load).is_ok(), "the loader is not callable");
+}
+
+#[test]
+fn a_load_sends_the_tool_whole_from_then_on() {
+    let o = Offering::new(Spec::embedded(), fresh_cli(&[])).expect("offering");
+    assert!(o.is_deferred("web_fetch"));
+    let call = ToolCall {
+        id: "c1".into(),
+        name: LOADER.into(),
+        arguments: json!({"names": ["web_fetch", "read", "no_such_tool"]}),
+    };
+    let (names, load) = o.load(&call);
+    assert_eq!(names, vec!["web_fetch".to_owned()]);
+    let (text, error) = load.answer();
+    assert!(!error);
+    assert!(text.contains("Loaded web_fetch"), "{text}");
+    assert!(text.contains("Already loaded: read."), "{text}");
+    assert!(text.contains("no_such_tool"), "{text}");
+    let again = Offering::new(Spec::embedded(), fresh_cli(&["web_fetch"])).expect("offering");
+    assert!(again.tools.iter().any(|t| t.name == "web_fetch"));
+    let loader = again
+        .tools
+        .iter()
+        .find(|t| t.name == LOADER)
+        .expect("the loader");
+    assert!(!loader.description.contains("- web_fetch:"));
+}
+
+#[test]
+fn an_empty_library_and_no_skills_are_not_offered() {
+    let o = Offering::new(Spec::embedded(), fresh_cli(&[])).expect("offering");
+    for name in harness_core::prompt::LIBRARY_TOOLS
+        .iter()
+        .chain(&["skills_list", "skill_view"])
+    {
+        assert!(!o.offers(name), "{name} is offered with nothing to serve");
+    }
+    assert!(o.offers("skill_manage"), "the first skill cannot be made");
 }
