@@ -48,13 +48,16 @@ pub struct FileTools {
 
 /// A typed argument: `Ok(None)` when absent (or null), the answer to send when of the wrong
 /// type.
-type Arg<T> = Result<Option<T>, ToolOutcome>;
+type Arg<T> = Result<Option<T>, Refused>;
+
+/// The answer a call gets instead of running (boxed: an outcome is large).
+type Refused = Box<ToolOutcome>;
 
 fn arg_str<'a>(call: &'a ToolCall, key: &str) -> Arg<&'a str> {
     match call.arguments.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(wrong_type(call, key, "a string")),
+        Some(_) => Err(wrong_type(call, key, "a string").into()),
     }
 }
 
@@ -65,7 +68,7 @@ fn arg_usize(call: &ToolCall, key: &str) -> Arg<usize> {
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())
             .map(Some)
-            .ok_or_else(|| wrong_type(call, key, "a whole number, 0 or more")),
+            .ok_or_else(|| wrong_type(call, key, "a whole number, 0 or more").into()),
     }
 }
 
@@ -73,13 +76,13 @@ fn arg_bool(call: &ToolCall, key: &str) -> Arg<bool> {
     match call.arguments.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(wrong_type(call, key, "true or false")),
+        Some(_) => Err(wrong_type(call, key, "true or false").into()),
     }
 }
 
 /// A required string argument: the answer to send when it is absent or not a string.
-fn required_str<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, ToolOutcome> {
-    arg_str(call, key)?.ok_or_else(|| missing(call, key))
+fn required_str<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, Refused> {
+    arg_str(call, key)?.ok_or_else(|| missing(call, key).into())
 }
 
 /// The answer to a call missing a required argument.
@@ -196,7 +199,11 @@ impl FileTools {
                     mode: match arg_str(call, "mode")? {
                         None => GrepMode::default(),
                         Some(m) => GrepMode::parse(m).ok_or_else(|| {
-                            wrong_type(call, "mode", "one of `lines`, `files`, `count`")
+                            Refused::from(wrong_type(
+                                call,
+                                "mode",
+                                "one of `lines`, `files`, `count`",
+                            ))
                         })?,
                     },
                     context: arg_usize(call, "context")?.unwrap_or(0),
@@ -215,13 +222,22 @@ impl FileTools {
                 let path = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
                 let depth = arg_usize(call, "depth")?;
                 Ok(match fst::list(view, &path, depth) {
-                    Ok(text) => ToolOutcome::ok(&call.id, text),
+                    Ok(text) => {
+                        // A note on the directory itself names it as successes name paths
+                        // (no entry's line holds a `/` before its end).
+                        let vp = view.resolve(&path);
+                        let text = match text.strip_prefix(&format!("({vp} ")) {
+                            Some(rest) => format!("({} {rest}", paths.shown(&vp)),
+                            None => text,
+                        };
+                        ToolOutcome::ok(&call.id, text)
+                    }
                     Err(e) => error(call, paths, e),
                 })
             })(),
             _ => return None,
         };
-        Some(out.unwrap_or_else(|refusal| refusal))
+        Some(out.unwrap_or_else(|refusal| *refusal))
     }
 
     /// A file for `show`, read through the view as `read` reads it (a path the view does not
@@ -254,7 +270,7 @@ impl FileTools {
         view: &View,
         paths: &dyn PathMap,
         call: &ToolCall,
-    ) -> Result<ToolOutcome, ToolOutcome> {
+    ) -> Result<ToolOutcome, Refused> {
         let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
         let (offset, limit) = (arg_usize(call, "offset")?, arg_usize(call, "limit")?);
@@ -288,7 +304,7 @@ impl FileTools {
         view: &View,
         paths: &dyn PathMap,
         call: &ToolCall,
-    ) -> Result<ToolOutcome, ToolOutcome> {
+    ) -> Result<ToolOutcome, Refused> {
         let a = &call.arguments;
         let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
@@ -316,12 +332,13 @@ impl FileTools {
                     .transpose()
                 {
                     Ok(Some(e)) => e,
-                    Ok(None) => return Err(missing(call, "edits")),
+                    Ok(None) => return Err(missing(call, "edits").into()),
                     Err(e) => {
                         return Err(ToolOutcome::error(
                             &call.id,
                             format!("multiedit: `edits` is malformed: {e}"),
-                        ));
+                        )
+                        .into());
                     }
                 };
                 fst::multiedit(view, &self.ledger, &vp, &edits)
@@ -362,7 +379,7 @@ impl FileTools {
         view: &View,
         paths: &dyn PathMap,
         call: &ToolCall,
-    ) -> Result<ToolOutcome, ToolOutcome> {
+    ) -> Result<ToolOutcome, Refused> {
         let text = required_str(call, "patch")?;
         let mut patch = match harness_fs::patch::Patch::parse(text) {
             Ok(p) => p,

@@ -70,7 +70,7 @@ struct Under;
 impl harness_agent::PathMap for Under {
     fn to_view(&self, input: &str) -> String {
         match input.strip_prefix("/home/p/proj") {
-            Some(rest) if rest.is_empty() => "/".into(),
+            Some("") => "/".into(),
             Some(rest) => rest.into(),
             None => input.into(),
         }
@@ -155,7 +155,7 @@ fn a_wrong_type_is_named_and_errors_name_paths_as_successes_do() {
 
 #[test]
 fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
-    let tree = MemoryBackend::new();
+    let tree = Arc::new(MemoryBackend::new());
     tree.add_file(
         &VPath::parse("/src/a.rs"),
         b"use x;\nfn a() {}\nfn b() {}\n// end\n".to_vec(),
@@ -165,7 +165,7 @@ fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
         .unwrap();
     tree.add_file(&VPath::parse("/notes.md"), b"none\n".to_vec())
         .unwrap();
-    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Commit));
+    let view = View::new(tree.clone(), Access::new().grant("/", Level::Commit));
     let tools = FileTools::new();
     let run = |c: ToolCall| tools.run(&view, &Under, &c).expect("a file tool");
     let ok = |name: &str, args: Value| {
@@ -196,6 +196,12 @@ fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
         "src/\n  deep/\n    c.rs\n  a.rs\nnotes.md"
     );
     assert_eq!(ok("list", json!({})), "src/\nnotes.md");
+    // A note on the listed directory names it as the entries' paths are named.
+    tree.add_dir(&VPath::parse("/empty")).unwrap();
+    assert_eq!(
+        ok("list", json!({"path": "/home/p/proj/empty"})),
+        "(/home/p/proj/empty is empty)"
+    );
     for (name, args, text) in [
         (
             "grep",
