@@ -21,7 +21,7 @@ use harness_fs::{HostBackend, HostOptions, Level, VPath, View};
 use harness_loop::session::ToolOutcome;
 use serde_json::Value;
 
-use harness_agent::Ran;
+use harness_agent::{Exit, Ran};
 
 use crate::process;
 
@@ -188,6 +188,7 @@ impl Exec {
         call: &ToolCall,
         stream: Option<harness_agent::OutputSink>,
         cancel: &harness_model::CancellationToken,
+        approved: bool,
     ) -> Ran {
         let a = &call.arguments;
         let Some(command) = arg_str(a, "command") else {
@@ -204,15 +205,26 @@ impl Exec {
             .and_then(Value::as_u64)
             .unwrap_or(default)
             .clamp(1, max);
-        let running = match process::spawn(command, &self.root, &self.spill, stream) {
+        let confined = !approved && self.spill.sandbox().is_some();
+        let running = match process::spawn(command, &self.root, &self.spill, !approved, stream) {
             Ok(r) => r,
             Err(e) => {
                 return Ran::Done(ToolOutcome::error(&call.id, format!("{e:#}")));
             }
         };
+        let finished = |exit: Exit| {
+            let output = running.output();
+            let mut outcome = bash_outcome(&call.id, &output, exit);
+            if confined
+                && let Some(note) = self.spill.sandbox().and_then(|s| s.note_for(&output, exit))
+            {
+                outcome.output = format!("{}\n\n{note}", outcome.output);
+            }
+            outcome
+        };
         tokio::select! {
             exit = running.wait_for(Duration::from_secs(seconds)) => match exit {
-                Some(exit) => Ran::Done(bash_outcome(&call.id, &running.output(), exit)),
+                Some(exit) => Ran::Done(finished(exit)),
                 None => Ran::Overran {
                     call_id: call.id.clone(),
                     title: command.lines().next().unwrap_or_default().to_owned(),
@@ -222,7 +234,7 @@ impl Exec {
             },
             () = cancel.cancelled() => {
                 let exit = running.stop().await;
-                Ran::Done(bash_outcome(&call.id, &running.output(), exit))
+                Ran::Done(finished(exit))
             }
         }
     }

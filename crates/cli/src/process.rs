@@ -247,13 +247,121 @@ fn run_mark() -> &'static str {
     })
 }
 
-/// A session's commands: their session (for [`end_left_by`]) and where they spill their
-/// output, `<dir>/<n>.out`, numbered as they start.
+/// The OS sandbox of a session's commands: a Landlock ruleset made once (writes only under the
+/// writable roots, reads everywhere but the unreadable paths, the network as the policy says),
+/// applied in each child before it runs the command.
+pub struct Sandbox {
+    ruleset: landlock::RulesetCreated,
+    refused_note: String,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").finish_non_exhaustive()
+    }
+}
+
+/// The Landlock version asked for (best effort: an older kernel enforces what it knows).
+const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V5;
+
+/// Whether this kernel enforces Landlock: tried on a thread of its own, which ends.
+pub fn landlock_works() -> bool {
+    use landlock::{
+        AccessFs, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus,
+        path_beneath_rules,
+    };
+    std::thread::spawn(|| {
+        let read = AccessFs::from_read(LANDLOCK_ABI);
+        let status = Ruleset::default()
+            .handle_access(read)
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(path_beneath_rules(["/"], read)))
+            .and_then(|r| r.restrict_self());
+        matches!(status, Ok(s) if s.ruleset != RulesetStatus::NotEnforced)
+    })
+    .join()
+    .unwrap_or(false)
+}
+
+/// The paths a command may read, as Landlock rules (it grants, never denies): `/`, opened up
+/// along the way to each unreadable path so that everything beside them is granted and they
+/// are not; the directories on the way get only listing.
+fn read_roots(unreadable: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    fn walk(dir: &Path, denied: &[PathBuf], full: &mut Vec<PathBuf>, list: &mut Vec<PathBuf>) {
+        if denied.iter().any(|d| d == dir) {
+            return;
+        }
+        if !denied.iter().any(|d| d.starts_with(dir)) {
+            full.push(dir.to_path_buf());
+            return;
+        }
+        list.push(dir.to_path_buf());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            walk(&e.path(), denied, full, list);
+        }
+    }
+    let denied: Vec<PathBuf> = unreadable
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    let (mut full, mut list) = (Vec::new(), Vec::new());
+    walk(Path::new("/"), &denied, &mut full, &mut list);
+    (full, list)
+}
+
+impl Sandbox {
+    /// The sandbox of `c`, made once for a session.
+    pub fn new(
+        c: &harness_permission::sandbox::Confinement,
+        refused_note: &str,
+    ) -> Result<Sandbox> {
+        use landlock::{
+            Access as _, AccessFs, AccessNet, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _,
+            path_beneath_rules,
+        };
+        let all = AccessFs::from_all(LANDLOCK_ABI);
+        let read = AccessFs::from_read(LANDLOCK_ABI);
+        let unreadable: Vec<PathBuf> = c.unreadable.iter().map(PathBuf::from).collect();
+        let (readable, listable) = read_roots(&unreadable);
+        let writable: Vec<PathBuf> = c
+            .writable
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let mut ruleset = Ruleset::default().handle_access(all)?;
+        if !c.network {
+            ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+        }
+        let ruleset = ruleset
+            .create()?
+            .add_rules(path_beneath_rules(&readable, read))?
+            .add_rules(path_beneath_rules(&listable, AccessFs::ReadDir))?
+            .add_rules(path_beneath_rules(&writable, all))?;
+        Ok(Sandbox {
+            ruleset,
+            refused_note: refused_note.to_owned(),
+        })
+    }
+
+    /// The note for the result of a sandboxed command that failed with a permission error.
+    pub fn note_for(&self, output: &str, exit: Exit) -> Option<&str> {
+        let refused =
+            output.contains("Permission denied") || output.contains("Operation not permitted");
+        (exit != Exit::Code(0) && refused).then_some(self.refused_note.as_str())
+    }
+}
+
+/// A session's commands: their session (for [`end_left_by`]), their sandbox, and where they
+/// spill their output, `<dir>/<n>.out`, numbered as they start.
 #[derive(Debug, Default)]
 pub struct SpillDir {
     dir: Option<PathBuf>,
     session: String,
     next: std::sync::atomic::AtomicU32,
+    sandbox: Option<Sandbox>,
 }
 
 impl SpillDir {
@@ -263,15 +371,23 @@ impl SpillDir {
             dir,
             session: String::new(),
             next: std::sync::atomic::AtomicU32::new(1),
+            sandbox: None,
         }
     }
 
-    /// The same, for commands of the session `id`.
-    pub fn for_session(dir: PathBuf, id: &str) -> SpillDir {
+    /// The same, for commands of the session `id`, run in `sandbox` unless approved.
+    #[must_use]
+    pub fn for_session(dir: PathBuf, id: &str, sandbox: Option<Sandbox>) -> SpillDir {
         SpillDir {
             session: id.to_owned(),
+            sandbox,
             ..SpillDir::new(Some(dir))
         }
+    }
+
+    /// The sandbox its commands run in (unless the person approved them).
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref()
     }
 
     /// The session its commands belong to (empty: none named).
@@ -317,9 +433,18 @@ pub fn spawn(
     command: &str,
     cwd: &Path,
     owner: &SpillDir,
+    confined: bool,
     stream: Option<OutputSink>,
 ) -> Result<Running> {
     let spill = owner.next();
+    let mut ruleset = match owner.sandbox() {
+        Some(s) if confined => Some(
+            s.ruleset
+                .try_clone()
+                .context("cannot prepare the sandbox for the command")?,
+        ),
+        _ => None,
+    };
     let limits = limits()?;
     let (reader, writer) = std::io::pipe().context("cannot make a pipe")?;
     let writer2 = writer.try_clone().context("cannot make a pipe")?;
@@ -337,12 +462,34 @@ pub fn spawn(
         .env(SESSION_VAR, owner.session())
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start bash in {}", cwd.display()))?;
-    // The parent's copies of the write ends went into `cmd`; drop it so the pipe closes when
-    // the last process of the group that holds it exits.
-    drop(cmd);
+    let mut child = match ruleset.take() {
+        // Landlock confines the thread that asks and what it starts: a thread of its own, which
+        // ends after starting the command, confines only the command.
+        Some(ruleset) => {
+            let runtime = tokio::runtime::Handle::current();
+            std::thread::spawn(move || {
+                let _in_runtime = runtime.enter();
+                ruleset
+                    .restrict_self()
+                    .context("cannot put the command in the sandbox")?;
+                let child = cmd.spawn().context("cannot start bash");
+                drop(cmd);
+                child
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread starting the command failed"))?
+            .with_context(|| format!("in {}", cwd.display()))?
+        }
+        None => {
+            let child = cmd
+                .spawn()
+                .with_context(|| format!("cannot start bash in {}", cwd.display()));
+            drop(cmd);
+            child?
+        }
+    };
+    // The parent's copies of the write ends went into `cmd`, dropped once it started the
+    // command, so the pipe closes when the last process of the group that holds it exits.
     let pid = child.id().unwrap_or(0);
     let kept = Arc::new(Mutex::new(Kept::new(limits, spill)));
     let more = Arc::new(Notify::new());
@@ -638,6 +785,7 @@ mod tests {
             "echo out; echo err >&2; exit 3",
             dir.path(),
             &SpillDir::default(),
+            false,
             Some(sink),
         )
         .unwrap();
@@ -653,6 +801,7 @@ mod tests {
             "echo start; sleep 30; echo never",
             dir.path(),
             &SpillDir::default(),
+            false,
             None,
         )
         .unwrap();
@@ -671,6 +820,7 @@ mod tests {
             "(sleep 5 &); echo spawned",
             dir.path(),
             &SpillDir::default(),
+            false,
             Some(sink),
         )
         .unwrap();
@@ -695,6 +845,7 @@ mod tests {
             "seq 1 1000000 | sed 's/$/ xxxxxx/'",
             dir.path(),
             &SpillDir::new(Some(dir.path().join("out"))),
+            false,
             Some(sink),
         )
         .unwrap();

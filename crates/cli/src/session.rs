@@ -156,6 +156,7 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
     exec.spill = Arc::new(crate::process::SpillDir::for_session(
         store.dir(&meta.id).join("output"),
         &meta.id,
+        sandbox(settings, &root)?,
     ));
     if resume.is_some() {
         let ended = crate::process::end_left_by(&meta.id);
@@ -194,4 +195,28 @@ pub fn home_dir() -> String {
     dirs::home_dir()
         .map(|h| h.display().to_string())
         .unwrap_or_else(|| "/".to_owned())
+}
+
+/// The OS sandbox of the session's commands, as the spec and the settings say; `None` (said in
+/// one line) when it is off or the kernel cannot enforce it.
+fn sandbox(settings: &Settings, root: &std::path::Path) -> Result<Option<crate::process::Sandbox>> {
+    let spec = harness_permission::sandbox::Sandbox::from_spec(harness_spec::Spec::embedded())?;
+    if !settings.sandbox.unwrap_or(spec.enabled) {
+        eprintln!("llembas: {}", spec.texts.off);
+        return Ok(None);
+    }
+    if !crate::process::landlock_works() {
+        eprintln!("llembas: {}", spec.texts.unavailable);
+        return Ok(None);
+    }
+    let tmp = std::env::temp_dir();
+    let confinement = spec.confinement(
+        harness_permission::sandbox::Places {
+            workspace: &root.display().to_string(),
+            home: &home_dir(),
+            tmp: &tmp.display().to_string(),
+        },
+        settings.sandbox_network,
+    );
+    crate::process::Sandbox::new(&confinement, &spec.texts.refused_note).map(Some)
 }

@@ -46,6 +46,27 @@ pub struct ConfigFile {
     /// Permission rules applied on top of the defaults.
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// The OS sandbox of shell commands: `sandbox = false` turns it off; `[sandbox]` with
+    /// `network = false` closes the network to sandboxed commands.
+    #[serde(default)]
+    pub sandbox: Option<SandboxConfig>,
+}
+
+/// `sandbox` in the config file: a switch, or a table.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub enum SandboxConfig {
+    /// `sandbox = false` / `true`.
+    Switch(bool),
+    /// `[sandbox]`.
+    Table {
+        /// Whether commands run sandboxed.
+        #[serde(default)]
+        enabled: Option<bool>,
+        /// Whether sandboxed commands may use the network.
+        #[serde(default)]
+        network: Option<bool>,
+    },
 }
 
 /// One named endpoint of the config file.
@@ -166,6 +187,10 @@ pub struct Settings {
     pub personality: Option<String>,
     /// How one-shot output is written.
     pub output: OutputFormat,
+    /// Whether shell commands run in the OS sandbox (`None`: the spec's default).
+    pub sandbox: Option<bool>,
+    /// Whether sandboxed commands may use the network (`None`: the spec's default).
+    pub sandbox_network: Option<bool>,
 }
 
 /// The line shown when no model is configured.
@@ -213,7 +238,20 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
     }
 
     let model = resolve_model(args, env, &config, &dirs)?;
+    let (mut sandbox, sandbox_network) = match config.sandbox {
+        None => (None, None),
+        Some(SandboxConfig::Switch(on)) => (Some(on), None),
+        Some(SandboxConfig::Table { enabled, network }) => (enabled, network),
+    };
+    match env.var("LLEMBAS_SANDBOX").as_deref() {
+        None | Some("") => {}
+        Some("off" | "0" | "false") => sandbox = Some(false),
+        Some("on" | "1" | "true") => sandbox = Some(true),
+        Some(other) => bail!("LLEMBAS_SANDBOX={other:?}: use on or off"),
+    }
     Ok(Settings {
+        sandbox,
+        sandbox_network,
         model,
         mode,
         cwd,

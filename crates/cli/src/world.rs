@@ -34,7 +34,7 @@ impl ToolWorld for HostWorld {
             match call.name.as_str() {
                 "bash" => {
                     self.exec
-                        .bash(call, Some(cx.output.clone()), &cx.cancel)
+                        .bash(call, Some(cx.output.clone()), &cx.cancel, cx.approved)
                         .await
                 }
                 "web_fetch" => {
@@ -110,7 +110,13 @@ impl HostJobs {
 
 impl JobSpawner for HostJobs {
     fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
-        crate::process::spawn(command, &self.root, &self.spill, None)
+        crate::process::spawn(command, &self.root, &self.spill, true, None)
+            .map(|r| Arc::new(r) as Arc<dyn Process>)
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+        crate::process::spawn(command, &self.root, &self.spill, false, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
             .map_err(|e| format!("{e:#}"))
     }

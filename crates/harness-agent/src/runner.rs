@@ -154,6 +154,8 @@ pub struct Driver {
     overflowed: bool,
     /// A compaction asked for by the person runs (a cancel stops it).
     compacting: bool,
+    /// The calls the person approved when asked (run outside a world's sandbox).
+    approved: HashSet<String>,
     /// The answer text shown so far of the step being streamed (kept if the person stops it).
     shown: Arc<std::sync::Mutex<String>>,
     /// How long [`Driver::run`] until idle waits for jobs after a turn ended (`None`: as long
@@ -368,6 +370,7 @@ impl Driver {
             overflowed: false,
             compacting: false,
             job_wait: None,
+            approved: HashSet::new(),
             shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
@@ -1281,6 +1284,9 @@ impl Driver {
                             if answer == Answer::Always {
                                 self.perms.approve_always(&question);
                             }
+                            if matches!(answer, Answer::Once | Answer::Always) {
+                                self.approved.insert(call_id.clone());
+                            }
                             return Ok(Input::Answer { call_id, answer });
                         }
                         if self.cancelled {
@@ -1308,6 +1314,7 @@ impl Driver {
         let mut results = Vec::new();
         if parallel {
             let world = self.world.clone();
+            let approved = self.approved.clone();
             let cancel = self.cancel.clone();
             let out = self.out.clone();
             let batch = calls.clone();
@@ -1316,6 +1323,7 @@ impl Driver {
                     let cx = CallContext {
                         cancel: cancel.clone(),
                         output: forward_output(&out, &c.id),
+                        approved: approved.contains(&c.id),
                     };
                     world.call(c, cx)
                 });
@@ -1376,6 +1384,7 @@ impl Driver {
         let cx = CallContext {
             cancel: self.cancel.clone(),
             output: forward_output(&self.out, &call.id),
+            approved: self.approved.contains(&call.id),
         };
         let c = call.clone();
         let task = tokio::spawn(async move { world.call(&c, cx).await });
@@ -1501,7 +1510,12 @@ impl Driver {
             .get("command")
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
-        match self.spawner.spawn(command) {
+        let started = if self.approved.contains(&call.id) {
+            self.spawner.spawn_approved(command)
+        } else {
+            self.spawner.spawn(command)
+        };
+        match started {
             Ok(r) => self.watch_job(id, r, 0),
             Err(e) => {
                 self.notice(Level::Warning, format!("job {id} did not start: {e}"));

@@ -142,6 +142,11 @@ pub trait Process: Send + Sync {
 pub trait JobSpawner: Send + Sync {
     /// Starts `command` in the session's directory.
     fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String>;
+    /// Starts `command` the person approved when asked (a spawner may run it outside its OS
+    /// sandbox). By default as [`JobSpawner::spawn`].
+    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+        self.spawn(command)
+    }
 }
 
 /// What running one call gave.
@@ -173,6 +178,9 @@ pub struct CallContext {
     /// Output shown as it comes; everything sent here reaches the front end before the
     /// call's result.
     pub output: OutputSink,
+    /// The person approved this very call when asked: a world may run it with fewer limits
+    /// (outside its OS sandbox), as they saw it.
+    pub approved: bool,
 }
 
 /// A tool an embedder adds to the session's catalogue: offered beside the spec's tools, decided

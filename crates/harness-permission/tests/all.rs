@@ -37,3 +37,34 @@ fn check_output_snapshot() {
     let d = e.decide(&Request::bash(&args, Mode::Auto));
     insta::assert_snapshot!(harness_permission::render_check(&d));
 }
+
+#[test]
+fn the_sandbox_policy_fills_the_spec_paths() {
+    use harness_permission::sandbox::{Places, Sandbox};
+    let sandbox = Sandbox::from_spec(Spec::embedded()).unwrap();
+    assert!(sandbox.enabled && sandbox.network);
+    let c = sandbox.confinement(
+        Places {
+            workspace: "/home/ann/project",
+            home: "/home/ann",
+            tmp: "/tmp",
+        },
+        Some(false),
+    );
+    for w in ["/home/ann/project", "/tmp", "/home/ann/.cache", "/dev/null"] {
+        assert!(c.writable.iter().any(|p| p == w), "{w} not writable: {c:?}");
+    }
+    assert!(!c.writable.iter().any(|p| p == "/home/ann"), "{c:?}");
+    for r in ["/home/ann/.ssh", "/etc/shadow", "/home/ann/.config/llembas"] {
+        assert!(c.unreadable.iter().any(|p| p == r), "{r} readable: {c:?}");
+    }
+    // A protected path inside a writable root cannot be hidden; patterns are not paths.
+    assert!(
+        !c.unreadable
+            .iter()
+            .any(|p| p.starts_with("/home/ann/project")),
+        "{c:?}"
+    );
+    assert!(!c.unreadable.iter().any(|p| p.contains('*')), "{c:?}");
+    assert!(!c.network);
+}

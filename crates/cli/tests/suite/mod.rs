@@ -7,6 +7,7 @@ mod compact;
 mod oneshot;
 mod patch;
 mod real_server;
+mod sandbox;
 mod terminal;
 mod web;
 
