@@ -31,7 +31,6 @@ mod error;
 mod floor;
 mod normalise;
 pub mod paths;
-pub mod sandbox;
 mod shell;
 pub mod wildcard;
 
@@ -612,7 +611,8 @@ impl Engine {
             {
                 noisy_write = true;
             }
-            if shell::has_pattern(t) && !paths::inside(&path, place.workspace) && f.ask.is_none() {
+            if shell::has_pattern(t) && f.ask.is_none() && self.pattern_reaches(&path, true, place)
+            {
                 f.ask = Some((
                     format!(
                         "writes to a path pattern outside the workspace that could name a protected file ({path})"
@@ -658,7 +658,8 @@ impl Engine {
             if d.quiet_targets.contains(&path) || path.starts_with("/dev/fd/") {
                 continue;
             }
-            if shell::has_pattern(t) && !paths::inside(&path, place.workspace) && f.ask.is_none() {
+            if shell::has_pattern(t) && f.ask.is_none() && self.pattern_reaches(&path, false, place)
+            {
                 f.ask = Some((
                     format!(
                         "reads a path pattern outside the workspace that could name a protected file ({path})"
@@ -700,6 +701,26 @@ impl Engine {
             f.always = arity::pattern(d, &words);
         }
         f
+    }
+
+    /// Whether a path pattern (`~/.ss?/id_rsa`, `/et?`) could name a protected path: its
+    /// literal directory is the root, lies in the home directory outside the workspace, or is
+    /// itself in a protected tree.
+    fn pattern_reaches(&self, path: &str, write: bool, place: &Place<'_>) -> bool {
+        let first = path.find(['*', '?', '[']).unwrap_or(path.len());
+        let dir = match path[..first].rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &path[..i],
+        };
+        if paths::inside(dir, place.workspace) {
+            return false;
+        }
+        dir == "/"
+            || paths::inside(dir, place.home)
+            || self
+                .data
+                .protected(&format!("{dir}/x"), write, place)
+                .is_some()
     }
 
     /// Whether a part only reads, and the paths it reads.
