@@ -31,6 +31,7 @@ mod error;
 mod floor;
 mod normalise;
 pub mod paths;
+pub mod sandbox;
 mod shell;
 pub mod wildcard;
 
