@@ -58,8 +58,39 @@ async fn run_answering(built: Built, answer: Option<Answer>) -> (Driver, Vec<Out
     (driver, outs)
 }
 
+/// The tools a request offers: those sent whole, and those the loader (`load_tools`) lists by
+/// one line each (`- NAME: SUMMARY`).
 fn tool_names(request: &harness_model::ChatRequest) -> Vec<String> {
-    request.tools.iter().map(|t| t.name.clone()).collect()
+    let mut names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+    if let Some(loader) = request.tools.iter().find(|t| t.name == "load_tools") {
+        names.extend(loader.description.lines().filter_map(|l| {
+            l.strip_prefix("- ")
+                .and_then(|l| l.split_once(':'))
+                .map(|(n, _)| n.to_owned())
+        }));
+    }
+    names
+}
+
+#[tokio::test]
+async fn a_deferred_tool_runs_when_called_and_is_sent_whole_once_loaded() {
+    let model = ScriptedModel::new([
+        Reply::call("job_list", json!({})),
+        Reply::call("load_tools", json!({"names": ["job_list"]})),
+        Reply::text("done"),
+    ]);
+    let store = Arc::new(MemoryStore::default());
+    let mut built = session(&model, &store, Mode::Auto);
+    built.driver.queue_prompt("jobs?".into());
+    let (_d, outs) = run_answering(built, None).await;
+    let requests = model.requests();
+    let sent =
+        |i: usize| -> Vec<String> { requests[i].tools.iter().map(|t| t.name.clone()).collect() };
+    assert!(!sent(0).contains(&"job_list".to_owned()), "{:?}", sent(0));
+    assert!(tool_names(&requests[0]).contains(&"job_list".to_owned()));
+    let first = first_result(&outs);
+    assert!(!first.is_error, "{}", first.content);
+    assert!(sent(2).contains(&"job_list".to_owned()), "{:?}", sent(2));
 }
 
 fn ended(outs: &[Out]) -> Vec<TurnEnd> {
