@@ -1248,6 +1248,16 @@ impl Driver {
                 Err(_) => call,
             })
             .collect();
+        // A deferred tool the model called directly is sent whole from the next request on.
+        let called: Vec<String> = calls
+            .iter()
+            .filter(|c| self.offering.is_deferred(&c.name))
+            .map(|c| c.name.clone())
+            .collect();
+        if !called.is_empty() {
+            self.offering.context.loaded.extend(called);
+            self.offer_again();
+        }
         for call in &calls {
             let block = spec
                 .tool(&call.name)

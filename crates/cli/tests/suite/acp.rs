@@ -762,15 +762,27 @@ async fn job_send_and_transcript_reach_the_jobs() {
 #[request(method = "_lembas/show", response = Raw)]
 struct Show(Value);
 
+/// The tools a body offers: those sent whole, and those the loader (`load_tools`) lists.
 fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
+    let sent: Vec<&Value> = body["tools"]
         .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+        .map(|t| t.iter().collect())
+        .unwrap_or_default();
+    let mut names: Vec<String> = sent
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for t in &sent {
+        if t["function"]["name"] == "load_tools" {
+            let d = t["function"]["description"].as_str().unwrap_or_default();
+            names.extend(d.lines().filter_map(|l| {
+                l.strip_prefix("- ")
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(n, _)| n.to_owned())
+            }));
+        }
+    }
+    names
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,9 +138,9 @@ async fn slash_compact_in_the_terminal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_near_the_window_is_compacted_first() {
     let sb = Sandbox::new();
-    // Two files of 250 lines of 80 characters, about 5,500 tokens each: with the system text and
-    // the tools, past 80 % of a 25,000-token window after both reads, below the whole window.
-    let big: String = (0..250).map(|i| format!("{i:>79}\n")).collect();
+    // Two files of 250 lines of 130 characters, about 8,400 tokens each: with the system text
+    // and the tools, past 80 % of a 25,000-token window after both reads, below the whole window.
+    let big: String = (0..250).map(|i| format!("{i:>129}\n")).collect();
     sb.write("one.txt", &big);
     sb.write("two.txt", &big);
     let server = ScriptedServer::start(vec![
