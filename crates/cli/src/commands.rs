@@ -1,6 +1,6 @@
 //! The subcommands that are not a session: `spec`, `permission check`, `sessions`.
 
-use std::io::{IsTerminal as _, Read as _};
+use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
@@ -17,30 +17,34 @@ use crate::store::{Store, format_time};
 /// `llembas spec …`.
 pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
     let spec = Spec::embedded();
+    // Written with errors seen, so a closed pipe (`… | head`) ends the run quietly.
+    let mut o = std::io::stdout().lock();
     match command {
         SpecCommand::Hash { check: None } => {
-            println!("{} {}", spec.version(), spec.sha256());
+            writeln!(o, "{} {}", spec.version(), spec.sha256())?;
             Ok(ExitCode::SUCCESS)
         }
         SpecCommand::Hash { check: Some(dir) } => {
             let other = Spec::from_dir(dir)?;
             if other.sha256() == spec.sha256() {
-                println!(
+                writeln!(
+                    o,
                     "{}: {} {} (matches)",
                     dir.display(),
                     other.version(),
                     other.sha256()
-                );
+                )?;
                 Ok(ExitCode::SUCCESS)
             } else {
-                println!(
+                writeln!(
+                    o,
                     "{}: {} {} differs from the embedded {} {}",
                     dir.display(),
                     other.version(),
                     other.sha256(),
                     spec.version(),
                     spec.sha256()
-                );
+                )?;
                 Ok(ExitCode::FAILURE)
             }
         }
@@ -80,7 +84,7 @@ pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
                     "parameters": offered.parameters,
                 }
             });
-            println!("{}", serde_json::to_string_pretty(&wire)?);
+            writeln!(o, "{}", serde_json::to_string_pretty(&wire)?)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -100,7 +104,11 @@ pub fn permission(command: &PermissionCommand, settings: &Settings) -> Result<Ex
     );
     let args = serde_json::json!({ "command": line });
     let decision = perms.decide_raw("bash", &args);
-    print!("{}", harness_permission::render_check(&decision));
+    write!(
+        std::io::stdout().lock(),
+        "{}",
+        harness_permission::render_check(&decision)
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -113,16 +121,18 @@ fn project_name(p: Project) -> &'static str {
 
 /// `llembas sessions`.
 pub fn sessions(settings: &Settings, all: bool) -> Result<ExitCode> {
+    let mut o = std::io::stdout().lock();
     let store = Store::new(settings.dirs.sessions());
     let list = store.list((!all).then_some(settings.cwd.as_path()))?;
     if list.is_empty() {
         if all {
-            println!("no saved sessions");
+            writeln!(o, "no saved sessions")?;
         } else {
-            println!(
+            writeln!(
+                o,
                 "no saved sessions in {} (llembas sessions --all lists every directory's)",
                 settings.cwd.display()
-            );
+            )?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -133,15 +143,16 @@ pub fn sessions(settings: &Settings, all: bool) -> Result<ExitCode> {
             m.title.as_str()
         };
         if all {
-            println!(
+            writeln!(
+                o,
                 "{}  {}  {}  {}",
                 m.id,
                 format_time(m.updated),
                 m.cwd.display(),
                 title
-            );
+            )?;
         } else {
-            println!("{}  {}  {}", m.id, format_time(m.updated), title);
+            writeln!(o, "{}  {}  {}", m.id, format_time(m.updated), title)?;
         }
     }
     Ok(ExitCode::SUCCESS)

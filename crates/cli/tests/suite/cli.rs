@@ -53,3 +53,24 @@ async fn permission_check_prints_decision() {
     assert!(stdout.starts_with("decision: ask\n"), "{stdout}");
     assert!(stdout.contains("always: git commit *"), "{stdout}");
 }
+
+/// `llembas … | true`: stdout is a pipe nobody reads; the run ends quietly, not with a panic.
+#[tokio::test]
+async fn closed_pipe_is_a_normal_end() {
+    let sb = Sandbox::new();
+    for args in [
+        &["sessions", "--all"][..],
+        &["spec", "tool", "bash"],
+        &["spec", "hash"],
+        &["permission", "check", "--", "ls"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut c = sb.command("", args);
+        c.stdout(writer);
+        let out = c.output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
