@@ -125,6 +125,13 @@ impl Exec {
             .collect()
     }
 
+    /// How many skills the project and the person have.
+    pub fn skill_count(&self) -> usize {
+        self.view()
+            .map(|v| self.personal.skill_count(&v))
+            .unwrap_or(0)
+    }
+
     /// A file for `show`, read through the view as `read` reads it.
     pub fn read_for_show(
         &self,

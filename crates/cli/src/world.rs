@@ -74,6 +74,7 @@ impl ToolWorld for HostWorld {
         if let Some(lib) = &self.exec.personal.library {
             values.insert("library_summary".into(), lib.summary());
         }
+        values.insert("skill_count".into(), self.exec.skill_count().to_string());
         if let Some(m) = &self.exec.personal.memory {
             values.insert(
                 "memory_entries".into(),

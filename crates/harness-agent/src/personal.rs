@@ -60,6 +60,22 @@ impl PersonalTools {
         Some(ToolOutcome::answer(&call.id, text, is_error))
     }
 
+    /// How many skills there are, the project's and the person's (the offering's
+    /// `skill_count`: with none, the tools that only read skills are not sent).
+    pub fn skill_count(&self, project: &View) -> usize {
+        let mut n = harness_fs::skills::list(project, PROJECT_SKILLS).map_or(0, |l| l.len());
+        if let Some(dir) = self.user_skills.as_deref().filter(|d| d.is_dir())
+            && let Ok(backend) = HostBackend::open(dir, HostOptions::default())
+        {
+            let user = View::new(
+                Arc::new(backend),
+                harness_fs::Access::new().grant("/", Level::Ro),
+            );
+            n += harness_fs::skills::list(&user, "/").map_or(0, |l| l.len());
+        }
+        n
+    }
+
     /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
     fn skills(&self, project: &View, tool: &str, a: &Value) -> Result<String, String> {
         use harness_fs::skills;

@@ -989,3 +989,53 @@ async fn a_call_with_cut_arguments_is_said_to_the_model_as_such() {
     );
     assert!(!last.contains("[empty answer]"), "{last}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_readers_are_offered_once_there_is_a_skill() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![text(&["Hi."]), text(&["Hi again."])])
+        .await
+        .unwrap();
+    let names = |body: &Value| -> Vec<String> {
+        let mut v: Vec<String> = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(loader) = body["tools"].as_array().and_then(|t| {
+            t.iter()
+                .find(|t| t["function"]["name"] == "load_tools")
+                .and_then(|t| t["function"]["description"].as_str())
+        }) {
+            v.extend(
+                loader
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("- "))
+                    .filter_map(|l| l.split(':').next())
+                    .map(str::to_owned),
+            );
+        }
+        v
+    };
+    let run = sb.run(&server.base_url(), &["-p", "hello"], "").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let first = names(&server.bodies()[0]);
+    assert!(
+        !first
+            .iter()
+            .any(|n| n == "skills_list" || n == "skill_view"),
+        "{first:?}"
+    );
+    assert!(first.iter().any(|n| n == "skill_manage"), "{first:?}");
+    sb.write(
+        ".llembas/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: How to deploy.\n---\nRun make deploy.\n",
+    );
+    let run = sb.run(&server.base_url(), &["-p", "hello"], "").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let second = names(&server.bodies()[1]);
+    assert!(second.iter().any(|n| n == "skills_list"), "{second:?}");
+}
