@@ -246,7 +246,7 @@ struct SpinState {
 }
 
 impl Spinner {
-    fn new(on: bool) -> Spinner {
+    fn new(on: bool, color: bool) -> Spinner {
         let s = Spinner {
             state: Arc::new(Mutex::new(SpinState::default())),
             on,
@@ -265,7 +265,7 @@ impl Spinner {
                             i = (i + 1) % FRAMES.len();
                             eprint!(
                                 "\r\x1b[K{} {label} {secs:.0}s",
-                                paint(FRAMES[i], Style::Cyan, true)
+                                paint(FRAMES[i], Style::Cyan, color)
                             );
                             let _ = std::io::stderr().flush();
                             st.drawn = true;
@@ -350,7 +350,7 @@ async fn session_loop(
         mode
     );
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
-    let spinner = Spinner::new(std::io::stderr().is_terminal());
+    let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View {
         streamed: render::Streamed::default(),
         color,
@@ -359,6 +359,11 @@ async fn session_loop(
         folded: 0,
     };
     let mut initial = String::new();
+    // The last Ctrl-C, busy or idle: a second one soon after leaves.
+    let mut last_interrupt: Option<Instant> = None;
+    // One listener for the whole session, so a Ctrl-C between a turn's end and the next
+    // prompt is not lost.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let next = 'outer: loop {
         // Idle: read a line.
         let prompt = format!("{} ", paint(&format!("{mode} ›"), Style::Cyan, color));
@@ -376,6 +381,10 @@ async fn session_loop(
         let read = loop {
             tokio::select! {
                 r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
+                _ = sigint.recv() => {
+                    // Sent before the prompt took the terminal: counts for the next one.
+                    last_interrupt = Some(Instant::now());
+                }
                 out = out_rx.recv() => {
                     let Some(out) = out else { break Read::Eof };
                     if let Out::Event(Event::ModeChanged { mode: m }) = &out {
@@ -403,7 +412,13 @@ async fn session_loop(
                 initial = l;
                 continue;
             }
-            Read::Interrupted => continue,
+            Read::Interrupted => {
+                if again(&mut last_interrupt) {
+                    break Next::Quit;
+                }
+                println!("{}", paint(LEAVE_HINT, Style::Dim, color));
+                continue;
+            }
             Read::Eof => break Next::Quit,
         };
         let text = match parse_line(&line) {
@@ -462,21 +477,26 @@ async fn session_loop(
             origin: Origin::Person,
         }));
         // Busy: show what happens until the turn ends.
-        let mut interrupts = 0u32;
-        let mut last_interrupt = Instant::now();
         let mut ours = false;
         spinner.start("thinking");
         loop {
             tokio::select! {
                 out = out_rx.recv() => {
                     let Some(out) = out else { break 'outer Next::Quit };
-                    if let Out::Event(Event::ToolCallAsked { call_id, .. }) = &out {
+                    if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
                         spinner.stop();
                         view.show(&out);
-                        let answer = match reader.read(&paint("allow? [y/a/n] ", Style::Yellow, color), "").await {
-                            Read::Line(l) => crate::oneshot::parse_answer(&l),
-                            Read::Eof => break 'outer Next::Quit,
-                            _ => harness_core::protocol::Answer::Deny { feedback: None },
+                        let always = question.pattern.is_some();
+                        let keys = crate::oneshot::answer_keys(question);
+                        let answer = loop {
+                            match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
+                                Read::Line(l) => match crate::oneshot::parse_answer(&l, always) {
+                                    Some(a) => break a,
+                                    None => println!("{}", crate::oneshot::NO_ALWAYS),
+                                },
+                                Read::Eof => break 'outer Next::Quit,
+                                _ => break harness_core::protocol::Answer::Deny { feedback: None },
+                            }
                         };
                         let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                         spinner.start("working");
@@ -510,13 +530,13 @@ async fn session_loop(
                         spinner.start(&label);
                     }
                 }
-                _ = tokio::signal::ctrl_c() => {
+                _ = sigint.recv() => {
                     spinner.stop();
-                    if interrupts > 0 && last_interrupt.elapsed() < Duration::from_secs(2) {
+                    if again(&mut last_interrupt) {
                         break 'outer Next::Quit;
                     }
-                    interrupts += 1;
-                    last_interrupt = Instant::now();
+                    print!("{}", view.close_line());
+                    let _ = std::io::stdout().flush();
                     eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
                     let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
                 }
@@ -538,6 +558,16 @@ async fn session_loop(
         )
     );
     Ok(next)
+}
+
+/// Said at an idle prompt after one Ctrl-C.
+const LEAVE_HINT: &str = "(Ctrl-C again to leave, or /quit)";
+
+/// Whether a Ctrl-C follows another one closely enough to leave; notes it either way.
+fn again(last: &mut Option<Instant>) -> bool {
+    let soon = last.is_some_and(|t| t.elapsed() < Duration::from_secs(2));
+    *last = Some(Instant::now());
+    soon
 }
 
 /// What the spinner says while the next output is awaited.

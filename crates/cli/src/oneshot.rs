@@ -24,21 +24,35 @@ pub enum Answers {
     Nobody,
 }
 
-/// Reads an answer line: yes, always, or no with an optional note after `:` or a blank.
-pub fn parse_answer(line: &str) -> Answer {
+/// Reads an answer line: yes, always (only where `always` is offered: else `None`, to ask
+/// again), or no with an optional note after `:` or a blank.
+pub fn parse_answer(line: &str, always: bool) -> Option<Answer> {
     let t = line.trim();
     let (word, rest) = match t.find([':', ' ']) {
         Some(i) => (&t[..i], t[i + 1..].trim()),
         None => (t, ""),
     };
-    match word.to_ascii_lowercase().as_str() {
+    Some(match word.to_ascii_lowercase().as_str() {
         "y" | "yes" | "once" => Answer::Once,
-        "a" | "always" => Answer::Always,
+        "a" | "always" if always => Answer::Always,
+        "a" | "always" => return None,
         _ => Answer::Deny {
             feedback: (!rest.is_empty()).then(|| rest.to_owned()),
         },
+    })
+}
+
+/// The short form of the answers a question offers: `[y/a/n]`, or `[y/n]` without "always".
+pub fn answer_keys(question: &PermissionQuestion) -> &'static str {
+    if question.pattern.is_some() {
+        "[y/a/n]"
+    } else {
+        "[y/n]"
     }
 }
+
+/// Said when `a` is typed where "always" is not offered.
+pub const NO_ALWAYS: &str = "\"always\" is not offered for this call: y or n";
 
 /// Runs one prompt to its end.
 pub async fn run(
@@ -157,22 +171,31 @@ async fn ask(
     lines: Option<&mut mpsc::UnboundedReceiver<Option<String>>>,
 ) -> Answer {
     match (answers, lines) {
-        (Answers::Stdin, Some(rx)) => {
+        (Answers::Stdin, Some(rx)) => loop {
             if std::io::stdin().is_terminal() {
-                eprint!("allow? [y]es / [a]lways / [n]o (a note after n: goes to the model) > ");
+                if question.pattern.is_some() {
+                    eprint!(
+                        "allow? [y]es / [a]lways / [n]o (a note after n: goes to the model) > "
+                    );
+                } else {
+                    eprint!("allow? [y]es / [n]o (a note after n: goes to the model) > ");
+                }
                 let _ = std::io::stderr().flush();
             }
             match rx.recv().await.flatten() {
-                Some(line) => parse_answer(&line),
+                Some(line) => match parse_answer(&line, question.pattern.is_some()) {
+                    Some(answer) => break answer,
+                    None => eprintln!("llembas: {NO_ALWAYS}"),
+                },
                 None => {
                     eprintln!(
                         "llembas: not run: {} (stdin ended before an answer)",
                         question.subject
                     );
-                    Answer::Deny { feedback: None }
+                    break Answer::Deny { feedback: None };
                 }
             }
-        }
+        },
         _ => {
             eprintln!(
                 "llembas: not run: {} (nobody to ask in this run; --mode auto or a rule in the config file allows it)",
@@ -227,16 +250,23 @@ mod tests {
 
     #[test]
     fn answers_read_as_written() {
-        assert_eq!(parse_answer("y"), Answer::Once);
-        assert_eq!(parse_answer(" yes\n"), Answer::Once);
-        assert_eq!(parse_answer("always"), Answer::Always);
-        assert_eq!(parse_answer("n"), Answer::Deny { feedback: None });
+        assert_eq!(parse_answer("y", true), Some(Answer::Once));
+        assert_eq!(parse_answer(" yes\n", true), Some(Answer::Once));
+        assert_eq!(parse_answer("always", true), Some(Answer::Always));
+        assert_eq!(parse_answer("a", false), None, "always not offered");
         assert_eq!(
-            parse_answer("n: use cargo test instead"),
-            Answer::Deny {
-                feedback: Some("use cargo test instead".into())
-            }
+            parse_answer("n", true),
+            Some(Answer::Deny { feedback: None })
         );
-        assert_eq!(parse_answer(""), Answer::Deny { feedback: None });
+        assert_eq!(
+            parse_answer("n: use cargo test instead", false),
+            Some(Answer::Deny {
+                feedback: Some("use cargo test instead".into())
+            })
+        );
+        assert_eq!(
+            parse_answer("", true),
+            Some(Answer::Deny { feedback: None })
+        );
     }
 }

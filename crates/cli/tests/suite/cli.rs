@@ -68,7 +68,8 @@ async fn closed_pipe_is_a_normal_end() {
         drop(reader);
         let mut c = sb.command("", args);
         c.stdout(writer);
-        let out = c.output().await.unwrap();
+        // Not `output()`: it would pipe stdout again.
+        let out = c.spawn().unwrap().wait_with_output().await.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");

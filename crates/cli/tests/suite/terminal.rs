@@ -149,3 +149,127 @@ async fn interactive_session_in_a_pty() {
     assert_eq!(machine, 1, "the job's end started a turn of its own");
     assert!(sb.project.path().join("made.txt").exists());
 }
+
+/// Starts the terminal in `mode` against `replies`, runs `script` on its screen, gives the
+/// screen and the raw bytes written.
+async fn pty(
+    mode: &'static str,
+    replies: Vec<harness_test_support::Reply>,
+    script: impl FnOnce(&mut Screen) + Send + 'static,
+) -> (String, Vec<u8>, Sandbox) {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let (screen, bytes) = tokio::task::spawn_blocking(move || {
+        let session = terminal_session(&root, &home, &url, mode);
+        let mut s = Screen {
+            session,
+            bytes: Vec::new(),
+        };
+        script(&mut s);
+        (s.render(), s.bytes)
+    })
+    .await
+    .unwrap();
+    let mut screen = screen.replace(&sb.root().display().to_string(), "[project]");
+    for dir in sb.sessions() {
+        let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+        screen = screen.replace(&id, "[session]");
+    }
+    drop(server);
+    (redact_ids(&screen), bytes, sb)
+}
+
+/// A question without an "always" pattern offers `[y/n]`, and `a` is not taken for an answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_is_offered_only_where_it_is() {
+    let (screen, _, _sb) = pty(
+        "manual",
+        vec![
+            tool_call("c1", "bash", json!({"command": "git push --force"})),
+            text(&["Not pushed."]),
+        ],
+        |s| {
+            s.expect("manual ›");
+            s.send_line("push it");
+            s.expect("allow? [y/n]");
+            s.send_line("a");
+            s.expect("not offered");
+            s.expect("allow? [y/n]");
+            s.send_line("n");
+            s.expect("Not pushed.");
+            s.expect("manual ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    insta::assert_snapshot!(screen);
+}
+
+/// Ctrl-C twice leaves: at an idle prompt, and while an answer streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_twice_leaves() {
+    let (screen, _, _sb) = pty("manual", vec![], |s| {
+        s.expect("manual ›");
+        s.session.send(expectrl::ControlCode::EndOfText).unwrap();
+        s.expect("Ctrl-C again to leave");
+        s.session.send(expectrl::ControlCode::EndOfText).unwrap();
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    insta::assert_snapshot!("ctrl_c_twice_leaves_idle", screen);
+    let stalled = harness_test_support::Reply::Sse {
+        pieces: vec![format!(
+            "data: {}\n\n",
+            harness_test_support::chunk(json!({"role": "assistant", "content": "Streaming"}), None)
+        )],
+        stall: true,
+    };
+    let (screen, _, _sb) = pty("manual", vec![stalled], |s| {
+        s.expect("manual ›");
+        s.send_line("write a long story");
+        s.expect("Streaming");
+        s.session.send(expectrl::ControlCode::EndOfText).unwrap();
+        s.expect("Ctrl-C again to leave");
+        s.expect("cancelled");
+        s.expect("manual ›");
+        s.session.send(expectrl::ControlCode::EndOfText).unwrap();
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    insta::assert_snapshot!("ctrl_c_twice_leaves_streaming", screen);
+}
+
+/// With `NO_COLOR` the spinner is drawn without colour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spinner_has_no_colour_under_no_color() {
+    let (_, bytes, _sb) = pty(
+        "auto",
+        vec![
+            tool_call("c1", "bash", json!({"command": "sleep 1.5; echo slept"})),
+            text(&["Done."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("sleep a little");
+            s.expect("Done.");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    let raw = String::from_utf8_lossy(&bytes);
+    assert!(
+        raw.contains("running bash"),
+        "the spinner was drawn: {raw:?}"
+    );
+    for sgr in [
+        "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[1m", "\x1b[2m",
+    ] {
+        assert!(!raw.contains(sgr), "{sgr:?} under NO_COLOR: {raw:?}");
+    }
+}
