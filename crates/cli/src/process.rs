@@ -2,13 +2,10 @@
 //! merged into one stream in the order they were written, streamed to the person as it comes
 //! and waited for up to a timeout, left running after it (a job), stopped by group.
 //!
-//! Memory stays bounded whatever a command prints (`loop.json` `jobs.limits`): the first
-//! `output_head_chars` and the last `output_kept_chars` characters are held; what lies between
-//! goes on to a spill file the session owns (up to `spill_max_bytes`), named in the output. The
-//! person is shown at most `stream_chars` characters waiting at a time, in pieces a moment
-//! apart; what comes faster is folded into a count.
+//! The output is held by harness-agent's [`HeldOutput`]: bounded whatever a command prints,
+//! the rest spilled to a file the session owns, the stream to the person windowed.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -16,217 +13,13 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use harness_agent::OutputSink;
+use harness_agent::output::HeldOutput;
 use tokio::sync::{Notify, watch};
 
 pub use harness_agent::Exit;
 
 /// How often output waiting to be shown is passed on.
 const STREAM_TICK: Duration = Duration::from_millis(50);
-
-/// The spec's numbers for a command's output.
-#[derive(Debug, Clone, Copy)]
-struct Limits {
-    head: usize,
-    tail: usize,
-    spill: u64,
-    stream: usize,
-}
-
-fn limits() -> Result<Limits> {
-    let l = harness_loop::config::LoopConfig::embedded()
-        .context("the loop's spec numbers")?
-        .jobs
-        .limits;
-    Ok(Limits {
-        head: l.output_head_chars,
-        tail: l.output_kept_chars,
-        spill: l.spill_max_bytes,
-        stream: l.stream_chars,
-    })
-}
-
-/// The output of a command as it is held.
-struct Kept {
-    limits: Limits,
-    head: String,
-    head_chars: usize,
-    tail: String,
-    tail_chars: usize,
-    /// Characters written in all.
-    total: u64,
-    /// Characters in neither the head nor the tail.
-    middle: u64,
-    /// Where the output past the head goes, opened when first needed.
-    spill_path: Option<PathBuf>,
-    spill: Option<std::fs::File>,
-    spilled: u64,
-    /// Output not shown yet, and characters dropped from it unshown.
-    unsent: String,
-    unsent_chars: usize,
-    unshown: u64,
-}
-
-impl Kept {
-    fn new(limits: Limits, spill_path: Option<PathBuf>) -> Kept {
-        Kept {
-            limits,
-            head: String::new(),
-            head_chars: 0,
-            tail: String::new(),
-            tail_chars: 0,
-            total: 0,
-            middle: 0,
-            spill_path,
-            spill: None,
-            spilled: 0,
-            unsent: String::new(),
-            unsent_chars: 0,
-            unshown: 0,
-        }
-    }
-
-    fn push(&mut self, text: &str, streaming: bool) {
-        let chars = text.chars().count();
-        self.total += chars as u64;
-        let mut rest = text;
-        if self.head_chars < self.limits.head {
-            let room = self.limits.head - self.head_chars;
-            let cut = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
-            self.head.push_str(&rest[..cut]);
-            self.head_chars += rest[..cut].chars().count();
-            rest = &rest[cut..];
-        }
-        if !rest.is_empty() {
-            self.spill_out(rest);
-            self.tail.push_str(rest);
-            self.tail_chars += rest.chars().count();
-            if self.tail_chars > self.limits.tail.saturating_mul(2).max(1) {
-                let drop = self.tail_chars - self.limits.tail;
-                let cut = self
-                    .tail
-                    .char_indices()
-                    .nth(drop)
-                    .map_or(self.tail.len(), |(i, _)| i);
-                self.tail.drain(..cut);
-                self.tail_chars -= drop;
-                self.middle += drop as u64;
-            }
-        }
-        if streaming {
-            self.unsent.push_str(text);
-            self.unsent_chars += chars;
-            if self.unsent_chars > self.limits.stream {
-                let drop = self.unsent_chars - self.limits.stream;
-                let cut = self
-                    .unsent
-                    .char_indices()
-                    .nth(drop)
-                    .map_or(self.unsent.len(), |(i, _)| i);
-                self.unsent.drain(..cut);
-                self.unsent_chars -= drop;
-                self.unshown += drop as u64;
-            }
-        }
-    }
-
-    fn spill_out(&mut self, text: &str) {
-        if self.spilled >= self.limits.spill {
-            return;
-        }
-        if self.spill.is_none() {
-            let Some(path) = &self.spill_path else {
-                return;
-            };
-            let opened = path
-                .parent()
-                .map(std::fs::create_dir_all)
-                .transpose()
-                .and_then(|_| {
-                    use std::os::unix::fs::OpenOptionsExt as _;
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .mode(0o600)
-                        .open(path)
-                });
-            match opened {
-                Ok(mut f) => {
-                    // The spill file holds the whole output: the head first.
-                    let _ = f.write_all(self.head.as_bytes());
-                    self.spill = Some(f);
-                }
-                Err(_) => {
-                    self.spill_path = None;
-                    return;
-                }
-            }
-        }
-        let room = usize::try_from(self.limits.spill - self.spilled).unwrap_or(usize::MAX);
-        let bytes = &text.as_bytes()[..text.len().min(room)];
-        if let Some(f) = &mut self.spill
-            && f.write_all(bytes).is_ok()
-        {
-            self.spilled += bytes.len() as u64;
-        }
-    }
-
-    /// What the model and job_output are given: the head, what was left out, the tail.
-    fn view(&self) -> String {
-        if self.middle == 0 {
-            return format!("{}{}", self.head, self.tail);
-        }
-        let whole = match &self.spill_path {
-            Some(p) if self.spill.is_some() => format!(" (the output is in {})", p.display()),
-            _ => String::new(),
-        };
-        format!(
-            "{}\n[{} characters of output not kept here{whole}]\n{}",
-            self.head, self.middle, self.tail
-        )
-    }
-
-    /// The output after the `from`th character, as far as it is held (a gap is said).
-    fn since(&self, from: u64) -> String {
-        let tail_start = self.total - self.tail_chars as u64;
-        if from >= tail_start {
-            let skip = usize::try_from(from - tail_start).unwrap_or(usize::MAX);
-            let cut = self
-                .tail
-                .char_indices()
-                .nth(skip)
-                .map_or(self.tail.len(), |(i, _)| i);
-            return self.tail[cut..].to_owned();
-        }
-        if from < self.head_chars as u64 && self.middle == 0 {
-            let skip = usize::try_from(from).unwrap_or(usize::MAX);
-            let cut = self
-                .head
-                .char_indices()
-                .nth(skip)
-                .map_or(self.head.len(), |(i, _)| i);
-            return format!("{}{}", &self.head[cut..], self.tail);
-        }
-        format!(
-            "[{} characters of output not kept here]\n{}",
-            tail_start.saturating_sub(from),
-            self.tail
-        )
-    }
-
-    /// The output waiting to be shown, with a note of what was folded away.
-    fn take_unsent(&mut self) -> Option<String> {
-        if self.unsent.is_empty() && self.unshown == 0 {
-            return None;
-        }
-        let mut text = std::mem::take(&mut self.unsent);
-        self.unsent_chars = 0;
-        if self.unshown > 0 {
-            text = format!("[… {} characters not shown …]\n{text}", self.unshown);
-            self.unshown = 0;
-        }
-        Some(text)
-    }
-}
 
 /// The variable every command of this llembas process carries (inherited by all it starts):
 /// this process's own mark, so that its end finds every process it left, in whatever group.
@@ -406,7 +199,7 @@ impl SpillDir {
 #[derive(Clone)]
 pub struct Running {
     pid: u32,
-    kept: Arc<Mutex<Kept>>,
+    kept: Arc<Mutex<HeldOutput>>,
     exit: watch::Receiver<Option<Exit>>,
 }
 
@@ -416,7 +209,7 @@ impl std::fmt::Debug for Running {
     }
 }
 
-fn flush(kept: &Mutex<Kept>, sink: Option<&OutputSink>) {
+fn flush(kept: &Mutex<HeldOutput>, sink: Option<&OutputSink>) {
     let Some(sink) = sink else {
         return;
     };
@@ -445,7 +238,7 @@ pub fn spawn(
         ),
         _ => None,
     };
-    let limits = limits()?;
+    let limits = harness_agent::output::OutputLimits::embedded()?;
     let (reader, writer) = std::io::pipe().context("cannot make a pipe")?;
     let writer2 = writer.try_clone().context("cannot make a pipe")?;
     let mut cmd = tokio::process::Command::new("bash");
@@ -491,7 +284,7 @@ pub fn spawn(
     // The parent's copies of the write ends went into `cmd`, dropped once it started the
     // command, so the pipe closes when the last process of the group that holds it exits.
     let pid = child.id().unwrap_or(0);
-    let kept = Arc::new(Mutex::new(Kept::new(limits, spill)));
+    let kept = Arc::new(Mutex::new(HeldOutput::new(limits, spill)));
     let more = Arc::new(Notify::new());
     let (exit_tx, exit_rx) = watch::channel(None);
     let streaming = stream.is_some();
@@ -838,7 +631,7 @@ mod tests {
     async fn endless_output_is_held_as_head_and_tail_with_the_rest_spilled() {
         let dir = tempfile::tempdir().unwrap();
         let spill = dir.path().join("out/1.out");
-        let l = limits().unwrap();
+        let l = harness_agent::output::OutputLimits::embedded().unwrap();
         let (sink, seen) = collect();
         // 8 MB of numbered lines: more than the head and the tail together.
         let r = spawn(

@@ -78,6 +78,7 @@ mod error;
 pub mod files;
 pub mod library;
 mod manager;
+pub mod output;
 pub mod perm;
 pub mod personal;
 pub mod protocol;

@@ -3,6 +3,7 @@
 
 mod files;
 mod library;
+mod output;
 mod personal;
 mod runtime;
 
