@@ -790,6 +790,31 @@ async fn pid_in(sb: &Sandbox, file: &str) -> i32 {
     }
 }
 
+/// A one-shot run whose model starts a long command writing its pid to `file`: the server, the
+/// running llembas and the command's pid.
+async fn long_command(
+    sb: &Sandbox,
+    file: &str,
+    seconds: u32,
+) -> (ScriptedServer, tokio::process::Child, i32) {
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": format!("echo $$ > {file}; sleep {seconds}; echo late"), "timeout": 600}),
+        ),
+        text(&["Back again."]),
+    ])
+    .await
+    .unwrap();
+    let child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
+        .spawn()
+        .unwrap();
+    let pid = pid_in(sb, file).await;
+    (server, child, pid)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_process_outlives_its_run() {
     // A command that leaves a process behind answers at once; the run's end ends it.
@@ -812,21 +837,7 @@ async fn no_process_outlives_its_run() {
     assert!(!alive(bg), "the background sleep outlived llembas");
 
     // SIGTERM: llembas ends its command's processes and exits as the signal says.
-    let server = ScriptedServer::start(vec![
-        tool_call(
-            "c1",
-            "bash",
-            json!({"command": "echo $$ > fg.pid; sleep 42; echo late", "timeout": 600}),
-        ),
-        text(&["Done."]),
-    ])
-    .await
-    .unwrap();
-    let mut child = sb
-        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
-        .spawn()
-        .unwrap();
-    let fg = pid_in(&sb, "fg.pid").await;
+    let (_server, mut child, fg) = long_command(&sb, "fg.pid", 42).await;
     assert!(alive(fg));
     let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
     rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
@@ -838,21 +849,7 @@ async fn no_process_outlives_its_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_session_ends_what_a_killed_run_left_and_says_the_call_was_interrupted() {
     let sb = Sandbox::new();
-    let server = ScriptedServer::start(vec![
-        tool_call(
-            "c1",
-            "bash",
-            json!({"command": "echo $$ > k.pid; sleep 43; echo late", "timeout": 600}),
-        ),
-        text(&["Back again."]),
-    ])
-    .await
-    .unwrap();
-    let mut child = sb
-        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
-        .spawn()
-        .unwrap();
-    let pid = pid_in(&sb, "k.pid").await;
+    let (server, mut child, pid) = long_command(&sb, "k.pid", 43).await;
     child.kill().await.unwrap();
     let _ = child.wait().await;
     assert!(
