@@ -636,6 +636,8 @@ impl View {
                 }
             }
             Out::Event(Event::StepStarted { .. }) => {
+                // A step's answer starts on a line of its own.
+                stdout.push_str(&self.close_line());
                 self.reasoning_lines = 0;
                 self.folded = 0;
             }

@@ -103,6 +103,10 @@ pub async fn run(
         });
         rx
     });
+    // One listener for the whole run: a Ctrl-C that comes while output is being drawn is kept
+    // for the next turn of the loop, never lost between two listeners.
+    let mut sigint =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let result = loop {
         tokio::select! {
             out = out_rx.recv() => {
@@ -124,7 +128,7 @@ pub async fn run(
                 }
                 emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
             }
-            _ = tokio::signal::ctrl_c() => {
+            _ = sigint.recv() => {
                 interrupts += 1;
                 if interrupts > 1 {
                     eprintln!("\nllembas: interrupted");
@@ -227,6 +231,11 @@ fn emit(
                 write!(stdout, "{text}")?;
                 stdout.flush()?;
                 *line_open = !text.ends_with('\n');
+            }
+            Out::Event(Event::StepStarted { .. }) if *line_open => {
+                writeln!(stdout)?;
+                stdout.flush()?;
+                *line_open = false;
             }
             other => {
                 let folded = streamed.fold(other, color);

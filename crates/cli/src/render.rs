@@ -201,33 +201,137 @@ pub fn question(q: &PermissionQuestion, color: bool) -> String {
 
 pub use harness_agent::turn_end_text as turn_end_line;
 
-/// Calls whose output was shown as it came: their result is shown as its last line only.
+/// What the person has been shown of each call, so a result is drawn from typed events: a
+/// command streamed as it ran shows its last line only; an edit shows the diff of its
+/// [`Out::Edit`] (a new file headed `--- /dev/null`), not the model's result text; a plan
+/// call's receipt, a read's content, a question's answer and a command that became a job are
+/// not repeated (the card, the call line, the answer and the job lines say it); the stored
+/// result's id is the model's, not shown.
 #[derive(Debug, Default)]
-pub struct Streamed(std::collections::HashSet<String>);
+pub struct Streamed {
+    streamed: std::collections::HashSet<String>,
+    /// Calls started: their tool, block and command (for a job's title).
+    calls: std::collections::HashMap<String, (String, Block, String)>,
+    /// Calls whose result is not drawn.
+    quiet: std::collections::HashSet<String>,
+    /// Calls the person declined.
+    declined: std::collections::HashSet<String>,
+}
 
 impl Streamed {
-    /// Notes what an output says; returns the result's folded form for a call already shown.
+    /// Notes what an output says; `Some(text)` when it is drawn here instead of by
+    /// [`activity`] (`Some(None)`: not at all).
     pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
         match out {
             Out::ToolOutput { call_id, .. } => {
-                self.0.insert(call_id.clone());
+                self.streamed.insert(call_id.clone());
                 None
             }
-            Out::Event(Event::ToolCallFinished { result }) if self.0.remove(&result.call_id) => {
-                let last = result.content.lines().last().unwrap_or_default();
-                let style = if result.is_error {
-                    Style::Red
-                } else {
-                    Style::Dim
-                };
-                Some(Some(format!(
-                    "{}\n",
-                    paint(&format!("  └ {last}"), style, color)
-                )))
+            Out::Edit {
+                call_id,
+                path,
+                before,
+                after,
+            } => {
+                self.quiet.insert(call_id.clone());
+                Some(Some(edit_diff(path, before, after, color)))
             }
+            Out::Event(Event::ToolCallStarted { call, block }) => {
+                let command = call
+                    .arguments
+                    .get("command")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.calls
+                    .insert(call.id.clone(), (call.name.clone(), *block, command));
+                if matches!(block, Block::Plan | Block::Read | Block::Hidden)
+                    || call.name == "question"
+                {
+                    self.quiet.insert(call.id.clone());
+                }
+                // The question tool is drawn by its question.
+                (call.name == "question").then_some(None)
+            }
+            // A declined call's result is the model's note; "declined" was said.
+            Out::Event(Event::ToolCallAnswered {
+                call_id,
+                answer: Answer::Deny { .. },
+            }) => {
+                self.declined.insert(call_id.clone());
+                None
+            }
+            Out::Event(Event::JobStarted { title, .. }) => {
+                let became = self
+                    .calls
+                    .iter()
+                    .filter(|(_, (_, block, command))| *block == Block::Shell && command == title)
+                    .map(|(id, _)| id.clone())
+                    .collect::<Vec<_>>();
+                self.quiet.extend(became);
+                None
+            }
+            Out::Event(Event::ToolCallFinished { result }) => {
+                self.calls.remove(&result.call_id);
+                let streamed = self.streamed.remove(&result.call_id);
+                let quiet = self.quiet.remove(&result.call_id);
+                let content = without_id(&result.content, result.result_id.as_str());
+                if self.declined.remove(&result.call_id) {
+                    return Some(None);
+                }
+                if result.is_error {
+                    let text = if streamed {
+                        format!("  └ {}\n", content.lines().last().unwrap_or_default())
+                    } else {
+                        fold(content, false)
+                    };
+                    return Some(Some(paint(&text, Style::Red, color)));
+                }
+                if quiet {
+                    return Some(None);
+                }
+                if streamed {
+                    let last = content.lines().last().unwrap_or_default();
+                    return Some(Some(format!(
+                        "{}\n",
+                        paint(&format!("  └ {last}"), Style::Dim, color)
+                    )));
+                }
+                Some(Some(fold(content, color)))
+            }
+            // A wake-up's text is the model's; the job's end was drawn from its event.
+            Out::Event(Event::UserInput {
+                origin: harness_core::protocol::Origin::Machine,
+                ..
+            }) => Some(None),
             _ => None,
         }
     }
+}
+
+/// A result's text without the stored result's id the model is told (`[#a3f2]` on a line of
+/// its own, or before the text).
+fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
+    let tag = format!("[{id}]");
+    match content.strip_prefix(&tag) {
+        Some(rest) => rest.strip_prefix('\n').unwrap_or(rest.trim_start()),
+        None => content,
+    }
+}
+
+/// An edit's diff as the person reads it: `--- /dev/null` for a new file.
+pub fn edit_diff(path: &str, before: &str, after: &str, color: bool) -> String {
+    let context = harness_loop::config::LoopConfig::embedded()
+        .map(|c| c.context.diff.context_lines)
+        .unwrap_or(3);
+    let body = harness_loop::context::unified_diff(path, before, after, context);
+    let from = if before.is_empty() { "/dev/null" } else { path };
+    let mut text = format!("--- {from}\n+++ {path}\n");
+    for l in body.lines().skip_while(|l| !l.starts_with("@@")) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    diff_lines(&text, color)
 }
 
 /// What a non-text output looks like on stderr (`None`: nothing to show).
@@ -268,9 +372,7 @@ fn event(e: &Event, color: bool) -> Option<String> {
             _ => "  declined\n".into(),
         },
         Event::ToolCallFinished { result } => {
-            if result.content.starts_with("---") || result.content.contains("\n@@") {
-                diff_lines(&result.content, color)
-            } else if result.is_error {
+            if result.is_error {
                 paint(&fold(&result.content, false), Style::Red, color)
             } else {
                 fold(&result.content, color)
@@ -300,15 +402,7 @@ fn event(e: &Event, color: bool) -> Option<String> {
             Level::Warning => format!("{} {text}\n", paint("!", Style::Yellow, color)),
             _ => paint(&format!("{text}\n"), Style::Dim, color),
         },
-        Event::UserInput { text, origin } if *origin == Default::default() => {
-            let _ = text;
-            return None;
-        }
-        Event::UserInput { text, .. } => paint(
-            &format!("(woken) {}\n", text.lines().next().unwrap_or("")),
-            Style::Dim,
-            color,
-        ),
+        Event::UserInput { .. } => return None,
         _ => return None,
     })
 }

@@ -161,6 +161,7 @@ async fn pty(
     let server = ScriptedServer::start(replies).await.unwrap();
     let root = sb.root();
     let url = server.base_url();
+    sb.write("a.txt", "alpha\n");
     let home = sb.home.path().to_path_buf();
     let (screen, bytes) = tokio::task::spawn_blocking(move || {
         let session = terminal_session(&root, &home, &url, mode);
@@ -169,6 +170,9 @@ async fn pty(
             bytes: Vec::new(),
         };
         script(&mut s);
+        if std::env::var_os("LLEMBAS_DUMP_PTY").is_some() {
+            eprintln!("{:?}", String::from_utf8_lossy(&s.bytes));
+        }
         (s.render(), s.bytes)
     })
     .await
@@ -272,4 +276,57 @@ async fn spinner_has_no_colour_under_no_color() {
     ] {
         assert!(!raw.contains(sgr), "{sgr:?} under NO_COLOR: {raw:?}");
     }
+}
+
+/// What the screen shows of reads, a new file, an edit, a plan and a question comes from typed
+/// events: no result header, stored-result id, plan receipt or question JSON meant for the
+/// model; a new file's diff is headed `--- /dev/null` (a job's lines: the first test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_shows_typed_events_not_model_text() {
+    let (screen, _, sb) = pty(
+        "auto",
+        vec![
+            calls(&[
+                (
+                    "c1",
+                    "plan_write",
+                    json!({"title": "Tidy", "phases": [{"title": "Work", "tasks": [{"title": "add new.txt"}]}]}),
+                ),
+                ("c2", "read", json!({"path": "a.txt"})),
+            ]),
+            calls(&[
+                ("c3", "write", json!({"path": "new.txt", "content": "one\ntwo\n"})),
+                (
+                    "c4",
+                    "edit",
+                    json!({"path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+                ),
+            ]),
+            tool_call(
+                "c5",
+                "question",
+                json!({"question": "Which colour?", "options": ["red", "blue"]}),
+            ),
+            text(&["All done."]),
+            // The open plan's nudge (item 5 of issue 15).
+            text(&["The plan stays open."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("tidy up");
+            s.expect("answer ›");
+            s.send_line("2");
+            s.expect("The plan stays open.");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    let _ = std::fs::write(
+        std::env::temp_dir().join("typed-events-screen.txt"),
+        &screen,
+    );
+    insta::assert_snapshot!(screen);
+    assert_eq!(sb.read("a.txt"), "beta\n");
 }
