@@ -105,8 +105,7 @@ pub async fn run(
     });
     // One listener for the whole run: a Ctrl-C that comes while output is being drawn is kept
     // for the next turn of the loop, never lost between two listeners.
-    let mut sigint =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let result = loop {
         tokio::select! {
             out = out_rx.recv() => {

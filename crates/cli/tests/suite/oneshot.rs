@@ -1036,3 +1036,38 @@ async fn skill_readers_are_offered_once_there_is_a_skill() {
     let second = names(&server.bodies()[1]);
     assert!(second.iter().any(|n| n == "skills_list"), "{second:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_is_heard_while_a_command_floods_its_output() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "echo started > started.txt; yes", "timeout": 600}),
+    )])
+    .await
+    .unwrap();
+    let started = sb.project.path().join("started.txt");
+    let run = interrupt_when(
+        &sb,
+        &server.base_url(),
+        &["--mode", "auto", "-p", "go"],
+        || started.exists(),
+    )
+    .await;
+    assert_eq!(
+        run.code,
+        1,
+        "{}",
+        &run.stderr[run.stderr.len().saturating_sub(300)..]
+    );
+    let t = sb.transcript();
+    let result = t.iter().find(|e| e["type"] == "tool_result").unwrap();
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("killed by signal 15"),
+        "{result}"
+    );
+}
