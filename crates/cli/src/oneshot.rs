@@ -64,6 +64,12 @@ pub async fn run(
 ) -> Result<ExitCode> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
+    // A new session that failed before anything happened (a refused key, a server that is
+    // down) is not kept.
+    let fresh = parts
+        .resume
+        .is_none()
+        .then(|| parts.store.dir(&parts.meta.id));
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx)?;
     if answers == Answers::Stdin {
@@ -90,6 +96,7 @@ pub async fn run(
     let mut line_open = false;
     let mut streamed = render::Streamed::default();
     let mut interrupts = 0u32;
+    let mut happened = false;
     let mut stdin_lines = (answers == Answers::Stdin).then(|| {
         let (tx, rx) = mpsc::unbounded_channel::<Option<String>>();
         std::thread::spawn(move || {
@@ -125,6 +132,7 @@ pub async fn run(
                     let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                     continue;
                 }
+                happened |= something_happened(&out);
                 emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
             }
             _ = sigint.recv() => {
@@ -140,6 +148,7 @@ pub async fn run(
         }
     };
     while let Ok(out) = out_rx.try_recv() {
+        happened |= something_happened(&out);
         emit(
             &mut stdout,
             &out,
@@ -155,17 +164,40 @@ pub async fn run(
     stdout.flush()?;
     let (driver, r) = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
     r?;
-    Ok(match driver.last_end() {
+    let last = driver.last_end().cloned();
+    let failed = matches!(last, None | Some(TurnEnd::Error { .. }));
+    let session = match fresh {
+        Some(dir) if failed && !happened => {
+            drop(driver);
+            let _ = std::fs::remove_dir_all(&dir);
+            "not kept: nothing happened".to_owned()
+        }
+        _ => format!("session {id}"),
+    };
+    Ok(match last {
         Some(TurnEnd::Finished) => ExitCode::SUCCESS,
         Some(end) => {
-            eprintln!("llembas: {} (session {id})", render::turn_end_line(end));
+            eprintln!("llembas: {} ({session})", render::turn_end_line(&end));
             ExitCode::FAILURE
         }
         None => {
-            eprintln!("llembas: the prompt did not run (session {id})");
+            eprintln!("llembas: the prompt did not run ({session})");
             ExitCode::FAILURE
         }
     })
+}
+
+/// Whether an output shows the model did something (a word, a call) in the run.
+fn something_happened(out: &Out) -> bool {
+    matches!(
+        out,
+        Out::Event(
+            Event::TextDelta { .. }
+                | Event::ReasoningDelta { .. }
+                | Event::ToolCallStarted { .. }
+                | Event::PlanChanged { .. }
+        )
+    )
 }
 
 async fn ask(

@@ -93,10 +93,18 @@ pub async fn model_client(m: &ModelSettings) -> Result<(ModelClient, String)> {
                 .list_models(&CancellationToken::new())
                 .await
                 .map_err(|e| {
-                    anyhow!(
-                        "cannot ask {} which model it serves ({e}): pass --model or set OPENAI_MODEL",
-                        m.base_url
-                    )
+                    // The hint fits the failure: naming a model does not help a server that
+                    // is down or refuses the key.
+                    let hint = match &e {
+                        harness_model::Error::Transport { .. } => {
+                            "is the server running? (OPENAI_BASE_URL or --base-url names it)"
+                        }
+                        harness_model::Error::Server(me) if matches!(me.status, Some(401 | 403)) => {
+                            "the API key was refused: check OPENAI_API_KEY (or the variable --api-key-env names)"
+                        }
+                        _ => "pass --model or set OPENAI_MODEL",
+                    };
+                    anyhow!("cannot ask {} which model it serves ({e}): {hint}", m.base_url)
                 })?;
             match listed.as_slice() {
                 [one] => one.clone(),

@@ -75,3 +75,53 @@ async fn closed_pipe_is_a_normal_end() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// A server that answers every request 401, as one refusing the key does.
+async fn refusing_server() -> String {
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#,
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/v1")
+}
+
+/// A run that fails before the model did anything (a refused key, a server that is down)
+/// keeps no session, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_runs_keep_no_session() {
+    let refusing = refusing_server().await;
+    for url in [refusing.as_str(), "http://127.0.0.1:9/v1"] {
+        let sb = Sandbox::new();
+        let run = sb.run(url, &["-p", "hello"], "").await;
+        assert_eq!(run.code, 1, "{run:?}");
+        assert!(sb.sessions().is_empty(), "{url}: {:?}", sb.sessions());
+        assert!(run.stderr.contains("not kept"), "{run:?}");
+    }
+}
+
+/// With no model named, the hint fits the failure: not "pass --model" for a server that is
+/// down or refuses the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_fit_the_failure() {
+    let refusing = refusing_server().await;
+    for (url, hint) in [
+        (refusing.as_str(), "the API key was refused"),
+        ("http://127.0.0.1:9/v1", "is the server running?"),
+    ] {
+        let sb = Sandbox::new();
+        let mut c = sb.command(url, &["-p", "hello"]);
+        c.env_remove("OPENAI_MODEL");
+        let out = c.output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(hint), "{url}: {stderr}");
+        assert!(!stderr.contains("pass --model"), "{url}: {stderr}");
+    }
+}
