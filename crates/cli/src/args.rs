@@ -50,6 +50,12 @@ pub struct Args {
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
 
+    /// Allow a tool's calls for this run only, as a config rule would: `TOOL:PATTERN`
+    /// (`--allow 'bash:cargo test *'`), or `TOOL` for all its calls. Repeatable. Questions
+    /// asked in every mode (the floor, protected paths) are still asked.
+    #[arg(long, global = true, value_name = "TOOL:PATTERN")]
+    pub allow: Vec<String>,
+
     /// Work in this directory instead of the current one.
     #[arg(long, short = 'C', global = true)]
     pub cwd: Option<PathBuf>,
@@ -57,6 +63,25 @@ pub struct Args {
     /// What to do instead of a session.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The rules `--allow` gives for one run.
+pub fn allow_rules(allow: &[String]) -> anyhow::Result<Vec<harness_permission::Rule>> {
+    allow
+        .iter()
+        .map(|a| {
+            let (tool, pattern) = a.split_once(':').unwrap_or((a.as_str(), "*"));
+            let (tool, pattern) = (tool.trim(), pattern.trim());
+            if tool.is_empty() || pattern.is_empty() {
+                anyhow::bail!("--allow {a:?}: write TOOL:PATTERN, such as 'bash:cargo test *'");
+            }
+            Ok(harness_permission::Rule::new(
+                tool,
+                pattern,
+                harness_permission::Action::Allow,
+            ))
+        })
+        .collect()
 }
 
 /// How a one-shot run writes what happens.

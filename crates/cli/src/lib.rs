@@ -44,22 +44,29 @@ fn run_command(args: &Args) -> Result<ExitCode> {
             commands::spec(command, mode)
         }
         Some(Command::Permission { command }) => {
-            let settings = settings::resolve(args, &ProcessEnv)?;
+            let settings = resolve(args)?;
             commands::permission(command, &settings)
         }
         Some(Command::Sessions { all }) => {
-            let settings = settings::resolve(args, &ProcessEnv)?;
+            let settings = resolve(args)?;
             commands::sessions(&settings, *all)
         }
         Some(Command::Acp) => {
-            let settings = settings::resolve(args, &ProcessEnv)?;
+            let settings = resolve(args)?;
             commands::acp(settings)
         }
         None => {
-            let settings = settings::resolve(args, &ProcessEnv)?;
+            let settings = resolve(args)?;
             commands::session(args, settings)
         }
     }
+}
+
+/// The settings, with the rules `--allow` gives this run after the config file's.
+fn resolve(args: &Args) -> Result<settings::Settings> {
+    let mut settings = settings::resolve(args, &ProcessEnv)?;
+    settings.rules.extend(args::allow_rules(&args.allow)?);
+    Ok(settings)
 }
 
 /// Prints an error once, as one line with its causes, and gives the exit code. A closed pipe

@@ -86,6 +86,7 @@ pub async fn run(
     };
     driver.wait_for_jobs_at_most(std::time::Duration::from_secs(wait));
     let id = driver.id().to_owned();
+    let model = driver.model_name().to_owned();
     driver.queue_prompt(prompt);
     let mut task = tokio::spawn(async move {
         let r = driver.run(true).await;
@@ -96,7 +97,18 @@ pub async fn run(
     let mut line_open = false;
     let mut streamed = render::Streamed::default();
     let mut interrupts = 0u32;
-    let mut happened = false;
+    let mut totals = Totals::new();
+    if output == OutputFormat::Json {
+        // The stream opens with the session it belongs to.
+        let head = serde_json::json!({
+            "type": "session",
+            "session_id": id,
+            "model": model,
+            "resumed": fresh.is_none(),
+        });
+        writeln!(stdout, "{head}")?;
+        stdout.flush()?;
+    }
     let mut stdin_lines = (answers == Answers::Stdin).then(|| {
         let (tx, rx) = mpsc::unbounded_channel::<Option<String>>();
         std::thread::spawn(move || {
@@ -117,6 +129,7 @@ pub async fn run(
         tokio::select! {
             out = out_rx.recv() => {
                 let Some(out) = out else { continue };
+                totals.note(&out);
                 if let Out::Question { call_id, options, .. } = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
@@ -132,7 +145,6 @@ pub async fn run(
                     let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                     continue;
                 }
-                happened |= something_happened(&out);
                 emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
             }
             _ = sigint.recv() => {
@@ -148,7 +160,7 @@ pub async fn run(
         }
     };
     while let Ok(out) = out_rx.try_recv() {
-        happened |= something_happened(&out);
+        totals.note(&out);
         emit(
             &mut stdout,
             &out,
@@ -166,16 +178,25 @@ pub async fn run(
     r?;
     let last = driver.last_end().cloned();
     let failed = matches!(last, None | Some(TurnEnd::Error { .. }));
+    let kept = !(fresh.is_some() && failed && !totals.happened);
     let session = match fresh {
-        Some(dir) if failed && !happened => {
+        Some(dir) if !kept => {
             drop(driver);
             let _ = std::fs::remove_dir_all(&dir);
             "not kept: nothing happened".to_owned()
         }
         _ => format!("session {id}"),
     };
+    if output == OutputFormat::Json {
+        let result = totals.result(&id, kept, last.as_ref());
+        writeln!(stdout, "{result}")?;
+        stdout.flush()?;
+    }
     Ok(match last {
-        Some(TurnEnd::Finished) => ExitCode::SUCCESS,
+        Some(TurnEnd::Finished) => {
+            eprintln!("llembas: session {id} (llembas --resume {id})");
+            ExitCode::SUCCESS
+        }
         Some(end) => {
             eprintln!("llembas: {} ({session})", render::turn_end_line(&end));
             ExitCode::FAILURE
@@ -187,17 +208,67 @@ pub async fn run(
     })
 }
 
-/// Whether an output shows the model did something (a word, a call) in the run.
-fn something_happened(out: &Out) -> bool {
-    matches!(
-        out,
-        Out::Event(
-            Event::TextDelta { .. }
+/// What a run added up to, for the JSON stream's closing `result` line.
+struct Totals {
+    started: std::time::Instant,
+    requests: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    files: std::collections::BTreeSet<String>,
+    /// Whether the model did something (a word, a call) in the run.
+    happened: bool,
+}
+
+impl Totals {
+    fn new() -> Totals {
+        Totals {
+            started: std::time::Instant::now(),
+            requests: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            files: Default::default(),
+            happened: false,
+        }
+    }
+
+    fn note(&mut self, out: &Out) {
+        match out {
+            Out::Event(Event::ModelAnswered { usage }) => {
+                self.requests += 1;
+                if let Some(u) = usage {
+                    self.input_tokens += u.input_tokens;
+                    self.output_tokens += u.output_tokens;
+                }
+            }
+            Out::Edit { path, .. } => {
+                self.files.insert(path.clone());
+            }
+            Out::Event(
+                Event::TextDelta { .. }
                 | Event::ReasoningDelta { .. }
                 | Event::ToolCallStarted { .. }
-                | Event::PlanChanged { .. }
-        )
-    )
+                | Event::PlanChanged { .. },
+            ) => self.happened = true,
+            _ => {}
+        }
+    }
+
+    /// The closing line: the session, why the run ended and what it took.
+    fn result(&self, id: &str, kept: bool, end: Option<&TurnEnd>) -> serde_json::Value {
+        serde_json::json!({
+            "type": "result",
+            "session_id": id,
+            "session_kept": kept,
+            "exit_reason": end.map_or(serde_json::json!({"kind": "not_run"}), |e| {
+                serde_json::to_value(e).unwrap_or_default()
+            }),
+            "is_error": !matches!(end, Some(TurnEnd::Finished)),
+            "requests": self.requests,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "duration_ms": u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "files_changed": self.files,
+        })
+    }
 }
 
 async fn ask(

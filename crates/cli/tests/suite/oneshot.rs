@@ -247,13 +247,116 @@ async fn json_output_streams_the_events() {
                 .to_owned()
         })
         .collect();
-    assert_eq!(types.first().map(String::as_str), Some("user_input"));
+    assert_eq!(types.first().map(String::as_str), Some("session"));
+    assert_eq!(types.get(1).map(String::as_str), Some("user_input"));
     assert!(types.contains(&"tool_call_started".to_owned()), "{types:?}");
     assert!(
         types.contains(&"tool_call_finished".to_owned()),
         "{types:?}"
     );
-    assert_eq!(types.last().map(String::as_str), Some("turn_ended"));
+    assert_eq!(types[types.len() - 2], "turn_ended");
+    assert_eq!(types.last().map(String::as_str), Some("result"));
+}
+
+/// The JSON stream names its session first and ends with the run's totals; text mode names
+/// the session on stderr at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_runs_name_their_session_and_totals() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "made.txt", "content": "made\n"}),
+        ),
+        text(&["Wrote it."]),
+        text(&["Hello."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "auto", "--output", "json", "-p", "make a file"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0],
+        json!({"type": "session", "session_id": id, "model": "scripted", "resumed": false})
+    );
+    let mut result = lines.last().unwrap().clone();
+    assert!(result["duration_ms"].as_u64().is_some(), "{result}");
+    result.as_object_mut().unwrap().remove("duration_ms");
+    assert_eq!(
+        result,
+        json!({
+            "type": "result",
+            "session_id": id,
+            "session_kept": true,
+            "exit_reason": {"kind": "finished"},
+            "is_error": false,
+            "requests": 2,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "files_changed": [root.join("made.txt").display().to_string()],
+        })
+    );
+    // Text mode: the session on stderr, once the answer is out.
+    let run = sb
+        .run(&server.base_url(), &["--resume", &id, "-p", "hello"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Hello.\n");
+    assert_eq!(
+        run.stderr.lines().last(),
+        Some(format!("llembas: session {id} (llembas --resume {id})").as_str()),
+        "{run:?}"
+    );
+}
+
+/// `--allow TOOL:PATTERN` allows matching calls for one run; others are still asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_flag_allows_for_one_run() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        calls(&[
+            ("c1", "bash", json!({"command": "echo allowed-run"})),
+            ("c2", "bash", json!({"command": "touch other.txt"})),
+        ]),
+        text(&["ok"]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "manual", "--allow", "bash:echo *", "-p", "go"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(&server.bodies()[1]);
+    assert!(results[0].contains("allowed-run"), "{results:?}");
+    assert!(!sb.project.path().join("other.txt").exists());
+    assert!(run.stderr.contains("not run: touch other.txt"), "{run:?}");
+    // A rule with no pattern is refused.
+    let bad = sb
+        .run(&server.base_url(), &["--allow", "bash:", "-p", "go"], "")
+        .await;
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("TOOL:PATTERN"), "{bad:?}");
 }
 
 async fn interrupt_when(
