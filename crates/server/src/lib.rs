@@ -1,185 +1,347 @@
 //! `llembas-server`, the self-hosted web chat UI, as a library the binary calls.
 //!
-//! It will own the users and sign-in, chats stored in SQLite, the server file system through the
-//! view (`harness-fs`), forge mounts and device links. What it serves today is the harness as a
-//! chat sees it, straight from the core crates, so the page and any client read the same
-//! answers the model would get:
-//!
-//! - `GET /` — a page naming the spec version and the tools a chat is offered in each mode;
-//! - `GET /api/spec` — the spec's version and SHA-256 (what a pinned copy is checked against);
-//! - `GET /api/tools?mode=manual&page=true&display=true&forge=false` — the tools a chat is
-//!   offered, each exactly as the model is sent it.
-//!
-//! It holds no harness logic: offering, filling and narrowing are `harness-core`'s.
+//! One process, one SQLite file and one file tree under the data directory: accounts and
+//! sign-in ([`auth`]), chats on the shared runtime (`harness-agent`, [`chats`]) stored row by
+//! row ([`store`]), each working in the server's tree through the user's view ([`world`]), an
+//! HTTP API ([`api`]) whose run events stream over one resumable SSE stream per page, and the
+//! harness as a chat sees it ([`catalog`]). It holds no harness logic.
 
+pub mod api;
+pub mod auth;
+pub mod catalog;
+pub mod chats;
+pub mod db;
+mod error;
+pub mod store;
+pub mod world;
+
+use std::io::BufRead as _;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::Context as _;
 use axum::Router;
-use axum::extract::Query;
-use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Json, Response};
-use axum::routing::get;
-use harness_core::offer::{Holds, OfferContext, offer};
-use harness_core::protocol::{Mode, SessionKind};
-use harness_spec::{Project, Spec};
-use serde::Deserialize;
-use serde_json::json;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use harness_fs::{Backend, HostBackend, HostOptions};
+use sqlx::SqlitePool;
 
-/// The server's command line.
+pub use error::{Error, Result};
+
+/// The server's command line; options work before or after a subcommand.
 #[derive(Debug, clap::Parser)]
 #[command(name = "llembas-server", version, about = "The LLeMbas web chat UI")]
 pub struct Args {
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub bind: SocketAddr,
+    #[arg(long, global = true, alias = "bind", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The data directory: the database, the users' file tree, memory and skills (default: the
+    /// XDG data directory's `llembas-server`).
+    #[arg(long, global = true)]
+    pub data: Option<PathBuf>,
+    /// The OpenAI-compatible model server's base URL (…/v1). Overrides OPENAI_BASE_URL.
+    #[arg(long, global = true, env = "OPENAI_BASE_URL")]
+    pub base_url: Option<String>,
+    /// The model chats use (default: the one the server lists). Overrides OPENAI_MODEL.
+    #[arg(long, global = true, env = "OPENAI_MODEL")]
+    pub model: Option<String>,
+    /// Mark the sign-in cookie `Secure` (set this when the server is reached over https).
+    #[arg(long, global = true)]
+    pub secure_cookie: bool,
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
 }
 
-/// Runs the server until Ctrl-C, on a runtime of its own.
+/// The subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Manage admins.
+    Admin {
+        /// What to do.
+        #[command(subcommand)]
+        what: AdminCommand,
+    },
+    /// Manage users.
+    User {
+        /// What to do.
+        #[command(subcommand)]
+        what: UserCommand,
+    },
+}
+
+/// `admin …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AdminCommand {
+    /// Create an admin account; the password is read from the terminal (not echoed) or stdin.
+    Create {
+        /// The account's name.
+        #[arg(long)]
+        username: String,
+    },
+}
+
+/// `user …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum UserCommand {
+    /// Add a user account; the password is read from the terminal (not echoed) or stdin.
+    Add {
+        /// The account's name.
+        #[arg(long)]
+        username: String,
+    },
+}
+
+/// What a server is started with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory.
+    pub data: PathBuf,
+    /// The model endpoint.
+    pub model: chats::ModelConfig,
+    /// Whether the cookie is `Secure`.
+    pub secure_cookie: bool,
+}
+
+impl Config {
+    /// The configuration the arguments and the environment give.
+    pub fn from_args(args: &Args) -> anyhow::Result<Config> {
+        let data = match &args.data {
+            Some(d) => d.clone(),
+            None => dirs::data_dir()
+                .context("no XDG data directory is known here: pass --data DIR")?
+                .join("llembas-server"),
+        };
+        let base_url = args
+            .base_url
+            .clone()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_owned();
+        Ok(Config {
+            data,
+            model: chats::ModelConfig {
+                base_url,
+                model: args.model.clone(),
+                api_key: std::env::var("OPENAI_API_KEY")
+                    .ok()
+                    .filter(|k| !k.is_empty()),
+            },
+            secure_cookie: args.secure_cookie,
+        })
+    }
+}
+
+/// The running server's state, shared by its handlers.
+pub struct App {
+    /// The database.
+    pub pool: SqlitePool,
+    /// The data directory.
+    pub data: PathBuf,
+    /// The users' file tree (`DATA/files`), seen as `/`.
+    pub tree: PathBuf,
+    /// The host backend over the tree (every view shares it).
+    pub backend: Arc<dyn Backend>,
+    /// The model endpoint.
+    pub model: chats::ModelConfig,
+    /// The event log.
+    pub hub: chats::Hub,
+    /// The chats running here.
+    pub chats: chats::Chats,
+    /// The sign-in rate limit.
+    pub limiter: auth::Limiter,
+    /// Whether the cookie is `Secure`.
+    pub secure_cookie: bool,
+    /// The model servers' slots, shared by every chat.
+    pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The largest file the API reads or writes.
+    pub max_file_bytes: usize,
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Fs(harness_fs::Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The database file of a data directory (created with the directory).
+pub async fn open_db(data: &Path) -> Result<SqlitePool> {
+    std::fs::create_dir_all(data).map_err(|e| io_error(data, e))?;
+    db::open(&data.join("llembas.db")).await
+}
+
+/// Opens the data directory (creating what is missing), runs the migrations, and recovers the
+/// runs a dead process left: the server's state, ready to serve.
+pub async fn open(config: &Config) -> Result<Arc<App>> {
+    let pool = open_db(&config.data).await?;
+    let tree = config.data.join("files");
+    for dir in [
+        tree.join("home"),
+        tree.join("shared"),
+        config.data.join("locks"),
+    ] {
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    }
+    let options = HostOptions {
+        lock_dir: Some(config.data.join("locks")),
+        ..HostOptions::default()
+    };
+    let max_file_bytes = usize::try_from(options.max_file_bytes).unwrap_or(usize::MAX);
+    let backend: Arc<dyn Backend> = Arc::new(HostBackend::open(&tree, options)?);
+    let app = Arc::new(App {
+        hub: chats::Hub::new(pool.clone()),
+        pool,
+        data: config.data.clone(),
+        tree,
+        backend,
+        model: config.model.clone(),
+        chats: chats::Chats::default(),
+        limiter: auth::Limiter::default(),
+        secure_cookie: config.secure_cookie,
+        capacity: chats::capacity()?,
+        max_file_bytes,
+    });
+    let recovered = chats::recover(&app).await?;
+    if recovered > 0 {
+        eprintln!(
+            "llembas-server: {recovered} run{} left running by an earlier process marked interrupted",
+            if recovered == 1 { "" } else { "s" }
+        );
+    }
+    Ok(app)
+}
+
+/// One line per request on stderr: method, path (no query, no header: never a password, a token
+/// or a cookie) and status.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    eprintln!(
+        "llembas-server: {method} {path} {}",
+        response.status().as_u16()
+    );
+    response
+}
+
+/// Every route, on `app`.
+pub fn router(app: Arc<App>) -> Router {
+    catalog::routes()
+        .merge(api::routes(app.max_file_bytes))
+        .with_state(app)
+        .layer(axum::middleware::from_fn(log_request))
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Reads a password: from the terminal without echo, or the first line of stdin.
+fn read_password() -> anyhow::Result<String> {
+    use rustix::termios::{LocalModes, OptionalActions, isatty, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    if isatty(&stdin) {
+        eprint!("Password: ");
+        let saved = tcgetattr(&stdin).context("cannot read the terminal's settings")?;
+        let mut quiet = saved.clone();
+        quiet.local_modes.remove(LocalModes::ECHO);
+        tcsetattr(&stdin, OptionalActions::Now, &quiet)
+            .context("cannot turn the terminal's echo off")?;
+        let read = stdin.lock().read_line(&mut line);
+        let _ = tcsetattr(&stdin, OptionalActions::Now, &saved);
+        eprintln!();
+        read.context("cannot read the password")?;
+    } else {
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .context("cannot read the password from stdin")?;
+    }
+    let password = line.trim_end_matches(['\n', '\r']).to_owned();
+    if password.is_empty() {
+        anyhow::bail!("no password given: type it, or pipe it on stdin");
+    }
+    Ok(password)
+}
+
+async fn add_account(config: &Config, username: &str, role: auth::Role) -> anyhow::Result<()> {
+    let password = read_password()?;
+    let pool = open_db(&config.data).await?;
+    let tree = config.data.join("files");
+    let id = auth::create_user(&pool, username, &password, role).await?;
+    world::give_default_grants(&pool, &tree, id, username).await?;
+    println!(
+        "llembas-server: {} {username} created (home /home/{username}) in {}",
+        role.as_str(),
+        config.data.display()
+    );
+    Ok(())
+}
+
+/// Whether any admin exists.
+async fn has_admin(pool: &SqlitePool) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin'")
+        .fetch_one(pool)
+        .await?;
+    Ok(n > 0)
+}
+
+/// Runs the command line on a runtime of its own (serving until Ctrl-C).
 pub fn main_blocking(args: Args) -> anyhow::Result<()> {
+    let config = Config::from_args(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.bind)
+        match &args.command {
+            Some(Command::Admin {
+                what: AdminCommand::Create { username },
+            }) => return add_account(&config, username, auth::Role::Admin).await,
+            Some(Command::User {
+                what: UserCommand::Add { username },
+            }) => return add_account(&config, username, auth::Role::User).await,
+            None => {}
+        }
+        let app = open(&config).await?;
+        let listener = tokio::net::TcpListener::bind(args.listen)
             .await
-            .with_context(|| format!("cannot listen on {}", args.bind))?;
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener
             .local_addr()
             .context("cannot read the bound address")?;
-        #[allow(clippy::print_stdout)]
-        {
+        println!(
+            "llembas-server {} listening on http://{addr}/ (data in {})",
+            env!("CARGO_PKG_VERSION"),
+            config.data.display()
+        );
+        if !has_admin(&app.pool).await? {
             println!(
-                "llembas-server {} listening on http://{addr}/",
-                env!("CARGO_PKG_VERSION")
+                "no admin yet: create one with `llembas-server admin create --username NAME --data {}`",
+                config.data.display()
             );
         }
-        axum::serve(listener, router())
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("the server stopped with an error")
+        if config.model.base_url.is_empty() {
+            println!("no model configured: chats need --base-url or OPENAI_BASE_URL");
+        }
+        serve(app, listener, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("the server stopped with an error")
     })
-}
-
-/// The routes.
-pub fn router() -> Router {
-    Router::new()
-        .route("/", get(index))
-        .route("/api/spec", get(spec_info))
-        .route("/api/tools", get(tools))
-}
-
-async fn spec_info() -> Json<serde_json::Value> {
-    let spec = Spec::embedded();
-    Json(json!({ "version": spec.version().to_string(), "sha256": spec.sha256() }))
-}
-
-/// The query of `/api/tools`.
-#[derive(Debug, Deserialize)]
-pub struct ToolsQuery {
-    /// The chat's mode (default manual).
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// A page is attached.
-    #[serde(default)]
-    pub page: bool,
-    /// The chat is displayed.
-    #[serde(default)]
-    pub display: bool,
-    /// A forge repository is mounted.
-    #[serde(default)]
-    pub forge: bool,
-}
-
-/// A chat's offering context: the project's run-time tool values filled in.
-///
-/// This server serves no Pyodide distribution yet, so no page it serves can run Python: `page`
-/// never holds, and `python` (which `requires: page`) is not offered.
-fn chat_context(mode: Mode, holds: Holds) -> OfferContext {
-    let mut cx = OfferContext::new(Project::Llembas, SessionKind::Chat, mode);
-    cx.holds = Holds {
-        page: false,
-        ..holds
-    };
-    cx.values.insert(
-        "memory_limit".into(),
-        harness_fs::memory::limit_words(&[(
-            harness_fs::memory::Target::Memory,
-            harness_fs::memory::DEFAULT_LIMIT,
-        )]),
-    );
-    cx
-}
-
-fn offered(mode: Mode, holds: Holds) -> Result<serde_json::Value, harness_core::Error> {
-    let spec = Spec::embedded();
-    let tools = offer(spec, &chat_context(mode, holds))?;
-    Ok(json!(tools))
-}
-
-async fn tools(Query(q): Query<ToolsQuery>) -> Response {
-    let mode = match q.mode.as_deref().unwrap_or("manual").parse::<Mode>() {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(json!({ "error": e.to_string() })),
-            )
-                .into_response();
-        }
-    };
-    let holds = Holds {
-        page: q.page,
-        display: q.display,
-        forge: q.forge,
-    };
-    match offered(mode, holds) {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
-    }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-async fn index() -> Response {
-    let spec = Spec::embedded();
-    let mut body = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>LLeMbas</title></head><body>\
-         <h1>LLeMbas</h1><p>Harness spec {} (sha256 <code>{}</code>)</p>",
-        escape(&spec.version().to_string()),
-        spec.sha256()
-    );
-    for mode in [Mode::Manual, Mode::Edit, Mode::Auto, Mode::Plan] {
-        let holds = Holds {
-            page: true,
-            display: true,
-            forge: true,
-        };
-        match offer(spec, &chat_context(mode, holds)) {
-            Ok(tools) => {
-                let names: Vec<String> = tools.iter().map(|t| escape(&t.name)).collect();
-                body.push_str(&format!(
-                    "<h2>A chat in {} mode is offered</h2><p>{}</p>",
-                    mode.as_str(),
-                    names.join(", ")
-                ));
-            }
-            Err(e) => {
-                return (StatusCode::INTERNAL_SERVER_ERROR, escape(&e.to_string())).into_response();
-            }
-        }
-    }
-    body.push_str("</body></html>");
-    Html(body).into_response()
 }

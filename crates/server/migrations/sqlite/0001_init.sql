@@ -1,0 +1,92 @@
+-- Accounts, sign-in sessions and API tokens (only hashes of tokens are kept).
+CREATE TABLE users (
+    id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('admin', 'user', 'pending')),
+    created INTEGER NOT NULL
+);
+
+CREATE TABLE sessions (
+    token_hash TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created INTEGER NOT NULL,
+    last_seen INTEGER NOT NULL,
+    expires INTEGER NOT NULL,
+    user_agent TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sessions_user ON sessions(user_id);
+
+CREATE TABLE api_tokens (
+    token_hash TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created INTEGER NOT NULL,
+    label TEXT NOT NULL DEFAULT ''
+);
+
+-- A user's view of the server's tree: path -> level (none, ro, stage, commit).
+CREATE TABLE grants (
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    level TEXT NOT NULL,
+    PRIMARY KEY (user_id, path)
+);
+
+-- harness-agent sessions (a chat's, its subagents'): metadata and transcript, entry by entry.
+CREATE TABLE agent_sessions (
+    id TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    cwd TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    updated INTEGER NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT ''
+);
+
+CREATE TABLE transcript (
+    session_id TEXT NOT NULL REFERENCES agent_sessions(id) ON DELETE CASCADE,
+    n INTEGER NOT NULL,
+    entry TEXT NOT NULL,
+    PRIMARY KEY (session_id, n)
+);
+
+CREATE TABLE chats (
+    id TEXT PRIMARY KEY REFERENCES agent_sessions(id) ON DELETE CASCADE,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    mode TEXT NOT NULL,
+    model TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX chats_user ON chats(user_id);
+
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    status TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    ended INTEGER
+);
+CREATE INDEX runs_status ON runs(status);
+
+-- Every event of every chat: `id` orders a user's stream (the SSE id), `seq` counts per chat.
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    run_id TEXT,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    UNIQUE (chat_id, seq)
+);
+CREATE INDEX events_user ON events(user_id, id);
+
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    chat_id TEXT NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    run_id TEXT,
+    call_id TEXT NOT NULL,
+    answered INTEGER NOT NULL DEFAULT 0
+);

@@ -1,0 +1,407 @@
+//! The HTTP API (a contract for outside checks: keep these stable, add what is needed). Every
+//! handler authorises through the signed-in user and that user's view; errors are
+//! `{"error": "…"}` with their status. See the crate's README for the whole list.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use harness_core::protocol::Mode;
+use harness_fs::{Kind, VPath};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::auth::{self, Authed, Body, Raw, check_origin, cookie, cookie_token};
+use crate::chats::{self, Stored, events_after};
+use crate::error::{Error, Result};
+use crate::world::user_view;
+
+/// The largest JSON body a route takes.
+pub const MAX_JSON_BODY: usize = 64 * 1024;
+
+/// How many stored events a stream reads from the database at a time.
+const REPLAY_PAGE: i64 = 500;
+
+/// How often an idle stream sends a keep-alive comment (shorter than proxies' idle limits).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The API's routes.
+pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/auth/login", post(login))
+        .route("/api/auth/logout", post(logout))
+        .route("/api/auth/me", get(me))
+        .route("/api/tokens", post(new_token))
+        .route("/api/chats", get(list_chats).post(create_chat))
+        .route("/api/chats/{id}", get(get_chat))
+        .route("/api/chats/{id}/messages", post(send_message))
+        .route("/api/runs/{id}/stop", post(stop_run))
+        .route("/api/approvals/{id}", post(answer_approval))
+        .route("/api/events", get(events))
+        .route("/api/files", get(list_files))
+        .route(
+            "/api/files/content",
+            get(read_file)
+                .put(write_file)
+                .layer(DefaultBodyLimit::max(max_file_bytes)),
+        )
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+}
+
+async fn healthz(State(app): State<Arc<App>>) -> Result<Json<Value>> {
+    sqlx::query("SELECT 1").execute(&app.pool).await?;
+    Ok(Json(json!({"status": "ok"})))
+}
+
+#[derive(Deserialize)]
+struct Login {
+    username: String,
+    password: String,
+}
+
+async fn login(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    headers: HeaderMap,
+    Body(body): Body<Login>,
+) -> Result<Response> {
+    check_origin(&method, &headers)?;
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let old = cookie_token(&headers);
+    let (token, user) = auth::login(
+        &app,
+        &body.username,
+        &body.password,
+        Some(peer.ip()),
+        old.as_deref(),
+        agent,
+    )
+    .await?;
+    let mut response =
+        Json(json!({"username": user.username, "role": user.role.as_str()})).into_response();
+    set_cookie(&mut response, &cookie(Some(&token), app.secure_cookie))?;
+    Ok(response)
+}
+
+fn set_cookie(response: &mut Response, value: &str) -> Result<()> {
+    let v = HeaderValue::from_str(value)
+        .map_err(|e| Error::BadRequest(format!("cannot set the cookie: {e}")))?;
+    response.headers_mut().insert(header::SET_COOKIE, v);
+    Ok(())
+}
+
+async fn logout(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response> {
+    check_origin(&method, &headers)?;
+    if let Some(token) = cookie_token(&headers) {
+        auth::logout(&app.pool, &token).await?;
+    }
+    let mut response = Json(json!({"signed_out": true})).into_response();
+    set_cookie(&mut response, &cookie(None, app.secure_cookie))?;
+    Ok(response)
+}
+
+async fn me(Authed(user): Authed) -> Json<Value> {
+    Json(json!({"id": user.id, "username": user.username, "role": user.role.as_str()}))
+}
+
+#[derive(Deserialize, Default)]
+struct NewToken {
+    #[serde(default)]
+    label: String,
+}
+
+async fn new_token(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    body: Raw,
+) -> Result<Json<Value>> {
+    let label = body.json_or_default::<NewToken>()?.label;
+    let token = auth::new_api_token(&app.pool, &user, &label).await?;
+    Ok(Json(json!({"token": token})))
+}
+
+async fn list_chats(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    Ok(Json(json!(chats::list(&app.pool, &user).await?)))
+}
+
+#[derive(Deserialize, Default)]
+struct NewChat {
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+async fn create_chat(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    body: Raw,
+) -> Result<Response> {
+    let body: NewChat = body.json_or_default()?;
+    let mode = match body.mode.as_deref() {
+        None => Mode::Manual,
+        Some(m) => m
+            .parse::<Mode>()
+            .map_err(|e| Error::BadRequest(e.to_string()))?,
+    };
+    let id = chats::create(&app, &user, mode, body.model.as_deref()).await?;
+    Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
+}
+
+async fn get_chat(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let row = chats::chat_row(&app.pool, &user, &id).await?;
+    let messages = crate::store::load_entries(&app.pool, user.id, &id).await?;
+    let events = chats::chat_events(&app.pool, user.id, &id).await?;
+    let mut v = json!(row);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("messages".into(), json!(messages));
+        o.insert("events".into(), json!(events));
+    }
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+struct Message {
+    text: String,
+}
+
+async fn send_message(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+    Body(body): Body<Message>,
+) -> Result<Response> {
+    let run = chats::send(&app, &user, &id, &body.text).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"run": run}))).into_response())
+}
+
+async fn stop_run(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+) -> Result<Response> {
+    let status = chats::stop(&app, &user, &id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"run": id, "status": status})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct Approval {
+    answer: String,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn answer_approval(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+    Body(body): Body<Approval>,
+) -> Result<Json<Value>> {
+    chats::approve(&app, &user, &id, &body.answer, body.note).await?;
+    Ok(Json(json!({"approval": id, "answer": body.answer})))
+}
+
+#[derive(Deserialize)]
+struct After {
+    #[serde(default)]
+    after: Option<i64>,
+}
+
+/// What a stream holds between two events it sends.
+struct Follow {
+    app: Arc<App>,
+    user_id: i64,
+    last: i64,
+    rx: tokio::sync::broadcast::Receiver<Arc<Stored>>,
+    queued: VecDeque<Stored>,
+    replay: bool,
+}
+
+fn sse_event(s: &Stored) -> SseEvent {
+    SseEvent::default()
+        .id(s.id.to_string())
+        .data(json!(s).to_string())
+}
+
+/// The next event of a stream: the stored ones after the last sent first, then the live ones;
+/// a stream that fell behind the live ones reads them from the database again.
+async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        if let Some(s) = f.queued.pop_front() {
+            f.last = s.id;
+            return Some((Ok(sse_event(&s)), f));
+        }
+        if f.replay {
+            match events_after(&f.app.pool, f.user_id, f.last, REPLAY_PAGE).await {
+                Ok(page) if !page.is_empty() => f.queued.extend(page),
+                Ok(_) => f.replay = false,
+                Err(e) => {
+                    eprintln!("llembas-server: stream of user {}: {e}", f.user_id);
+                    return None;
+                }
+            }
+            continue;
+        }
+        match f.rx.recv().await {
+            Ok(s) if s.user_id == f.user_id && s.id > f.last => {
+                f.last = s.id;
+                return Some((Ok(sse_event(&s)), f));
+            }
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => f.replay = true,
+            Err(RecvError::Closed) => return None,
+        }
+    }
+}
+
+async fn events(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    headers: HeaderMap,
+    Query(q): Query<After>,
+) -> Result<Response> {
+    let last = match headers.get("last-event-id") {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
+        None => q.after.unwrap_or(0),
+    };
+    // Subscribe before reading what is stored, so nothing falls between the two.
+    let follow = Follow {
+        rx: app.hub.subscribe(),
+        app: app.clone(),
+        user_id: user.id,
+        last,
+        queued: VecDeque::new(),
+        replay: true,
+    };
+    let stream: std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>> =
+        Box::pin(futures_util::stream::unfold(follow, next));
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct PathQuery {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+async fn view_of(app: &App, user: &auth::User) -> Result<harness_fs::View> {
+    user_view(&app.pool, &app.backend, user.id, &user.username).await
+}
+
+/// Runs a file operation of the view off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?
+}
+
+async fn list_files(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+) -> Result<Json<Value>> {
+    let view = view_of(&app, &user).await?;
+    let path = q.path.unwrap_or_else(|| view.cwd().to_string());
+    let listing = blocking(move || Ok(view.list(&path)?)).await?;
+    let entries: Vec<Value> = listing
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "kind": if e.kind == Kind::Dir { "dir" } else { "file" },
+                "mount": e.mount,
+                "read_only": e.read_only,
+                "line": e.line(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "path": listing.path.to_string(),
+        "entries": entries,
+        "truncated": listing.truncated,
+    })))
+}
+
+fn required_path(q: PathQuery) -> Result<String> {
+    q.path
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))
+}
+
+async fn read_file(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+) -> Result<Json<Value>> {
+    let view = view_of(&app, &user).await?;
+    let input = required_path(q)?;
+    let (path, text) = blocking(move || {
+        let p: VPath = view.resolve(&input);
+        let bytes = view.read_bytes(&p)?;
+        if bytes.iter().take(8192).any(|b| *b == 0) {
+            return Err(harness_fs::Error::Binary(p).into());
+        }
+        let text = String::from_utf8(bytes).map_err(|_| harness_fs::Error::NotUtf8(p.clone()))?;
+        Ok((p.to_string(), text))
+    })
+    .await?;
+    Ok(Json(json!({"path": path, "content": text})))
+}
+
+async fn write_file(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+    Raw(body): Raw,
+) -> Result<Json<Value>> {
+    let view = view_of(&app, &user).await?;
+    let input = required_path(q)?;
+    let n = body.len();
+    let path = blocking(move || {
+        let p = view.resolve(&input);
+        view.write(&input, &body)?;
+        Ok(p.to_string())
+    })
+    .await?;
+    Ok(Json(json!({"path": path, "bytes": n})))
+}

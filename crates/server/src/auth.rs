@@ -1,0 +1,468 @@
+//! Accounts and sign-in: Argon2id passwords, server-side sessions in an `HttpOnly`,
+//! `SameSite=Lax` cookie (only the token's SHA-256 is stored; a new token at every sign-in),
+//! per-user API tokens sent as `Authorization: Bearer`, the origin check on state-changing
+//! requests, and the sign-in rate limit.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use argon2::{Argon2, PasswordHasher, PasswordVerifier};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, header};
+use serde::de::DeserializeOwned;
+use sqlx::SqlitePool;
+
+use crate::App;
+use crate::db::{now, random_token, token_hash};
+use crate::error::{Error, Result};
+
+/// The sign-in cookie's name.
+pub const COOKIE: &str = "llembas_session";
+
+/// How long a sign-in lasts without being used (sliding: every use extends it).
+pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Failed sign-ins allowed per account and per address in [`LOGIN_WINDOW`].
+pub const LOGIN_FAILURES: u32 = 10;
+
+/// The window the failed sign-ins are counted in.
+pub const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// An account's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Manages accounts and grants.
+    Admin,
+    /// Chats.
+    User,
+    /// Signed up, waits for an admin.
+    Pending,
+}
+
+impl Role {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::User => "user",
+            Role::Pending => "pending",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Role> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "user" => Ok(Role::User),
+            "pending" => Ok(Role::Pending),
+            other => Err(Error::Stored(format!("unknown role {other:?}"))),
+        }
+    }
+}
+
+/// A signed-in account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// Its id.
+    pub id: i64,
+    /// Its name.
+    pub username: String,
+    /// Its role.
+    pub role: Role,
+}
+
+/// Whether `name` can be a username (and so a directory name under `/home`): 1 to 32 of
+/// lowercase letters, digits, `-`, `_` and `.`, starting with a letter or digit.
+pub fn valid_username(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && harness_fs::is_portable_name(name)
+}
+
+/// Hashes a password with Argon2id (the crate's defaults: m=19456 KiB, t=2, p=1).
+pub fn hash_password(password: &str) -> Result<String> {
+    Argon2::default()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| Error::Hash(e.to_string()))
+}
+
+fn verify_password(password: &str, hash: &str) -> bool {
+    Argon2::default()
+        .verify_password(password.as_bytes(), hash)
+        .is_ok()
+}
+
+/// Creates an account with `role`; the caller gives it its grants.
+pub async fn create_user(
+    pool: &SqlitePool,
+    username: &str,
+    password: &str,
+    role: Role,
+) -> Result<i64> {
+    if !valid_username(username) {
+        return Err(Error::BadRequest(format!(
+            "{username:?} cannot be a username: use 1 to 32 lowercase letters, digits, '-', '_' or '.', starting with a letter or digit"
+        )));
+    }
+    if password.chars().count() < 8 {
+        return Err(Error::BadRequest(
+            "the password is too short: use at least 8 characters".into(),
+        ));
+    }
+    let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
+        .bind(username)
+        .fetch_optional(pool)
+        .await?;
+    if taken.is_some() {
+        return Err(Error::Conflict(format!(
+            "the user {username} exists already"
+        )));
+    }
+    let password = password.to_owned();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| Error::Hash(e.to_string()))??;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO users (username, password_hash, role, created) VALUES ($1, $2, $3, $4) RETURNING id",
+    )
+    .bind(username)
+    .bind(hash)
+    .bind(role.as_str())
+    .bind(now())
+    .fetch_one(pool)
+    .await?;
+    Ok(id)
+}
+
+/// The failed sign-ins of the last window, per account and per address.
+#[derive(Debug, Default)]
+pub struct Limiter {
+    failures: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl Limiter {
+    fn keys(username: &str, ip: Option<IpAddr>) -> Vec<String> {
+        let mut keys = vec![format!("user:{username}")];
+        if let Some(ip) = ip {
+            keys.push(format!("ip:{ip}"));
+        }
+        keys
+    }
+
+    /// Refuses when an account or address has failed too often lately.
+    fn check(&self, username: &str, ip: Option<IpAddr>) -> Result<()> {
+        let map = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for key in Self::keys(username, ip) {
+            if let Some((since, n)) = map.get(&key)
+                && since.elapsed() < LOGIN_WINDOW
+                && *n >= LOGIN_FAILURES
+            {
+                let wait = LOGIN_WINDOW.saturating_sub(since.elapsed()).as_secs() + 1;
+                return Err(Error::TooMany(format!(
+                    "too many failed sign-ins; try again in {wait} seconds"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn failed(&self, username: &str, ip: Option<IpAddr>) {
+        let mut map = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for key in Self::keys(username, ip) {
+            let e = map.entry(key).or_insert((Instant::now(), 0));
+            if e.0.elapsed() >= LOGIN_WINDOW {
+                *e = (Instant::now(), 0);
+            }
+            e.1 += 1;
+        }
+    }
+}
+
+/// A PHC string no password matches, verified against when the account does not exist, so a
+/// wrong name takes as long as a wrong password.
+static DUMMY_HASH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Checks a sign-in and opens a session: the new session's token (for the cookie) and the user.
+pub async fn login(
+    app: &App,
+    username: &str,
+    password: &str,
+    ip: Option<IpAddr>,
+    old_token: Option<&str>,
+    user_agent: &str,
+) -> Result<(String, User)> {
+    app.limiter.check(username, ip)?;
+    let row: Option<(i64, String, String, String)> =
+        sqlx::query_as("SELECT id, username, password_hash, role FROM users WHERE username = $1")
+            .bind(username)
+            .fetch_optional(&app.pool)
+            .await?;
+    let password = password.to_owned();
+    let stored = row.as_ref().map(|r| r.2.clone());
+    let ok = tokio::task::spawn_blocking(move || match stored {
+        Some(hash) => verify_password(&password, &hash),
+        None => {
+            if let Some(dummy) = DUMMY_HASH.get_or_init(|| hash_password("not a password").ok()) {
+                let _ = verify_password(&password, dummy);
+            }
+            false
+        }
+    })
+    .await
+    .map_err(|e| Error::Hash(e.to_string()))?;
+    let Some((id, name, _, role)) = row.filter(|_| ok) else {
+        app.limiter.failed(username, ip);
+        return Err(Error::Unauthorized("wrong username or password".into()));
+    };
+    let user = User {
+        id,
+        username: name,
+        role: Role::parse(&role)?,
+    };
+    if user.role == Role::Pending {
+        return Err(Error::Forbidden(
+            "this account waits for an admin's approval".into(),
+        ));
+    }
+    // Rotation: the session the browser held before (if any) ends; a new token is issued.
+    if let Some(old) = old_token {
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+            .bind(token_hash(old))
+            .execute(&app.pool)
+            .await?;
+    }
+    let token = random_token()?;
+    let t = now();
+    sqlx::query(
+        "INSERT INTO sessions (token_hash, user_id, created, last_seen, expires, user_agent) VALUES ($1, $2, $3, $3, $4, $5)",
+    )
+    .bind(token_hash(&token))
+    .bind(user.id)
+    .bind(t)
+    .bind(t + SESSION_IDLE.as_secs() as i64)
+    .bind(user_agent.chars().take(200).collect::<String>())
+    .execute(&app.pool)
+    .await?;
+    Ok((token, user))
+}
+
+/// Ends the session of `token`.
+pub async fn logout(pool: &SqlitePool, token: &str) -> Result<()> {
+    sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+        .bind(token_hash(token))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// A new API token for `user` (shown once; only its hash is kept).
+pub async fn new_api_token(pool: &SqlitePool, user: &User, label: &str) -> Result<String> {
+    let token = format!("llb_{}", random_token()?);
+    sqlx::query(
+        "INSERT INTO api_tokens (token_hash, user_id, created, label) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(token_hash(&token))
+    .bind(user.id)
+    .bind(now())
+    .bind(label)
+    .execute(pool)
+    .await?;
+    Ok(token)
+}
+
+/// The `Set-Cookie` value that holds `token` (or, with `None`, clears the cookie).
+pub fn cookie(token: Option<&str>, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    match token {
+        Some(t) => format!(
+            "{COOKIE}={t}; HttpOnly; SameSite=Lax; Path=/; Max-Age={}{secure}",
+            SESSION_IDLE.as_secs()
+        ),
+        None => format!("{COOKIE}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0{secure}"),
+    }
+}
+
+/// The sign-in token the request's cookie holds.
+pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_owned())
+}
+
+/// Cross-site request protection for a state-changing request: a browser's `Sec-Fetch-Site:
+/// cross-site`, or an `Origin` whose host is not this server's `Host`, is refused.
+pub fn check_origin(method: &Method, headers: &HeaderMap) -> Result<()> {
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && site.eq_ignore_ascii_case("cross-site")
+    {
+        return Err(Error::Forbidden(
+            "cross-site request refused: it was sent by another site".into(),
+        ));
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let origin_host = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'))
+        .unwrap_or("");
+    if origin_host.is_empty() || !origin_host.eq_ignore_ascii_case(host) {
+        return Err(Error::Forbidden(format!(
+            "cross-site request refused: origin {origin} is not this server ({host})"
+        )));
+    }
+    Ok(())
+}
+
+async fn user_by(pool: &SqlitePool, sql: &'static str, hash: &str) -> Result<Option<User>> {
+    let row: Option<(i64, String, String)> = sqlx::query_as(sql)
+        .bind(hash)
+        .bind(now())
+        .fetch_optional(pool)
+        .await?;
+    row.map(|(id, username, role)| {
+        Ok(User {
+            id,
+            username,
+            role: Role::parse(&role)?,
+        })
+    })
+    .transpose()
+}
+
+/// The signed-in user of a request: by its bearer token, else by its session cookie (then a
+/// state-changing request must come from this server's own pages).
+pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Result<User> {
+    let user = if let Some(token) = bearer(headers) {
+        user_by(
+            &app.pool,
+            "SELECT u.id, u.username, u.role FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND $2 >= 0",
+            &token_hash(&token),
+        )
+        .await?
+        .ok_or_else(|| Error::Unauthorized("the API token is not valid".into()))?
+    } else if let Some(token) = cookie_token(headers) {
+        check_origin(method, headers)?;
+        let hash = token_hash(&token);
+        let user = user_by(
+            &app.pool,
+            "SELECT u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2",
+            &hash,
+        )
+        .await?
+        .ok_or_else(|| Error::Unauthorized("not signed in (the session ended)".into()))?;
+        let t = now();
+        sqlx::query("UPDATE sessions SET last_seen = $1, expires = $2 WHERE token_hash = $3")
+            .bind(t)
+            .bind(t + SESSION_IDLE.as_secs() as i64)
+            .bind(hash)
+            .execute(&app.pool)
+            .await?;
+        user
+    } else {
+        return Err(Error::Unauthorized("not signed in".into()));
+    };
+    if user.role == Role::Pending {
+        return Err(Error::Forbidden(
+            "this account waits for an admin's approval".into(),
+        ));
+    }
+    Ok(user)
+}
+
+/// The extractor of the signed-in user.
+pub struct Authed(pub User);
+
+impl FromRequestParts<Arc<App>> for Authed {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self> {
+        authenticate(app, &parts.method, &parts.headers)
+            .await
+            .map(Authed)
+    }
+}
+
+/// A JSON body whose refusals are JSON errors with axum's status (413 past the body limit).
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(e) => Err(Error::Rejected {
+                status: e.status(),
+                message: e.body_text(),
+            }),
+        }
+    }
+}
+
+/// A raw body whose refusals (past the size limit) are JSON errors.
+pub struct Raw(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Raw {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Raw(b)),
+            Err(e) => Err(Error::Rejected {
+                status: e.status(),
+                message: e.body_text(),
+            }),
+        }
+    }
+}
+
+impl Raw {
+    /// The body as JSON, or `T::default()` when it is empty.
+    pub fn json_or_default<T: DeserializeOwned + Default>(&self) -> Result<T> {
+        if self.0.iter().all(u8::is_ascii_whitespace) {
+            return Ok(T::default());
+        }
+        serde_json::from_slice(&self.0).map_err(|e| {
+            Error::BadRequest(format!("the body is not valid JSON for this route: {e}"))
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! The database: SQLite through `sqlx` (runtime queries, `$N` placeholders so the same SQL can
+//! serve PostgreSQL later), its migrations, and the small queries the rest of the server uses.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{SqlSafeStr, SqlitePool};
+
+use crate::error::{Error, Result};
+
+/// The pool's connections (writes are funnelled through the event log's lock as well).
+const MAX_CONNECTIONS: u32 = 4;
+
+/// How long a connection waits for SQLite's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The migrations of the SQLite schema, in order.
+fn migrator() -> Migrator {
+    Migrator::with_migrations(vec![Migration::new(
+        1,
+        "init".into(),
+        MigrationType::Simple,
+        include_str!("../migrations/sqlite/0001_init.sql").into_sql_str(),
+        false,
+    )])
+}
+
+/// Opens (creating) the database file `path` in WAL mode and runs the migrations.
+pub async fn open(path: &Path) -> Result<SqlitePool> {
+    let url = format!("sqlite://{}", path.display());
+    let options = SqliteConnectOptions::from_str(&url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .connect_with(options)
+        .await?;
+    migrator().run(&pool).await?;
+    Ok(pool)
+}
+
+/// Seconds since the epoch.
+pub fn now() -> i64 {
+    i64::try_from(harness_agent::time::now()).unwrap_or(i64::MAX)
+}
+
+/// A random token: 32 bytes from the OS, as hex.
+pub fn random_token() -> Result<String> {
+    let mut buf = [0u8; 32];
+    getrandom::fill(&mut buf).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(hex::encode(buf))
+}
+
+/// A short random id (chats' runs, approvals): 12 bytes as hex.
+pub fn random_id() -> Result<String> {
+    let mut buf = [0u8; 12];
+    getrandom::fill(&mut buf).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(hex::encode(buf))
+}
+
+/// The SHA-256 of a token, as hex: all the database keeps of it.
+pub fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
+}

@@ -1,0 +1,230 @@
+//! A chat's world: the server's tree through the user's view (`harness-fs`), the file tools
+//! (`harness-agent`), `mkdir`/`mv`/`rm` to the trash, and the user's memory and skills; no shell.
+//! Paths are the view's own (`/home/NAME/notes.md`), both ways.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use harness_agent::personal::PersonalTools;
+use harness_agent::{BoxFuture, CallContext, FileTools, Ran, ShownFile, ToolWorld, ViewPaths};
+use harness_core::protocol::ToolCall;
+use harness_fs::{Access, Backend, Level, View};
+use harness_loop::session::ToolOutcome;
+use serde_json::Value;
+use sqlx::SqlitePool;
+
+use crate::error::{Error, Result};
+
+/// The tools this world runs besides harness-agent's file tools.
+pub const RUNS: &[&str] = &["mkdir", "mv", "rm"];
+
+/// The grants a new user gets: their home directory to change, `/shared` to read.
+pub fn default_grants(username: &str) -> Vec<(String, Level)> {
+    vec![
+        (format!("/home/{username}"), Level::Stage),
+        ("/shared".to_owned(), Level::Ro),
+    ]
+}
+
+/// Stores a new user's default grants and makes their home directory.
+pub async fn give_default_grants(
+    pool: &SqlitePool,
+    tree: &std::path::Path,
+    user_id: i64,
+    username: &str,
+) -> Result<()> {
+    for (path, level) in default_grants(username) {
+        sqlx::query("INSERT INTO grants (user_id, path, level) VALUES ($1, $2, $3)")
+            .bind(user_id)
+            .bind(&path)
+            .bind(level.as_str())
+            .execute(pool)
+            .await?;
+    }
+    let home = tree.join("home").join(username);
+    std::fs::create_dir_all(&home).map_err(|e| {
+        Error::Fs(harness_fs::Error::Io {
+            path: home.display().to_string(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok(())
+}
+
+/// A user's home directory in the tree.
+pub fn home(username: &str) -> String {
+    format!("/home/{username}")
+}
+
+/// A user's grants, outermost first.
+pub async fn user_grants(pool: &SqlitePool, user_id: i64) -> Result<Vec<(String, Level)>> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT path, level FROM grants WHERE user_id = $1")
+            .bind(user_id)
+            .fetch_all(pool)
+            .await?;
+    let mut grants = rows
+        .into_iter()
+        .map(|(p, l)| Ok((p, Level::parse(&l)?)))
+        .collect::<Result<Vec<_>>>()?;
+    grants.sort_by(|a, b| harness_fs::VPath::parse(&a.0).cmp(&harness_fs::VPath::parse(&b.0)));
+    Ok(grants)
+}
+
+/// The view of a user: their grants over the server's tree, starting in their home directory.
+pub async fn user_view(
+    pool: &SqlitePool,
+    backend: &Arc<dyn Backend>,
+    user_id: i64,
+    username: &str,
+) -> Result<View> {
+    let mut access = Access::new();
+    for (path, level) in user_grants(pool, user_id).await? {
+        access = access.grant(&path, level);
+    }
+    Ok(View::new(backend.clone(), access).with_cwd(&home(username)))
+}
+
+/// The `{{grants}}` of `blocks/workspace.md`: one line per grant, outermost first, `- PATH —
+/// LEVEL`, ` [mount]` after a mount, the passage note after a grant below a path at none.
+pub fn grants_text(view: &View, grants: &[(String, Level)]) -> String {
+    grants
+        .iter()
+        .map(|(path, level)| {
+            let p = harness_fs::VPath::parse(path);
+            let mut line = format!("- {p} — {}", level.as_str());
+            if view.access().is_mount(&p) {
+                line.push_str(" [mount]");
+            }
+            if p.ancestors()
+                .into_iter()
+                .any(|a| a != p && view.access().level(&a) == Level::None)
+            {
+                line.push_str(" (passage: reached only by this full path)");
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One chat's tools.
+pub struct ChatWorld {
+    view: View,
+    grants: String,
+    files: FileTools,
+    personal: PersonalTools,
+}
+
+impl ChatWorld {
+    /// The world of a chat on `view`, with the user's memory file and skills directory.
+    pub fn new(view: View, grants: String, memory: PathBuf, skills: PathBuf) -> ChatWorld {
+        ChatWorld {
+            view,
+            grants,
+            files: FileTools::new(),
+            personal: PersonalTools {
+                library: None,
+                scope: None,
+                memory: Some(memory),
+                user_skills: Some(skills),
+            },
+        }
+    }
+
+    fn run_sync(&self, call: &ToolCall) -> ToolOutcome {
+        if let Some(out) = self.files.run(&self.view, &ViewPaths, call) {
+            return out;
+        }
+        match call.name.as_str() {
+            "mkdir" | "mv" | "rm" => self.change(call),
+            _ => {
+                let mut out = self.personal.run(&self.view, call).unwrap_or_else(|| {
+                    ToolOutcome::error(&call.id, format!("{} cannot run in a chat", call.name))
+                });
+                out.call_id = call.id.clone();
+                out
+            }
+        }
+    }
+
+    /// `mkdir`, `mv` and `rm` (to the trash), by the view's rules and texts.
+    fn change(&self, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let arg = |k: &str| a.get(k).and_then(Value::as_str);
+        let answer = match call.name.as_str() {
+            "mkdir" => match arg("path") {
+                None => return harness_agent::files::missing(call, "path"),
+                Some(p) => self
+                    .view
+                    .mkdir(p)
+                    .map(|()| format!("Created {}", self.view.resolve(p))),
+            },
+            "mv" => match (arg("from"), arg("to")) {
+                (None, _) => return harness_agent::files::missing(call, "from"),
+                (_, None) => return harness_agent::files::missing(call, "to"),
+                (Some(from), Some(to)) => self
+                    .view
+                    .mv(from, to)
+                    .map(|dst| format!("Moved {} to {dst}", self.view.resolve(from))),
+            },
+            _ => match arg("path") {
+                None => return harness_agent::files::missing(call, "path"),
+                Some(p) => {
+                    let recursive = a.get("recursive").and_then(Value::as_bool) == Some(true);
+                    let vp = self.view.resolve(p);
+                    match self.view.list(p) {
+                        Ok(listing) if !listing.entries.is_empty() && !recursive => {
+                            return ToolOutcome::error(
+                                &call.id,
+                                format!(
+                                    "Not empty: {vp} holds entries; pass recursive: true to delete it with everything in it."
+                                ),
+                            );
+                        }
+                        _ => {}
+                    }
+                    self.view
+                        .rm(p)
+                        .map(|id| format!("Moved {vp} to the trash (restore id {id})."))
+                }
+            },
+        };
+        match answer {
+            Ok(text) => ToolOutcome::ok(&call.id, text),
+            Err(e) => ToolOutcome::error(&call.id, e.to_string()),
+        }
+    }
+}
+
+impl ToolWorld for ChatWorld {
+    fn runs(&self, name: &str) -> bool {
+        FileTools::NAMES.contains(&name) || RUNS.contains(&name) || self.personal.runs(name)
+    }
+
+    fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {
+        Box::pin(async move { Ran::Done(tokio::task::block_in_place(|| self.run_sync(call))) })
+    }
+
+    fn values(&self) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::new();
+        values.insert("cwd".into(), self.view.cwd().to_string());
+        values.insert("grants".into(), self.grants.clone());
+        if let Some(m) = &self.personal.memory {
+            values.insert(
+                "memory_entries".into(),
+                harness_agent::personal::memory_entries(m),
+            );
+        }
+        values
+    }
+
+    fn read_for_show(&self, path: &str) -> std::result::Result<ShownFile, String> {
+        self.files.read_for_show(&self.view, &ViewPaths, path)
+    }
+
+    fn place(&self) -> String {
+        self.view.cwd().to_string()
+    }
+}

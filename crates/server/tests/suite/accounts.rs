@@ -1,0 +1,207 @@
+//! Accounts: the command line that makes them, sign-in, the cookie, tokens, the origin check,
+//! the rate limit, body limits.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use harness_test_support::ScriptedServer;
+use serde_json::json;
+
+use super::{Client, Server};
+
+fn add(args: &[&str], password: &str) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llembas-server"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{password}\n").as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_and_user_made_on_the_command_line_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    // --data after the subcommand, and before it.
+    let out = add(
+        &["admin", "create", "--username", "root", "--data", data],
+        "admin-secret",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = add(
+        &["--data", data, "user", "add", "--username", "ann"],
+        "ann-secret",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = add(
+        &["--data", data, "user", "add", "--username", "ann"],
+        "other-secret",
+    );
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("exists already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(dir.path().join("files/home/ann").is_dir());
+
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut admin = server.login("root", "admin-secret").await;
+    assert_eq!(admin.get("/api/auth/me").await.1["role"], "admin");
+    let mut ann = server.login("ann", "ann-secret").await;
+    assert_eq!(ann.get("/api/auth/me").await.1["role"], "user");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_sessions_tokens_and_their_refusals() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut anon = Client::anonymous(&server.base);
+    assert_eq!(anon.get("/healthz").await, (200, json!({"status": "ok"})));
+    let (status, body) = anon.get("/api/chats").await;
+    assert_eq!(status, 401);
+    assert_eq!(body, json!({"error": "not signed in"}));
+
+    let mut alice = server.user("alice").await;
+    let set = alice.set_cookie.clone().unwrap();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Lax"),
+        "{set}"
+    );
+    // Only the token's hash is stored.
+    let first = alice.cookie.clone().unwrap();
+    let stored: Vec<String> = sqlx::query_scalar("SELECT token_hash FROM sessions")
+        .fetch_all(&server.app.pool)
+        .await
+        .unwrap();
+    assert!(!stored.contains(&first));
+    assert!(stored.contains(&llembas_server::db::token_hash(&first)));
+
+    // Wrong password: 401 and JSON.
+    let (status, body) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "alice", "password": "nope"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (401, json!({"error": "wrong username or password"}))
+    );
+
+    // A sign-in from a browser that held a session rotates it: the old token stops working.
+    let mut again = alice.clone();
+    let (status, _) = again
+        .post(
+            "/api/auth/login",
+            json!({"username": "alice", "password": "alice-password"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_ne!(again.cookie, alice.cookie);
+    assert_eq!(alice.get("/api/auth/me").await.0, 401);
+    assert_eq!(again.get("/api/auth/me").await.0, 200);
+
+    // A token for scripts, as a bearer.
+    let (status, t) = again.post("/api/tokens", json!({"label": "ci"})).await;
+    assert_eq!(status, 200, "{t}");
+    let mut script = Client::anonymous(&server.base);
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    assert_eq!(script.get("/api/auth/me").await.1["username"], "alice");
+    let mut forged = Client::anonymous(&server.base);
+    forged.bearer = Some("llb_0000".into());
+    assert_eq!(forged.get("/api/auth/me").await.0, 401);
+
+    // Cross-site requests with the cookie are refused; same-site ones pass.
+    let host = server.base.trim_start_matches("http://").to_owned();
+    let (status, body) = again
+        .post_with(
+            "/api/chats",
+            json!({}),
+            &[("origin", "https://evil.example")],
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("cross-site request refused")
+    );
+    let (status, _) = again
+        .post_with(
+            "/api/tokens",
+            json!({}),
+            &[("sec-fetch-site", "cross-site")],
+        )
+        .await;
+    assert_eq!(status, 403);
+    let own = format!("http://{host}");
+    let (status, body) = again
+        .post_with("/api/tokens", json!({}), &[("origin", own.as_str())])
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Bodies are bounded, and the refusal is JSON.
+    let big = "x".repeat(llembas_server::api::MAX_JSON_BODY + 1);
+    let (status, body) = again.post("/api/tokens", json!({"label": big})).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(body["error"].is_string(), "{body}");
+
+    // Logout ends the session: its token no longer signs in.
+    let before = again.clone();
+    let (status, _) = again.post("/api/auth/logout", json!({})).await;
+    assert_eq!(status, 200);
+    assert!(again.set_cookie.as_deref().unwrap().contains("Max-Age=0"));
+    let mut before = before;
+    assert_eq!(before.get("/api/auth/me").await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_attempts_are_rate_limited() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    server.user("carol").await;
+    let mut anon = Client::anonymous(&server.base);
+    for _ in 0..llembas_server::auth::LOGIN_FAILURES {
+        let (status, _) = anon
+            .post(
+                "/api/auth/login",
+                json!({"username": "carol", "password": "guess"}),
+            )
+            .await;
+        assert_eq!(status, 401);
+    }
+    let (status, body) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "carol", "password": "carol-password"}),
+        )
+        .await;
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("too many failed sign-ins")
+    );
+}

@@ -1,0 +1,278 @@
+//! Chats: a write that asks and is approved lands in the user's tree; the stream cut and
+//! resumed with Last-Event-ID loses and repeats nothing; stop; a crash mid-run leaves the run
+//! interrupted and the transcript whole; no user reaches another's chats, runs or approvals.
+
+use harness_test_support::ScriptedServer;
+use serde_json::json;
+
+use super::{Server, run_end, text, tool_call};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_asks_and_is_approved_lands_in_the_users_tree() {
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "notes.md", "content": "hello from the chat\n"}),
+        ),
+        text(&["Wrote ", "notes.md."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "write me a note").await;
+
+    let asked = stream.until(|e| e.kind() == "tool_call_asked").await;
+    let ask = asked.last().unwrap();
+    assert_eq!(ask.data["chat"], chat);
+    assert_eq!(ask.data["run"], run);
+    let approval = ask.data["event"]["approval"].as_str().unwrap().to_owned();
+    assert!(!server.tree().join("home/alice/notes.md").exists());
+
+    // Another user cannot answer it; an unknown answer is refused.
+    let mut bob = server.user("bob").await;
+    let (status, body) = bob
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "maybe"}),
+        )
+        .await;
+    assert_eq!(status, 400);
+
+    let (status, body) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 409, "answered once only");
+
+    let rest = stream.until(run_end(&run)).await;
+    assert_eq!(rest.last().unwrap().data["event"]["status"], "finished");
+    let finished = rest
+        .iter()
+        .find(|e| e.kind() == "tool_call_finished")
+        .unwrap();
+    assert_eq!(
+        finished.data["event"]["result"]["is_error"], false,
+        "{:?}",
+        finished.data
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/alice/notes.md")).unwrap(),
+        "hello from the chat\n"
+    );
+    let (status, file) = alice
+        .get("/api/files/content?path=/home/alice/notes.md")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(file["content"], "hello from the chat\n");
+
+    // The chat as stored: its messages and events, numbered 1, 2, … without a gap.
+    let (status, got) = alice.get(&format!("/api/chats/{chat}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        got["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("write me a note")
+    );
+    assert!(!got["messages"].as_array().unwrap().is_empty());
+    let seqs: Vec<i64> = got["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    let (_, list) = alice.get("/api/chats").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+
+    // Bob sees none of it.
+    assert_eq!(bob.get(&format!("/api/chats/{chat}")).await.0, 404);
+    assert_eq!(bob.get("/api/chats").await.1, json!([]));
+    let (status, _) = bob
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    // The model's request carried the chat's tools: file tools, no bash.
+    let body = &model.bodies()[0];
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"write") && tools.contains(&"mkdir"),
+        "{tools:?}"
+    );
+    assert!(!tools.contains(&"bash"), "{tools:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_cut_and_resumed_loses_and_repeats_nothing_and_stop_stops() {
+    let model = ScriptedServer::start(vec![
+        text(&["one ", "two ", "three ", "four ", "five."]),
+        text(&["Still ", "going"]).stalling(),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let mut bobs = bob.events(None).await;
+    let chat = alice.chat().await;
+
+    let mut stream = alice.events(None).await;
+    let run = alice.say(&chat, "count").await;
+    // Read a few events, then cut the stream.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(stream.next().await);
+    }
+    drop(stream);
+    let last = seen.last().unwrap().id;
+    let mut stream = alice.events(Some(last)).await;
+    seen.extend(stream.until(run_end(&run)).await);
+
+    let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events WHERE chat_id = $1 ORDER BY id")
+        .bind(&chat)
+        .fetch_all(&server.app.pool)
+        .await
+        .unwrap();
+    let got: Vec<i64> = seen.iter().map(|e| e.id).collect();
+    assert_eq!(got, all, "every event once, in order");
+    let said: String = seen
+        .iter()
+        .filter(|e| e.kind() == "text_delta")
+        .map(|e| e.data["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, "one two three four five.");
+
+    // A second run stalls mid-answer; stop ends it (also a busy chat refuses a second message).
+    let run2 = alice.say(&chat, "go on").await;
+    stream.until(|e| e.kind() == "text_delta").await;
+    let (status, _) = alice
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "more"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (status, _) = bob.post(&format!("/api/runs/{run2}/stop"), json!({})).await;
+    assert_eq!(status, 404, "bob cannot stop alice's run");
+    let (status, body) = alice
+        .post(&format!("/api/runs/{run2}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let end = stream.until(run_end(&run2)).await;
+    assert_eq!(end.last().unwrap().data["event"]["status"], "stopped");
+    let (status, _) = alice
+        .post(&format!("/api/runs/{run2}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 409, "an ended run");
+
+    // Bob's stream carried none of alice's events: a marker of his own comes first.
+    let bobs_chat = bob.chat().await;
+    let (status, _) = bob
+        .post(
+            &format!("/api/chats/{bobs_chat}/messages"),
+            json!({"text": ""}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    drop(bobs);
+    bobs = bob.events(None).await;
+    let _ = &mut bobs;
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE user_id = (SELECT id FROM users WHERE username = 'bob')",
+    )
+    .fetch_one(&server.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(n, 0, "bob has no events, so his stream has none to send");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
+    let model = ScriptedServer::start(vec![tool_call(
+        "c1",
+        "write",
+        json!({"path": "a.txt", "content": "x"}),
+    )])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "write a.txt").await;
+    stream.until(|e| e.kind() == "tool_call_asked").await;
+    drop(stream);
+    server.crash();
+
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.login("alice", "alice-password").await;
+    let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
+    assert_eq!(got["running"], json!(null));
+    let events = got["events"].as_array().unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        last["event"],
+        json!({"type": "run_ended", "run": run, "status": "interrupted"})
+    );
+    // The open call got its result in the transcript.
+    let messages = serde_json::to_string(&got["messages"]).unwrap();
+    assert!(
+        messages.contains("c1") || messages.contains("call"),
+        "{messages}"
+    );
+    let transcript = &got["messages"];
+    let started = transcript
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e.to_string().contains("write"));
+    assert!(started, "{transcript}");
+    let closed = transcript
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.to_string().contains("tool_result") || e.to_string().contains("result"))
+        .count();
+    assert!(
+        closed > 0,
+        "the interrupted call has a result: {transcript}"
+    );
+
+    // The chat goes on after the restart.
+    model.push(text(&["Back."]));
+    let mut stream = alice.events(Some(last["id"].as_i64().unwrap())).await;
+    let run2 = alice.say(&chat, "again").await;
+    let end = stream.until(run_end(&run2)).await;
+    assert_eq!(end.last().unwrap().data["event"]["status"], "finished");
+}

@@ -1,0 +1,107 @@
+//! The files API through the user's view: the spec's texts for paths outside it, no reach into
+//! another user's home, the same refusals for a chat's tools.
+
+use harness_test_support::ScriptedServer;
+use serde_json::json;
+
+use super::{Server, run_end, text, tool_call};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_through_the_view_and_paths_outside_it() {
+    let model = ScriptedServer::start(vec![
+        tool_call("c1", "read", json!({"path": "/home/bob/secret.txt"})),
+        text(&["Cannot."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+
+    let (status, body) = bob
+        .put("/api/files/content?path=secret.txt", "bob's\n")
+        .await;
+    assert_eq!(
+        (status, &body["path"]),
+        (200, &json!("/home/bob/secret.txt")),
+        "{body}"
+    );
+    let (status, body) = bob.get("/api/files?path=/home/bob").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["entries"][0]["line"], "secret.txt");
+
+    let denied =
+        |p: &str| json!({"error": format!("Access denied: {p} is not open to this session.")});
+    // Another user's home, and the rest of the tree, are not open.
+    let (status, body) = alice
+        .get("/api/files/content?path=/home/bob/secret.txt")
+        .await;
+    assert_eq!((status, body), (403, denied("/home/bob/secret.txt")));
+    let (status, body) = alice.get("/api/files?path=/home/bob").await;
+    assert_eq!((status, body), (403, denied("/home/bob")));
+    let (status, body) = alice
+        .put("/api/files/content?path=/home/bob/x.txt", "x")
+        .await;
+    assert_eq!((status, body), (403, denied("/home/bob/x.txt")));
+    let (status, body) = alice.get("/api/files/content?path=/etc/passwd").await;
+    assert_eq!((status, body), (403, denied("/etc/passwd")));
+    let (status, body) = alice.get("/api/files/content?path=../bob/secret.txt").await;
+    assert_eq!((status, body), (403, denied("/home/bob/secret.txt")));
+    // A passage is never listed: `/home` shows nothing of bob.
+    let (status, body) = alice.get("/api/files?path=/home").await;
+    assert_eq!((status, body), (403, denied("/home")));
+    // Inside the view: missing is missing; /shared reads but does not change.
+    let (status, body) = alice.get("/api/files/content?path=nope.md").await;
+    assert_eq!(
+        (status, body),
+        (
+            404,
+            json!({"error": "No such file or directory: /home/alice/nope.md"})
+        )
+    );
+    let (status, body) = alice.put("/api/files/content?path=/shared/x.md", "x").await;
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"error": "Read-only: /shared/x.md can be read in this session but not changed."})
+        )
+    );
+    let (status, body) = alice.get("/api/files/content").await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/bob/secret.txt")).unwrap(),
+        "bob's\n"
+    );
+    assert!(!server.tree().join("home/bob/x.txt").exists());
+
+    // A chat's read of bob's file is refused with the same text.
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "read bob's secret").await;
+    // A read outside the chat's directory asks first; approved, the view still refuses it.
+    let asked = stream.until(|e| e.kind() == "tool_call_asked").await;
+    let approval = asked.last().unwrap().data["event"]["approval"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let got = stream.until(run_end(&run)).await;
+    let result = got
+        .iter()
+        .find(|e| e.kind() == "tool_call_finished")
+        .unwrap();
+    let content = result.data["event"]["result"]["content"].as_str().unwrap();
+    assert!(
+        content.contains("Access denied: /home/bob/secret.txt is not open to this session."),
+        "{content}"
+    );
+    assert!(!content.contains("bob's"), "{content}");
+}
