@@ -54,7 +54,7 @@ impl Server {
                     _ = stop_rx => {}
                 }
             });
-            rt.shutdown_background();
+            rt.shutdown_timeout(Duration::from_secs(10));
         });
         let (addr, app) = rx.recv().unwrap();
         Server {
