@@ -12,14 +12,15 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, CurrentModeUpdate, Diff,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    Meta, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
-    Plan as AcpPlan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    CancelNotification, ContentBlock, ContentChunk, CurrentModeUpdate, Diff, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, Meta,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan as AcpPlan,
+    PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse,
     RequestPermissionOutcome, RequestPermissionRequest, SessionMode, SessionModeState,
     SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    TextContent, ToolCall as AcpCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    TextContent, ToolCall as AcpCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
 use agent_client_protocol::{
     Agent, Client, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, Lines,
@@ -73,6 +74,9 @@ struct State {
     /// The spec version the client said in `initialize` (`_meta.lembas.spec`).
     client_spec: Mutex<String>,
     sessions: Mutex<HashMap<String, Open>>,
+    /// Whether the client spoke `_lembas` in `initialize` (an instance over the device link):
+    /// its sessions keep to the roots. A plain editor on stdio opens any absolute directory.
+    lembas_client: Mutex<bool>,
 }
 
 impl State {
@@ -378,7 +382,15 @@ async fn job_transcript(
         return Err(unknown_job(&req.job_id));
     };
     let updates = match (job.kind, entries) {
-        (harness_core::protocol::JobKind::Subagent, Some(entries)) => replay_updates(&entries),
+        (harness_core::protocol::JobKind::Subagent, Some(entries)) => {
+            let cwd = state
+                .sessions
+                .lock()
+                .ok()
+                .and_then(|s| s.get(&req.session_id).map(|o| o.cwd.clone()))
+                .unwrap_or_default();
+            replay_updates(&entries, &cwd)
+        }
         _ if job.output.is_empty() => Vec::new(),
         _ => vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(
             text_block(job.output.clone()),
@@ -425,6 +437,7 @@ pub fn run(settings: Settings) -> Result<ExitCode> {
         instance,
         agreed: Mutex::new(Vec::new()),
         client_spec: Mutex::new(String::new()),
+        lembas_client: Mutex::new(false),
         sessions: Mutex::new(HashMap::new()),
     });
     runtime.block_on(async {
@@ -477,7 +490,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: PromptRequest, responder, _cx| prompt(&s3, req, responder),
+            async move |req: PromptRequest, responder, cx| prompt(&s3, req, responder, cx),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
@@ -795,6 +808,13 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
                 .collect()
         })
         .unwrap_or_default();
+    if let Ok(mut l) = state.lembas_client.lock() {
+        *l = req
+            .client_capabilities
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.contains_key("lembas"));
+    }
     if let Ok(mut spec) = state.client_spec.lock() {
         *spec = req
             .client_capabilities
@@ -830,7 +850,26 @@ async fn new_session(
     req: NewSessionRequest,
     cx: ConnectionTo<Client>,
 ) -> Result<NewSessionResponse, agent_client_protocol::Error> {
-    let (id, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), None, cx).await?;
+    let (id, mode, mut meta) = open_session(state, &req.cwd, req.meta.as_ref(), None, cx).await?;
+    if !req.mcp_servers.is_empty() {
+        // Until MCP lands, said rather than silently dropped.
+        let notice = format!(
+            "MCP servers are not supported yet: the {} given {} ignored.",
+            req.mcp_servers.len(),
+            if req.mcp_servers.len() == 1 {
+                "was"
+            } else {
+                "were"
+            }
+        );
+        eprintln!("llembas acp: {notice}");
+        if let Some(l) = meta.get_mut("lembas").and_then(Value::as_object_mut) {
+            l.insert(
+                "mcp_servers".into(),
+                json!({"ignored": req.mcp_servers.len(), "notice": notice}),
+            );
+        }
+    }
     Ok(NewSessionResponse::new(id)
         .modes(mode_state(mode))
         .meta(meta))
@@ -855,10 +894,11 @@ async fn load_session(
 }
 
 /// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
-fn replay_updates(entries: &[harness_loop::transcript::Entry]) -> Vec<SessionUpdate> {
+fn replay_updates(entries: &[harness_loop::transcript::Entry], cwd: &Path) -> Vec<SessionUpdate> {
     use harness_loop::transcript::Entry;
     let spec = harness_spec::Spec::embedded();
     let mut out = Vec::new();
+    let mut edits = std::collections::HashSet::new();
     for e in entries {
         match e {
             Entry::TurnStarted { text, origin, .. } | Entry::User { text, origin } => {
@@ -888,15 +928,20 @@ fn replay_updates(entries: &[harness_loop::transcript::Entry]) -> Vec<SessionUpd
                     let block = tool.map(|t| t.block).unwrap_or(Block::Tool);
                     let risk = tool.map(|t| t.risk);
                     let title = crate::render::call_title(&call.name, block, &call.arguments);
-                    out.push(SessionUpdate::ToolCall(
-                        AcpCall::new(call.id.clone(), title)
-                            .kind(kind_of(block, risk))
-                            .status(ToolCallStatus::Pending)
-                            .raw_input(call.arguments.clone())
-                            .meta(meta(
-                                json!({"tool": call.name, "block": block, "risk": risk}),
-                            )),
-                    ));
+                    if block == Block::Edit {
+                        edits.insert(call.id.clone());
+                    }
+                    let mut c = AcpCall::new(call.id.clone(), title)
+                        .kind(kind_of(block, risk))
+                        .status(ToolCallStatus::Pending)
+                        .raw_input(call.arguments.clone())
+                        .meta(meta(
+                            json!({"tool": call.name, "block": block, "risk": risk}),
+                        ));
+                    if let Some(l) = call_locations(&call.arguments, cwd) {
+                        c = c.locations(l);
+                    }
+                    out.push(SessionUpdate::ToolCall(c));
                 }
             }
             Entry::ToolResult {
@@ -912,18 +957,82 @@ fn replay_updates(entries: &[harness_loop::transcript::Entry]) -> Vec<SessionUpd
                 } else {
                     ToolCallStatus::Completed
                 };
+                // An edit is replayed with its diffs, as it was shown when it ran.
+                let diffs = if edits.contains(call_id) && status == ToolCallStatus::Completed {
+                    diffs_in(text, cwd)
+                } else {
+                    Vec::new()
+                };
+                let content = if diffs.is_empty() {
+                    vec![ToolCallContent::from(text_block(text.clone()))]
+                } else {
+                    diffs.into_iter().map(ToolCallContent::from).collect()
+                };
                 out.push(SessionUpdate::ToolCallUpdate(
                     ToolCallUpdate::new(
                         call_id.clone(),
-                        ToolCallUpdateFields::new()
-                            .status(status)
-                            .content(vec![ToolCallContent::from(text_block(text.clone()))]),
+                        ToolCallUpdateFields::new().status(status).content(content),
                     )
                     .meta(meta(json!({"tool": tool, "result": result_id}))),
                 ));
             }
             _ => {}
         }
+    }
+    out
+}
+
+/// The per-file diffs of an edit's saved result (its unified diff: `+++ b<path>` and hunks),
+/// each as the lines around the change before and after; the transcript keeps no whole file.
+fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
+    let mut out = Vec::new();
+    let mut current: Option<(PathBuf, String, String)> = None;
+    let mut in_hunk = false;
+    for line in text.lines() {
+        if let Some(path) = line.strip_prefix("+++ ") {
+            if let Some((p, old, new)) = current.take() {
+                out.push(Diff::new(p, new).old_text(old));
+            }
+            let path = path
+                .strip_prefix('b')
+                .filter(|p| p.starts_with('/'))
+                .unwrap_or(path);
+            let p = Path::new(path.trim());
+            current = Some((
+                if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    cwd.join(p)
+                },
+                String::new(),
+                String::new(),
+            ));
+            in_hunk = false;
+            continue;
+        }
+        let Some((_, old, new)) = current.as_mut() else {
+            continue;
+        };
+        if line.starts_with("@@") {
+            in_hunk = true;
+        } else if !in_hunk || line.starts_with("--- ") {
+            in_hunk = false;
+        } else if let Some(l) = line.strip_prefix('+') {
+            new.push_str(l);
+            new.push('\n');
+        } else if let Some(l) = line.strip_prefix('-') {
+            old.push_str(l);
+            old.push('\n');
+        } else {
+            let l = line.strip_prefix(' ').unwrap_or(line);
+            for side in [&mut *old, &mut *new] {
+                side.push_str(l);
+                side.push('\n');
+            }
+        }
+    }
+    if let Some((p, old, new)) = current {
+        out.push(Diff::new(p, new).old_text(old));
     }
     out
 }
@@ -943,15 +1052,24 @@ async fn open_session(
         cwd: cwd.to_path_buf(),
         meta: req_meta,
     };
+    if !req.cwd.is_absolute() {
+        return Err(
+            agent_client_protocol::Error::invalid_params().data(json!(format!(
+                "cwd must be an absolute path: {}",
+                req.cwd.display()
+            ))),
+        );
+    }
+    let lembas_client = state.lembas_client.lock().map(|l| *l).unwrap_or(true);
     let roots = state.roots();
-    if roots.is_empty() {
+    if lembas_client && roots.is_empty() {
         return Err(lembas_error(
             -32040,
             "Remote work is off on this device.".into(),
             "remote_off",
         ));
     }
-    if !inside_roots(&req.cwd, &roots) {
+    if lembas_client && !inside_roots(&req.cwd, &roots) {
         return Err(lembas_error(
             -32041,
             format!(
@@ -969,6 +1087,22 @@ async fn open_session(
         .unwrap_or(Value::Null);
     let mut settings = state.settings.clone();
     settings.cwd = req.cwd.clone();
+    let store = crate::store::Store::new(settings.dirs.sessions());
+    if let Some(id) = &resume {
+        if !store.dir(id).join("meta.json").exists() {
+            return Err(agent_client_protocol::Error::new(
+                -32002,
+                format!("Resource not found: no saved session {id}"),
+            ));
+        }
+        // The mode the session last had.
+        if let Some(m) = std::fs::read_to_string(store.dir(id).join(MODE_FILE))
+            .ok()
+            .and_then(|m| m.trim().parse::<Mode>().ok())
+        {
+            settings.mode = m;
+        }
+    }
     if let Some(m) = lembas.get("mode").and_then(Value::as_str) {
         settings.mode = m
             .parse()
@@ -1020,8 +1154,9 @@ async fn open_session(
     let replay = parts
         .resume
         .as_deref()
-        .map(replay_updates)
+        .map(|e| replay_updates(e, &req.cwd))
         .unwrap_or_default();
+    let mode_file = parts.store.dir(&parts.meta.id).join(MODE_FILE);
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx).map_err(|e| {
         agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
@@ -1093,6 +1228,8 @@ async fn open_session(
         jobs: open.jobs.clone(),
         machine: Arc::new(Mutex::new(None)),
         scope,
+        cwd: req.cwd.clone(),
+        mode_file,
     };
     if let Ok(mut s) = state.sessions.lock() {
         s.insert(id.clone(), open);
@@ -1106,6 +1243,10 @@ async fn open_session(
     for update in replay {
         let _ = pump_cx.send_notification(SessionNotification::new(id.clone(), update));
     }
+    let _ = pump_cx.send_notification(SessionNotification::new(
+        id.clone(),
+        SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands())),
+    ));
     let spec = harness_spec::Spec::embedded().version().to_string();
     let m = meta(json!({
         "instance": {"id": state.instance, "session": id, "model": model, "spec": spec}
@@ -1132,6 +1273,7 @@ fn prompt(
     state: &State,
     req: PromptRequest,
     responder: Responder<PromptResponse>,
+    cx: ConnectionTo<Client>,
 ) -> Result<(), agent_client_protocol::Error> {
     let id = req.session_id.to_string();
     let sessions = match state.sessions.lock() {
@@ -1151,6 +1293,35 @@ fn prompt(
             _ => {}
         }
     }
+    // A slash command the session advertised: done here, not sent to the model.
+    let mode = open.mode.lock().map(|m| *m).unwrap_or(Mode::Manual);
+    if let Some(command) = slash_command(&text, mode) {
+        let ops = open.ops.clone();
+        let session = req.session_id.clone();
+        drop(sessions);
+        let _ = cx.clone().spawn(async move {
+            let said = match command {
+                Err(line) => Some(line),
+                Ok(Ok(mode)) => {
+                    let _ = ops.send(Ctl::Op(Op::SetMode { mode }));
+                    None
+                }
+                Ok(Err(query)) => {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let _ = ops.send(Ctl::Query(query, tx));
+                    rx.await.ok()
+                }
+            };
+            if let Some(text) = said {
+                let _ = cx.send_notification(SessionNotification::new(
+                    session,
+                    SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text))),
+                ));
+            }
+            responder.respond(PromptResponse::new(StopReason::EndTurn))
+        });
+        return Ok(());
+    }
     let Ok(mut pending) = open.pending.lock() else {
         return responder.respond_with_internal_error("the session is poisoned");
     };
@@ -1166,6 +1337,30 @@ fn prompt(
         origin: Origin::Person,
     }));
     Ok(())
+}
+
+/// A prompt that is one of [`ACP_COMMANDS`]: a mode to set, a query to answer, or the line
+/// to say (a bad argument); `None` for anything else (it goes to the model).
+#[allow(clippy::type_complexity)]
+fn slash_command(
+    text: &str,
+    mode: Mode,
+) -> Option<Result<Result<Mode, harness_agent::Query>, String>> {
+    use crate::interactive::{Line, parse_line};
+    let name = text.trim().strip_prefix('/')?.split_whitespace().next()?;
+    if !ACP_COMMANDS.contains(&name) {
+        return None;
+    }
+    Some(match parse_line(text) {
+        Line::Mode(Some(m)) => Ok(Ok(m)),
+        Line::Mode(None) => Err(format!("mode: {mode}")),
+        Line::Plan => Ok(Err(harness_agent::Query::Plan)),
+        Line::Jobs => Ok(Err(harness_agent::Query::Jobs)),
+        Line::Compact => Ok(Err(harness_agent::Query::Compact)),
+        Line::Recall(id) => Ok(Err(harness_agent::Query::Recall(id))),
+        Line::Unknown(line) => Err(line),
+        _ => return None,
+    })
 }
 
 fn status(state: &State) -> Value {
@@ -1239,6 +1434,65 @@ struct Pump {
     jobs: Arc<Mutex<std::collections::BTreeMap<u32, Value>>>,
     machine: Arc<Mutex<Option<String>>>,
     scope: Option<Value>,
+    /// The session's directory, for a call's relative path.
+    cwd: PathBuf,
+    /// Where the session's mode is kept for `session/load`.
+    mode_file: PathBuf,
+}
+
+/// The file in a session's directory that keeps its mode.
+const MODE_FILE: &str = "mode";
+
+/// What the Pump keeps of a call while it runs.
+struct CallSeen {
+    name: String,
+    block: Block,
+    title: String,
+    arguments: Value,
+    /// The diffs of the files it changed.
+    diffs: Vec<Diff>,
+    /// Its output so far, as it came.
+    output: String,
+}
+
+/// The slash commands a prompt may be (`/mode plan`), as `available_commands_update` says them.
+fn available_commands() -> Vec<AvailableCommand> {
+    ACP_COMMANDS
+        .iter()
+        .filter_map(|name| {
+            let line = crate::interactive::HELP.lines().find(|l| {
+                l.strip_prefix('/')
+                    .and_then(|l| l.split_whitespace().next())
+                    == Some(name)
+            })?;
+            let (usage, description) = line.split_once("  ")?;
+            let mut c = AvailableCommand::new(*name, description.trim());
+            if let Some((_, arg)) = usage.trim().split_once(' ') {
+                c = c.input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new(arg.trim()),
+                ));
+            }
+            Some(c)
+        })
+        .collect()
+}
+
+/// The terminal's slash commands that mean something over ACP.
+const ACP_COMMANDS: &[&str] = &["mode", "plan", "jobs", "compact", "recall"];
+
+/// The location a call works on, from its `path` (relative to the session's directory).
+fn call_locations(args: &Value, cwd: &Path) -> Option<Vec<ToolCallLocation>> {
+    let path = args.get("path").and_then(Value::as_str)?;
+    if path.is_empty() {
+        return None;
+    }
+    let p = Path::new(path);
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    Some(vec![ToolCallLocation::new(lexical(&full))])
 }
 
 static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1269,10 +1523,21 @@ impl Pump {
     }
 
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Out>) {
-        let mut calls: HashMap<String, (String, Block)> = HashMap::new();
+        let mut calls: HashMap<String, CallSeen> = HashMap::new();
         while let Some(out) = rx.recv().await {
             match out {
-                Out::ToolOutput { .. } => {}
+                Out::ToolOutput { call_id, text } => {
+                    // A running command: in progress, its output so far.
+                    if let Some(c) = calls.get_mut(&call_id) {
+                        c.output.push_str(&text);
+                        let fields = ToolCallUpdateFields::new()
+                            .status(ToolCallStatus::InProgress)
+                            .content(vec![ToolCallContent::from(text_block(c.output.clone()))]);
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            call_id, fields,
+                        )));
+                    }
+                }
                 // Not offered over ACP; should one come, nobody answers it.
                 Out::Question { call_id, .. } => {
                     let _ = self.ops.send(Ctl::Reply(call_id, None));
@@ -1315,9 +1580,24 @@ impl Pump {
                     after,
                 } => {
                     let diff = Diff::new(PathBuf::from(path), after).old_text(before);
+                    let seen = calls.entry(call_id.clone()).or_insert_with(|| CallSeen {
+                        name: String::new(),
+                        block: Block::Edit,
+                        title: String::new(),
+                        arguments: Value::Null,
+                        diffs: Vec::new(),
+                        output: String::new(),
+                    });
+                    seen.diffs.push(diff);
+                    let content: Vec<ToolCallContent> = seen
+                        .diffs
+                        .iter()
+                        .cloned()
+                        .map(ToolCallContent::from)
+                        .collect();
                     self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                         call_id,
-                        ToolCallUpdateFields::new().content(vec![ToolCallContent::from(diff)]),
+                        ToolCallUpdateFields::new().content(content),
                     )));
                 }
                 Out::Event(e) => self.event(e, &mut calls),
@@ -1325,7 +1605,7 @@ impl Pump {
         }
     }
 
-    fn event(&self, e: Event, calls: &mut HashMap<String, (String, Block)>) {
+    fn event(&self, e: Event, calls: &mut HashMap<String, CallSeen>) {
         match e {
             Event::UserInput { text, origin } => {
                 if let Ok(mut r) = self.running.lock() {
@@ -1362,7 +1642,17 @@ impl Pump {
                 let tool = harness_spec::Spec::embedded().tool(&call.name);
                 let risk = tool.map(|t| t.risk);
                 let title = crate::render::call_title(&call.name, block, &call.arguments);
-                calls.insert(call.id.clone(), (call.name.clone(), block));
+                calls.insert(
+                    call.id.clone(),
+                    CallSeen {
+                        name: call.name.clone(),
+                        block,
+                        title: title.clone(),
+                        arguments: call.arguments.clone(),
+                        diffs: Vec::new(),
+                        output: String::new(),
+                    },
+                );
                 let mut lembas = json!({"tool": call.name, "block": block});
                 if let Some(r) = risk {
                     lembas["risk"] = json!(r);
@@ -1375,11 +1665,14 @@ impl Pump {
                 if let Some(s) = scoped.scope {
                     lembas["scope"] = s;
                 }
-                let c = AcpCall::new(call.id.clone(), title)
+                let mut c = AcpCall::new(call.id.clone(), title)
                     .kind(kind_of(block, risk))
                     .status(ToolCallStatus::Pending)
                     .raw_input(call.arguments.clone())
                     .meta(meta(lembas));
+                if let Some(l) = call_locations(&call.arguments, &self.cwd) {
+                    c = c.locations(l);
+                }
                 self.update(SessionUpdate::ToolCall(c));
             }
             Event::ToolCallAsked { call_id, question } => {
@@ -1400,7 +1693,8 @@ impl Pump {
                     "Refuse",
                     PermissionOptionKind::RejectOnce,
                 ));
-                let block = calls.get(&call_id).map(|c| c.1).unwrap_or(Block::Tool);
+                let seen = calls.get(&call_id);
+                let block = seen.map(|c| c.block).unwrap_or(Block::Tool);
                 let mut lembas = json!({
                     "tool": question.tool,
                     "risk": question.risk,
@@ -1410,10 +1704,24 @@ impl Pump {
                     Some(p) => lembas["always"] = json!(p),
                     None => lembas["confirm"] = json!("always"),
                 }
-                let fields = ToolCallUpdateFields::new()
-                    .title(question.subject.clone())
+                lembas["subject"] = json!(question.subject);
+                if let Some(r) = &question.reason {
+                    lembas["reason"] = json!(r);
+                }
+                // The call as the client drew it: its title and its input.
+                let mut fields = ToolCallUpdateFields::new()
+                    .title(
+                        seen.map(|c| c.title.clone())
+                            .unwrap_or_else(|| question.subject.clone()),
+                    )
                     .kind(kind_of(block, Some(question.risk)))
                     .status(ToolCallStatus::Pending);
+                if let Some(c) = seen {
+                    fields = fields.raw_input(c.arguments.clone());
+                    if let Some(l) = call_locations(&c.arguments, &self.cwd) {
+                        fields = fields.locations(l);
+                    }
+                }
                 let request = RequestPermissionRequest::new(
                     self.session.clone(),
                     ToolCallUpdate::new(call_id.clone(), fields),
@@ -1440,19 +1748,36 @@ impl Pump {
                     Ok(())
                 });
             }
+            Event::ToolCallAnswered { call_id, answer } => {
+                if matches!(answer, Answer::Once | Answer::Always) {
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id,
+                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                    )));
+                }
+            }
             Event::ToolCallFinished { result } => {
                 let status = if result.is_error {
                     ToolCallStatus::Failed
                 } else {
                     ToolCallStatus::Completed
                 };
-                let fields = ToolCallUpdateFields::new().status(status).content(vec![
-                    ToolCallContent::from(text_block(result.content.clone())),
-                ]);
+                let seen = calls.remove(&result.call_id);
+                // An edit keeps its diffs as its content; anything else shows its result.
+                let content = match &seen {
+                    Some(c) if !c.diffs.is_empty() && !result.is_error => {
+                        c.diffs.iter().cloned().map(ToolCallContent::from).collect()
+                    }
+                    // The result id is in the meta; the text is the result's own.
+                    _ => vec![ToolCallContent::from(text_block(
+                        crate::render::without_id(&result.content, result.result_id.as_str()),
+                    ))],
+                };
+                let fields = ToolCallUpdateFields::new().status(status).content(content);
                 let mut lembas = json!({"result": result.result_id});
-                if let Some((tool, block)) = calls.get(&result.call_id) {
-                    lembas["tool"] = json!(tool);
-                    lembas["block"] = json!(block);
+                if let Some(c) = &seen {
+                    lembas["tool"] = json!(c.name);
+                    lembas["block"] = json!(c.block);
                 }
                 self.update(SessionUpdate::ToolCallUpdate(
                     ToolCallUpdate::new(result.call_id.clone(), fields).meta(meta(lembas)),
@@ -1490,6 +1815,8 @@ impl Pump {
                 if let Ok(mut m) = self.mode.lock() {
                     *m = mode;
                 }
+                // Kept for `session/load`.
+                let _ = std::fs::write(&self.mode_file, mode.as_str());
                 self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
                     mode.as_str(),
                 )));

@@ -311,7 +311,7 @@ impl Streamed {
 
 /// A result's text without the stored result's id the model is told (`[#a3f2]` on a line of
 /// its own, or before the text).
-fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
+pub fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
     let tag = format!("[{id}]");
     match content.strip_prefix(&tag) {
         Some(rest) => rest.strip_prefix('\n').unwrap_or(rest.trim_start()),

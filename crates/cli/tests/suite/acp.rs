@@ -167,11 +167,17 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
     let asked = asked.lock().unwrap();
     assert_eq!(asked.len(), 2);
     let q = &asked[0];
+    // The call's own title and input (issue 15, item 13); the exact command in the meta.
     assert_eq!(
         q.tool_call.fields.title.as_deref(),
-        Some("echo from-acp > acp.txt")
+        Some("$ echo from-acp > acp.txt")
+    );
+    assert_eq!(
+        q.tool_call.fields.raw_input,
+        Some(json!({"command": "echo from-acp > acp.txt"}))
     );
     let qm = &q.meta.as_ref().unwrap()["lembas"];
+    assert_eq!(qm["subject"], "echo from-acp > acp.txt");
     assert_eq!(qm["tool"], "bash");
     assert_eq!(qm["mode"], "manual");
     assert!(qm["always"].is_string(), "{qm}");
@@ -1311,4 +1317,283 @@ async fn bad_lines_on_stdin_are_answered_and_the_connection_goes_on() {
         assert!(*size < 600, "a reply of {size} bytes: {data}");
     }
     assert!(replies[3].1["result"].is_object(), "{:?}", replies[3]);
+}
+
+/// A plain ACP client (no `_meta.lembas`) on stdio, run by `f`, its updates and permission
+/// requests (answered "once") kept; HOME is elsewhere than the project.
+async fn plain_client<F>(
+    sb: &Sandbox,
+    url: &str,
+    f: F,
+) -> (Vec<SessionNotification>, Vec<RequestPermissionRequest>)
+where
+    F: AsyncFnOnce(
+            agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>,
+        ) -> agent_client_protocol::Result<()>
+        + Send
+        + 'static,
+{
+    let mut child = sb
+        .command(url, &["acp"])
+        .env("HOME", sb.home.path())
+        .spawn()
+        .unwrap();
+    let transport = ByteStreams::new(
+        child.stdin.take().unwrap().compat_write(),
+        child.stdout.take().unwrap().compat(),
+    );
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
+    let (u, a) = (updates.clone(), asked.clone());
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |r: RequestPermissionRequest, responder, _cx| {
+                    a.lock().unwrap().push(r);
+                    responder.respond(RequestPermissionResponse::new(
+                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("once")),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                f(cx).await
+            }),
+    )
+    .await
+    .expect("the ACP run took over 60 s")
+    .unwrap();
+    drop(child);
+    let u = updates.lock().unwrap().clone();
+    let a = asked.lock().unwrap().clone();
+    (u, a)
+}
+
+/// What an editor expects (issue 15, items 12–15): any absolute directory for a local client
+/// (a relative one is -32602), MCP servers said to be ignored, the slash commands advertised
+/// and done, `locations` on a call with a path, a running command `in_progress` with its output
+/// streamed, the permission request with the call's title and input, an edit's diff kept on its
+/// final update and in `session/load`'s replay, the mode restored, an unknown session -32002.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_gets_what_it_expects() {
+    use agent_client_protocol::v1::schema::{
+        LoadSessionRequest, McpServer, McpServerStdio, SetSessionModeRequest, ToolCallContent,
+        ToolCallStatus,
+    };
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "new.txt", "content": "one\ntwo\n"}),
+        ),
+        tool_call(
+            "c2",
+            "bash",
+            json!({"command": "echo streamed-out; sleep 0.3"}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let r = root.clone();
+    let sid: Arc<Mutex<String>> = Arc::default();
+    let sid2 = sid.clone();
+    let (updates, asked) =
+        plain_client(&sb, &url, async move |cx| {
+            let err = cx
+                .send_request(NewSessionRequest::new("relative/dir"))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(i32::from(err.code), -32602, "{err:?}");
+            let err = cx
+                .send_request(LoadSessionRequest::new("20200101-0000-dead", r.clone()))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(i32::from(err.code), -32002, "{err:?}");
+            // The project is outside HOME: a local client opens it all the same.
+            let s = cx
+                .send_request(NewSessionRequest::new(r.clone()).mcp_servers(vec![
+                    McpServer::Stdio(McpServerStdio::new("files", "/usr/bin/mcp-files")),
+                ]))
+                .block_task()
+                .await?;
+            let m = &s.meta.as_ref().unwrap()["lembas"];
+            assert_eq!(m["mcp_servers"]["ignored"], 1, "{m}");
+            assert!(
+                m["mcp_servers"]["notice"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not supported"),
+                "{m}"
+            );
+            *sid2.lock().unwrap() = s.session_id.to_string();
+            cx.send_request(SetSessionModeRequest::new(s.session_id.clone(), "manual"))
+                .block_task()
+                .await?;
+            let done = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("write and run"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(done.stop_reason, StopReason::EndTurn);
+            // A slash command is done, not sent to the model.
+            let done = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("/mode plan"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(done.stop_reason, StopReason::EndTurn);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Ok(())
+        })
+        .await;
+    assert_eq!(server.bodies().len(), 3, "/mode plan went to the model");
+    let id = sid.lock().unwrap().clone();
+    let commands = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands.clone()),
+            _ => None,
+        })
+        .expect("available_commands_update");
+    let names: Vec<&str> = commands.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        names.contains(&"mode") && names.contains(&"compact"),
+        "{names:?}"
+    );
+    assert!(updates.iter().any(|n| matches!(&n.update,
+        SessionUpdate::CurrentModeUpdate(m) if m.current_mode_id.to_string() == "plan")));
+    // The write: its location, and its diff kept on the final update.
+    if std::env::var_os("LLEMBAS_DUMP_ACP").is_some() {
+        for n in &updates {
+            eprintln!("{}", serde_json::to_string(&n.update).unwrap());
+        }
+    }
+    // The calls' ids are the agent's own.
+    let id_of = |title: &str| {
+        updates
+            .iter()
+            .find_map(|n| match &n.update {
+                SessionUpdate::ToolCall(c) if c.title == title => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no call {title}"))
+    };
+    let call = id_of("write new.txt");
+    let c1 = call.tool_call_id.to_string();
+    let c2 = id_of("$ echo streamed-out; sleep 0.3")
+        .tool_call_id
+        .to_string();
+    assert_eq!(call.locations.len(), 1, "{call:?}");
+    assert_eq!(call.locations[0].path, root.join("new.txt"));
+    let last_c1 = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) if u.tool_call_id.to_string() == c1 => Some(u.clone()),
+            _ => None,
+        })
+        .next_back()
+        .unwrap();
+    assert_eq!(last_c1.fields.status, Some(ToolCallStatus::Completed));
+    let content = last_c1.fields.content.clone().unwrap();
+    assert!(
+        matches!(&content[..], [ToolCallContent::Diff(d)] if d.new_text == "one\ntwo\n"),
+        "{content:?}"
+    );
+    // The write was asked with the call's title and input; the command (only reads: not
+    // asked) is in progress with its output as it comes.
+    let q = asked
+        .iter()
+        .find(|q| q.tool_call.tool_call_id.to_string() == c1)
+        .expect("the write was asked");
+    assert_eq!(q.tool_call.fields.title.as_deref(), Some("write new.txt"));
+    assert_eq!(
+        q.tool_call.fields.raw_input,
+        Some(json!({"path": "new.txt", "content": "one\ntwo\n"}))
+    );
+    assert_eq!(
+        q.tool_call.fields.locations.as_deref().map(<[_]>::len),
+        Some(1)
+    );
+    let running: Vec<_> = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u)
+                if u.tool_call_id.to_string() == c2
+                    && u.fields.status == Some(ToolCallStatus::InProgress) =>
+            {
+                Some(u.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        running
+            .iter()
+            .any(|u| format!("{:?}", u.fields.content).contains("streamed-out")),
+        "{running:?}"
+    );
+    // Its final text is the result without the stored result's id.
+    let last_c2 = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) if u.tool_call_id.to_string() == c2 => Some(u.clone()),
+            _ => None,
+        })
+        .next_back()
+        .unwrap();
+    let text = serde_json::to_value(&last_c2.fields.content).unwrap();
+    assert_eq!(text[0]["content"]["text"], "streamed-out\nexit code 0");
+
+    // Loaded again: the mode it had, and the edit replayed with its diff.
+    let r = root.clone();
+    let id2 = id.clone();
+    let (replayed, _) = plain_client(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(LoadSessionRequest::new(id2, r))
+            .block_task()
+            .await?;
+        assert_eq!(
+            s.modes.as_ref().unwrap().current_mode_id.to_string(),
+            "plan"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        Ok(())
+    })
+    .await;
+    let diff = replayed
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) if u.tool_call_id.to_string() == c1 => {
+                u.fields.content.clone()
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        matches!(&diff[..], [ToolCallContent::Diff(d)]
+            if d.path == root.join("new.txt") && d.new_text == "one\ntwo\n"),
+        "{diff:?}"
+    );
 }
