@@ -332,6 +332,7 @@ async fn session_loop(
 ) -> Result<Next> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let root = parts.exec.root().to_path_buf();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
@@ -352,7 +353,7 @@ async fn session_loop(
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View {
-        streamed: render::Streamed::default(),
+        streamed: render::Streamed::new(&root),
         color,
         line_open: false,
         reasoning_lines: 0,

@@ -180,12 +180,20 @@ pub fn question_reply(line: &str, options: &[String]) -> String {
 
 /// A question as the person reads it.
 pub fn question(q: &PermissionQuestion, color: bool) -> String {
+    question_with(q, None, color)
+}
+
+/// A question with the change it would make drawn under its subject.
+fn question_with(q: &PermissionQuestion, diff: Option<&str>, color: bool) -> String {
     let mut out = format!(
         "{} {} wants to run:\n    {}\n",
         paint("?", Style::Yellow, color),
         q.tool,
         paint(&q.subject, Style::Bold, color)
     );
+    if let Some(d) = diff {
+        out.push_str(d);
+    }
     if let Some(r) = &q.reason {
         out.push_str(&format!("  because: {r}\n"));
     }
@@ -212,13 +220,27 @@ pub struct Streamed {
     streamed: std::collections::HashSet<String>,
     /// Calls started: their tool, block and command (for a job's title).
     calls: std::collections::HashMap<String, (String, Block, String)>,
+    /// Edit calls' arguments, for the diff their question shows.
+    edits: std::collections::HashMap<String, (String, serde_json::Value)>,
+    /// The session's directory (a call's relative path is under it).
+    root: std::path::PathBuf,
     /// Calls whose result is not drawn.
     quiet: std::collections::HashSet<String>,
     /// Calls the person declined.
     declined: std::collections::HashSet<String>,
+    /// Calls whose question showed their diff (not drawn again once they ran).
+    previewed: std::collections::HashSet<String>,
 }
 
 impl Streamed {
+    /// For a session working in `root`.
+    pub fn new(root: &std::path::Path) -> Streamed {
+        Streamed {
+            root: root.to_path_buf(),
+            ..Streamed::default()
+        }
+    }
+
     /// Notes what an output says; `Some(text)` when it is drawn here instead of by
     /// [`activity`] (`Some(None)`: not at all).
     pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
@@ -234,6 +256,9 @@ impl Streamed {
                 after,
             } => {
                 self.quiet.insert(call_id.clone());
+                if self.previewed.remove(call_id) {
+                    return Some(None);
+                }
                 Some(Some(edit_diff(path, before, after, color)))
             }
             Out::Event(Event::ToolCallStarted { call, block }) => {
@@ -245,6 +270,10 @@ impl Streamed {
                     .to_owned();
                 self.calls
                     .insert(call.id.clone(), (call.name.clone(), *block, command));
+                if *block == Block::Edit {
+                    self.edits
+                        .insert(call.id.clone(), (call.name.clone(), call.arguments.clone()));
+                }
                 if matches!(block, Block::Plan | Block::Read | Block::Hidden)
                     || call.name == "question"
                 {
@@ -271,8 +300,19 @@ impl Streamed {
                 self.quiet.extend(became);
                 None
             }
+            // A change is asked with its diff: approved seen, not blind.
+            Out::Event(Event::ToolCallAsked {
+                call_id,
+                question: q,
+            }) => {
+                let (name, args) = self.edits.get(call_id)?;
+                let diff = preview(name, args, &self.root, color)?;
+                self.previewed.insert(call_id.clone());
+                Some(Some(question_with(q, Some(&diff), color)))
+            }
             Out::Event(Event::ToolCallFinished { result }) => {
                 self.calls.remove(&result.call_id);
+                self.edits.remove(&result.call_id);
                 let streamed = self.streamed.remove(&result.call_id);
                 let quiet = self.quiet.remove(&result.call_id);
                 let content = without_id(&result.content, result.result_id.as_str());
@@ -317,6 +357,96 @@ pub fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
         Some(rest) => rest.strip_prefix('\n').unwrap_or(rest.trim_start()),
         None => content,
     }
+}
+
+/// Lines of a change's diff shown in its question before the rest is folded.
+const QUESTION_DIFF_LINES: usize = 20;
+
+/// The diff an edit call would make, from its arguments and the file as it is now (`None`
+/// when it cannot be foreseen: the tool refuses such a call and says why); folded when long.
+fn preview(
+    name: &str,
+    args: &serde_json::Value,
+    root: &std::path::Path,
+    color: bool,
+) -> Option<String> {
+    let s = |v: &serde_json::Value, k: &str| {
+        v.get(k)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    if name == "apply_patch" {
+        let patch = s(args, "patch")?;
+        return Some(fold_diff(&patch_lines(&patch, color)));
+    }
+    let path = s(args, "path")?;
+    let full = {
+        let p = std::path::Path::new(&path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            root.join(p)
+        }
+    };
+    let shown = full.display().to_string();
+    let vpath = harness_fs::VPath::resolve(&harness_fs::VPath::root(), &shown);
+    let before = std::fs::read_to_string(&full);
+    let (before, after) = match name {
+        "write" => (before.unwrap_or_default(), s(args, "content")?),
+        "edit" | "multiedit" => {
+            let before = before.ok()?;
+            let edits: Vec<harness_fs::tools::EditSpec> = match args.get("edits") {
+                Some(list) => serde_json::from_value(list.clone()).ok()?,
+                None => vec![serde_json::from_value(args.clone()).ok()?],
+            };
+            let mut text = before.clone();
+            for e in &edits {
+                text = harness_fs::tools::apply_edit(&vpath, &text, e).ok()?.0;
+            }
+            (before, text)
+        }
+        _ => return None,
+    };
+    Some(fold_diff(&edit_diff(&shown, &before, &after, color)))
+}
+
+/// A patch's lines coloured as a diff.
+fn patch_lines(patch: &str, color: bool) -> String {
+    let mut out = String::new();
+    for l in patch.lines() {
+        let styled = if l.starts_with("***") {
+            paint(l, Style::Bold, color)
+        } else if l.starts_with('+') {
+            paint(l, Style::Green, color)
+        } else if l.starts_with('-') {
+            paint(l, Style::Red, color)
+        } else if l.starts_with("@@") {
+            paint(l, Style::Cyan, color)
+        } else {
+            l.to_owned()
+        };
+        out.push_str("  ");
+        out.push_str(&styled);
+        out.push('\n');
+    }
+    out
+}
+
+/// A drawn diff cut to [`QUESTION_DIFF_LINES`], the rest said as a count.
+fn fold_diff(drawn: &str) -> String {
+    let lines: Vec<&str> = drawn.lines().collect();
+    if lines.len() <= QUESTION_DIFF_LINES {
+        return drawn.to_owned();
+    }
+    let mut out: String = lines[..QUESTION_DIFF_LINES]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    out.push_str(&format!(
+        "  … {} more lines of the diff\n",
+        lines.len() - QUESTION_DIFF_LINES
+    ));
+    out
 }
 
 /// An edit's diff as the person reads it: `--- /dev/null` for a new file.

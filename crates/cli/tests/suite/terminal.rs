@@ -330,3 +330,38 @@ async fn the_screen_shows_typed_events_not_model_text() {
     insta::assert_snapshot!(screen);
     assert_eq!(sb.read("a.txt"), "beta\n");
 }
+
+/// A change is asked with its diff (folded when long), not approved blind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_asked_with_its_diff() {
+    let long: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    let (screen, _, sb) = pty(
+        "manual",
+        vec![
+            tool_call("c1", "read", json!({"path": "a.txt"})),
+            tool_call(
+                "c2",
+                "edit",
+                json!({"path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+            ),
+            tool_call("c3", "write", json!({"path": "long.txt", "content": long})),
+            text(&["Done."]),
+        ],
+        |s| {
+            s.expect("manual ›");
+            s.send_line("change things");
+            s.expect("allow? [y/a/n]");
+            s.send_line("y");
+            s.expect("more lines of the diff");
+            s.expect("allow? [y/a/n]");
+            s.send_line("n");
+            s.expect("Done.");
+            s.expect("manual ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    insta::assert_snapshot!(screen);
+    assert_eq!(sb.read("a.txt"), "beta\n");
+}
