@@ -164,8 +164,13 @@ async fn real_model_answers_and_a_tool_call_round_trips() {
     assert!(after.len() > 1, "a streamed answer: {kinds:?}");
     let text: String = after.iter().map(|e| e["text"].as_str().unwrap()).collect();
     assert!(!text.trim().is_empty());
-    assert_eq!(kinds.last(), Some(&"turn_ended"));
-    assert_eq!(events.last().unwrap()["reason"]["kind"], "finished");
+    // The turn finished; the stream closes with its result line.
+    let ended = events
+        .iter()
+        .rfind(|e| e["type"] == "turn_ended")
+        .expect("the turn ended");
+    assert_eq!(ended["reason"]["kind"], "finished", "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"result"), "{kinds:?}");
 
     // The transcript has the whole turn: the call, its result, the real answer.
     let t = sb.transcript();
@@ -175,6 +180,7 @@ async fn real_model_answers_and_a_tool_call_round_trips() {
         [
             "turn_started",
             "assistant",
+            "calls_started",
             "tool_result",
             "assistant",
             "turn_ended"
@@ -182,6 +188,6 @@ async fn real_model_answers_and_a_tool_call_round_trips() {
         "{t:?}"
     );
     assert_eq!(t[1]["tool_calls"][0]["name"], "read");
-    assert_eq!(t[3]["text"].as_str().unwrap(), text);
+    assert_eq!(t[4]["text"].as_str().unwrap(), text);
     harness_test_support::report_real_model_ran(&format!("llembas-cli {kind}")).unwrap();
 }
