@@ -146,6 +146,15 @@ pub fn call_title(name: &str, block: Block, args: &serde_json::Value) -> String 
     }
 }
 
+/// What a call says it is for (the spec's `purpose` argument), when it says.
+fn purpose_of(args: &serde_json::Value) -> Option<String> {
+    let name = harness_core::offer::purpose_arg(harness_spec::Spec::embedded())
+        .map(|p| p.name)
+        .unwrap_or_else(|_| "purpose".into());
+    let p = args.get(&name)?.as_str()?.trim();
+    (!p.is_empty()).then(|| p.lines().next().unwrap_or(p).to_owned())
+}
+
 /// A plan as a card.
 pub fn plan_card(plan: &Plan, color: bool) -> String {
     let mut out = String::new();
@@ -217,7 +226,8 @@ pub use harness_agent::turn_end_text as turn_end_line;
 /// result's id is the model's, not shown.
 #[derive(Debug, Default)]
 pub struct Streamed {
-    streamed: std::collections::HashSet<String>,
+    /// Calls whose output came as they ran: the lines shown, and those folded.
+    streamed: std::collections::HashMap<String, (usize, usize)>,
     /// Calls started: their tool, block and command (for a job's title).
     calls: std::collections::HashMap<String, (String, Block, String)>,
     /// Edit calls' arguments, for the diff their question shows.
@@ -245,9 +255,19 @@ impl Streamed {
     /// [`activity`] (`Some(None)`: not at all).
     pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
         match out {
-            Out::ToolOutput { call_id, .. } => {
-                self.streamed.insert(call_id.clone());
-                None
+            // A running command's output: its first lines, the rest folded (counted).
+            Out::ToolOutput { call_id, text } => {
+                let (shown, folded) = self.streamed.entry(call_id.clone()).or_default();
+                let mut out = String::new();
+                for piece in text.split_inclusive('\n') {
+                    if *shown < FOLD_LINES {
+                        out.push_str(piece);
+                        *shown += usize::from(piece.ends_with('\n'));
+                    } else {
+                        *folded += usize::from(piece.ends_with('\n'));
+                    }
+                }
+                Some((!out.is_empty()).then(|| paint(&out, Style::Dim, color)))
             }
             Out::Edit {
                 call_id,
@@ -313,7 +333,16 @@ impl Streamed {
             Out::Event(Event::ToolCallFinished { result }) => {
                 self.calls.remove(&result.call_id);
                 self.edits.remove(&result.call_id);
-                let streamed = self.streamed.remove(&result.call_id);
+                let folded = self.streamed.remove(&result.call_id).map(|(_, f)| f);
+                let streamed = folded.is_some();
+                let more = match folded {
+                    Some(n) if n > 0 => format!(
+                        " · {n} more line{} folded (/recall {} shows it whole)",
+                        if n == 1 { "" } else { "s" },
+                        result.result_id
+                    ),
+                    _ => String::new(),
+                };
                 let quiet = self.quiet.remove(&result.call_id);
                 let content = without_id(&result.content, result.result_id.as_str());
                 if self.declined.remove(&result.call_id) {
@@ -321,7 +350,7 @@ impl Streamed {
                 }
                 if result.is_error {
                     let text = if streamed {
-                        format!("  └ {}\n", content.lines().last().unwrap_or_default())
+                        format!("  └ {}{more}\n", content.lines().last().unwrap_or_default())
                     } else {
                         fold(content, false)
                     };
@@ -334,7 +363,7 @@ impl Streamed {
                     let last = content.lines().last().unwrap_or_default();
                     return Some(Some(format!(
                         "{}\n",
-                        paint(&format!("  └ {last}"), Style::Dim, color)
+                        paint(&format!("  └ {last}{more}"), Style::Dim, color)
                     )));
                 }
                 Some(Some(fold(content, color)))
@@ -489,8 +518,11 @@ fn event(e: &Event, color: bool) -> Option<String> {
             if matches!(block, Block::Hidden | Block::Plan) {
                 return None;
             }
+            let purpose = purpose_of(&call.arguments)
+                .map(|p| paint(&format!("  · {p}"), Style::Dim, color))
+                .unwrap_or_default();
             format!(
-                "{} {}\n",
+                "{} {}{purpose}\n",
                 paint("●", Style::Cyan, color),
                 call_title(&call.name, *block, &call.arguments)
             )

@@ -365,3 +365,35 @@ async fn a_change_is_asked_with_its_diff() {
     insta::assert_snapshot!(screen);
     assert_eq!(sb.read("a.txt"), "beta\n");
 }
+
+/// A command's long output is folded to a few lines as it comes (the count said, `/recall`
+/// shows it whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_output_is_folded() {
+    let (screen, _, _sb) = pty(
+        "auto",
+        vec![
+            tool_call(
+                "c1",
+                "bash",
+                json!({"purpose": "count to two hundred", "command": "seq 1 200"}),
+            ),
+            text(&["Counted."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("count");
+            s.expect("Counted.");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    // The result id is salted by the session's.
+    let screen = match screen.split_once("/recall #") {
+        Some((a, b)) => format!("{a}/recall #id{}", &b[b.find(' ').unwrap_or(0)..]),
+        None => screen,
+    };
+    insta::assert_snapshot!(screen);
+}
