@@ -34,6 +34,7 @@ pub const HELP: &str = "\
 /recall #id                     show a stored tool result whole
 /rewind [N]                     go back to before turn N
 /new                            start a new session
+/status                         model, endpoint, mode, tokens, context, session
 /help                           this list
 /quit                           leave (Ctrl-D too)";
 
@@ -58,6 +59,8 @@ pub enum Line {
     Rewind(u32),
     /// `/new`.
     New,
+    /// `/status`.
+    Status,
     /// `/help`.
     Help,
     /// `/quit`.
@@ -108,6 +111,7 @@ pub fn parse_line(line: &str) -> Line {
             Some(Err(_)) => Line::Unknown("/rewind takes a turn number".into()),
         },
         "new" => Line::New,
+        "status" => Line::Status,
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
         other => Line::Unknown(format!("unknown command /{other}: /help lists them")),
@@ -333,6 +337,8 @@ async fn session_loop(
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let root = parts.exec.root().to_path_buf();
+    let endpoint = parts.client.endpoint().base_url.clone();
+    let window = parts.client.model().input.or(parts.client.model().context);
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
@@ -358,6 +364,10 @@ async fn session_loop(
         line_open: false,
         reasoning_lines: 0,
         folded: 0,
+        requests: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        last_input: None,
     };
     let mut initial = String::new();
     // The last Ctrl-C, busy or idle: a second one soon after leaves.
@@ -367,7 +377,12 @@ async fn session_loop(
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let next = 'outer: loop {
         // Idle: read a line.
-        let prompt = format!("{} ", paint(&format!("{mode} ›"), Style::Cyan, color));
+        // The context used, once the server said it.
+        let used = match (view.last_input, window) {
+            (Some(n), Some(w)) if w > 0 => format!(" · {}%", n * 100 / w),
+            _ => String::new(),
+        };
+        let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
         if reader
             .requests
             .send((prompt.clone(), initial.clone()))
@@ -426,6 +441,10 @@ async fn session_loop(
             Line::Empty => continue,
             Line::Quit => break Next::Quit,
             Line::New => break Next::New,
+            Line::Status => {
+                println!("{}", view.status(&id, &model, &endpoint, mode, window));
+                continue;
+            }
             Line::Help => {
                 println!("{HELP}");
                 continue;
@@ -599,6 +618,12 @@ struct View {
     line_open: bool,
     reasoning_lines: usize,
     folded: usize,
+    /// Model requests answered this session, and the tokens the server said.
+    requests: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+    /// The last request's prompt size (the context in use).
+    last_input: Option<u64>,
 }
 
 /// Reasoning lines shown before the rest is folded.
@@ -636,6 +661,14 @@ impl View {
                         .max(usize::from(self.folded == 0));
                 }
             }
+            Out::Event(Event::ModelAnswered { usage }) => {
+                self.requests += 1;
+                if let Some(u) = usage {
+                    self.tokens_in += u.input_tokens;
+                    self.tokens_out += u.output_tokens;
+                    self.last_input = Some(u.input_tokens);
+                }
+            }
             Out::Event(Event::StepStarted { .. }) => {
                 // A step's answer starts on a line of its own.
                 stdout.push_str(&self.close_line());
@@ -669,6 +702,37 @@ impl View {
             }
         }
         stdout
+    }
+
+    /// `/status`.
+    fn status(
+        &self,
+        id: &str,
+        model: &str,
+        endpoint: &str,
+        mode: Mode,
+        window: Option<u64>,
+    ) -> String {
+        let tokens = if self.tokens_in + self.tokens_out > 0 {
+            format!(
+                "in {} · out {} this session ({} request{})",
+                self.tokens_in,
+                self.tokens_out,
+                self.requests,
+                if self.requests == 1 { "" } else { "s" }
+            )
+        } else {
+            format!("not said by the server ({} requests)", self.requests)
+        };
+        let context = match (self.last_input, window) {
+            (Some(n), Some(w)) if w > 0 => format!("{n} of {w} tokens ({}%)", n * 100 / w),
+            (Some(n), _) => format!("{n} tokens (the window is not known)"),
+            (None, Some(w)) => format!("a {w}-token window, none said used yet"),
+            (None, None) => "not known".to_owned(),
+        };
+        format!(
+            "model     {model}\nendpoint  {endpoint}\nmode      {mode}\ntokens    {tokens}\ncontext   {context}\nsession   {id}"
+        )
     }
 
     fn fold_note(&mut self) -> String {

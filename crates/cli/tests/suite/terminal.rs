@@ -157,7 +157,20 @@ async fn pty(
     replies: Vec<harness_test_support::Reply>,
     script: impl FnOnce(&mut Screen) + Send + 'static,
 ) -> (String, Vec<u8>, Sandbox) {
+    pty_with("", mode, replies, script).await
+}
+
+/// [`pty`] with this config file.
+async fn pty_with(
+    config: &str,
+    mode: &'static str,
+    replies: Vec<harness_test_support::Reply>,
+    script: impl FnOnce(&mut Screen) + Send + 'static,
+) -> (String, Vec<u8>, Sandbox) {
     let sb = Sandbox::new();
+    if !config.is_empty() {
+        std::fs::write(sb.home.path().join("config.toml"), config).unwrap();
+    }
     let server = ScriptedServer::start(replies).await.unwrap();
     let root = sb.root();
     let url = server.base_url();
@@ -220,6 +233,8 @@ async fn ctrl_c_twice_leaves() {
         s.expect("manual ›");
         s.session.send(expectrl::ControlCode::EndOfText).unwrap();
         s.expect("Ctrl-C again to leave");
+        // The prompt is back (the line editor has the terminal again).
+        s.expect("manual ›");
         s.session.send(expectrl::ControlCode::EndOfText).unwrap();
         s.expect("saved (llembas --resume ");
     })
@@ -395,5 +410,42 @@ async fn long_output_is_folded() {
         Some((a, b)) => format!("{a}/recall #id{}", &b[b.find(' ').unwrap_or(0)..]),
         None => screen,
     };
+    insta::assert_snapshot!(screen);
+}
+
+/// `/status` says the model, endpoint, mode, tokens, context and session; the prompt shows the
+/// context in use once the server said it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_tokens_and_context() {
+    use harness_test_support::chunk;
+    let mut done = chunk(json!({}), Some("stop"));
+    done["usage"] = json!({"prompt_tokens": 12000, "completion_tokens": 40, "total_tokens": 12040});
+    let reply = harness_test_support::Reply::sse_chunks(&[
+        chunk(json!({"role": "assistant", "content": "Hi."}), None),
+        done,
+    ]);
+    let config = "default_endpoint = \"t\"\n[endpoints.t]\nbase_url = \"http://127.0.0.1:9/v1\"\ncontext = 40000\n";
+    let (screen, _, _sb) = pty_with(config, "manual", vec![reply], |s| {
+        s.expect("manual ›");
+        s.send_line("/status");
+        s.expect("session   ");
+        s.expect("manual ›");
+        s.send_line("hello");
+        s.expect("manual · 30% ›");
+        s.send_line("/status");
+        s.expect("(30%)");
+        s.expect("manual · 30% ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    let screen = screen.replace(
+        &screen
+            .lines()
+            .find_map(|l| l.strip_prefix("endpoint  "))
+            .unwrap_or("-")
+            .to_owned(),
+        "[server]",
+    );
     insta::assert_snapshot!(screen);
 }
