@@ -496,7 +496,9 @@ async fn session_loop(
             text,
             origin: Origin::Person,
         }));
-        // Busy: show what happens until the turn ends.
+        // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
+        // into the answer, and waits for the next prompt.
+        let _quiet = NoEcho::new();
         let mut ours = false;
         spinner.start("thinking");
         loop {
@@ -578,6 +580,40 @@ async fn session_loop(
         )
     );
     Ok(next)
+}
+
+/// The terminal without echo while a turn runs (restored when dropped): type-ahead stays in
+/// the terminal's input for the next prompt instead of being drawn into the answer.
+struct NoEcho(Option<rustix::termios::Termios>);
+
+impl NoEcho {
+    fn new() -> NoEcho {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return NoEcho(None);
+        }
+        let Ok(before) = rustix::termios::tcgetattr(&stdin) else {
+            return NoEcho(None);
+        };
+        let mut quiet = before.clone();
+        quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+        match rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet) {
+            Ok(()) => NoEcho(Some(before)),
+            Err(_) => NoEcho(None),
+        }
+    }
+}
+
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                t,
+            );
+        }
+    }
 }
 
 /// Said at an idle prompt after one Ctrl-C.

@@ -167,6 +167,17 @@ async fn pty_with(
     replies: Vec<harness_test_support::Reply>,
     script: impl FnOnce(&mut Screen) + Send + 'static,
 ) -> (String, Vec<u8>, Sandbox) {
+    pty_full(config, false, mode, replies, script).await
+}
+
+/// [`pty_with`]; `echo`: the terminal echoes as a person's does (the test pty starts without).
+async fn pty_full(
+    config: &str,
+    echo: bool,
+    mode: &'static str,
+    replies: Vec<harness_test_support::Reply>,
+    script: impl FnOnce(&mut Screen) + Send + 'static,
+) -> (String, Vec<u8>, Sandbox) {
     let sb = Sandbox::new();
     if !config.is_empty() {
         std::fs::write(sb.home.path().join("config.toml"), config).unwrap();
@@ -177,7 +188,11 @@ async fn pty_with(
     sb.write("a.txt", "alpha\n");
     let home = sb.home.path().to_path_buf();
     let (screen, bytes) = tokio::task::spawn_blocking(move || {
-        let session = terminal_session(&root, &home, &url, mode);
+        let session = if echo {
+            echoing_session(&root, &home, &url, mode)
+        } else {
+            terminal_session(&root, &home, &url, mode)
+        };
         let mut s = Screen {
             session,
             bytes: Vec::new(),
@@ -197,6 +212,30 @@ async fn pty_with(
     }
     drop(server);
     (redact_ids(&screen), bytes, sb)
+}
+
+/// [`terminal_session`] in a terminal that echoes what is typed (`stty echo` before the start).
+fn echoing_session(
+    root: &std::path::Path,
+    home: &std::path::Path,
+    url: &str,
+    mode: &str,
+) -> expectrl::session::OsSession {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "stty echo && exec \"$0\" --mode \"$1\"", bin(), mode])
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEMBAS_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .env("OPENAI_BASE_URL", url)
+        .env("OPENAI_MODEL", "scripted");
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.get_process_mut().set_window_size(100, 60).unwrap();
+    session.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
+    session
 }
 
 /// A question without an "always" pattern offers `[y/n]`, and `a` is not taken for an answer.
@@ -447,5 +486,37 @@ async fn status_shows_tokens_and_context() {
             .to_owned(),
         "[server]",
     );
+    insta::assert_snapshot!(screen);
+}
+
+/// What is typed while a turn runs is not drawn into the answer: it waits for the next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_ahead_waits_for_the_prompt() {
+    let (screen, bytes, _sb) = pty_full(
+        "",
+        true,
+        "auto",
+        vec![
+            tool_call("c1", "bash", json!({"command": "sleep 2; echo woke"})),
+            text(&["Slept."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("sleep");
+            s.expect("$ sleep 2; echo woke");
+            s.session.send("typed ahead").unwrap();
+            s.expect("Slept.");
+            s.expect("typed ahead");
+            // Ctrl-U clears the line; then leave.
+            s.session.send("\x15").unwrap();
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    // Not echoed while the turn ran (the terminal draws it only at the next prompt).
+    let raw = String::from_utf8_lossy(&bytes);
+    let during = &raw[raw.find("echo woke").unwrap()..raw.find("Slept.").unwrap()];
+    assert!(!during.contains("typed ahead"), "{during:?}");
     insta::assert_snapshot!(screen);
 }
