@@ -338,6 +338,8 @@ async fn session_loop(
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let root = parts.exec.root().to_path_buf();
     let endpoint = parts.client.endpoint().base_url.clone();
+    // To check a `/model NAME` against what the server serves.
+    let lister = parts.client.clone();
     let window = parts.client.model().input.or(parts.client.model().context);
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
@@ -472,6 +474,17 @@ async fn session_loop(
                 if let Ok(answer) = answer {
                     println!("{answer}");
                 }
+                continue;
+            }
+            Line::Model(Some(name)) if !served(&lister, &name).await.unwrap_or(true) => {
+                let list = lister
+                    .list_models(&harness_model::CancellationToken::new())
+                    .await
+                    .unwrap_or_default();
+                println!(
+                    "{endpoint} does not serve {name:?} (it serves {}): the model is not changed",
+                    list.join(", ")
+                );
                 continue;
             }
             Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
@@ -614,6 +627,15 @@ impl Drop for NoEcho {
             );
         }
     }
+}
+
+/// Whether the server lists `name` among its models (`None`: it does not say).
+async fn served(client: &harness_model::ModelClient, name: &str) -> Option<bool> {
+    let list = client
+        .list_models(&harness_model::CancellationToken::new())
+        .await
+        .ok()?;
+    (!list.is_empty()).then(|| list.iter().any(|m| m == name))
 }
 
 /// Said at an idle prompt after one Ctrl-C.

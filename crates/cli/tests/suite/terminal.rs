@@ -520,3 +520,29 @@ async fn type_ahead_waits_for_the_prompt() {
     assert!(!during.contains("typed ahead"), "{during:?}");
     insta::assert_snapshot!(screen);
 }
+
+/// `/model NAME` is checked against the models the server lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_switch_is_checked_against_the_server() {
+    let (screen, _, _sb) = pty("manual", vec![], |s| {
+        s.expect("manual ›");
+        s.send_line("/model gpt-nonexistent");
+        s.expect("the model is not changed");
+        s.expect("manual ›");
+        s.send_line("/model scripted");
+        s.expect("model: scripted");
+        s.expect("manual ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    let screen = screen
+        .lines()
+        .map(|l| match l.split_once(" does not serve") {
+            Some((_, rest)) => format!("[server] does not serve{rest}"),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(screen);
+}
