@@ -508,6 +508,11 @@ fn end_marked(var: &str, value: &str, not_ours: bool) -> usize {
         }
         if std::time::Instant::now() >= deadline {
             term(&left, rustix::process::Signal::KILL);
+            // SIGKILL cannot be refused, but takes a moment to land on a loaded machine.
+            let killed = std::time::Instant::now() + Duration::from_secs(1);
+            while !marked(var, value, not_ours).is_empty() && std::time::Instant::now() < killed {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
