@@ -75,9 +75,19 @@ fn fold(text: &str, color: bool) -> String {
 }
 
 fn diff_lines(diff: &str, color: bool) -> String {
+    coloured_lines(
+        diff,
+        |l| l.starts_with("+++") || l.starts_with("---"),
+        color,
+    )
+}
+
+/// A diff's or a patch's lines, indented, coloured: a header line (`is_header`) bold, added
+/// green, removed red, hunk heads cyan.
+fn coloured_lines(text: &str, is_header: impl Fn(&str) -> bool, color: bool) -> String {
     let mut out = String::new();
-    for l in diff.lines() {
-        let styled = if l.starts_with("+++") || l.starts_with("---") {
+    for l in text.lines() {
+        let styled = if is_header(l) {
             paint(l, Style::Bold, color)
         } else if l.starts_with('+') {
             paint(l, Style::Green, color)
@@ -441,24 +451,7 @@ fn preview(
 
 /// A patch's lines coloured as a diff.
 fn patch_lines(patch: &str, color: bool) -> String {
-    let mut out = String::new();
-    for l in patch.lines() {
-        let styled = if l.starts_with("***") {
-            paint(l, Style::Bold, color)
-        } else if l.starts_with('+') {
-            paint(l, Style::Green, color)
-        } else if l.starts_with('-') {
-            paint(l, Style::Red, color)
-        } else if l.starts_with("@@") {
-            paint(l, Style::Cyan, color)
-        } else {
-            l.to_owned()
-        };
-        out.push_str("  ");
-        out.push_str(&styled);
-        out.push('\n');
-    }
-    out
+    coloured_lines(patch, |l| l.starts_with("***"), color)
 }
 
 /// A drawn diff cut to [`QUESTION_DIFF_LINES`], the rest said as a count.

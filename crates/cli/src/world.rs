@@ -109,16 +109,21 @@ impl HostJobs {
     }
 }
 
-impl JobSpawner for HostJobs {
-    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
-        crate::process::spawn(command, &self.root, &self.spill, true, None)
+impl HostJobs {
+    /// Starts a job, in the sandbox when `confined`.
+    fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, String> {
+        crate::process::spawn(command, &self.root, &self.spill, confined, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
             .map_err(|e| format!("{e:#}"))
     }
+}
+
+impl JobSpawner for HostJobs {
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+        self.start(command, true)
+    }
 
     fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
-        crate::process::spawn(command, &self.root, &self.spill, false, None)
-            .map(|r| Arc::new(r) as Arc<dyn Process>)
-            .map_err(|e| format!("{e:#}"))
+        self.start(command, false)
     }
 }
