@@ -1141,7 +1141,7 @@ async fn open_session(
     }
     let model = parts.model_name.clone();
     if let Some(w) = &wanted
-        && !same_model(w, &model)
+        && !harness_model::settings::same_model(w, &model)
     {
         return Err(lembas_error(
             -32042,
@@ -1252,21 +1252,6 @@ async fn open_session(
         "instance": {"id": state.instance, "session": id, "model": model, "spec": spec}
     }));
     Ok((id, settings.mode, m))
-}
-
-/// Whether the chat's model `wanted` is the model this device runs (its id, or an alias of the
-/// same catalogue entry).
-fn same_model(wanted: &str, running: &str) -> bool {
-    if wanted == running {
-        return true;
-    }
-    let Ok(cat) = harness_model::Catalogue::embedded() else {
-        return false;
-    };
-    match (cat.find(wanted), cat.find(running)) {
-        (Some(a), Some(b)) => a.id == b.id,
-        _ => false,
-    }
 }
 
 fn prompt(

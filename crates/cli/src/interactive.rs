@@ -476,7 +476,12 @@ async fn session_loop(
                 }
                 continue;
             }
-            Line::Model(Some(name)) if !served(&lister, &name).await.unwrap_or(true) => {
+            Line::Model(Some(name))
+                if !lister
+                    .serves(&name, &harness_model::CancellationToken::new())
+                    .await
+                    .unwrap_or(true) =>
+            {
                 let list = lister
                     .list_models(&harness_model::CancellationToken::new())
                     .await
@@ -627,15 +632,6 @@ impl Drop for NoEcho {
             );
         }
     }
-}
-
-/// Whether the server lists `name` among its models (`None`: it does not say).
-async fn served(client: &harness_model::ModelClient, name: &str) -> Option<bool> {
-    let list = client
-        .list_models(&harness_model::CancellationToken::new())
-        .await
-        .ok()?;
-    (!list.is_empty()).then(|| list.iter().any(|m| m == name))
 }
 
 /// Said at an idle prompt after one Ctrl-C.

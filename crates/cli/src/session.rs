@@ -2,12 +2,10 @@
 //! it serves when none is named), the permission state, the working directory's file system and
 //! the session's place in the store.
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow};
 use harness_agent::library::{DirLibrary, Library};
 use harness_loop::transcript::Entry;
-use harness_model::{
-    CancellationToken, Catalogue, Endpoint, ModelClient, ModelInfo, ModelOverrides,
-};
+use harness_model::{CancellationToken, ModelClient};
 
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +15,7 @@ use harness_core::protocol::SessionKind;
 use harness_spec::Project;
 
 use crate::exec::Exec;
-use crate::settings::{ModelSettings, Settings};
+use crate::settings::Settings;
 use crate::store::{Store, read_transcript};
 use crate::world::{HostJobs, HostWorld};
 
@@ -67,68 +65,10 @@ impl SessionParts {
     }
 }
 
-/// The model link for the settings; a model not named is asked of the server.
-pub async fn model_client(m: &ModelSettings) -> Result<(ModelClient, String)> {
-    let mut endpoint = Endpoint::new(m.base_url.clone());
-    endpoint.api_key = m.api_key.clone();
-    if let Some(server) = &m.server {
-        endpoint.server = server.clone();
-    }
-    let overrides = ModelOverrides {
-        context: m.context,
-        output: m.output,
-        capacity: m.capacity,
-        tools: m.tools,
-        ..ModelOverrides::default()
-    };
-    let catalogue = Catalogue::embedded()?;
-    let name = match &m.model {
-        Some(name) => name.clone(),
-        None => {
-            let probe = ModelClient::new(
-                endpoint.clone(),
-                ModelInfo::resolve(catalogue, "", &overrides),
-            )?;
-            let listed = probe
-                .list_models(&CancellationToken::new())
-                .await
-                .map_err(|e| {
-                    // The hint fits the failure: naming a model does not help a server that
-                    // is down or refuses the key.
-                    let hint = match &e {
-                        harness_model::Error::Transport { .. } => {
-                            "is the server running? (OPENAI_BASE_URL or --base-url names it)"
-                        }
-                        harness_model::Error::Server(me) if matches!(me.status, Some(401 | 403)) => {
-                            "the API key was refused: check OPENAI_API_KEY (or the variable --api-key-env names)"
-                        }
-                        _ => "pass --model or set OPENAI_MODEL",
-                    };
-                    anyhow!("cannot ask {} which model it serves ({e}): {hint}", m.base_url)
-                })?;
-            match listed.as_slice() {
-                [one] => one.clone(),
-                [] => bail!(
-                    "{} lists no model: pass --model or set OPENAI_MODEL",
-                    m.base_url
-                ),
-                many => bail!(
-                    "{} serves {} models: pass --model with one of {}",
-                    m.base_url,
-                    many.len(),
-                    many.join(", ")
-                ),
-            }
-        }
-    };
-    let info = ModelInfo::resolve(catalogue, &name, &overrides);
-    Ok((ModelClient::new(endpoint, info)?, name))
-}
-
 /// Builds a session (new, or resumed with `resume`: empty for the newest here, else an id).
 pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionParts> {
     let m = settings.model.as_ref().map_err(|line| anyhow!("{line}"))?;
-    let (client, name) = model_client(m).await?;
+    let (client, name) = m.connect(&CancellationToken::new()).await?;
     let root = std::fs::canonicalize(&settings.cwd)
         .with_context(|| format!("cannot resolve {}", settings.cwd.display()))?;
     let mut exec = Exec::open(&root)?;

@@ -11,21 +11,7 @@ use serde::Deserialize;
 
 use crate::args::{Args, OutputFormat};
 
-/// The environment a resolution reads: a seam so that tests need not touch the process's
-/// environment.
-pub trait Env {
-    /// The value of a variable, when set and not empty.
-    fn var(&self, name: &str) -> Option<String>;
-}
-
-/// The process's environment.
-pub struct ProcessEnv;
-
-impl Env for ProcessEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    }
-}
+pub use harness_model::settings::{EndpointConfig, Env, ModelSettings, ProcessEnv};
 
 /// `~/.config/llembas/config.toml`, as written by the person.
 #[derive(Debug, Default, Deserialize)]
@@ -67,36 +53,6 @@ pub enum SandboxConfig {
         #[serde(default)]
         network: Option<bool>,
     },
-}
-
-/// One named endpoint of the config file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointConfig {
-    /// The base URL (…/v1).
-    pub base_url: String,
-    /// The model id on that server.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The variable holding the key.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// The context window, overriding the catalogue.
-    #[serde(default)]
-    pub context: Option<u64>,
-    /// The output limit, overriding the catalogue.
-    #[serde(default)]
-    pub output: Option<u64>,
-    /// How many requests the server takes at once.
-    #[serde(default)]
-    pub capacity: Option<u32>,
-    /// The kind of server (`llama.cpp`, `vllm`, `ollama`, ...: a name of the spec's
-    /// `quirks.json`), for the quirks it is known to have.
-    #[serde(default)]
-    pub server: Option<String>,
-    /// Whether the model calls tools, overriding the catalogue (`false`: none are offered).
-    #[serde(default)]
-    pub tools: Option<bool>,
 }
 
 /// A permission rule as configured: `{tool, pattern, action = "allow"|"ask"|"deny"}`.
@@ -148,27 +104,6 @@ pub fn load_config(path: &Path) -> Result<ConfigFile> {
     toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
 }
 
-/// Which model server and model a session talks to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelSettings {
-    /// The base URL (…/v1).
-    pub base_url: String,
-    /// The model id; `None` means "ask the server which it serves".
-    pub model: Option<String>,
-    /// The API key, when one is set.
-    pub api_key: Option<String>,
-    /// The context window the person configured (over the catalogue's).
-    pub context: Option<u64>,
-    /// The output limit the person configured.
-    pub output: Option<u64>,
-    /// The server's capacity the person configured.
-    pub capacity: Option<u32>,
-    /// The kind of server, when configured.
-    pub server: Option<String>,
-    /// Whether the model calls tools, when configured.
-    pub tools: Option<bool>,
-}
-
 /// Everything a session needs, resolved and checked.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -192,9 +127,6 @@ pub struct Settings {
     /// Whether sandboxed commands may use the network (`None`: the spec's default).
     pub sandbox_network: Option<bool>,
 }
-
-/// The line shown when no model is configured.
-pub const NO_MODEL: &str = "no model configured: set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), pass --base-url, or add an endpoint to";
 
 /// Reads a mode's name as the person typed it.
 pub fn parse_mode(m: &str) -> Result<Mode> {
@@ -268,73 +200,20 @@ fn resolve_model(
     config: &ConfigFile,
     dirs: &Dirs,
 ) -> Result<std::result::Result<ModelSettings, String>> {
-    // An endpoint: named by --endpoint, or by --model when that names one, else the default.
-    let named = args.endpoint.clone().or_else(|| {
-        args.model
-            .as_ref()
-            .filter(|m| config.endpoints.contains_key(*m))
-            .cloned()
-    });
-    let endpoint = match &named {
-        Some(name) => Some(config.endpoints.get(name).cloned().ok_or_else(|| {
-            anyhow!(
-                "no endpoint named {name:?} in {}",
-                dirs.config_file.display()
-            )
-        })?),
-        None => match &config.default_endpoint {
-            Some(name) => Some(config.endpoints.get(name).cloned().ok_or_else(|| {
-                anyhow!(
-                    "{}: default_endpoint {name:?} is not among its endpoints",
-                    dirs.config_file.display()
-                )
-            })?),
-            None if config.endpoints.len() == 1 => config.endpoints.values().next().cloned(),
-            None => None,
-        },
+    let flags = harness_model::settings::ModelFlags {
+        endpoint: args.endpoint.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
     };
-    let model_flag = args
-        .model
-        .clone()
-        .filter(|m| named.as_deref() != Some(m.as_str()));
-
-    let base_url = args
-        .base_url
-        .clone()
-        .or_else(|| env.var("OPENAI_BASE_URL"))
-        .or_else(|| endpoint.as_ref().map(|e| e.base_url.clone()));
-    let Some(base_url) = base_url else {
-        return Ok(Err(format!("{NO_MODEL} {}", dirs.config_file.display())));
+    let file = dirs.config_file.display().to_string();
+    let table = harness_model::settings::EndpointTable {
+        endpoints: &config.endpoints,
+        default: config.default_endpoint.as_deref(),
+        file: &file,
     };
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        bail!("base URL {base_url:?} must start with http:// or https://");
-    }
-    let model = model_flag
-        .or_else(|| env.var("OPENAI_MODEL"))
-        .or_else(|| endpoint.as_ref().and_then(|e| e.model.clone()));
-    let key_var = args
-        .api_key_env
-        .clone()
-        .or_else(|| endpoint.as_ref().and_then(|e| e.api_key_env.clone()));
-    let api_key = match key_var {
-        Some(var) => Some(
-            env.var(&var)
-                .ok_or_else(|| anyhow!("the API key variable {var} is not set"))?,
-        ),
-        None => env.var("OPENAI_API_KEY"),
-    };
-    Ok(Ok(ModelSettings {
-        base_url: base_url.trim_end_matches('/').to_owned(),
-        model,
-        api_key,
-        context: endpoint.as_ref().and_then(|e| e.context),
-        output: endpoint.as_ref().and_then(|e| e.output),
-        capacity: endpoint.as_ref().and_then(|e| e.capacity),
-        server: env
-            .var("LLEMBAS_SERVER")
-            .or_else(|| endpoint.as_ref().and_then(|e| e.server.clone())),
-        tools: endpoint.as_ref().and_then(|e| e.tools),
-    }))
+    Ok(harness_model::settings::resolve(&flags, env, &table)?
+        .ok_or_else(|| format!("{} {file}", harness_model::settings::NO_MODEL)))
 }
 
 #[cfg(test)]

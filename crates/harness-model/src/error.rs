@@ -58,6 +58,10 @@ pub enum Error {
     /// The endpoint or request is configured wrongly (bad URL, unknown effort, ...).
     #[error("model configuration: {0}")]
     Config(String),
+    /// Which model server or model to use cannot be settled (an unknown endpoint, a key
+    /// variable not set, a server that lists no model or several): the text says what to do.
+    #[error("{0}")]
+    Setup(String),
     /// The prompt does not fit the model's window, said by the server or found before sending.
     /// Not retried as is: compact and send again.
     #[error("context overflow: {0}")]

@@ -34,6 +34,7 @@ pub mod error;
 pub mod metadata;
 pub mod parse;
 pub mod quirks;
+pub mod settings;
 pub mod shape;
 pub mod sse;
 pub mod think;

@@ -2,3 +2,4 @@ mod client;
 mod conformance;
 mod errors;
 mod real_server;
+mod settings;
