@@ -243,6 +243,8 @@ struct Follow {
     rx: tokio::sync::broadcast::Receiver<Arc<Stored>>,
     queued: VecDeque<Stored>,
     replay: bool,
+    /// True once the server's shutdown has ended the runs: the stream ends.
+    closed: tokio::sync::watch::Receiver<bool>,
 }
 
 fn sse_event(s: &Stored) -> SseEvent {
@@ -271,7 +273,13 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
             }
             continue;
         }
-        match f.rx.recv().await {
+        // What was sent before the close is sent first (`biased`).
+        let got = tokio::select! {
+            biased;
+            got = f.rx.recv() => got,
+            _ = f.closed.wait_for(|c| *c) => return None,
+        };
+        match got {
             Ok(s) if s.user_id == f.user_id && s.id > f.last => {
                 f.last = s.id;
                 return Some((Ok(sse_event(&s)), f));
@@ -305,6 +313,7 @@ async fn events(
         last,
         queued: VecDeque::new(),
         replay: true,
+        closed: app.closed.subscribe(),
     };
     let stream: std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>> =
         Box::pin(futures_util::stream::unfold(follow, next));

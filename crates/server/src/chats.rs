@@ -219,6 +219,8 @@ pub struct Live {
 #[derive(Default)]
 pub struct Chats {
     live: Mutex<HashMap<String, Arc<Live>>>,
+    /// Woken whenever a run here ends.
+    ended: tokio::sync::Notify,
 }
 
 impl Chats {
@@ -242,6 +244,15 @@ impl Chats {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(id);
+    }
+
+    fn all(&self) -> Vec<Arc<Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// The ids of the runs going on.
@@ -344,6 +355,7 @@ pub async fn create(
     mode: Mode,
     model: Option<&str>,
 ) -> Result<String> {
+    app.refuse_when_stopping()?;
     let configured = app.model.model_name().await?;
     if let Some(m) = model
         && m != configured
@@ -420,6 +432,7 @@ fn drive(app: &Arc<App>, user_id: i64, chat: &str, built: harness_agent::Built) 
                 if let Err(e) = said.and(end_run(&app2, user_id, &chat2, &r, "failed").await) {
                     eprintln!("llembas-server: chat {chat2}: {e}");
                 }
+                app2.chats.ended.notify_waiters();
             }
         }
         driver.shutdown().await;
@@ -505,9 +518,17 @@ async fn pump(
         .append(user_id, chat, run_id.as_deref(), value)
         .await?;
     if let (Out::Event(Event::TurnEnded { reason }), Some(r)) = (&o, &run_id) {
-        end_run(app, user_id, chat, r, status_of(reason)).await?;
+        // A run the server's shutdown cancelled was interrupted, not stopped by its user.
+        let status = if app.is_stopping() && matches!(reason, TurnEnd::Cancelled) {
+            "interrupted"
+        } else {
+            status_of(reason)
+        };
+        let ended = end_run(app, user_id, chat, r, status).await;
         *run.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        app.chats.ended.notify_waiters();
+        ended?;
     }
     Ok(())
 }
@@ -536,6 +557,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
     if text.trim().is_empty() {
         return Err(Error::BadRequest("the message is empty".into()));
     }
+    app.refuse_when_stopping()?;
     let chat = chat_row(&app.pool, user, id).await?;
     let live = live(app, user, &chat).await?;
     let run_id = random_id()?;
@@ -574,8 +596,47 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         end_run(app, user.id, id, &run_id, "failed").await?;
         return Err(Error::Conflict(format!("the chat {id} has stopped")));
     }
+    if app.is_stopping() {
+        // The shutdown began after the check above: it may have missed this run.
+        let _ = live.ctl.send(Ctl::Op(Op::Cancel));
+    }
     Ok(run_id)
 }
+
+/// At shutdown: cancels every run going on here, waits for each to end (its tools' calls get
+/// their results, its turn is closed in the transcript) and marks it interrupted.
+pub async fn interrupt_all(app: &Arc<App>) -> Result<Vec<String>> {
+    let mut cancelled = Vec::new();
+    for l in app.chats.all() {
+        if let Some(r) = current(&l.run) {
+            let _ = l.ctl.send(Ctl::Op(Op::Cancel));
+            cancelled.push(r);
+        }
+    }
+    loop {
+        let ended = app.chats.ended.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        if app.chats.running().is_empty() {
+            break;
+        }
+        ended.await;
+    }
+    // A run whose session went before it could say its end is marked here.
+    for run in &cancelled {
+        let row: Option<(String, i64)> = sqlx::query_as(
+            "SELECT chat_id, user_id FROM runs WHERE id = $1 AND status = 'running'",
+        )
+        .bind(run)
+        .fetch_optional(&app.pool)
+        .await?;
+        if let Some((chat, user_id)) = row {
+            end_run(app, user_id, &chat, run, "interrupted").await?;
+        }
+    }
+    Ok(cancelled)
+}
+
 
 /// Stops the user's run `id`.
 pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {

@@ -54,6 +54,9 @@ pub enum Error {
     /// The body is too large.
     #[error("{0}")]
     TooLarge(String),
+    /// The server is shutting down (or cannot serve this now).
+    #[error("{0}")]
+    Unavailable(String),
     /// The request's body was refused as it came (not JSON, wrong type).
     #[error("{message}")]
     Rejected {
@@ -79,6 +82,7 @@ impl Error {
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Rejected { status, .. } => *status,
             Error::Fs(e) => match e {
                 F::NotFound(_) => StatusCode::NOT_FOUND,

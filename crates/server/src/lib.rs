@@ -158,7 +158,39 @@ pub struct App {
     pub capacity: Arc<harness_agent::CapacityGate>,
     /// The largest file the API reads or writes.
     pub max_file_bytes: usize,
+    /// Set when the shutdown begins: no new chat or run, and a cancelled run is interrupted.
+    pub stopping: std::sync::atomic::AtomicBool,
+    /// Set when the runs have ended at shutdown: the event streams close.
+    pub closed: tokio::sync::watch::Sender<bool>,
 }
+
+impl App {
+    /// Whether the shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Refuses new work once the shutdown has begun (503).
+    pub fn refuse_when_stopping(&self) -> Result<()> {
+        if self.is_stopping() {
+            return Err(Error::Unavailable(
+                "the server is shutting down: try again when it is back".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The shutdown's work: new runs are refused, the runs going on are cancelled and marked
+    /// interrupted once their transcripts are closed, then the event streams end.
+    pub async fn stop(self: &Arc<Self>) -> Result<usize> {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let ended = chats::interrupt_all(self).await;
+        self.closed.send_replace(true);
+        Ok(ended?.len())
+    }
+}
+
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
     Error::Fs(harness_fs::Error::Io {
@@ -203,6 +235,8 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         secure_cookie: config.secure_cookie,
         capacity: chats::capacity()?,
         max_file_bytes,
+        stopping: std::sync::atomic::AtomicBool::new(false),
+        closed: tokio::sync::watch::Sender::new(false),
     });
     let recovered = chats::recover(&app).await?;
     if recovered > 0 {
@@ -235,19 +269,61 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn(log_request))
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves.
+/// Serves `app` on `listener` until `shutdown` resolves; then stops accepting, interrupts the
+/// runs going on ([`App::stop`]), ends the event streams and waits for the open requests.
 pub async fn serve(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
+    let (accepting_tx, accepting_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(
         listener,
-        router(app).into_make_service_with_connect_info::<SocketAddr>(),
+        router(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
-    .await
+    .with_graceful_shutdown(async move {
+        let _ = accepting_rx.await;
+    });
+    let mut server = tokio::spawn(server.into_future());
+    tokio::select! {
+        done = &mut server => return done.map_err(std::io::Error::other)?,
+        () = shutdown => {}
+    }
+    let _ = accepting_tx.send(());
+    match app.stop().await {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "llembas-server: {n} run{} interrupted by the shutdown",
+            if n == 1 { "" } else { "s" }
+        ),
+        Err(e) => eprintln!("llembas-server: while interrupting the runs: {e}"),
+    }
+    server.await.map_err(std::io::Error::other)?
 }
+
+/// The first SIGTERM or Ctrl-C (SIGINT).
+pub async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 
 /// Reads a password: from the terminal without echo, or the first line of stdin.
 fn read_password() -> anyhow::Result<String> {
@@ -338,10 +414,15 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
         if config.model.base_url.is_empty() {
             println!("no model configured: chats need --base-url or OPENAI_BASE_URL");
         }
-        serve(app, listener, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("the server stopped with an error")
+        let served = serve(app, listener, async {
+            signal().await;
+            eprintln!("llembas-server: shutting down (a second signal ends it at once)");
+            tokio::spawn(async {
+                signal().await;
+                std::process::exit(1);
+            });
+        });
+        served.await.context("the server stopped with an error")
+
     })
 }

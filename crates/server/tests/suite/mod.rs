@@ -5,6 +5,7 @@ mod accounts;
 mod catalog;
 mod chats;
 mod files;
+mod process;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
