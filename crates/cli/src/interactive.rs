@@ -370,6 +370,9 @@ async fn session_loop(
         tokens_in: 0,
         tokens_out: 0,
         last_input: None,
+        md: color.then(render::markdown::Markdown::new),
+        live: false,
+        reasoning_open: false,
     };
     let mut initial = String::new();
     // The last Ctrl-C, busy or idle: a second one soon after leaves.
@@ -396,6 +399,7 @@ async fn session_loop(
         // While the person types, a job's end may start a turn of its own: show it above the
         // prompt, whole lines at a time.
         let mut pending = String::new();
+        view.live = false;
         let read = loop {
             tokio::select! {
                 r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
@@ -518,6 +522,7 @@ async fn session_loop(
         // into the answer, and waits for the next prompt.
         let _quiet = NoEcho::new();
         let mut ours = false;
+        view.live = true;
         spinner.start("thinking");
         loop {
             tokio::select! {
@@ -678,6 +683,14 @@ struct View {
     tokens_out: u64,
     /// The last request's prompt size (the context in use).
     last_input: Option<u64>,
+    /// The answer's Markdown, drawn as it streams (where colour is on; else written as it
+    /// came).
+    md: Option<render::markdown::Markdown>,
+    /// Whether a line not ended yet is shown as it comes (not while the prompt is read: lines
+    /// are printed above it whole).
+    live: bool,
+    /// Whether the open line is reasoning's.
+    reasoning_open: bool,
 }
 
 /// Reasoning lines shown before the rest is folded.
@@ -699,15 +712,31 @@ impl View {
         match out {
             Out::Event(Event::TextDelta { text }) => {
                 stdout.push_str(&self.fold_note());
-                stdout.push_str(text);
-                self.line_open = !text.ends_with('\n');
+                if self.reasoning_open && self.line_open {
+                    stdout.push('\n');
+                    self.line_open = false;
+                }
+                self.reasoning_open = false;
+                match &mut self.md {
+                    Some(md) => stdout.push_str(&md.push(text, self.live)),
+                    None => {
+                        stdout.push_str(text);
+                        self.line_open = !text.ends_with('\n');
+                    }
+                }
             }
             Out::Event(Event::ReasoningDelta { text }) => {
                 let shown_before = self.reasoning_lines;
                 self.reasoning_lines += text.matches('\n').count();
                 if shown_before < REASONING_LINES {
+                    if let Some(md) = &mut self.md
+                        && md.pending()
+                    {
+                        stdout.push_str(&md.finish());
+                    }
                     stdout.push_str(&paint(text, Style::Dim, self.color));
                     self.line_open = !text.ends_with('\n');
+                    self.reasoning_open = true;
                 } else {
                     self.folded += text
                         .matches('\n')
@@ -806,6 +835,11 @@ impl View {
     }
 
     fn close_line(&mut self) -> String {
+        if let Some(md) = &mut self.md
+            && md.pending()
+        {
+            return md.finish();
+        }
         if self.line_open {
             self.line_open = false;
             "\n".to_owned()

@@ -10,6 +10,8 @@ use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQues
 
 use harness_agent::Out;
 
+pub mod markdown;
+
 /// Whether stderr gets colour.
 pub fn color_on_stderr() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
@@ -168,8 +170,13 @@ fn purpose_of(args: &serde_json::Value) -> Option<String> {
 /// A plan as a card.
 pub fn plan_card(plan: &Plan, color: bool) -> String {
     let mut out = String::new();
-    for l in plan.render().lines() {
-        out.push_str(&paint(&format!("  ▌ {l}"), Style::Cyan, color));
+    let text = if color {
+        markdown::render(&plan.render())
+    } else {
+        plan.render()
+    };
+    for l in text.lines() {
+        out.push_str(&format!("  {} {l}", paint("▌", Style::Cyan, color)));
         out.push('\n');
     }
     out

@@ -167,13 +167,24 @@ async fn pty_with(
     replies: Vec<harness_test_support::Reply>,
     script: impl FnOnce(&mut Screen) + Send + 'static,
 ) -> (String, Vec<u8>, Sandbox) {
-    pty_full(config, false, mode, replies, script).await
+    pty_full(config, Term::Plain, mode, replies, script).await
 }
 
-/// [`pty_with`]; `echo`: the terminal echoes as a person's does (the test pty starts without).
+/// The terminal a test runs in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Term {
+    /// As the test pty starts: no echo, `NO_COLOR`.
+    Plain,
+    /// Echoing what is typed, as a person's does.
+    Echo,
+    /// With colour (no `NO_COLOR`).
+    Colour,
+}
+
+/// [`pty_with`] in this terminal.
 async fn pty_full(
     config: &str,
-    echo: bool,
+    term: Term,
     mode: &'static str,
     replies: Vec<harness_test_support::Reply>,
     script: impl FnOnce(&mut Screen) + Send + 'static,
@@ -188,10 +199,10 @@ async fn pty_full(
     sb.write("a.txt", "alpha\n");
     let home = sb.home.path().to_path_buf();
     let (screen, bytes) = tokio::task::spawn_blocking(move || {
-        let session = if echo {
-            echoing_session(&root, &home, &url, mode)
-        } else {
-            terminal_session(&root, &home, &url, mode)
+        let session = match term {
+            Term::Echo => echoing_session(&root, &home, &url, mode, true),
+            Term::Colour => echoing_session(&root, &home, &url, mode, false),
+            Term::Plain => terminal_session(&root, &home, &url, mode),
         };
         let mut s = Screen {
             session,
@@ -214,24 +225,33 @@ async fn pty_full(
     (redact_ids(&screen), bytes, sb)
 }
 
-/// [`terminal_session`] in a terminal that echoes what is typed (`stty echo` before the start).
+/// [`terminal_session`] in a terminal that echoes what is typed (`stty echo` before the start),
+/// under `NO_COLOR` when `no_color` (else with colour, and without echo).
 fn echoing_session(
     root: &std::path::Path,
     home: &std::path::Path,
     url: &str,
     mode: &str,
+    no_color: bool,
 ) -> expectrl::session::OsSession {
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", "stty echo && exec \"$0\" --mode \"$1\"", bin(), mode])
+    let start = if no_color {
+        "stty echo && exec \"$0\" --mode \"$1\""
+    } else {
+        "exec \"$0\" --mode \"$1\""
+    };
+    cmd.args(["-c", start, bin(), mode])
         .current_dir(root)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("LLEMBAS_HOME", home)
-        .env("NO_COLOR", "1")
         .env("TERM", "xterm")
         .env("OPENAI_BASE_URL", url)
         .env("OPENAI_MODEL", "scripted");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
     let mut session = expectrl::Session::spawn(cmd).unwrap();
     session.get_process_mut().set_window_size(100, 60).unwrap();
     session.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
@@ -494,7 +514,7 @@ async fn status_shows_tokens_and_context() {
 async fn type_ahead_waits_for_the_prompt() {
     let (screen, bytes, _sb) = pty_full(
         "",
-        true,
+        Term::Echo,
         "auto",
         vec![
             tool_call("c1", "bash", json!({"command": "sleep 2; echo woke"})),
@@ -544,5 +564,46 @@ async fn model_switch_is_checked_against_the_server() {
         })
         .collect::<Vec<_>>()
         .join("\n");
+    insta::assert_snapshot!(screen);
+}
+
+/// An answer's Markdown is drawn as it streams (where colour is on): headings, emphasis, code,
+/// lists, a table aligned, a code block framed and coloured; no `**`, `##` or fences left. A
+/// line is redrawn once it is complete (its first half came plain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_is_drawn_as_it_streams() {
+    let (screen, bytes, _sb) = pty_full(
+        "",
+        Term::Colour,
+        "manual",
+        vec![text(&[
+            "## Plan of",
+            " **attack**\n\nFirst *look*, then run `grep`.\n- one\n  - two\n3. three\n\n",
+            "| name | n |\n|---|--:|\n| alpha | 1 |\n",
+            "| beta | 22 |\n\n```rust\nfn main() { let x = 1; }\n```\n> quoted\n\nDone.",
+        ])],
+        |s| {
+            s.expect("manual ›");
+            s.send_line("explain");
+            s.expect("Done.");
+            s.expect("manual ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    let raw = String::from_utf8_lossy(&bytes);
+    for (what, styled) in [
+        ("heading bold", "\x1b[1m\x1b[35mPlan of \x1b[1m"),
+        ("emphasis italic", "\x1b[3mlook\x1b[0m"),
+        ("inline code", "\x1b[36mgrep\x1b[0m"),
+        ("the code coloured", "\x1b[38;2;"),
+    ] {
+        assert!(raw.contains(styled), "{what}: {raw:?}");
+    }
+    let answer = &screen[screen.find("explain").unwrap()..];
+    for raw_md in ["**", "##", "```", "|---"] {
+        assert!(!answer.contains(raw_md), "{raw_md:?} left:\n{screen}");
+    }
     insta::assert_snapshot!(screen);
 }
