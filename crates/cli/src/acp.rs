@@ -1623,7 +1623,7 @@ impl Pump {
             Event::ReasoningDelta { text } => self.update(SessionUpdate::AgentThoughtChunk(
                 ContentChunk::new(text_block(text)),
             )),
-            Event::ToolCallStarted { call, block } => {
+            Event::ToolCallStarted { call, block, .. } => {
                 let tool = harness_spec::Spec::embedded().tool(&call.name);
                 let risk = tool.map(|t| t.risk);
                 let title = crate::render::call_title(&call.name, block, &call.arguments);

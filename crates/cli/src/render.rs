@@ -163,7 +163,12 @@ fn purpose_of(args: &serde_json::Value) -> Option<String> {
     let name = harness_core::offer::purpose_arg(harness_spec::Spec::embedded())
         .map(|p| p.name)
         .unwrap_or_else(|_| "purpose".into());
-    let p = args.get(&name)?.as_str()?.trim();
+    first_line(args.get(&name)?.as_str()?)
+}
+
+/// A purpose's first line, when it says something.
+fn first_line(p: &str) -> Option<String> {
+    let p = p.trim();
     (!p.is_empty()).then(|| p.lines().next().unwrap_or(p).to_owned())
 }
 
@@ -298,7 +303,7 @@ impl Streamed {
                 }
                 Some(Some(edit_diff(path, before, after, color)))
             }
-            Out::Event(Event::ToolCallStarted { call, block }) => {
+            Out::Event(Event::ToolCallStarted { call, block, .. }) => {
                 let command = call
                     .arguments
                     .get("command")
@@ -514,11 +519,18 @@ pub fn activity(out: &Out, color: bool) -> Option<String> {
 fn event(e: &Event, color: bool) -> Option<String> {
     Some(match e {
         Event::ReasoningDelta { text } => paint(text, Style::Dim, color),
-        Event::ToolCallStarted { call, block } => {
+        Event::ToolCallStarted {
+            call,
+            block,
+            purpose,
+        } => {
             if matches!(block, Block::Hidden | Block::Plan) {
                 return None;
             }
-            let purpose = purpose_of(&call.arguments)
+            let purpose = purpose
+                .as_deref()
+                .and_then(first_line)
+                .or_else(|| purpose_of(&call.arguments))
                 .map(|p| paint(&format!("  · {p}"), Style::Dim, color))
                 .unwrap_or_default();
             format!(

@@ -1240,14 +1240,14 @@ impl Driver {
             usage: c.usage.map(Into::into),
         });
         let spec = Spec::embedded();
-        let calls: Vec<ToolCall> = c
+        let (calls, purposes): (Vec<ToolCall>, Vec<Option<String>>) = c
             .tool_calls
             .into_iter()
             .map(|call| match self.offering.resolve(&call) {
-                Ok(r) => r.call,
-                Err(_) => call,
+                Ok(r) => (r.call, r.purpose),
+                Err(_) => (call, None),
             })
-            .collect();
+            .unzip();
         // A deferred tool the model called directly is sent whole from the next request on.
         let called: Vec<String> = calls
             .iter()
@@ -1258,7 +1258,7 @@ impl Driver {
             self.offering.context.loaded.extend(called);
             self.offer_again();
         }
-        for call in &calls {
+        for (call, purpose) in calls.iter().zip(purposes) {
             let block = spec
                 .tool(&call.name)
                 .map(|t| t.block)
@@ -1266,6 +1266,7 @@ impl Driver {
             self.emit(Event::ToolCallStarted {
                 call: call.clone(),
                 block,
+                purpose,
             });
         }
         Input::Model(ModelOutput {

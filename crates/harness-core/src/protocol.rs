@@ -369,6 +369,9 @@ pub enum Event {
         call: ToolCall,
         /// How a UI draws it (`plan` is not drawn: the plan card refreshes).
         block: Block,
+        /// What the call said it is for (its `purpose` argument, taken out of `call`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        purpose: Option<String>,
     },
     /// The call needs the person's answer before it runs.
     ToolCallAsked {
