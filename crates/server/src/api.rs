@@ -57,6 +57,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
                 .put(write_file)
                 .layer(DefaultBodyLimit::max(max_file_bytes)),
         )
+        .merge(crate::admin::routes())
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
 }
 

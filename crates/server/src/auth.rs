@@ -52,7 +52,8 @@ impl Role {
         }
     }
 
-    fn parse(s: &str) -> Result<Role> {
+    /// Parses a stored role.
+    pub fn parse(s: &str) -> Result<Role> {
         match s {
             "admin" => Ok(Role::Admin),
             "user" => Ok(Role::User),
@@ -208,11 +209,12 @@ pub async fn login(
     user_agent: &str,
 ) -> Result<(String, User)> {
     app.limiter.check(username, ip)?;
-    let row: Option<(i64, String, String, String)> =
-        sqlx::query_as("SELECT id, username, password_hash, role FROM users WHERE username = $1")
-            .bind(username)
-            .fetch_optional(&app.pool)
-            .await?;
+    let row: Option<(i64, String, String, String, i64)> = sqlx::query_as(
+        "SELECT id, username, password_hash, role, disabled FROM users WHERE username = $1",
+    )
+    .bind(username)
+    .fetch_optional(&app.pool)
+    .await?;
     let password = password.to_owned();
     let stored = row.as_ref().map(|r| r.2.clone());
     let ok = tokio::task::spawn_blocking(move || match stored {
@@ -226,7 +228,7 @@ pub async fn login(
     })
     .await
     .map_err(|e| Error::Hash(e.to_string()))?;
-    let Some((id, name, _, role)) = row.filter(|_| ok) else {
+    let Some((id, name, _, role, disabled)) = row.filter(|_| ok) else {
         app.limiter.failed(username, ip);
         return Err(Error::Unauthorized("wrong username or password".into()));
     };
@@ -235,11 +237,7 @@ pub async fn login(
         username: name,
         role: Role::parse(&role)?,
     };
-    if user.role == Role::Pending {
-        return Err(Error::Forbidden(
-            "this account waits for an admin's approval".into(),
-        ));
-    }
+    refuse_unusable(&user, disabled != 0)?;
     // Rotation: the session the browser held before (if any) ends; a new token is issued.
     if let Some(old) = old_token {
         sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
@@ -250,8 +248,9 @@ pub async fn login(
     let token = random_token()?;
     let t = now();
     sqlx::query(
-        "INSERT INTO sessions (token_hash, user_id, created, last_seen, expires, user_agent) VALUES ($1, $2, $3, $3, $4, $5)",
+        "INSERT INTO sessions (id, token_hash, user_id, created, last_seen, expires, user_agent) VALUES ($1, $2, $3, $4, $4, $5, $6)",
     )
+    .bind(crate::db::random_id()?)
     .bind(token_hash(&token))
     .bind(user.id)
     .bind(t)
@@ -352,18 +351,36 @@ pub fn check_origin(method: &Method, headers: &HeaderMap) -> Result<()> {
     Ok(())
 }
 
-async fn user_by(pool: &SqlitePool, sql: &'static str, hash: &str) -> Result<Option<User>> {
-    let row: Option<(i64, String, String)> = sqlx::query_as(sql)
+/// A pending or disabled account is refused, whatever signed it in.
+fn refuse_unusable(user: &User, disabled: bool) -> Result<()> {
+    if disabled {
+        return Err(Error::Forbidden(
+            "this account is disabled: ask an admin".into(),
+        ));
+    }
+    if user.role == Role::Pending {
+        return Err(Error::Forbidden(
+            "this account waits for an admin's approval".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn user_by(pool: &SqlitePool, sql: &'static str, hash: &str) -> Result<Option<(User, bool)>> {
+    let row: Option<(i64, String, String, i64)> = sqlx::query_as(sql)
         .bind(hash)
         .bind(now())
         .fetch_optional(pool)
         .await?;
-    row.map(|(id, username, role)| {
-        Ok(User {
-            id,
-            username,
-            role: Role::parse(&role)?,
-        })
+    row.map(|(id, username, role, disabled)| {
+        Ok((
+            User {
+                id,
+                username,
+                role: Role::parse(&role)?,
+            },
+            disabled != 0,
+        ))
     })
     .transpose()
 }
@@ -374,7 +391,7 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
     let user = if let Some(token) = bearer(headers) {
         user_by(
             &app.pool,
-            "SELECT u.id, u.username, u.role FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND $2 >= 0",
+            "SELECT u.id, u.username, u.role, u.disabled FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND $2 >= 0",
             &token_hash(&token),
         )
         .await?
@@ -384,7 +401,7 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
         let hash = token_hash(&token);
         let user = user_by(
             &app.pool,
-            "SELECT u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2",
+            "SELECT u.id, u.username, u.role, u.disabled FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2",
             &hash,
         )
         .await?
@@ -400,12 +417,8 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
     } else {
         return Err(Error::Unauthorized("not signed in".into()));
     };
-    if user.role == Role::Pending {
-        return Err(Error::Forbidden(
-            "this account waits for an admin's approval".into(),
-        ));
-    }
-    Ok(user)
+    refuse_unusable(&user.0, user.1)?;
+    Ok(user.0)
 }
 
 /// The extractor of the signed-in user.

@@ -357,14 +357,8 @@ pub async fn create(
 ) -> Result<String> {
     app.refuse_when_stopping()?;
     let configured = app.model.model_name().await?;
-    if let Some(m) = model
-        && m != configured
-    {
-        return Err(Error::BadRequest(format!(
-            "the model {m} is not offered on this server; it offers {configured}"
-        )));
-    }
-    let built = builder(app, user, mode, &configured).await?.build()?;
+    let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
+    let built = builder(app, user, mode, &chosen).await?.build()?;
     let id = built.driver.id().to_owned();
     sqlx::query(
         "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
@@ -372,7 +366,7 @@ pub async fn create(
     .bind(&id)
     .bind(user.id)
     .bind(mode.as_str())
-    .bind(&configured)
+    .bind(&chosen)
     .bind(now())
     .execute(&app.pool)
     .await?;
@@ -636,7 +630,6 @@ pub async fn interrupt_all(app: &Arc<App>) -> Result<Vec<String>> {
     }
     Ok(cancelled)
 }
-
 
 /// Stops the user's run `id`.
 pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {

@@ -19,13 +19,32 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations of the SQLite schema, in order.
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "init".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/sqlite/0001_init.sql").into_sql_str(),
-        false,
-    )])
+    let steps = [
+        (
+            1,
+            "init",
+            include_str!("../migrations/sqlite/0001_init.sql"),
+        ),
+        (
+            2,
+            "admin",
+            include_str!("../migrations/sqlite/0002_admin.sql"),
+        ),
+    ];
+    Migrator::with_migrations(
+        steps
+            .into_iter()
+            .map(|(version, name, sql)| {
+                Migration::new(
+                    version,
+                    name.into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Opens (creating) the database file `path` in WAL mode and runs the migrations.

@@ -6,6 +6,7 @@
 //! HTTP API ([`api`]) whose run events stream over one resumable SSE stream per page, and the
 //! harness as a chat sees it ([`catalog`]). It holds no harness logic.
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod catalog;
@@ -50,6 +51,10 @@ pub struct Args {
     /// Mark the sign-in cookie `Secure` (set this when the server is reached over https).
     #[arg(long, global = true)]
     pub secure_cookie: bool,
+    /// Let anyone sign up (`POST /api/auth/signup`); such an account waits, `pending`, for an
+    /// admin to approve it. Off by default.
+    #[arg(long, global = true)]
+    pub allow_signups: bool,
     /// What to do (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -103,6 +108,8 @@ pub struct Config {
     pub model: chats::ModelConfig,
     /// Whether the cookie is `Secure`.
     pub secure_cookie: bool,
+    /// Whether anyone may sign up (as `pending`).
+    pub allow_signups: bool,
 }
 
 impl Config {
@@ -130,6 +137,7 @@ impl Config {
                     .filter(|k| !k.is_empty()),
             },
             secure_cookie: args.secure_cookie,
+            allow_signups: args.allow_signups,
         })
     }
 }
@@ -154,6 +162,8 @@ pub struct App {
     pub limiter: auth::Limiter,
     /// Whether the cookie is `Secure`.
     pub secure_cookie: bool,
+    /// Whether anyone may sign up (as `pending`).
+    pub allow_signups: bool,
     /// The model servers' slots, shared by every chat.
     pub capacity: Arc<harness_agent::CapacityGate>,
     /// The largest file the API reads or writes.
@@ -190,7 +200,6 @@ impl App {
         Ok(ended?.len())
     }
 }
-
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
     Error::Fs(harness_fs::Error::Io {
@@ -233,6 +242,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         chats: chats::Chats::default(),
         limiter: auth::Limiter::default(),
         secure_cookie: config.secure_cookie,
+        allow_signups: config.allow_signups,
         capacity: chats::capacity()?,
         max_file_bytes,
         stopping: std::sync::atomic::AtomicBool::new(false),
@@ -323,7 +333,6 @@ pub async fn signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
-
 
 /// Reads a password: from the terminal without echo, or the first line of stdin.
 fn read_password() -> anyhow::Result<String> {

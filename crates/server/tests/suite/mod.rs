@@ -2,6 +2,7 @@
 //! at once), signed-in clients, the SSE reader, scripted model replies.
 
 mod accounts;
+mod admin;
 mod catalog;
 mod chats;
 mod files;
@@ -28,7 +29,12 @@ pub struct Server {
 impl Server {
     /// Starts a server on `data`, with the model at `model_base`.
     pub fn start(data: &Path, model_base: &str) -> Server {
-        let config = Config {
+        Self::start_with(data, model_base, |_| {})
+    }
+
+    /// Starts a server as [`Server::start`] does, its configuration changed by `edit`.
+    pub fn start_with(data: &Path, model_base: &str, edit: impl FnOnce(&mut Config)) -> Server {
+        let mut config = Config {
             data: data.to_path_buf(),
             model: ModelConfig {
                 base_url: model_base.to_owned(),
@@ -36,7 +42,9 @@ impl Server {
                 api_key: None,
             },
             secure_cookie: false,
+            allow_signups: false,
         };
+        edit(&mut config);
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -189,6 +197,21 @@ impl Client {
         for (k, v) in headers {
             r = r.header(*k, *v);
         }
+        self.send(r).await
+    }
+
+    pub async fn patch(&mut self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.req(reqwest::Method::PATCH, path).json(&body);
+        self.send(r).await
+    }
+
+    pub async fn put_json(&mut self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.req(reqwest::Method::PUT, path).json(&body);
+        self.send(r).await
+    }
+
+    pub async fn delete(&mut self, path: &str) -> (u16, Value) {
+        let r = self.req(reqwest::Method::DELETE, path);
         self.send(r).await
     }
 

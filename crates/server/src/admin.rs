@@ -1,0 +1,388 @@
+//! Accounts beyond sign-in: a user's sign-in sessions (listed, revoked), sign-ups (off unless
+//! the server was started with `--allow-signups`; an account made so is `pending` until an admin
+//! approves it), and the admin's routes: users (list, add, role, disable), each user's grants
+//! (the view levels of `spec/filesystem.md`), and the models users may use. An admin manages
+//! accounts; no admin route reads a user's chats, files or memory.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, patch, post};
+use harness_fs::{Level, VPath};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sqlx::SqlitePool;
+
+use crate::App;
+use crate::auth::{self, Authed, Body, Role, User, check_origin, cookie_token};
+use crate::db::token_hash;
+use crate::error::{Error, Result};
+use crate::world;
+
+/// The settings key of the models users may use (a JSON list).
+const ALLOWED_MODELS: &str = "allowed_models";
+
+/// The routes of this module.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/auth/sessions", get(list_sessions))
+        .route("/api/auth/sessions/{id}", delete(revoke_session))
+        .route("/api/auth/signup", post(signup))
+        .route("/api/admin/users", get(list_users).post(add_user))
+        .route("/api/admin/users/{id}", patch(change_user))
+        .route(
+            "/api/admin/users/{id}/grants",
+            get(get_grants).put(put_grants),
+        )
+        .route("/api/admin/models", get(get_models).put(put_models))
+}
+
+/// The signed-in user, when an admin.
+fn admin(user: &User) -> Result<()> {
+    if user.role != Role::Admin {
+        return Err(Error::Forbidden("only an admin may do this".into()));
+    }
+    Ok(())
+}
+
+async fn list_sessions(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    headers: HeaderMap,
+) -> Result<Json<Value>> {
+    let current = cookie_token(&headers).map(|t| token_hash(&t));
+    let rows: Vec<(String, String, i64, i64, i64, String)> = sqlx::query_as(
+        "SELECT id, token_hash, created, last_seen, expires, user_agent FROM sessions WHERE user_id = $1 AND expires > $2 ORDER BY last_seen DESC, id",
+    )
+    .bind(user.id)
+    .bind(crate::db::now())
+    .fetch_all(&app.pool)
+    .await?;
+    let list: Vec<Value> = rows
+        .into_iter()
+        .map(|(id, hash, created, last_seen, expires, agent)| {
+            json!({
+                "id": id,
+                "created": created,
+                "last_seen": last_seen,
+                "expires": expires,
+                "user_agent": agent,
+                "current": current.as_deref() == Some(hash.as_str()),
+            })
+        })
+        .collect();
+    Ok(Json(json!(list)))
+}
+
+async fn revoke_session(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let done = sqlx::query("DELETE FROM sessions WHERE id = $1 AND user_id = $2")
+        .bind(&id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(Error::NotFound(format!("no sign-in session {id}")));
+    }
+    Ok(Json(json!({"revoked": id})))
+}
+
+#[derive(Deserialize)]
+struct NewAccount {
+    username: String,
+    password: String,
+    #[serde(default)]
+    role: Option<String>,
+}
+
+/// Makes an account with the default grants and its home directory.
+async fn make_account(app: &App, username: &str, password: &str, role: Role) -> Result<i64> {
+    let id = auth::create_user(&app.pool, username, password, role).await?;
+    world::give_default_grants(&app.pool, &app.tree, id, username).await?;
+    Ok(id)
+}
+
+async fn signup(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+    Body(body): Body<NewAccount>,
+) -> Result<Response> {
+    check_origin(&method, &headers)?;
+    if !app.allow_signups {
+        return Err(Error::Forbidden(
+            "sign-ups are off on this server: ask an admin for an account".into(),
+        ));
+    }
+    if body.role.is_some() {
+        return Err(Error::BadRequest(
+            "a sign-up cannot choose its role: an admin approves it".into(),
+        ));
+    }
+    let id = make_account(&app, &body.username, &body.password, Role::Pending).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"id": id, "username": body.username, "role": "pending"})),
+    )
+        .into_response())
+}
+
+async fn list_users(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    admin(&user)?;
+    let rows: Vec<(i64, String, String, i64, i64)> =
+        sqlx::query_as("SELECT id, username, role, disabled, created FROM users ORDER BY id")
+            .fetch_all(&app.pool)
+            .await?;
+    let list: Vec<Value> = rows
+        .into_iter()
+        .map(|(id, username, role, disabled, created)| {
+            json!({"id": id, "username": username, "role": role, "disabled": disabled != 0, "created": created})
+        })
+        .collect();
+    Ok(Json(json!(list)))
+}
+
+fn role_named(name: &str) -> Result<Role> {
+    Role::parse(name).map_err(|_| {
+        Error::BadRequest(format!("unknown role {name:?}: use admin, user or pending"))
+    })
+}
+
+async fn add_user(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Body(body): Body<NewAccount>,
+) -> Result<Response> {
+    admin(&user)?;
+    let role = role_named(body.role.as_deref().unwrap_or("user"))?;
+    let id = make_account(&app, &body.username, &body.password, role).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"id": id, "username": body.username, "role": role.as_str()})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct Change {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    disabled: Option<bool>,
+}
+
+/// The account `id`'s name (404 when there is none).
+async fn username_of(pool: &SqlitePool, id: i64) -> Result<String> {
+    sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no user {id}")))
+}
+
+async fn change_user(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<i64>,
+    Body(body): Body<Change>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    let name = username_of(&app.pool, id).await?;
+    if id == user.id {
+        return Err(Error::Conflict(
+            "an admin cannot change their own role or disable themselves: another admin can".into(),
+        ));
+    }
+    let role = body.role.as_deref().map(role_named).transpose()?;
+    if let Some(role) = role {
+        sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+            .bind(role.as_str())
+            .bind(id)
+            .execute(&app.pool)
+            .await?;
+    }
+    if let Some(disabled) = body.disabled {
+        sqlx::query("UPDATE users SET disabled = $1 WHERE id = $2")
+            .bind(i64::from(disabled))
+            .bind(id)
+            .execute(&app.pool)
+            .await?;
+        if disabled {
+            // Signed out everywhere at once; its tokens are refused while it is disabled.
+            sqlx::query("DELETE FROM sessions WHERE user_id = $1")
+                .bind(id)
+                .execute(&app.pool)
+                .await?;
+        }
+    }
+    let (role, disabled): (String, i64) =
+        sqlx::query_as("SELECT role, disabled FROM users WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.pool)
+            .await?;
+    Ok(Json(
+        json!({"id": id, "username": name, "role": role, "disabled": disabled != 0}),
+    ))
+}
+
+fn grants_json(grants: &[(String, Level)]) -> Value {
+    json!(
+        grants
+            .iter()
+            .map(|(p, l)| json!({"path": p, "level": l.as_str()}))
+            .collect::<Vec<_>>()
+    )
+}
+
+async fn get_grants(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    username_of(&app.pool, id).await?;
+    let grants = world::user_grants(&app.pool, id).await?;
+    Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
+}
+
+#[derive(Deserialize)]
+struct Grant {
+    path: String,
+    level: String,
+}
+
+#[derive(Deserialize)]
+struct Grants {
+    grants: Vec<Grant>,
+}
+
+async fn put_grants(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<i64>,
+    Body(body): Body<Grants>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    username_of(&app.pool, id).await?;
+    let mut checked = Vec::with_capacity(body.grants.len());
+    for g in &body.grants {
+        if !g.path.starts_with('/') {
+            return Err(Error::BadRequest(format!(
+                "a grant's path is absolute (/home/NAME): {:?} is not",
+                g.path
+            )));
+        }
+        let path = VPath::parse(&g.path).to_string();
+        let level = Level::parse(&g.level).map_err(|_| {
+            Error::BadRequest(format!(
+                "unknown level {:?} for {path}: use none, ro, stage or commit",
+                g.level
+            ))
+        })?;
+        if checked.iter().any(|(p, _): &(String, Level)| *p == path) {
+            return Err(Error::BadRequest(format!("{path} is granted twice")));
+        }
+        checked.push((path, level));
+    }
+    let mut tx = app.pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query("DELETE FROM grants WHERE user_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    for (path, level) in &checked {
+        sqlx::query("INSERT INTO grants (user_id, path, level) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(path)
+            .bind(level.as_str())
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    let grants = world::user_grants(&app.pool, id).await?;
+    Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
+}
+
+/// The models an admin let users use (`None`: only the one the server is configured with).
+pub async fn allowed_models(pool: &SqlitePool) -> Result<Option<Vec<String>>> {
+    let stored: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+        .bind(ALLOWED_MODELS)
+        .fetch_optional(pool)
+        .await?;
+    stored
+        .map(|v| {
+            serde_json::from_str(&v)
+                .map_err(|e| Error::Stored(format!("the setting {ALLOWED_MODELS}: {e}")))
+        })
+        .transpose()
+}
+
+/// The model a new chat uses: the one asked for (or, unasked, the configured one when users may
+/// use it, else the first they may), refused when users may not use it.
+pub async fn model_for(pool: &SqlitePool, asked: Option<&str>, configured: &str) -> Result<String> {
+    let allowed = allowed_models(pool)
+        .await?
+        .unwrap_or_else(|| vec![configured.to_owned()]);
+    let chosen = match asked {
+        Some(m) => m.to_owned(),
+        None if allowed.iter().any(|m| m == configured) => configured.to_owned(),
+        None => allowed
+            .first()
+            .cloned()
+            .unwrap_or_else(|| configured.to_owned()),
+    };
+    if !allowed.contains(&chosen) {
+        return Err(Error::Forbidden(format!(
+            "the model {chosen} is not one this server lets you use: use {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(chosen)
+}
+
+async fn get_models(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    admin(&user)?;
+    Ok(Json(json!({"allowed": allowed_models(&app.pool).await?})))
+}
+
+#[derive(Deserialize)]
+struct Models {
+    allowed: Option<Vec<String>>,
+}
+
+async fn put_models(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Body(body): Body<Models>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    match &body.allowed {
+        None => {
+            sqlx::query("DELETE FROM settings WHERE key = $1")
+                .bind(ALLOWED_MODELS)
+                .execute(&app.pool)
+                .await?;
+        }
+        Some(list) => {
+            if list.is_empty() || list.iter().any(|m| m.trim().is_empty()) {
+                return Err(Error::BadRequest(
+                    "name at least one model (or send null for the configured one)".into(),
+                ));
+            }
+            sqlx::query(
+                "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )
+            .bind(ALLOWED_MODELS)
+            .bind(json!(list).to_string())
+            .execute(&app.pool)
+            .await?;
+        }
+    }
+    Ok(Json(json!({"allowed": body.allowed})))
+}

@@ -1,0 +1,351 @@
+//! Accounts past sign-in: sign-in sessions listed and revoked per user, sign-ups (off by default,
+//! pending when on, approved by an admin), and the admin's routes — users, roles, disabling,
+//! grants, the models users may use — none of which reads another user's chats.
+
+use harness_test_support::ScriptedServer;
+use llembas_server::auth::{Role, create_user};
+use serde_json::{Value, json};
+
+use super::{Client, Server, text};
+
+async fn admin(server: &Server) -> Client {
+    create_user(&server.app.pool, "root", "root-password", Role::Admin)
+        .await
+        .unwrap();
+    server.login("root", "root-password").await
+}
+
+async fn user_id(c: &mut Client) -> i64 {
+    c.get("/api/auth/me").await.1["id"].as_i64().unwrap()
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_sessions_are_listed_per_user_and_revocable() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut laptop = server.login("alice", "alice-password").await;
+    let mut bob = server.user("bob").await;
+
+    let (status, mine) = alice.get("/api/auth/sessions").await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(mine.as_array().unwrap().len(), 2, "{mine}");
+    let current: Vec<&Value> = mine
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["current"] == true)
+        .collect();
+    assert_eq!(current.len(), 1, "{mine}");
+    let here = current[0]["id"].as_str().unwrap().to_owned();
+    let other = ids(&mine).into_iter().find(|i| *i != here).unwrap();
+    // No token or hash is shown.
+    assert!(!mine.to_string().contains(alice.cookie.as_deref().unwrap()));
+
+    let (_, bobs) = bob.get("/api/auth/sessions").await;
+    assert_eq!(bobs.as_array().unwrap().len(), 1);
+    assert!(!ids(&bobs).contains(&here) && !ids(&bobs).contains(&other));
+
+    // Bob cannot revoke alice's session; alice revokes her laptop's.
+    let (status, body) = bob.delete(&format!("/api/auth/sessions/{other}")).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(laptop.get("/api/auth/me").await.0, 200);
+    let (status, body) = alice.delete(&format!("/api/auth/sessions/{other}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(laptop.get("/api/auth/me").await.0, 401);
+    assert_eq!(alice.get("/api/auth/me").await.0, 200);
+    assert_eq!(ids(&alice.get("/api/auth/sessions").await.1), vec![here]);
+    let mut anon = Client::anonymous(&server.base);
+    assert_eq!(anon.get("/api/auth/sessions").await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_ups_are_off_by_default_and_pending_until_an_admin_approves() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut anon = Client::anonymous(&server.base);
+    let (status, body) = anon
+        .post(
+            "/api/auth/signup",
+            json!({"username": "eve", "password": "eve-password"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"],
+        "sign-ups are off on this server: ask an admin for an account"
+    );
+    drop(server);
+
+    let server = Server::start_with(dir.path(), &model.base_url(), |c| c.allow_signups = true);
+    let mut anon = Client::anonymous(&server.base);
+    let (status, body) = anon
+        .post(
+            "/api/auth/signup",
+            json!({"username": "eve", "password": "eve-password", "role": "admin"}),
+        )
+        .await;
+    assert_eq!(status, 400, "a sign-up cannot choose its role: {body}");
+    let (status, body) = anon
+        .post(
+            "/api/auth/signup",
+            json!({"username": "eve", "password": "eve-password"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["role"], "pending");
+    let eve = body["id"].as_i64().unwrap();
+    let (status, body) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "eve", "password": "eve-password"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"error": "this account waits for an admin's approval"})
+        )
+    );
+
+    // A user cannot approve; an admin can.
+    let mut alice = server.user("alice").await;
+    let (status, _) = alice
+        .patch(&format!("/api/admin/users/{eve}"), json!({"role": "user"}))
+        .await;
+    assert_eq!(status, 403);
+    let mut root = admin(&server).await;
+    let (_, users) = root.get("/api/admin/users").await;
+    let listed = users
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == "eve")
+        .unwrap()
+        .clone();
+    assert_eq!(listed["role"], "pending");
+    let (status, body) = root
+        .patch(&format!("/api/admin/users/{eve}"), json!({"role": "user"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["role"], "user");
+    let mut eve = server.login("eve", "eve-password").await;
+    assert_eq!(eve.get("/api/auth/me").await.1["role"], "user");
+    assert!(server.tree().join("home/eve").is_dir());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_manages_accounts_grants_and_models_and_reads_no_ones_chats() {
+    let model = ScriptedServer::start(vec![text(&["Hi ", "alice."])])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut root = admin(&server).await;
+    let root_id = user_id(&mut root).await;
+
+    // Users: a user may not list or add them; an admin may.
+    assert_eq!(alice.get("/api/admin/users").await.0, 403);
+    let (status, body) = alice
+        .post(
+            "/api/admin/users",
+            json!({"username": "mallory", "password": "mallory-password"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (403, json!({"error": "only an admin may do this"}))
+    );
+    let (status, body) = root
+        .post(
+            "/api/admin/users",
+            json!({"username": "bob", "password": "bob-password"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["role"], "user");
+    let bob_id = body["id"].as_i64().unwrap();
+    let (status, _) = root
+        .post(
+            "/api/admin/users",
+            json!({"username": "bob", "password": "bob-password"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (status, _) = root
+        .post(
+            "/api/admin/users",
+            json!({"username": "x", "password": "x-password", "role": "god"}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let mut bob = server.login("bob", "bob-password").await;
+    let (_, t) = bob.post("/api/tokens", json!({})).await;
+    let mut bobs_script = Client::anonymous(&server.base);
+    bobs_script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    assert_eq!(bobs_script.get("/api/auth/me").await.0, 200);
+    let (status, _) = root
+        .patch(
+            &format!("/api/admin/users/{root_id}"),
+            json!({"role": "user"}),
+        )
+        .await;
+    assert_eq!(status, 409, "not on oneself");
+    assert_eq!(
+        root.patch("/api/admin/users/999999", json!({"disabled": true}))
+            .await
+            .0,
+        404
+    );
+
+    // Grants: the admin narrows bob's view; bob sees the spec's refusal; a user may not.
+    let (status, g) = root.get(&format!("/api/admin/users/{bob_id}/grants")).await;
+    assert_eq!(status, 200, "{g}");
+    assert_eq!(
+        g["grants"],
+        json!([{"path": "/home/bob", "level": "stage"}, {"path": "/shared", "level": "ro"}])
+    );
+    assert_eq!(
+        alice
+            .get(&format!("/api/admin/users/{bob_id}/grants"))
+            .await
+            .0,
+        403
+    );
+    let (status, _) = alice
+        .put_json(
+            &format!("/api/admin/users/{bob_id}/grants"),
+            json!({"grants": [{"path": "/", "level": "commit"}]}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, body) = root
+        .put_json(
+            &format!("/api/admin/users/{bob_id}/grants"),
+            json!({"grants": [{"path": "/home/bob", "level": "sudo"}]}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = root
+        .put_json(
+            &format!("/api/admin/users/{bob_id}/grants"),
+            json!({"grants": [{"path": "/home/bob", "level": "ro"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(bob.get("/api/files?path=/home/bob").await.0, 200);
+    let (status, body) = bob
+        .put("/api/files/content?path=/home/bob/a.txt", "x")
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = bob.get("/api/files?path=/shared").await;
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"error": "Access denied: /shared is not open to this session."})
+        )
+    );
+    // Alice's grants are untouched.
+    let (status, _) = alice
+        .put("/api/files/content?path=/home/alice/a.txt", "x")
+        .await;
+    assert_eq!(status, 200);
+
+    // Models: only those the admin allows; a user may not change the list.
+    assert_eq!(
+        root.get("/api/admin/models").await.1,
+        json!({"allowed": null})
+    );
+    let (status, _) = alice
+        .put_json("/api/admin/models", json!({"allowed": ["big"]}))
+        .await;
+    assert_eq!(status, 403);
+    let (status, body) = alice.post("/api/chats", json!({"model": "other"})).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"],
+        "the model other is not one this server lets you use: use scripted"
+    );
+    let (status, _) = root
+        .put_json("/api/admin/models", json!({"allowed": []}))
+        .await;
+    assert_eq!(status, 400);
+    let (status, _) = root
+        .put_json(
+            "/api/admin/models",
+            json!({"allowed": ["scripted", "other"]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = alice.post("/api/chats", json!({"model": "other"})).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = alice.post("/api/chats", json!({"model": "nope"})).await;
+    assert_eq!(status, 403, "{body}");
+
+    // The admin reads none of alice's chats.
+    let chat = alice.chat().await;
+    let mut stream = alice.events(None).await;
+    let run = alice.say(&chat, "hello").await;
+    stream.until(super::run_end(&run)).await;
+    assert_eq!(root.get(&format!("/api/chats/{chat}")).await.0, 404);
+    assert_eq!(root.get("/api/chats").await.1, json!([]));
+    let (status, _) = root
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        root.post(&format!("/api/runs/{run}/stop"), json!({}))
+            .await
+            .0,
+        404
+    );
+
+    // Disabled: signed out, its token refused, no sign-in; enabled again, it signs in.
+    let (status, body) = root
+        .patch(
+            &format!("/api/admin/users/{bob_id}"),
+            json!({"disabled": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["disabled"], true);
+    assert_eq!(bob.get("/api/auth/me").await.0, 401);
+    let (status, body) = bobs_script.get("/api/auth/me").await;
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"error": "this account is disabled: ask an admin"})
+        )
+    );
+    let mut anon = Client::anonymous(&server.base);
+    let (status, _) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "bob", "password": "bob-password"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    root.patch(
+        &format!("/api/admin/users/{bob_id}"),
+        json!({"disabled": false}),
+    )
+    .await;
+    server.login("bob", "bob-password").await;
+}
