@@ -1693,6 +1693,9 @@ impl Pump {
                 if let Some(r) = &question.reason {
                     lembas["reason"] = json!(r);
                 }
+                if let Some(c) = &question.change {
+                    lembas["change"] = json!(c);
+                }
                 // The call as the client drew it: its title and its input.
                 let mut fields = ToolCallUpdateFields::new()
                     .title(

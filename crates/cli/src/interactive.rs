@@ -336,7 +336,6 @@ async fn session_loop(
 ) -> Result<Next> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-    let root = parts.exec.root().to_path_buf();
     let endpoint = parts.client.endpoint().base_url.clone();
     // To check a `/model NAME` against what the server serves.
     let lister = parts.client.clone();
@@ -361,7 +360,7 @@ async fn session_loop(
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View {
-        streamed: render::Streamed::new(&root),
+        streamed: render::Streamed::default(),
         color,
         line_open: false,
         reasoning_lines: 0,

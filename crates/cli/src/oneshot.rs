@@ -70,7 +70,6 @@ pub async fn run(
         .resume
         .is_none()
         .then(|| parts.store.dir(&parts.meta.id));
-    let root = parts.exec.root().to_path_buf();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx)?;
     if answers == Answers::Stdin {
@@ -96,7 +95,7 @@ pub async fn run(
     let color = render::color_on_stderr();
     let mut stdout = std::io::stdout().lock();
     let mut line_open = false;
-    let mut streamed = render::Streamed::new(&root);
+    let mut streamed = render::Streamed::default();
     let mut interrupts = 0u32;
     let mut totals = Totals::new();
     if output == OutputFormat::Json {

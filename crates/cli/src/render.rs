@@ -252,10 +252,6 @@ pub struct Streamed {
     streamed: std::collections::HashMap<String, (usize, usize)>,
     /// Calls started: their tool, block and command (for a job's title).
     calls: std::collections::HashMap<String, (String, Block, String)>,
-    /// Edit calls' arguments, for the diff their question shows.
-    edits: std::collections::HashMap<String, (String, serde_json::Value)>,
-    /// The session's directory (a call's relative path is under it).
-    root: std::path::PathBuf,
     /// Calls whose result is not drawn.
     quiet: std::collections::HashSet<String>,
     /// Calls the person declined.
@@ -265,14 +261,6 @@ pub struct Streamed {
 }
 
 impl Streamed {
-    /// For a session working in `root`.
-    pub fn new(root: &std::path::Path) -> Streamed {
-        Streamed {
-            root: root.to_path_buf(),
-            ..Streamed::default()
-        }
-    }
-
     /// Notes what an output says; `Some(text)` when it is drawn here instead of by
     /// [`activity`] (`Some(None)`: not at all).
     pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
@@ -312,10 +300,6 @@ impl Streamed {
                     .to_owned();
                 self.calls
                     .insert(call.id.clone(), (call.name.clone(), *block, command));
-                if *block == Block::Edit {
-                    self.edits
-                        .insert(call.id.clone(), (call.name.clone(), call.arguments.clone()));
-                }
                 if matches!(block, Block::Plan | Block::Read | Block::Hidden)
                     || call.name == "question"
                 {
@@ -347,14 +331,17 @@ impl Streamed {
                 call_id,
                 question: q,
             }) => {
-                let (name, args) = self.edits.get(call_id)?;
-                let diff = preview(name, args, &self.root, color)?;
+                let change = q.change.as_deref()?;
+                let diff = fold_diff(&if q.tool == "apply_patch" {
+                    patch_lines(change, color)
+                } else {
+                    diff_lines(change, color)
+                });
                 self.previewed.insert(call_id.clone());
                 Some(Some(question_with(q, Some(&diff), color)))
             }
             Out::Event(Event::ToolCallFinished { result }) => {
                 self.calls.remove(&result.call_id);
-                self.edits.remove(&result.call_id);
                 let folded = self.streamed.remove(&result.call_id).map(|(_, f)| f);
                 let streamed = folded.is_some();
                 let more = match folded {
@@ -413,54 +400,6 @@ pub fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
 /// Lines of a change's diff shown in its question before the rest is folded.
 const QUESTION_DIFF_LINES: usize = 20;
 
-/// The diff an edit call would make, from its arguments and the file as it is now (`None`
-/// when it cannot be foreseen: the tool refuses such a call and says why); folded when long.
-fn preview(
-    name: &str,
-    args: &serde_json::Value,
-    root: &std::path::Path,
-    color: bool,
-) -> Option<String> {
-    let s = |v: &serde_json::Value, k: &str| {
-        v.get(k)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    if name == "apply_patch" {
-        let patch = s(args, "patch")?;
-        return Some(fold_diff(&patch_lines(&patch, color)));
-    }
-    let path = s(args, "path")?;
-    let full = {
-        let p = std::path::Path::new(&path);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            root.join(p)
-        }
-    };
-    let shown = full.display().to_string();
-    let vpath = harness_fs::VPath::resolve(&harness_fs::VPath::root(), &shown);
-    let before = std::fs::read_to_string(&full);
-    let (before, after) = match name {
-        "write" => (before.unwrap_or_default(), s(args, "content")?),
-        "edit" | "multiedit" => {
-            let before = before.ok()?;
-            let edits: Vec<harness_fs::tools::EditSpec> = match args.get("edits") {
-                Some(list) => serde_json::from_value(list.clone()).ok()?,
-                None => vec![serde_json::from_value(args.clone()).ok()?],
-            };
-            let mut text = before.clone();
-            for e in &edits {
-                text = harness_fs::tools::apply_edit(&vpath, &text, e).ok()?.0;
-            }
-            (before, text)
-        }
-        _ => return None,
-    };
-    Some(fold_diff(&edit_diff(&shown, &before, &after, color)))
-}
-
 /// A patch's lines coloured as a diff.
 fn patch_lines(patch: &str, color: bool) -> String {
     coloured_lines(patch, |l| l.starts_with("***"), color)
@@ -485,17 +424,7 @@ fn fold_diff(drawn: &str) -> String {
 
 /// An edit's diff as the person reads it: `--- /dev/null` for a new file.
 pub fn edit_diff(path: &str, before: &str, after: &str, color: bool) -> String {
-    let context = harness_loop::config::LoopConfig::embedded()
-        .map(|c| c.context.diff.context_lines)
-        .unwrap_or(3);
-    let body = harness_loop::context::unified_diff(path, before, after, context);
-    let from = if before.is_empty() { "/dev/null" } else { path };
-    let mut text = format!("--- {from}\n+++ {path}\n");
-    for l in body.lines().skip_while(|l| !l.starts_with("@@")) {
-        text.push_str(l);
-        text.push('\n');
-    }
-    diff_lines(&text, color)
+    diff_lines(&harness_agent::preview::diff(path, before, after), color)
 }
 
 /// What a non-text output looks like on stderr (`None`: nothing to show).

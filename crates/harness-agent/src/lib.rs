@@ -81,6 +81,7 @@ mod manager;
 pub mod output;
 pub mod perm;
 pub mod personal;
+pub mod preview;
 pub mod protocol;
 mod runner;
 pub mod scripted;

@@ -150,6 +150,7 @@ impl Permissions for SessionPermissions {
                     subject: subject(call),
                     pattern: d.always,
                     reason: Some(d.reason),
+                    change: None,
                 })
             }
         }

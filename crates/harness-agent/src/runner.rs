@@ -839,6 +839,20 @@ impl Driver {
         self.flush_log()?;
         while let Some(action) = queue.pop_front() {
             let next = match action {
+                // A change is asked about with the diff it would make: approved seen, not blind.
+                Action::Emit(Event::ToolCallAsked {
+                    call_id,
+                    mut question,
+                }) => {
+                    if question.change.is_none() {
+                        question.change = self
+                            .session
+                            .pending_call(&call_id)
+                            .and_then(|call| crate::preview::change(&*self.world, call));
+                    }
+                    self.emit(Event::ToolCallAsked { call_id, question });
+                    None
+                }
                 Action::Emit(event) => {
                     self.emit(event);
                     None

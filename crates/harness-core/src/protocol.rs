@@ -236,6 +236,11 @@ pub struct PermissionQuestion {
     /// Why it is asked, when there is more to say than the mode (a read outside the workspace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The change a file-changing call would make, so that it is not approved blind: a unified
+    /// diff of the file as it is now (`--- /dev/null` for a new one), or the patch it applies.
+    /// Absent when it cannot be foreseen (the tool then refuses the call and says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }
 
 /// The person's answer to a [`PermissionQuestion`].

@@ -592,6 +592,7 @@ impl crate::session::Permissions for AskFor {
             subject,
             pattern: None,
             reason: Some("asked by the case".into()),
+            change: None,
         })
     }
 }

@@ -594,6 +594,11 @@ impl Session {
         self.turn_starts.len() as u32
     }
 
+    /// A call of the batch being handled (asked about, running), by its id.
+    pub fn pending_call(&self, call_id: &str) -> Option<&ToolCall> {
+        self.pending.calls.iter().find(|c| c.id == call_id)
+    }
+
     /// Whether a prompt is running.
     pub fn busy(&self) -> bool {
         self.phase != Phase::Idle

@@ -797,3 +797,77 @@ async fn a_stopped_answer_keeps_what_was_shown_and_is_not_asked_again() {
         ]
     );
 }
+
+/// A world that runs `edit` and `write` over one file, `/work/notes.md`.
+struct EditWorld;
+
+impl harness_agent::ToolWorld for EditWorld {
+    fn runs(&self, name: &str) -> bool {
+        matches!(name, "edit" | "write")
+    }
+
+    fn call<'a>(
+        &'a self,
+        call: &'a harness_core::protocol::ToolCall,
+        _cx: harness_agent::CallContext,
+    ) -> harness_agent::BoxFuture<'a, harness_agent::Ran> {
+        Box::pin(async move {
+            harness_agent::Ran::Done(harness_loop::session::ToolOutcome::ok(&call.id, "done"))
+        })
+    }
+
+    fn read_for_show(&self, path: &str) -> Result<harness_agent::ShownFile, String> {
+        TestWorld::new().read_for_show(path)
+    }
+
+    fn place(&self) -> String {
+        "/work".into()
+    }
+}
+
+#[tokio::test]
+async fn a_change_is_asked_with_the_diff_it_would_make() {
+    use harness_agent::ToolWorld as _;
+    let cases = [
+        (
+            Reply::call(
+                "edit",
+                json!({"path": "notes.md", "old_string": "# Notes", "new_string": "# Notes, kept"}),
+            ),
+            Some("--- /work/notes.md\n+++ /work/notes.md\n@@ -1 +1 @@\n-# Notes\n+# Notes, kept\n"),
+        ),
+        (
+            Reply::call("write", json!({"path": "new.md", "content": "hello\n"})),
+            Some("--- /dev/null\n+++ /work/new.md\n@@ -0,0 +1 @@\n+hello\n"),
+        ),
+        // An edit whose old text is not in the file cannot be foreseen: no diff (the tool
+        // refuses it when it runs).
+        (
+            Reply::call(
+                "edit",
+                json!({"path": "notes.md", "old_string": "absent", "new_string": "x"}),
+            ),
+            None,
+        ),
+    ];
+    for (call, diff) in cases {
+        let model = ScriptedModel::new([call, Reply::text("ok")]);
+        let mut built = SessionBuilder::new(Arc::new(model.clone()), Arc::new(EditWorld))
+            .store(Arc::new(MemoryStore::default()))
+            .mode(Mode::Manual)
+            .build()
+            .unwrap();
+        built.driver.queue_prompt("Change it.".into());
+        let (_d, outs) = run_answering(built, Some(Answer::Deny { feedback: None })).await;
+        let asked = events(&outs)
+            .into_iter()
+            .find_map(|e| match e {
+                Event::ToolCallAsked { question, .. } => Some(question),
+                _ => None,
+            })
+            .expect("manual mode asks before a change");
+        assert_eq!(asked.change.as_deref(), diff, "{asked:?}");
+    }
+    // The world's reading of the file is what the diff starts from.
+    assert_eq!(EditWorld.read_for_show("notes.md").unwrap().content, "# Notes\n");
+}

@@ -263,6 +263,7 @@ impl Permissions for AskEdits {
                 subject: "/a".into(),
                 pattern: None,
                 reason: None,
+                change: None,
             }),
             "bash" => Decision::Deny {
                 reason: "rm -rf / is refused in every mode".into(),
