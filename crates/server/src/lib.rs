@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod chats;
 pub mod db;
 mod error;
+pub mod pages;
 pub mod store;
 pub mod world;
 
@@ -275,6 +276,7 @@ async fn log_request(request: Request, next: Next) -> Response {
 pub fn router(app: Arc<App>) -> Router {
     catalog::routes()
         .merge(api::routes(app.max_file_bytes))
+        .merge(pages::routes())
         .with_state(app)
         .layer(axum::middleware::from_fn(log_request))
 }

@@ -111,7 +111,8 @@ impl SessionStore for SqlStore {
     fn save(&self, meta: &Meta) -> Result<(), String> {
         self.wait(
             sqlx::query(
-                "UPDATE agent_sessions SET updated = $1, title = $2, model = $3 WHERE id = $4 AND user_id = $5",
+                // A title once stored (the first message's, or one the person gave) is kept.
+                "UPDATE agent_sessions SET updated = $1, title = CASE WHEN title = '' THEN $2 ELSE title END, model = $3 WHERE id = $4 AND user_id = $5",
             )
             .bind(i64::try_from(meta.updated).unwrap_or(i64::MAX))
             .bind(&meta.title)

@@ -2,10 +2,12 @@
 //! at once), signed-in clients, the SSE reader, scripted model replies.
 
 mod accounts;
+mod browser;
 mod admin;
 mod catalog;
 mod chats;
 mod files;
+mod pages;
 mod process;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,154 @@
+//! The web UI: sign-in, the chat list and the chat, served by the binary itself.
+//!
+//! The pages are one HTML shell, one hand-written JavaScript module and one style sheet
+//! (`crates/server/ui/`), embedded at build time: no CDN, no Node build, nothing fetched from
+//! elsewhere. The module draws every page from the HTTP API ([`crate::api`]) and the SSE stream;
+//! it never parses what a model or a tool wrote as HTML (see `ui/app.js`).
+//!
+//! - `GET /login`, `GET /chats`, `GET /chats/{id}` — the shell (the module reads the path); it
+//!   holds no user's data, so it is the same for everyone: authorisation stays in the API, and
+//!   another user's chat URL shows "No such chat".
+//! - `GET /ui/{tag}/app.js`, `GET /ui/{tag}/app.css` — the assets, under a tag that is the hash
+//!   of their bytes, cached for a year as immutable; the shell is revalidated by its `ETag`.
+//! - `PATCH /api/chats/{id}` `{"title"}` (rename) and `DELETE /api/chats/{id}` — what the chat
+//!   list needs besides the core API ([`chats`]).
+//!
+//! Every answer here carries a strict Content-Security-Policy (`default-src 'self'`, no inline
+//! script or style, no frames) and `X-Content-Type-Options: nosniff`.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sha2::{Digest as _, Sha256};
+
+use crate::App;
+
+mod chats;
+
+/// The page shell, with `{{css}}` and `{{js}}` where the assets' paths go.
+const SHELL: &str = include_str!("../ui/index.html");
+/// The page's module.
+const APP_JS: &str = include_str!("../ui/app.js");
+/// The page's style sheet.
+const APP_CSS: &str = include_str!("../ui/app.css");
+
+/// What the pages may load: their own origin only, no inline script or style, no frames, no
+/// plugins; forms and the base URL stay on this server.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; object-src 'none'; frame-src 'none'; frame-ancestors 'none'; \
+     base-uri 'none'; form-action 'self'";
+
+/// The assets' tag and the shell filled in with it.
+struct Built {
+    tag: String,
+    shell: String,
+    etag: String,
+}
+
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut h = Sha256::new();
+        h.update(APP_JS.as_bytes());
+        h.update([0]);
+        h.update(APP_CSS.as_bytes());
+        let tag = hex::encode(h.finalize())[..16].to_owned();
+        let shell = SHELL
+            .replace("{{css}}", &format!("/ui/{tag}/app.css"))
+            .replace("{{js}}", &format!("/ui/{tag}/app.js"));
+        let etag = format!(
+            "\"{}\"",
+            &hex::encode(Sha256::digest(shell.as_bytes()))[..16]
+        );
+        Built { tag, shell, etag }
+    })
+}
+
+/// The pages' routes (with the API routes they add).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/login", get(shell))
+        .route("/chats", get(shell))
+        .route("/chats/{id}", get(shell))
+        .route("/ui/{tag}/{file}", get(asset))
+        .merge(chats::routes())
+}
+
+fn secure(response: &mut Response) {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
+async fn shell(headers: HeaderMap) -> Response {
+    let b = built();
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == b.etag));
+    let mut response = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            b.shell.clone(),
+        )
+            .into_response()
+    };
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&b.etag) {
+        h.insert(header::ETAG, v);
+    }
+    secure(&mut response);
+    response
+}
+
+async fn asset(Path((tag, file)): Path<(String, String)>) -> Response {
+    let b = built();
+    let found = match file.as_str() {
+        "app.js" => Some(("text/javascript; charset=utf-8", APP_JS)),
+        "app.css" => Some(("text/css; charset=utf-8", APP_CSS)),
+        _ => None,
+    };
+    let mut response = match found {
+        Some((kind, body)) if tag == b.tag => {
+            let mut r = ([(header::CONTENT_TYPE, kind)], body).into_response();
+            r.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=31536000, immutable"),
+            );
+            r
+        }
+        // An old tag (a page from before an upgrade): send it where the current one is.
+        Some(_) => {
+            let mut r = StatusCode::MOVED_PERMANENTLY.into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("/ui/{}/{file}", b.tag)) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": format!("no page asset {file}")})),
+        )
+            .into_response(),
+    };
+    secure(&mut response);
+    response
+}

@@ -1,0 +1,85 @@
+//! What the chat list needs besides the core API: rename and delete a chat. Both authorise
+//! through the signed-in user (another user's chat is "no such chat") and refuse a chat whose
+//! run is going on.
+//!
+//! - `PATCH /api/chats/{id}` `{"title"}` → `{"id", "title"}`; 400 for an empty or over-long
+//!   title, 404, 409 while a run goes on.
+//! - `DELETE /api/chats/{id}` → `{"deleted": id}`; 404, 409 while a run goes on. Its
+//!   transcript, events, runs and approvals go with it.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::routing::patch;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::auth::{Authed, Body};
+use crate::chats::chat_row;
+use crate::error::{Error, Result};
+
+/// The longest title, in characters (as long as a title the first message gives).
+const MAX_TITLE_CHARS: usize = 80;
+
+/// The routes.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/api/chats/{id}", patch(rename).delete(delete))
+}
+
+#[derive(Deserialize)]
+struct Rename {
+    title: String,
+}
+
+async fn rename(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+    Body(body): Body<Rename>,
+) -> Result<Json<Value>> {
+    let title = body.title.trim();
+    if title.is_empty() {
+        return Err(Error::BadRequest("the title is empty".into()));
+    }
+    if title.chars().count() > MAX_TITLE_CHARS || title.contains('\n') {
+        return Err(Error::BadRequest(format!(
+            "the title must be one line of at most {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    let row = chat_row(&app.pool, &user, &id).await?;
+    if let Some(run) = row.running {
+        return Err(Error::Conflict(format!(
+            "the chat {id} is busy with run {run}: rename it after its end"
+        )));
+    }
+    sqlx::query("UPDATE agent_sessions SET title = $1 WHERE id = $2 AND user_id = $3")
+        .bind(title)
+        .bind(&id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    Ok(Json(json!({"id": id, "title": title})))
+}
+
+async fn delete(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let row = chat_row(&app.pool, &user, &id).await?;
+    if let Some(run) = row.running {
+        return Err(Error::Conflict(format!(
+            "the chat {id} is busy with run {run}: stop it before deleting the chat"
+        )));
+    }
+    // The chat's row, runs, events and approvals go with its session (ON DELETE CASCADE).
+    sqlx::query("DELETE FROM agent_sessions WHERE id = $1 AND user_id = $2")
+        .bind(&id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    Ok(Json(json!({"deleted": id})))
+}

@@ -1,0 +1,873 @@
+//! The pages in a real browser: Debian's headless Chromium driven through chromedriver with
+//! fantoccini, against the server and the scripted model. One browser for the test binary (its
+//! tests take turns); each test signs in afresh and saves a screenshot under the target
+//! directory (`CARGO_TARGET_TMPDIR/browser/`).
+//!
+//! Without chromedriver every test here fails at once, saying how to install it.
+
+use std::future::Future;
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator, key::Key};
+use harness_test_support::ScriptedServer;
+use serde_json::{Value, json};
+
+use super::{Server, run_end, text, tool_call};
+
+/// How long a wait in the page may take before the test fails.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The browser the tests share, and what keeps it alive.
+struct Browser {
+    client: Client,
+    /// The chromedriver wrapper: chromedriver's process group ends when this process's end
+    /// closes the wrapper's stdin.
+    _driver: Child,
+    driver_port: u16,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The browser binary itself (Debian's `chromium` command is a launcher script adding flags).
+fn chromium_binary() -> Option<PathBuf> {
+    let real = PathBuf::from("/usr/lib/chromium/chromium");
+    if real.is_file() {
+        return Some(real);
+    }
+    on_path("chromium").or_else(|| on_path("chromium-browser"))
+}
+
+const INSTALL: &str = "install Debian's headless browser and its driver: \
+                       `apt-get install -y chromium chromium-driver` (.ci/run does)";
+
+/// Starts chromedriver on a free port; its port.
+fn start_driver() -> Result<(Child, u16), String> {
+    let driver =
+        on_path("chromedriver").ok_or_else(|| format!("chromedriver is not on PATH: {INSTALL}"))?;
+    // `setsid` makes chromedriver the leader of a process group its browsers join; the shell
+    // kills that group when its stdin closes, which happens when this test process ends.
+    let script = r#"setsid "$0" --port=0 </dev/null & d=$!; read _; kill -TERM -"$d"; wait"#;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(&driver)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", driver.display()))?;
+    let stdout = child.stdout.take().ok_or("chromedriver gave no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(port) = line
+                .split("started successfully on port ")
+                .nth(1)
+                .and_then(|rest| rest.trim().trim_end_matches('.').parse::<u16>().ok())
+                && let Some(t) = tx.take()
+            {
+                let _ = t.send(port);
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(WAIT)
+        .map_err(|_| format!("{} did not say its port within {WAIT:?}", driver.display()))?;
+    Ok((child, port))
+}
+
+async fn open_browser() -> Result<Browser, String> {
+    let binary =
+        chromium_binary().ok_or_else(|| format!("chromium is not installed: {INSTALL}"))?;
+    let (driver, port) = start_driver()?;
+    let profile = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let args = [
+        "--headless".to_owned(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-quic".into(),
+        "--no-first-run".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-default-apps".into(),
+        "--mute-audio".into(),
+        // Nothing but loopback: every host name but localhost resolves to nothing.
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1".into(),
+        "--disable-breakpad".into(),
+        "--disable-crash-reporter".into(),
+        "--window-size=1280,900".into(),
+        format!("--user-data-dir={}", profile.path().display()),
+    ];
+    let caps = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {"binary": binary, "args": args},
+    });
+    let caps = match caps {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    };
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .map_err(|e| format!("chromedriver on port {port} opened no browser: {e}"))?;
+    let session = client
+        .session_id()
+        .await
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    Ok(Browser {
+        client,
+        _driver: driver,
+        driver_port: port,
+        session,
+        _profile: profile,
+    })
+}
+
+async fn browser() -> &'static Browser {
+    static BROWSER: tokio::sync::OnceCell<Result<Browser, String>> =
+        tokio::sync::OnceCell::const_new();
+    match BROWSER.get_or_init(open_browser).await {
+        Ok(b) => b,
+        Err(e) => panic!("no browser for the page tests: {e}"),
+    }
+}
+
+/// Runs a browser test: one at a time, on the runtime the browser lives on, with a guard of two
+/// minutes against a hang.
+fn run<F: Future<Output = ()>>(test: F) {
+    static TURN: Mutex<()> = Mutex::new(());
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    runtime().block_on(async {
+        tokio::time::timeout(Duration::from_secs(120), test)
+            .await
+            .expect("the browser test did not end within two minutes");
+    });
+}
+
+/// A fresh page: no cookie, a desktop window.
+async fn fresh() -> &'static Client {
+    let b = browser().await;
+    let c = &b.client;
+    c.set_window_size(1280, 900).await.unwrap();
+    c.goto("about:blank").await.unwrap();
+    c.delete_all_cookies().await.unwrap();
+    c
+}
+
+async fn shot(c: &Client, name: &str) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.unwrap()
+}
+
+/// Waits until the script returns something truthy; that value.
+async fn until(c: &Client, what: &str, script: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let v = c.execute(script, vec![]).await.unwrap_or(Value::Null);
+        let truthy = match &v {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            _ => true,
+        };
+        if truthy {
+            return v;
+        }
+        if start.elapsed() > WAIT {
+            shot(c, "timed-out").await;
+            let body = js(c, "return document.body.innerText").await;
+            panic!("the page did not show {what} within {WAIT:?}; it shows:\n{body}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn find(c: &Client, css: &str) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} in the page within {WAIT:?}: {e}"))
+}
+
+/// The page's visible text.
+async fn page_text(c: &Client) -> String {
+    js(c, "return document.body.innerText")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Signs in through the page; waits for the chat list.
+async fn sign_in(c: &Client, base: &str, name: &str) {
+    c.goto(&format!("{base}/login")).await.unwrap();
+    find(c, "#username").await.send_keys(name).await.unwrap();
+    find(c, "#password")
+        .await
+        .send_keys(&format!("{name}-password"))
+        .await
+        .unwrap();
+    find(c, "#signin").await.click().await.unwrap();
+    find(c, "#newchat").await;
+}
+
+/// Opens a new chat from the list; its id.
+async fn new_chat(c: &Client) -> String {
+    find(c, "#newchat").await.click().await.unwrap();
+    find(c, "#prompt").await;
+    let url = c.current_url().await.unwrap();
+    url.path().trim_start_matches("/chats/").to_owned()
+}
+
+async fn say(c: &Client, words: &str) {
+    let prompt = find(c, "#prompt").await;
+    prompt.send_keys(words).await.unwrap();
+    prompt
+        .send_keys(&char::from(Key::Enter).to_string())
+        .await
+        .unwrap();
+}
+
+#[test]
+fn signing_in_lists_the_chats_which_are_made_renamed_searched_and_deleted() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+
+        // Not signed in: the chat list sends to the sign-in page, which says a wrong password.
+        c.goto(&format!("{}/chats", server.base)).await.unwrap();
+        find(c, "#username").await.send_keys("alice").await.unwrap();
+        assert!(
+            c.current_url()
+                .await
+                .unwrap()
+                .as_str()
+                .contains("/login?next=%2Fchats")
+        );
+        find(c, "#password").await.send_keys("wrong").await.unwrap();
+        find(c, "#signin").await.click().await.unwrap();
+        until(
+            c,
+            "the refusal",
+            "return document.querySelector('.error').textContent",
+        )
+        .await;
+        shot(c, "sign-in-refused").await;
+        find(c, "#password")
+            .await
+            .send_keys("alice-password")
+            .await
+            .unwrap();
+        find(c, "#signin").await.click().await.unwrap();
+        find(c, "#newchat").await;
+        assert!(page_text(c).await.contains("No chats yet."));
+
+        // Two chats, in edit and plan mode.
+        find(c, "#newmode")
+            .await
+            .select_by_value("edit")
+            .await
+            .unwrap();
+        let first = new_chat(c).await;
+        assert_eq!(find(c, "#mode").await.text().await.unwrap(), "edit");
+        c.goto(&format!("{}/chats", server.base)).await.unwrap();
+        find(c, "#newmode")
+            .await
+            .select_by_value("plan")
+            .await
+            .unwrap();
+        let second = new_chat(c).await;
+        assert_ne!(first, second);
+        until(
+            c,
+            "two chats",
+            "return document.querySelectorAll('#chatlist li[data-id]').length === 2",
+        )
+        .await;
+
+        // Rename the first: Enter saves it.
+        find(c, &format!("li[data-id='{first}'] .rename"))
+            .await
+            .click()
+            .await
+            .unwrap();
+        let input = find(c, "#chatlist li input").await;
+        input.send_keys("Garden plan\u{E007}").await.unwrap();
+        until(c, "the new title", &format!("return document.querySelector(\"li[data-id='{first}'] a\")?.textContent === 'Garden plan'")).await;
+        // Search by title.
+        find(c, "#search").await.send_keys("garden").await.unwrap();
+        until(
+            c,
+            "one chat found",
+            "return document.querySelectorAll('#chatlist li[data-id]').length === 1",
+        )
+        .await;
+        shot(c, "chat-list-searched").await;
+        find(c, "#search").await.clear().await.unwrap();
+        find(c, "#search").await.send_keys(" ").await.unwrap();
+        until(
+            c,
+            "both chats again",
+            "return document.querySelectorAll('#chatlist li[data-id]').length === 2",
+        )
+        .await;
+
+        // Delete the second (it asks first).
+        find(c, &format!("li[data-id='{second}'] .delete"))
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#chatlist .confirm").await.click().await.unwrap();
+        until(c, "the chat gone", "return location.pathname === '/chats' && document.querySelectorAll('#chatlist li[data-id]').length === 1").await;
+        let mut api = server.login("alice", "alice-password").await;
+        let (_, list) = api.get("/api/chats").await;
+        let list = list.as_array().unwrap().clone();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["id"], first);
+        assert_eq!(list[0]["title"], "Garden plan");
+
+        // Sign out: the chat list wants a sign-in again.
+        find(c, "#signout").await.click().await.unwrap();
+        find(c, "#username").await;
+        c.goto(&format!("{}/chats", server.base)).await.unwrap();
+        find(c, "#username").await;
+    });
+}
+
+#[test]
+fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&[
+            "## Steps\n\nFirst **bold**, then `inline code`.\n\n",
+            "- one\n- two\n\n",
+            "```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n",
+            "<script>window.pwned = 1</script>",
+            "<img src=x onerror=\"window.pwned = 2\"> ",
+            "[a link](javascript:window.pwned=3) and [a good one](https://example.org/).",
+        ])])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        let chat = new_chat(c).await;
+
+        // Shift-Enter breaks the line; Enter sends.
+        let prompt = find(c, "#prompt").await;
+        prompt.send_keys("Explain").await.unwrap();
+        prompt
+            .send_keys(&format!(
+                "{}{}{}",
+                char::from(Key::Shift),
+                char::from(Key::Enter),
+                char::from(Key::Null)
+            ))
+            .await
+            .unwrap();
+        prompt.send_keys("in steps").await.unwrap();
+        assert_eq!(
+            prompt.prop("value").await.unwrap().unwrap(),
+            "Explain\nin steps"
+        );
+        assert!(model.requests().is_empty(), "Shift-Enter sent nothing");
+        prompt
+            .send_keys(&char::from(Key::Enter).to_string())
+            .await
+            .unwrap();
+
+        until(
+            c,
+            "the whole answer",
+            "return document.querySelector('.answer')?.textContent.includes('a good one')",
+        )
+        .await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        let user = js(c, "return document.querySelector('.msg.user').textContent").await;
+        assert_eq!(user, "Explain\nin steps");
+        assert_eq!(
+            js(c, "return document.querySelector('.answer h4').textContent").await,
+            "Steps"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer strong').textContent"
+            )
+            .await,
+            "bold"
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.answer li').length").await,
+            2
+        );
+        let code = js(
+            c,
+            "return document.querySelector('.answer pre code').textContent",
+        )
+        .await;
+        assert_eq!(code, "fn main() {\n    println!(\"hi\");\n}");
+        // The model's HTML is text: no element made of it, no script run, no unsafe link.
+        assert_eq!(js(c, "return window.pwned === undefined").await, true);
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelectorAll('.answer script, .answer img').length"
+            )
+            .await,
+            0
+        );
+        let answer = js(c, "return document.querySelector('.answer').textContent").await;
+        assert!(
+            answer
+                .as_str()
+                .unwrap()
+                .contains("<script>window.pwned = 1</script>"),
+            "{answer}"
+        );
+        let hrefs = js(
+            c,
+            "return [...document.querySelectorAll('.answer a')].map(a => a.getAttribute('href'))",
+        )
+        .await;
+        assert_eq!(hrefs, json!(["https://example.org/"]));
+
+        // The copy button copies the code.
+        find(c, ".codeblock .copy").await.click().await.unwrap();
+        until(c, "the copy done", "return ['Copied', 'Selected'].includes(document.querySelector('.codeblock .copy').textContent)").await;
+        let first_token = js(c, "return document.body.dataset.firstToken").await;
+        eprintln!("time to the first token drawn in the page: {first_token} ms");
+        shot(c, "chat-streamed-desktop").await;
+
+        // The page at phone width: the list folds behind a button.
+        c.set_window_size(390, 844).await.unwrap();
+        c.goto(&format!("{}/chats/{chat}", server.base))
+            .await
+            .unwrap();
+        until(
+            c,
+            "the answer again",
+            "return document.querySelector('.answer')?.textContent.includes('a good one')",
+        )
+        .await;
+        assert_eq!(
+            js(
+                c,
+                "return getComputedStyle(document.querySelector('.side')).display"
+            )
+            .await,
+            "none"
+        );
+        shot(c, "chat-streamed-phone").await;
+        find(c, "main .menu").await.click().await.unwrap();
+        until(
+            c,
+            "the list shown",
+            "return getComputedStyle(document.querySelector('.side')).display !== 'none'",
+        )
+        .await;
+        shot(c, "chat-list-phone").await;
+    });
+}
+
+#[test]
+fn a_write_is_asked_in_the_page_survives_a_reload_and_is_approved_with_its_diff() {
+    run(async {
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "c1",
+                "write",
+                json!({"path": "notes.md", "content": "# Notes\nhello from the page\n"}),
+            ),
+            text(&["Wrote ", "notes.md."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        let chat = new_chat(c).await;
+        say(c, "write me a note").await;
+
+        find(c, ".ask .yes").await;
+        let preview = js(
+            c,
+            "return document.querySelector('.tool .preview').textContent",
+        )
+        .await;
+        assert!(
+            preview.as_str().unwrap().contains("+ hello from the page"),
+            "{preview}"
+        );
+        let ask = js(c, "return document.querySelector('.ask').textContent").await;
+        assert!(ask.as_str().unwrap().contains("Allow write"), "{ask}");
+        shot(c, "write-asked").await;
+        assert!(!server.tree().join("home/alice/notes.md").exists());
+
+        // A reload mid-run shows the run where it is: the question once, still to answer.
+        c.refresh().await.unwrap();
+        find(c, ".ask .yes").await;
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.ask').length").await,
+            1
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.msg.user').length").await,
+            1
+        );
+        find(c, ".ask .yes").await.click().await.unwrap();
+
+        until(
+            c,
+            "the answer after the write",
+            "return document.querySelector('.answer')?.textContent === 'Wrote notes.md.'",
+        )
+        .await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        let diff = js(c, "return [...document.querySelectorAll('.tool pre.diff:not(.preview) .add')].map(l => l.textContent)").await;
+        assert_eq!(diff, json!(["+ # Notes", "+ hello from the page"]));
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.tool .state').textContent"
+            )
+            .await,
+            "done"
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.ask').length").await,
+            0
+        );
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/notes.md")).unwrap(),
+            "# Notes\nhello from the page\n"
+        );
+        // Every event of the chat shown once: the page's last is the chat's last.
+        let last: i64 = sqlx::query_scalar("SELECT MAX(id) FROM events WHERE chat_id = $1")
+            .bind(&chat)
+            .fetch_one(&server.app.pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            js(c, "return document.body.dataset.last").await,
+            last.to_string()
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.answer').length").await,
+            1
+        );
+        shot(c, "write-approved-diff").await;
+    });
+}
+
+#[test]
+fn a_write_refused_with_a_note_leaves_no_file_and_the_model_reads_the_note() {
+    run(async {
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "c1",
+                "write",
+                json!({"path": "secret.txt", "content": "x\n"}),
+            ),
+            text(&["Understood, ", "no file."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        say(c, "write secret.txt").await;
+        find(c, ".ask .note")
+            .await
+            .send_keys("not in my home, please")
+            .await
+            .unwrap();
+        find(c, ".ask .no").await.click().await.unwrap();
+        until(
+            c,
+            "the answer after the refusal",
+            "return document.querySelector('.answer')?.textContent === 'Understood, no file.'",
+        )
+        .await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.tool .state').textContent"
+            )
+            .await,
+            "refused"
+        );
+        assert!(!server.tree().join("home/alice/secret.txt").exists());
+        let second = model.bodies()[1].to_string();
+        assert!(second.contains("not in my home, please"), "{second}");
+        shot(c, "write-refused").await;
+    });
+}
+
+#[test]
+fn a_reload_mid_answer_continues_the_stream_without_loss_or_repeat_and_esc_stops() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["alpha ", "beta ", "gamma "]).stalling()])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let mut api = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        let chat = new_chat(c).await;
+        say(c, "count slowly").await;
+        until(
+            c,
+            "the answer so far",
+            "return document.querySelector('.answer')?.textContent.includes('gamma')",
+        )
+        .await;
+        assert_eq!(js(c, "return document.body.dataset.running").await, "yes");
+
+        c.refresh().await.unwrap();
+        until(
+            c,
+            "the answer so far after the reload",
+            "return document.querySelector('.answer')?.textContent.includes('gamma')",
+        )
+        .await;
+        until(
+            c,
+            "the stream open",
+            "return document.body.dataset.stream === 'open'",
+        )
+        .await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer').textContent.trim()"
+            )
+            .await,
+            "alpha beta gamma"
+        );
+        assert_eq!(js(c, "return document.body.dataset.running").await, "yes");
+        assert!(
+            js(c, "return !document.querySelector('#stop').hidden")
+                .await
+                .as_bool()
+                .unwrap()
+        );
+        shot(c, "reloaded-mid-run").await;
+
+        // Esc stops the run; its end comes over the stream the reloaded page opened.
+        let before: i64 = js(c, "return Number(document.body.dataset.last)")
+            .await
+            .as_i64()
+            .unwrap();
+        c.active_element()
+            .await
+            .unwrap()
+            .send_keys(&char::from(Key::Escape).to_string())
+            .await
+            .unwrap();
+        until(
+            c,
+            "the run stopped",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        find(c, "p.notice[id^='stopped-']").await;
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM events WHERE chat_id = $1 ORDER BY id")
+                .bind(&chat)
+                .fetch_all(&server.app.pool)
+                .await
+                .unwrap();
+        assert!(
+            ids.iter().any(|i| *i > before),
+            "events came after the reload"
+        );
+        assert_eq!(
+            js(c, "return document.body.dataset.last").await,
+            ids.last().unwrap().to_string()
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer').textContent.trim()"
+            )
+            .await,
+            "alpha beta gamma"
+        );
+        let (_, got) = api.get(&format!("/api/chats/{chat}")).await;
+        assert_eq!(got["running"], Value::Null);
+        let ended = got["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"]["type"] == "run_ended")
+            .cloned()
+            .unwrap();
+        assert_eq!(ended["event"]["status"], "stopped");
+        shot(c, "stopped").await;
+    });
+}
+
+#[test]
+fn a_second_user_cannot_open_the_first_users_chat_url() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Alice's ", "private answer."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let mut alice = server.user("alice").await;
+        let _bob = server.user("bob").await;
+        let mut stream = alice.events(None).await;
+        let chat = alice.chat().await;
+        let run = alice.say(&chat, "my secret plan").await;
+        stream.until(run_end(&run)).await;
+
+        let c = fresh().await;
+        sign_in(c, &server.base, "bob").await;
+        c.goto(&format!("{}/chats/{chat}", server.base))
+            .await
+            .unwrap();
+        let missing = find(c, "#missing").await;
+        assert_eq!(missing.text().await.unwrap(), "No such chat.");
+        let shown = page_text(c).await;
+        assert!(
+            !shown.contains("secret") && !shown.contains("private"),
+            "{shown}"
+        );
+        assert!(page_text(c).await.contains("No chats yet."));
+        shot(c, "other-users-chat").await;
+    });
+}
+
+#[test]
+fn a_chat_page_weighs_little_cold_and_less_warm() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["A short ", "answer."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let mut alice = server.user("alice").await;
+        let mut stream = alice.events(None).await;
+        let chat = alice.chat().await;
+        let run = alice.say(&chat, "hello").await;
+        stream.until(run_end(&run)).await;
+
+        let b = browser().await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        // Cold: the browser's cache emptied (Chrome DevTools through chromedriver).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let r = reqwest::Client::new()
+            .post(format!(
+                "http://127.0.0.1:{}/session/{}/goog/cdp/execute",
+                b.driver_port, b.session
+            ))
+            .json(&json!({"cmd": "Network.clearBrowserCache", "params": {}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let weigh = r"
+            const all = [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')]
+              .filter(e => !e.name.includes('/api/events'));
+            return { bytes: all.reduce((n, e) => n + e.transferSize, 0),
+                     requests: all.length,
+                     cached: all.filter(e => e.transferSize === 0).length };";
+        c.goto(&format!("{}/chats/{chat}", server.base))
+            .await
+            .unwrap();
+        until(
+            c,
+            "the answer",
+            "return document.querySelector('.answer')?.textContent === 'A short answer.'",
+        )
+        .await;
+        let cold = js(c, weigh).await;
+        c.goto(&format!("{}/chats/{chat}", server.base))
+            .await
+            .unwrap();
+        until(
+            c,
+            "the answer",
+            "return document.querySelector('.answer')?.textContent === 'A short answer.'",
+        )
+        .await;
+        let warm = js(c, weigh).await;
+        eprintln!("a chat page: cold {cold}, warm {warm}");
+        let (cold_bytes, warm_bytes) = (
+            cold["bytes"].as_i64().unwrap(),
+            warm["bytes"].as_i64().unwrap(),
+        );
+        assert!(
+            cold_bytes > 0 && warm_bytes < cold_bytes,
+            "cold {cold}, warm {warm}"
+        );
+        assert!(
+            cold_bytes < 100_000,
+            "a chat page should stay small: {cold}"
+        );
+        assert!(
+            warm["cached"].as_i64().unwrap() >= 2,
+            "the assets come from the cache: {warm}"
+        );
+    });
+}

@@ -1,0 +1,759 @@
+// The LLeMbas pages: sign-in, the chat list and the chat, in one hand-written module.
+//
+// Safety: nothing a model, a tool or a user wrote is ever parsed as HTML here. Every element is
+// made with createElement and filled with textContent; Markdown is turned into DOM nodes by the
+// small renderer below, so a model's `<script>` or `onerror=` is shown as text and never runs
+// (the pages' Content-Security-Policy forbids inline script besides).
+
+const $ = (tag, attrs = {}, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const kid of kids) if (kid !== null && kid !== undefined) e.append(kid);
+  return e;
+};
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
+  const text = await r.text();
+  let v = null;
+  try { v = text ? JSON.parse(text) : null; } catch { v = text; }
+  if (!r.ok) throw new ApiError(r.status, (v && v.error) || `${r.status} ${r.statusText}`);
+  return v;
+}
+
+const app = document.getElementById("app");
+
+// ---------------------------------------------------------------------------------------------
+// Markdown, safely: a block parser and an inline parser that build DOM nodes.
+
+const SAFE_URL = /^(https?:|mailto:|\/|#|\.)/i;
+
+function inline(text) {
+  const out = document.createDocumentFragment();
+  // code spans, links, bold, italics; anything else is text.
+  const re = /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|(?<![\w])_([^_\n]+)_(?![\w])/g;
+  let at = 0;
+  for (const m of text.matchAll(re)) {
+    if (m.index > at) out.append(text.slice(at, m.index));
+    if (m[1]) out.append($("code", { text: m[2].replace(/^ (.*) $/, "$1") }));
+    else if (m[3]) {
+      const url = m[4];
+      if (SAFE_URL.test(url)) {
+        const a = $("a", { href: url, rel: "noopener noreferrer nofollow", target: "_blank" });
+        a.append(inline(m[3]));
+        out.append(a);
+      } else out.append(m[0]);
+    } else if (m[5] || m[6]) {
+      const b = $("strong");
+      b.append(inline(m[5] || m[6]));
+      out.append(b);
+    } else {
+      const i = $("em");
+      i.append(inline(m[7] || m[8]));
+      out.append(i);
+    }
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) out.append(text.slice(at));
+  return out;
+}
+
+function codeBlock(code, lang) {
+  const pre = $("pre", {}, $("code", { class: lang ? `language-${lang}` : null, text: code }));
+  const copy = $("button", {
+    class: "copy", type: "button", text: "Copy", title: "Copy the code",
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(code);
+        copy.textContent = "Copied";
+      } catch {
+        const r = document.createRange();
+        r.selectNodeContents(pre);
+        const s = getSelection();
+        s.removeAllRanges();
+        s.addRange(r);
+        copy.textContent = "Selected";
+      }
+      setTimeout(() => { copy.textContent = "Copy"; }, 1500);
+    },
+  });
+  return $("div", { class: "codeblock" }, lang ? $("span", { class: "lang", text: lang }) : null, copy, pre);
+}
+
+export function markdown(src) {
+  const root = $("div", { class: "md" });
+  const lines = src.replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  let para = [];
+  const flush = () => {
+    if (para.length) {
+      const p = $("p");
+      para.forEach((l, n) => {
+        if (n) p.append($("br"));
+        p.append(inline(l));
+      });
+      root.append(p);
+      para = [];
+    }
+  };
+  while (i < lines.length) {
+    const line = lines[i];
+    let m;
+    if ((m = line.match(/^\s*(```+|~~~+)\s*([\w+#.-]*)/))) {
+      flush();
+      const fence = m[1];
+      const body = [];
+      i++;
+      while (i < lines.length && !lines[i].trimStart().startsWith(fence)) body.push(lines[i++]);
+      i++;
+      root.append(codeBlock(body.join("\n"), m[2]));
+      continue;
+    }
+    if ((m = line.match(/^(#{1,6})\s+(.*)$/))) {
+      flush();
+      const h = $(`h${Math.min(m[1].length + 2, 6)}`);
+      h.append(inline(m[2]));
+      root.append(h);
+      i++;
+      continue;
+    }
+    if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
+      flush();
+      root.append($("hr"));
+      i++;
+      continue;
+    }
+    if (/^\s*>/.test(line)) {
+      flush();
+      const quoted = [];
+      while (i < lines.length && /^\s*>/.test(lines[i])) quoted.push(lines[i++].replace(/^\s*> ?/, ""));
+      const q = $("blockquote");
+      q.append(...markdown(quoted.join("\n")).childNodes);
+      root.append(q);
+      continue;
+    }
+    if ((m = line.match(/^\s*([-*+]|\d+[.)])\s+/))) {
+      flush();
+      const ordered = /\d/.test(m[1]);
+      const list = $(ordered ? "ol" : "ul");
+      while (i < lines.length && (m = lines[i].match(/^\s*([-*+]|\d+[.)])\s+(.*)$/))) {
+        const li = $("li");
+        li.append(inline(m[2]));
+        list.append(li);
+        i++;
+      }
+      root.append(list);
+      continue;
+    }
+    if (!line.trim()) {
+      flush();
+      i++;
+      continue;
+    }
+    para.push(line);
+    i++;
+  }
+  flush();
+  return root;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Diffs: a line diff of two texts (longest common subsequence; large texts fall back to whole).
+
+function diffLines(before, after) {
+  const a = before === "" ? [] : before.replace(/\n$/, "").split("\n");
+  const b = after === "" ? [] : after.replace(/\n$/, "").split("\n");
+  if (a.length * b.length > 4_000_000) {
+    return [...a.map((t) => ["-", t]), ...b.map((t) => ["+", t])];
+  }
+  const n = a.length, m = b.length;
+  const dp = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let x = n - 1; x >= 0; x--)
+    for (let y = m - 1; y >= 0; y--)
+      dp[x][y] = a[x] === b[y] ? dp[x + 1][y + 1] + 1 : Math.max(dp[x + 1][y], dp[x][y + 1]);
+  const out = [];
+  let x = 0, y = 0;
+  while (x < n && y < m) {
+    if (a[x] === b[y]) { out.push([" ", a[x]]); x++; y++; }
+    else if (dp[x + 1][y] >= dp[x][y + 1]) out.push(["-", a[x++]]);
+    else out.push(["+", b[y++]]);
+  }
+  while (x < n) out.push(["-", a[x++]]);
+  while (y < m) out.push(["+", b[y++]]);
+  return out;
+}
+
+function diffView(before, after) {
+  const pre = $("pre", { class: "diff" });
+  const all = diffLines(before, after);
+  // Context: three lines around each change.
+  const keep = all.map(() => false);
+  all.forEach(([k], n) => {
+    if (k !== " ") for (let d = -3; d <= 3; d++) if (all[n + d]) keep[n + d] = true;
+  });
+  let skipped = false;
+  all.forEach(([k, t], n) => {
+    if (!keep[n]) {
+      if (!skipped) pre.append($("span", { class: "ctx muted", text: "  …" }));
+      skipped = true;
+      return;
+    }
+    skipped = false;
+    pre.append($("span", { class: k === "+" ? "add" : k === "-" ? "del" : "ctx", text: `${k} ${t}` }));
+  });
+  return pre;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sign-in.
+
+function signIn() {
+  const next = new URLSearchParams(location.search).get("next");
+  const err = $("p", { class: "error", role: "alert" });
+  const user = $("input", { id: "username", name: "username", autocomplete: "username", required: true, autofocus: true });
+  const pass = $("input", { id: "password", name: "password", type: "password", autocomplete: "current-password", required: true });
+  const form = $("form", {
+    class: "signin",
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      err.textContent = "";
+      try {
+        await api("POST", "/api/auth/login", { username: user.value, password: pass.value });
+        location.assign(next && next.startsWith("/") && !next.startsWith("//") ? next : "/chats");
+      } catch (e) {
+        err.textContent = e.message;
+        pass.select();
+      }
+    },
+  },
+  $("h1", { text: "LLeMbas" }),
+  $("label", { for: "username", text: "Username" }), user,
+  $("label", { for: "password", text: "Password" }), pass,
+  $("button", { class: "primary", type: "submit", id: "signin", text: "Sign in" }),
+  err,
+  $("p", { class: "muted", text: "No account? An admin adds one with `llembas-server user add`." }));
+  app.replaceChildren(form);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chat list (the side bar) and a chat.
+
+const MODES = ["manual", "edit", "auto", "plan"];
+
+function sideBar(me, chats, current, layout) {
+  const list = $("ul", { class: "chatlist", id: "chatlist" });
+  const search = $("input", { class: "search", type: "search", placeholder: "Search titles", id: "search", "aria-label": "Search chats by title" });
+  const draw = () => {
+    const q = search.value.trim().toLowerCase();
+    list.replaceChildren();
+    for (const c of chats) {
+      const title = c.title || "New chat";
+      if (q && !title.toLowerCase().includes(q)) continue;
+      const li = $("li", { class: c.id === current ? "current" : null, "data-id": c.id });
+      const link = $("a", { href: `/chats/${encodeURIComponent(c.id)}`, text: (c.running ? "● " : "") + title, title });
+      const rename = $("button", {
+        type: "button", text: "✎", title: "Rename", class: "rename",
+        onclick: () => {
+          const input = $("input", { value: c.title, "aria-label": "New title" });
+          const save = async () => {
+            const t = input.value.trim();
+            if (t && t !== c.title) {
+              try {
+                await api("PATCH", `/api/chats/${encodeURIComponent(c.id)}`, { title: t });
+                c.title = t;
+                if (c.id === current) document.dispatchEvent(new CustomEvent("retitle", { detail: t }));
+              } catch (e) { alertLine(e.message); }
+            }
+            draw();
+          };
+          input.addEventListener("keydown", (ev) => {
+            if (ev.key === "Enter") { ev.preventDefault(); save(); }
+            if (ev.key === "Escape") { ev.stopPropagation(); draw(); }
+          });
+          input.addEventListener("blur", save);
+          li.replaceChildren(input);
+          input.focus();
+          input.select();
+        },
+      });
+      const del = $("button", {
+        type: "button", text: "🗑", title: "Delete", class: "delete",
+        onclick: () => {
+          const yes = $("button", {
+            type: "button", class: "danger confirm", text: "Delete",
+            onclick: async () => {
+              try {
+                await api("DELETE", `/api/chats/${encodeURIComponent(c.id)}`);
+                chats.splice(chats.indexOf(c), 1);
+                if (c.id === current) location.assign("/chats");
+              } catch (e) { alertLine(e.message); }
+              draw();
+            },
+          });
+          li.replaceChildren($("span", { class: "muted", text: `Delete “${title}”?` }), yes,
+            $("button", { type: "button", text: "Keep", onclick: draw }));
+        },
+      });
+      li.append(link, rename, del);
+      list.append(li);
+    }
+    if (!list.children.length) list.append($("li", { class: "muted", text: q ? "No chat has that in its title." : "No chats yet." }));
+  };
+  search.addEventListener("input", draw);
+  draw();
+  const mode = $("select", { id: "newmode", "aria-label": "Mode of the new chat" },
+    ...MODES.map((m) => $("option", { value: m, text: m })));
+  const newChat = $("button", {
+    class: "primary", type: "button", id: "newchat", text: "New chat",
+    onclick: async () => {
+      try {
+        const v = await api("POST", "/api/chats", { mode: mode.value });
+        location.assign(`/chats/${encodeURIComponent(v.id)}`);
+      } catch (e) { alertLine(e.message); }
+    },
+  });
+  const logout = $("button", {
+    type: "button", text: "Sign out", id: "signout",
+    onclick: async () => {
+      try { await api("POST", "/api/auth/logout"); } finally { location.assign("/login"); }
+    },
+  });
+  const close = $("button", { class: "menu", type: "button", text: "✕", title: "Close", onclick: () => layout.classList.remove("open") });
+  return $("nav", { class: "side" },
+    $("header", {}, $("span", { class: "who", text: me.username }), logout, close),
+    $("div", { class: "new" }, mode, newChat),
+    search, list);
+}
+
+let alertBox = null;
+function alertLine(text) {
+  if (alertBox) alertBox.textContent = text;
+}
+
+function planCard(plan) {
+  const card = $("section", { class: "plan", id: "plan" });
+  if (!plan) return card;
+  card.append($("strong", { text: plan.title || plan.goal || "Plan" }));
+  const phases = plan.phases || [];
+  for (const ph of phases) {
+    card.append($("div", { text: ph.title || ph.name || "" }));
+    const ul = $("ul");
+    for (const t of ph.tasks || []) {
+      const status = t.status || "";
+      ul.append($("li", { class: status === "done" ? "done" : null, text: `${t.title || t.text || t.id || ""}${status ? ` — ${status}` : ""}` }));
+    }
+    card.append(ul);
+  }
+  if (!phases.length) card.append($("pre", { text: JSON.stringify(plan, null, 1) }));
+  return card;
+}
+
+// What a tool card says about the call in one line, by its block.
+function callSubject(block, call) {
+  const a = call.arguments || {};
+  switch (block) {
+    case "shell": return a.command || "";
+    case "edit": case "read": return a.path || "";
+    case "search": return [a.pattern || a.query, a.path].filter(Boolean).join(" in ");
+    case "web": return a.url || a.query || "";
+    case "task": return [a.agent, a.prompt].filter(Boolean).join(": ");
+    default: {
+      const shown = Object.entries(a).filter(([k]) => k !== "purpose").map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+      return shown.join(" ");
+    }
+  }
+}
+
+// The change or command a permission question is about, from the call's arguments.
+function proposed(block, call) {
+  const a = call.arguments || {};
+  if (call.name === "write" && typeof a.content === "string") return diffView("", a.content);
+  if (call.name === "edit" && typeof a.old_string === "string") return diffView(a.old_string, a.new_string || "");
+  if (block === "shell" && a.command) return $("pre", { text: a.command });
+  return null;
+}
+
+async function chatPage(id) {
+  let me;
+  try {
+    me = await api("GET", "/api/auth/me");
+  } catch (e) {
+    if (e.status === 401) {
+      location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
+      return;
+    }
+    throw e;
+  }
+  const chats = await api("GET", "/api/chats");
+  const layout = $("div", { class: "layout" });
+  const main = $("main", { class: "main" });
+  alertBox = $("div", { class: "notice error", role: "alert", id: "alert" });
+  layout.append(sideBar(me, chats, id, layout), main);
+  app.replaceChildren(layout);
+  const menu = $("button", { class: "menu", type: "button", text: "☰", title: "Chats", onclick: () => layout.classList.add("open") });
+  if (!id) {
+    main.append($("div", { class: "chathead" }, menu, $("h2", { text: "Chats" })),
+      $("div", { class: "log" }, alertBox, $("p", { class: "empty muted", text: "Pick a chat, or start a new one." })));
+    return;
+  }
+  let chat;
+  try {
+    chat = await api("GET", `/api/chats/${encodeURIComponent(id)}`);
+  } catch (e) {
+    main.append($("div", { class: "chathead" }, menu, $("h2", { text: "Chats" })),
+      $("div", { class: "log" }, $("p", { class: "empty error", id: "missing", text: e.status === 404 ? "No such chat." : e.message })));
+    return;
+  }
+  new ChatView(chat, main, menu).start();
+}
+
+class ChatView {
+  constructor(chat, main, menu) {
+    this.chat = chat;
+    this.main = main;
+    this.menu = menu;
+    this.last = 0;
+    this.seen = new Set();
+    this.run = chat.running || null;
+    this.cards = new Map();
+    this.turn = null;
+    this.text = null;
+    this.pending = null;
+    this.dirty = new Set();
+    this.sentAt = null;
+  }
+
+  start() {
+    const c = this.chat;
+    this.title = $("h2", { id: "title", text: c.title || "New chat" });
+    this.status = $("span", { class: "tag", id: "status" });
+    this.stopButton = $("button", { type: "button", id: "stop", class: "danger", text: "Stop", title: "Stop the run (Esc)", onclick: () => this.stop() });
+    this.modeTag = $("span", { class: "tag", id: "mode", title: "Permission mode", text: c.mode });
+    const head = $("div", { class: "chathead" }, this.menu, this.title, this.modeTag,
+      $("span", { class: "tag", id: "model", title: "Model", text: c.model }), this.status, this.stopButton);
+    this.log = $("div", { class: "log", id: "log", "aria-live": "polite" });
+    this.plan = null;
+    this.input = $("textarea", { id: "prompt", rows: 2, placeholder: "Message", "aria-label": "Message" });
+    this.send = $("button", { class: "primary", type: "button", id: "send", text: "Send", onclick: () => this.submit() });
+    this.input.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        this.submit();
+      }
+    });
+    const composer = $("div", { class: "composer" }, this.input, this.send,
+      $("span", { class: "hint muted", text: "Enter sends · Shift-Enter new line · Esc stops" }));
+    this.main.append(head, alertBox, this.log, composer);
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && this.run) {
+        ev.preventDefault();
+        this.stop();
+      }
+    });
+    document.addEventListener("retitle", (ev) => { this.title.textContent = ev.detail; });
+    for (const e of c.events || []) this.apply(e);
+    if (!this.log.children.length) this.log.append($("p", { class: "empty muted", id: "hello", text: "Say what you want done." }));
+    this.setRunning(this.run);
+    this.follow();
+    this.input.focus();
+  }
+
+  // One stream for the page; it resumes after the last event shown, and the browser sends
+  // Last-Event-ID itself when it reconnects.
+  follow() {
+    const es = new EventSource(`/api/events?after=${this.last}`);
+    es.onmessage = (m) => {
+      let e;
+      try { e = JSON.parse(m.data); } catch { return; }
+      if (e.chat === this.chat.id) this.apply(e);
+    };
+    es.onopen = () => { document.body.dataset.stream = "open"; };
+    es.onerror = () => { document.body.dataset.stream = "reconnecting"; };
+    this.es = es;
+  }
+
+  setRunning(run) {
+    this.run = run;
+    this.stopButton.hidden = !run;
+    this.status.textContent = run ? "running" : "idle";
+    this.send.disabled = !!run;
+    document.body.dataset.running = run ? "yes" : "no";
+  }
+
+  async submit() {
+    const text = this.input.value;
+    if (!text.trim() || this.run) return;
+    alertBox.textContent = "";
+    this.sentAt = performance.now();
+    try {
+      const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, { text });
+      this.input.value = "";
+      if (!this.run) this.setRunning(v.run);
+    } catch (e) {
+      alertBox.textContent = e.message;
+    }
+  }
+
+  async stop() {
+    if (!this.run) return;
+    try {
+      await api("POST", `/api/runs/${encodeURIComponent(this.run)}/stop`);
+      this.status.textContent = "stopping";
+    } catch (e) {
+      alertBox.textContent = e.message;
+    }
+  }
+
+  atBottom() {
+    const l = this.log;
+    return l.scrollHeight - l.scrollTop - l.clientHeight < 80;
+  }
+
+  add(node) {
+    const follow = this.atBottom();
+    const hello = document.getElementById("hello");
+    if (hello) hello.remove();
+    this.log.append(node);
+    if (follow) this.log.scrollTop = this.log.scrollHeight;
+    return node;
+  }
+
+  assistant() {
+    if (!this.turn) this.turn = this.add($("div", { class: "msg assistant" }));
+    return this.turn;
+  }
+
+  // The streamed answer: its Markdown is drawn again at most once a frame.
+  drawText() {
+    this.dirty.add(this.text);
+    if (this.pending) return;
+    this.pending = requestAnimationFrame(() => {
+      this.pending = null;
+      const follow = this.atBottom();
+      for (const t of this.dirty) t.node.replaceChildren(...markdown(t.src).childNodes);
+      this.dirty.clear();
+      if (follow) this.log.scrollTop = this.log.scrollHeight;
+      if (this.sentAt !== null) {
+        document.body.dataset.firstToken = String(Math.round(performance.now() - this.sentAt));
+        this.sentAt = null;
+      }
+    });
+  }
+
+  apply(s) {
+    if (this.seen.has(s.id) || s.id <= this.last) return;
+    this.seen.add(s.id);
+    this.last = s.id;
+    document.body.dataset.last = String(s.id);
+    const e = s.event || {};
+    switch (e.type) {
+      case "run_started":
+        this.setRunning(s.run);
+        break;
+      case "user_input":
+        this.turn = null;
+        this.text = null;
+        this.add($("div", { class: "msg user", text: e.text }));
+        break;
+      case "text_delta": {
+        if (!this.text) {
+          const node = $("div", { class: "md answer" });
+          this.assistant().append(node);
+          this.text = { node, src: "" };
+        }
+        this.text.src += e.text;
+        this.drawText();
+        break;
+      }
+      case "reasoning_delta": {
+        const turn = this.assistant();
+        let r = turn.lastElementChild;
+        if (!r || !r.classList.contains("reasoning")) {
+          r = $("details", { class: "reasoning" }, $("summary", { text: "Reasoning" }), $("div"));
+          turn.append(r);
+          this.text = null;
+        }
+        r.lastElementChild.append(e.text);
+        break;
+      }
+      case "model_answered":
+        this.text = null;
+        break;
+      case "tool_call_started":
+        this.toolStarted(e.call, e.block);
+        break;
+      case "tool_call_asked":
+        this.asked(e);
+        break;
+      case "tool_call_answered": {
+        const card = this.cards.get(e.call_id);
+        if (card) {
+          card.ask?.remove();
+          const a = e.answer || {};
+          card.state.textContent = a.answer === "deny" ? "refused" : a.answer === "always" ? "allowed always" : "allowed";
+          if (a.answer === "deny") card.state.className = "state bad";
+        }
+        break;
+      }
+      case "edit": {
+        const card = this.cards.get(e.call_id);
+        if (card) {
+          card.preview?.remove();
+          card.node.append(diffView(e.before || "", e.after || ""));
+        }
+        break;
+      }
+      case "tool_output": {
+        const card = this.cards.get(e.call_id);
+        if (card) {
+          if (!card.live) card.live = card.node.appendChild($("pre", { class: "live" }));
+          card.live.append(e.text);
+        }
+        break;
+      }
+      case "tool_call_finished": {
+        const r = e.result || {};
+        const card = this.cards.get(r.call_id);
+        if (card) {
+          card.ask?.remove();
+          if (card.state.textContent !== "refused") {
+            card.state.textContent = r.is_error ? "failed" : "done";
+            card.state.className = r.is_error ? "state bad" : "state ok";
+          }
+          card.node.append($("details", { class: "result" }, $("summary", { text: "Result" }), $("pre", { text: r.content || "" })));
+        }
+        this.text = null;
+        break;
+      }
+      case "plan_changed": {
+        const card = planCard(e.plan);
+        if (this.plan) this.plan.replaceWith(card);
+        else this.log.prepend(card);
+        this.plan = card;
+        break;
+      }
+      case "mode_changed":
+        this.modeTag.textContent = e.mode;
+        break;
+      case "job_started":
+        this.add($("p", { class: "notice", text: `Job ${e.job_id} started: ${e.title}` }));
+        break;
+      case "job_note":
+        this.add($("p", { class: "notice", text: `Job ${e.job_id}: ${e.text}` }));
+        break;
+      case "job_ended":
+        this.add($("p", { class: "notice", text: `Job ${e.job_id} ended (${(e.end && e.end.status) || "?"})` }));
+        break;
+      case "question":
+        this.add($("div", { class: "tool" }, $("div", { class: "head" }, $("span", { class: "name", text: "question" }), $("span", { text: e.question })),
+          $("ul", {}, ...(e.options || []).map((o) => $("li", { text: typeof o === "string" ? o : JSON.stringify(o) })))));
+        break;
+      case "notice":
+        this.add($("p", { class: `notice ${e.level === "warning" ? "error" : ""}`, text: e.text }));
+        break;
+      case "compacted":
+        this.add($("p", { class: "notice", text: `Context compacted: ${e.before_tokens} → ${e.after_tokens} tokens` }));
+        break;
+      case "error":
+        this.add($("p", { class: "notice error", text: e.message }));
+        break;
+      case "turn_ended": {
+        const r = e.reason || {};
+        if (r.kind === "error") this.add($("p", { class: "notice error", text: r.message }));
+        else if (r.kind === "budget") this.add($("p", { class: "notice", text: `Stopped at the ${r.limit} limit.` }));
+        else if (r.kind === "context_overflow") this.add($("p", { class: "notice error", text: "The context is full." }));
+        this.turn = null;
+        this.text = null;
+        break;
+      }
+      case "run_ended":
+        if (e.status === "stopped") this.add($("p", { class: "notice", id: `stopped-${e.run}`, text: "Stopped." }));
+        else if (e.status === "interrupted") this.add($("p", { class: "notice", text: "Interrupted (the server restarted)." }));
+        if (this.run === e.run || !this.run) this.setRunning(null);
+        this.turn = null;
+        this.text = null;
+        break;
+      default:
+        break;
+    }
+  }
+
+  toolStarted(call, block) {
+    if (block === "plan" || block === "hidden") return;
+    this.text = null;
+    const purpose = call.arguments && call.arguments.purpose;
+    const state = $("span", { class: "state", text: "running" });
+    const node = $("div", { class: `tool block-${block}`, "data-call": call.id },
+      $("div", { class: "head" },
+        $("span", { class: "name", text: call.name }),
+        $("span", { class: "what", text: callSubject(block, call) }),
+        purpose ? $("span", { class: "purpose", text: purpose }) : null,
+        state));
+    this.assistant().append(node);
+    this.cards.set(call.id, { node, state, call, block });
+    if (this.atBottom()) this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  asked(e) {
+    const card = this.cards.get(e.call_id);
+    if (!card) return;
+    const q = e.question || {};
+    card.state.textContent = "asks";
+    const note = $("input", { class: "note", placeholder: "Note for the model (with No)", "aria-label": "Note" });
+    const answer = async (a) => {
+      try {
+        await api("POST", `/api/approvals/${encodeURIComponent(e.approval)}`, a === "no" && note.value.trim() ? { answer: a, note: note.value.trim() } : { answer: a });
+      } catch (err) {
+        alertBox.textContent = err.message;
+      }
+    };
+    const preview = proposed(card.block, card.call);
+    if (preview) {
+      preview.classList.add("preview");
+      card.preview = preview;
+      card.node.append(preview);
+    }
+    card.ask = $("div", { class: "ask" },
+      $("div", { class: "q" }, $("strong", { text: `Allow ${q.tool || card.call.name}` }), ` (${q.risk || "?"}) `, $("code", { text: q.subject || "" }),
+        q.reason ? $("div", { class: "muted", text: q.reason }) : null),
+      $("div", { class: "buttons" },
+        $("button", { type: "button", class: "primary yes", text: "Yes", onclick: () => answer("yes") }),
+        $("button", { type: "button", class: "always", text: q.pattern ? `Always (${q.pattern})` : "Always", onclick: () => answer("always") }),
+        $("button", { type: "button", class: "danger no", text: "No", onclick: () => answer("no") }),
+        note));
+    card.node.append(card.ask);
+    this.log.scrollTop = this.log.scrollHeight;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const path = location.pathname;
+  try {
+    if (path === "/login") signIn();
+    else if (path === "/chats" || path === "/chats/") await chatPage(null);
+    else if (path.startsWith("/chats/")) await chatPage(decodeURIComponent(path.slice("/chats/".length)));
+    else location.replace("/chats");
+  } catch (e) {
+    app.replaceChildren($("p", { class: "error", text: `The page failed: ${e.message}` }));
+  }
+  document.body.dataset.ready = "yes";
+}
+
+main();
