@@ -128,7 +128,9 @@ pub fn next_mode(mode: Mode) -> Mode {
     }
 }
 
-/// Shift-Tab: remember the line, ask for a mode change, end the read.
+/// Shift-Tab: remember the line, ask for a mode change, end the read. The read ends as an
+/// accepted line (marked as a cycle), not an interrupt: rustyline keeps the keys it read past
+/// this one only then (its `buffer-redux`), so each press of a burst cycles once.
 struct CycleMode(Arc<Mutex<Option<String>>>);
 
 impl ConditionalEventHandler for CycleMode {
@@ -142,7 +144,7 @@ impl ConditionalEventHandler for CycleMode {
         if let Ok(mut l) = self.0.lock() {
             *l = Some(ctx.line().to_owned());
         }
-        Some(Cmd::Interrupt)
+        Some(Cmd::AcceptLine)
     }
 }
 
@@ -178,7 +180,9 @@ fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
     std::thread::spawn(move || {
         while let Ok((prompt, initial)) = req_rx.recv() {
             let r = editor.readline_with_initial(&prompt, (&initial, ""));
+            let cycle = cycled.lock().ok().and_then(|mut c| c.take());
             let read = match r {
+                Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
                 Ok(line) => {
                     if !line.trim().is_empty() {
                         let _ = editor.add_history_entry(line.as_str());
@@ -186,12 +190,7 @@ fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
                     }
                     Read::Line(line)
                 }
-                Err(ReadlineError::Interrupted) => {
-                    match cycled.lock().ok().and_then(|mut c| c.take()) {
-                        Some(line) => Read::Cycle(line),
-                        None => Read::Interrupted,
-                    }
-                }
+                Err(ReadlineError::Interrupted) => Read::Interrupted,
                 Err(_) => Read::Eof,
             };
             if line_tx.send(read).is_err() {

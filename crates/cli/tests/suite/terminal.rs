@@ -607,3 +607,21 @@ async fn markdown_is_drawn_as_it_streams() {
     }
     insta::assert_snapshot!(screen);
 }
+
+/// A burst of Shift-Tab presses cycles the mode once a press: none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_shift_tabs_cycles_once_a_press() {
+    let (screen, _, _sb) = pty("manual", vec![], |s| {
+        s.expect("manual ›");
+        // Three presses in one write (manual → edit → auto → plan).
+        s.session.send("\x1b[Z\x1b[Z\x1b[Z").unwrap();
+        s.expect("plan ›");
+        s.send_line("/mode");
+        s.expect("mode: plan");
+        s.expect("plan ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    insta::assert_snapshot!(screen);
+}
