@@ -92,7 +92,7 @@ function codeBlock(code, lang) {
       setTimeout(() => { copy.textContent = "Copy"; }, 1500);
     },
   });
-  return $("div", { class: "codeblock" }, lang ? $("span", { class: "lang", text: lang }) : null, copy, pre);
+  return $("div", { class: "codeblock" }, $("div", { class: "bar" }, $("span", { class: "lang", text: lang || "" }), copy), pre);
 }
 
 export function markdown(src) {
@@ -246,7 +246,7 @@ function signIn() {
   $("label", { for: "password", text: "Password" }), pass,
   $("button", { class: "primary", type: "submit", id: "signin", text: "Sign in" }),
   err,
-  $("p", { class: "muted", text: "No account? An admin adds one with `llembas-server user add`." }));
+  $("p", { class: "muted" }, "No account? An admin adds one with ", $("code", { text: "llembas-server user add" }), "."));
   app.replaceChildren(form);
 }
 
@@ -292,7 +292,7 @@ function sideBar(me, chats, current, layout) {
         },
       });
       const del = $("button", {
-        type: "button", text: "🗑", title: "Delete", class: "delete",
+        type: "button", text: "×", title: "Delete", class: "delete",
         onclick: () => {
           const yes = $("button", {
             type: "button", class: "danger confirm", text: "Delete",
@@ -316,6 +316,17 @@ function sideBar(me, chats, current, layout) {
   };
   search.addEventListener("input", draw);
   draw();
+  // What the page's stream says about any chat of the list: running or not, its first title.
+  sideBarFollow = (e) => {
+    const c = chats.find((x) => x.id === e.chat);
+    if (!c) return;
+    const ev = e.event || {};
+    if (ev.type === "run_started") c.running = e.run;
+    else if (ev.type === "run_ended") c.running = null;
+    else if (ev.type === "user_input" && !c.title) c.title = ev.text.split("\n")[0].slice(0, 80);
+    else return;
+    if (!list.querySelector("input")) draw();
+  };
   const mode = $("select", { id: "newmode", "aria-label": "Mode of the new chat" },
     ...MODES.map((m) => $("option", { value: m, text: m })));
   const newChat = $("button", {
@@ -341,6 +352,7 @@ function sideBar(me, chats, current, layout) {
 }
 
 let alertBox = null;
+let sideBarFollow = () => {};
 function alertLine(text) {
   if (alertBox) alertBox.textContent = text;
 }
@@ -480,6 +492,7 @@ class ChatView {
     es.onmessage = (m) => {
       let e;
       try { e = JSON.parse(m.data); } catch { return; }
+      sideBarFollow(e);
       if (e.chat === this.chat.id) this.apply(e);
     };
     es.onopen = () => { document.body.dataset.stream = "open"; };
@@ -566,6 +579,10 @@ class ChatView {
         this.setRunning(s.run);
         break;
       case "user_input":
+        if (!this.chat.title) {
+          this.chat.title = e.text.split("\n")[0].slice(0, 80);
+          this.title.textContent = this.chat.title;
+        }
         this.turn = null;
         this.text = null;
         this.add($("div", { class: "msg user", text: e.text }));
@@ -729,11 +746,11 @@ class ChatView {
       card.node.append(preview);
     }
     card.ask = $("div", { class: "ask" },
-      $("div", { class: "q" }, $("strong", { text: `Allow ${q.tool || card.call.name}` }), ` (${q.risk || "?"}) `, $("code", { text: q.subject || "" }),
+      $("div", { class: "q" }, $("strong", { text: `Allow ${q.tool || card.call.name}` }), " ", $("code", { text: q.subject || "" }), $("span", { class: "muted", text: ` · risk ${q.risk || "?"}` }),
         q.reason ? $("div", { class: "muted", text: q.reason }) : null),
       $("div", { class: "buttons" },
         $("button", { type: "button", class: "primary yes", text: "Yes", onclick: () => answer("yes") }),
-        $("button", { type: "button", class: "always", text: q.pattern ? `Always (${q.pattern})` : "Always", onclick: () => answer("always") }),
+        $("button", { type: "button", class: "always", text: q.pattern && q.pattern !== "*" ? `Always (${q.pattern})` : "Always", onclick: () => answer("always") }),
         $("button", { type: "button", class: "danger no", text: "No", onclick: () => answer("no") }),
         note));
     card.node.append(card.ask);

@@ -183,6 +183,33 @@ async fn fresh() -> &'static Client {
     c
 }
 
+/// Sends a Chrome DevTools command through chromedriver.
+async fn cdp(cmd: &str, params: Value) {
+    let b = browser().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let r = reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{}/session/{}/goog/cdp/execute",
+            b.driver_port, b.session
+        ))
+        .json(&json!({"cmd": cmd, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    assert!(status.is_success(), "{cmd}: {}", r.text().await.unwrap());
+}
+
+/// Draws the page as a system in dark mode would (or back in light mode).
+async fn dark(on: bool) {
+    let value = if on { "dark" } else { "light" };
+    cdp(
+        "Emulation.setEmulatedMedia",
+        json!({"features": [{"name": "prefers-color-scheme", "value": value}]}),
+    )
+    .await;
+}
+
 async fn shot(c: &Client, name: &str) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&dir).unwrap();
@@ -429,6 +456,15 @@ fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
             "return document.body.dataset.running === 'no'",
         )
         .await;
+        // The title (the first line of the first message) shows in the head and the list; the
+        // list's running mark went with the run's end, both told by the stream.
+        assert_eq!(find(c, "#title").await.text().await.unwrap(), "Explain");
+        until(
+            c,
+            "the list's entry idle and titled",
+            "return document.querySelector('#chatlist li.current a')?.textContent === 'Explain'",
+        )
+        .await;
         let user = js(c, "return document.querySelector('.msg.user').textContent").await;
         assert_eq!(user, "Explain\nin steps");
         assert_eq!(
@@ -484,6 +520,11 @@ fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
         let first_token = js(c, "return document.body.dataset.firstToken").await;
         eprintln!("time to the first token drawn in the page: {first_token} ms");
         shot(c, "chat-streamed-desktop").await;
+        dark(true).await;
+        let bg = js(c, "return getComputedStyle(document.body).backgroundColor").await;
+        assert_eq!(bg, "rgb(22, 24, 27)", "the dark theme follows the system");
+        shot(c, "chat-streamed-dark").await;
+        dark(false).await;
 
         // The page at phone width: the list folds behind a button.
         c.set_window_size(390, 844).await.unwrap();
@@ -811,21 +852,10 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
         let run = alice.say(&chat, "hello").await;
         stream.until(run_end(&run)).await;
 
-        let b = browser().await;
         let c = fresh().await;
         sign_in(c, &server.base, "alice").await;
-        // Cold: the browser's cache emptied (Chrome DevTools through chromedriver).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let r = reqwest::Client::new()
-            .post(format!(
-                "http://127.0.0.1:{}/session/{}/goog/cdp/execute",
-                b.driver_port, b.session
-            ))
-            .json(&json!({"cmd": "Network.clearBrowserCache", "params": {}}))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        // Cold: the browser's cache emptied.
+        cdp("Network.clearBrowserCache", json!({})).await;
         let weigh = r"
             const all = [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')]
               .filter(e => !e.name.includes('/api/events'));
