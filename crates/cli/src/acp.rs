@@ -1757,9 +1757,7 @@ impl Pump {
                         c.diffs.iter().cloned().map(ToolCallContent::from).collect()
                     }
                     // The result id is in the meta; the text is the result's own.
-                    _ => vec![ToolCallContent::from(text_block(
-                        crate::render::without_id(&result.content, result.result_id.as_str()),
-                    ))],
+                    _ => vec![ToolCallContent::from(text_block(result.body()))],
                 };
                 let fields = ToolCallUpdateFields::new().status(status).content(content);
                 let mut lembas = json!({"result": result.result_id});

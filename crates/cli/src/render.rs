@@ -353,7 +353,7 @@ impl Streamed {
                     _ => String::new(),
                 };
                 let quiet = self.quiet.remove(&result.call_id);
-                let content = without_id(&result.content, result.result_id.as_str());
+                let content = result.body();
                 if self.declined.remove(&result.call_id) {
                     return Some(None);
                 }
@@ -384,16 +384,6 @@ impl Streamed {
             }) => Some(None),
             _ => None,
         }
-    }
-}
-
-/// A result's text without the stored result's id the model is told (`[#a3f2]` on a line of
-/// its own, or before the text).
-pub fn without_id<'a>(content: &'a str, id: &str) -> &'a str {
-    let tag = format!("[{id}]");
-    match content.strip_prefix(&tag) {
-        Some(rest) => rest.strip_prefix('\n').unwrap_or(rest.trim_start()),
-        None => content,
     }
 }
 

@@ -203,10 +203,27 @@ pub struct ToolResult {
     pub call_id: String,
     /// The stored result's id (`#a3f2`).
     pub result_id: ResultId,
-    /// The text the model is sent.
+    /// The text the model is sent: [`label`](Self::label) on a line of its own, then the body.
     pub content: String,
+    /// The line naming the stored result for the model (`[#a3f2]`), empty when results go in
+    /// unlabelled; a person is shown [`body`](Self::body) instead.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
     /// Whether the call failed (a refusal, an error, a malformed call).
     pub is_error: bool,
+}
+
+impl ToolResult {
+    /// The result as a person reads it: the text without the label the model is told.
+    pub fn body(&self) -> &str {
+        if self.label.is_empty() {
+            return &self.content;
+        }
+        match self.content.strip_prefix(self.label.as_str()) {
+            Some(rest) => rest.strip_prefix('\n').unwrap_or(rest),
+            None => &self.content,
+        }
+    }
 }
 
 /// Who a user turn comes from.

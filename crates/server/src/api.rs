@@ -58,6 +58,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
                 .layer(DefaultBodyLimit::max(max_file_bytes)),
         )
         .merge(crate::admin::routes())
+        .merge(crate::memory::routes())
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
 }
 

@@ -335,7 +335,7 @@ async fn builder(app: &Arc<App>, user: &User, mode: Mode, model: &str) -> Result
     let world = ChatWorld::new(
         view,
         grants,
-        app.data.join("memory").join(format!("{}.json", user.id)),
+        crate::memory::path(&app.data, user.id),
         app.data.join("skills").join(user.id.to_string()),
     );
     let link = app.model.link(model)?;

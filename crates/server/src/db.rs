@@ -30,6 +30,11 @@ fn migrator() -> Migrator {
             "admin",
             include_str!("../migrations/sqlite/0002_admin.sql"),
         ),
+        (
+            3,
+            "chat_tokens",
+            include_str!("../migrations/sqlite/0003_chat_tokens.sql"),
+        ),
     ];
     Migrator::with_migrations(
         steps

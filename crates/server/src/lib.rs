@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod chats;
 pub mod db;
 mod error;
+pub mod memory;
 pub mod pages;
 pub mod store;
 pub mod world;

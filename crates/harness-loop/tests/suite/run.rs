@@ -538,3 +538,27 @@ fn long_words_of_the_model_are_kept_capped_once_handled() {
     let last = s.history().last().unwrap();
     assert!(last.chars() < kept.max_chars + 100, "{}", last.chars());
 }
+
+#[test]
+fn a_finished_call_says_its_label_apart_so_a_person_sees_the_body_alone() {
+    let mut s = session();
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    s.handle(model(vec![call("1", "read", json!({"path": "/a"}))]))
+        .unwrap();
+    let a = s
+        .handle(Input::ToolResults(vec![ToolOutcome::ok("1", "line one\nline two")]))
+        .unwrap();
+    let result = a
+        .iter()
+        .find_map(|a| match a {
+            Action::Emit(harness_core::protocol::Event::ToolCallFinished { result }) => {
+                Some(result.clone())
+            }
+            _ => None,
+        })
+        .expect("the result is emitted");
+    // The model is told the result's id on a line of its own; the person is not.
+    assert_eq!(result.label, format!("[{}]", result.result_id));
+    assert_eq!(result.content, format!("{}\nline one\nline two", result.label));
+    assert_eq!(result.body(), "line one\nline two");
+}

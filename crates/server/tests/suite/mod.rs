@@ -7,6 +7,7 @@ mod admin;
 mod catalog;
 mod chats;
 mod files;
+mod memory;
 mod pages;
 mod process;
 

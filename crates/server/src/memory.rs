@@ -1,0 +1,197 @@
+//! A user's memory and its HTTP API (`spec/acp.md` §12): the records a chat's `memory` tool
+//! keeps (one file per user, `DATA/memory/ID.json`, harness-fs's format; LLeMbas keeps one store,
+//! `memory`), read and changed over `GET|POST /api/lembas/v1/memory` with a bearer token scoped
+//! to one chat of the user (`POST /api/chats/{id}/memory-token` makes one; only its hash is kept,
+//! and it ends with its chat). Changes are the tool's own rules and refusals (harness-fs).
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use harness_fs::memory::{Memory, Target};
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::auth::{Authed, Raw};
+use crate::db::{now, random_token, token_hash};
+use crate::error::{Error, Result};
+
+/// The base path of the instance API a session is handed (`api.url`).
+pub const API_BASE: &str = "/api/lembas/v1";
+
+/// The prefix of a chat-scoped token.
+const TOKEN_PREFIX: &str = "lsk_s_";
+
+/// The memory file of a user.
+pub fn path(data: &FsPath, user_id: i64) -> PathBuf {
+    data.join("memory").join(format!("{user_id}.json"))
+}
+
+/// One writer of memory files at a time in this process (the API's read, change and write).
+static WRITING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The routes of this module.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/chats/{id}/memory-token", post(new_token))
+        .route(
+            &format!("{API_BASE}/memory"),
+            get(read_memory).post(change_memory),
+        )
+}
+
+async fn new_token(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    headers: HeaderMap,
+    Path(chat): Path<String>,
+) -> Result<Response> {
+    crate::chats::chat_row(&app.pool, &user, &chat).await?;
+    let token = format!("{TOKEN_PREFIX}{}", random_token()?);
+    sqlx::query(
+        "INSERT INTO chat_tokens (token_hash, chat_id, user_id, created) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(token_hash(&token))
+    .bind(&chat)
+    .bind(user.id)
+    .bind(now())
+    .execute(&app.pool)
+    .await?;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    let scheme = if app.secure_cookie { "https" } else { "http" };
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"url": format!("{scheme}://{host}{API_BASE}"), "token": token})),
+    )
+        .into_response())
+}
+
+/// The user a chat-scoped bearer token speaks for (401 for any other credential).
+async fn token_user(app: &App, headers: &HeaderMap) -> Result<i64> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_owned())
+        .filter(|t| t.starts_with(TOKEN_PREFIX))
+        .ok_or_else(|| Error::Unauthorized("the memory API takes a chat's bearer token".into()))?;
+    let user: Option<i64> = sqlx::query_scalar(
+        "SELECT t.user_id FROM chat_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND u.disabled = 0 AND u.role != 'pending'",
+    )
+    .bind(token_hash(&token))
+    .fetch_optional(&app.pool)
+    .await?;
+    user.ok_or_else(|| Error::Unauthorized("the chat's token is not valid (any more)".into()))
+}
+
+fn io_error(path: &FsPath, e: std::io::Error) -> Error {
+    Error::Fs(harness_fs::Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn load(file: &FsPath) -> Result<(Memory, Option<Vec<u8>>)> {
+    match std::fs::read(file) {
+        Ok(data) => Ok((
+            Memory::from_json(&file.display().to_string(), &data)?,
+            Some(data),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Memory::new(), None)),
+        Err(e) => Err(io_error(file, e)),
+    }
+}
+
+/// The state as the API answers it.
+fn state(m: &Memory) -> Value {
+    let t = Target::Memory;
+    let entries: Vec<Value> = m
+        .entries(t)
+        .into_iter()
+        .map(|(id, text)| json!({"id": id, "text": text}))
+        .collect();
+    json!({
+        "target": t.as_str(),
+        "entries": entries,
+        "chars": m.usage(t),
+        "limit": m.limit(t),
+    })
+}
+
+async fn read_memory(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Json<Value>> {
+    let user = token_user(&app, &headers).await?;
+    let file = path(&app.data, user);
+    let (m, _) = tokio::task::spawn_blocking(move || load(&file))
+        .await
+        .map_err(|e| Error::Stored(format!("reading memory failed: {e}")))??;
+    Ok(Json(state(&m)))
+}
+
+async fn change_memory(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Raw,
+) -> Result<Response> {
+    let user = token_user(&app, &headers).await?;
+    let body: Value = serde_json::from_slice(&body.0)
+        .map_err(|e| Error::BadRequest(format!("the body is not JSON: {e}")))?;
+    let Some(changes) = body.get("changes").and_then(Value::as_array) else {
+        return Err(Error::BadRequest(
+            "give the changes: {\"changes\": [{\"action\": \"add\", \"text\": \"…\"}]}".into(),
+        ));
+    };
+    if body.as_object().is_some_and(|o| o.len() > 1) {
+        return Err(Error::BadRequest("give the changes alone".into()));
+    }
+    // One store: a change's target is dropped, as the tool does.
+    let changes: Vec<Value> = changes
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if let Some(o) = c.as_object_mut() {
+                o.remove("target");
+            }
+            c
+        })
+        .collect();
+    let args = json!({"changes": changes});
+    let file = path(&app.data, user);
+    let _one = WRITING.lock().await;
+    let answer = tokio::task::spawn_blocking(move || -> Result<std::result::Result<Value, String>> {
+        let (mut m, before) = load(&file)?;
+        if let Err(e) = m.apply(&args) {
+            return Ok(Err(e.to_string()));
+        }
+        // Written whole through a temporary file, unless the file changed since it was read
+        // (the chat's tool wrote meanwhile): then nothing is written and the call is refused.
+        let now = std::fs::read(&file).ok();
+        if now != before {
+            return Ok(Err(
+                "Memory: the records changed while this change was made, so nothing was changed. Read them again and retry."
+                    .to_owned(),
+            ));
+        }
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+        let tmp = file.with_extension("json.tmp");
+        std::fs::write(&tmp, m.to_json()).map_err(|e| io_error(&tmp, e))?;
+        std::fs::rename(&tmp, &file).map_err(|e| io_error(&file, e))?;
+        Ok(Ok(state(&m)))
+    })
+    .await
+    .map_err(|e| Error::Stored(format!("changing memory failed: {e}")))??;
+    match answer {
+        Ok(state) => Ok(Json(state).into_response()),
+        Err(text) => Err(Error::Conflict(text)),
+    }
+}
