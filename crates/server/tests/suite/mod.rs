@@ -2,8 +2,8 @@
 //! at once), signed-in clients, the SSE reader, scripted model replies.
 
 mod accounts;
-mod browser;
 mod admin;
+mod browser;
 mod catalog;
 mod chats;
 mod files;
