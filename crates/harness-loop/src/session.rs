@@ -387,6 +387,9 @@ pub struct Session {
     pending: Pending,
     last_call: Option<(String, u32, String)>,
     open_tasks: Vec<String>,
+    /// The open tasks the last text-only nudge was for: the same plan state is not nudged
+    /// again (a later prompt's text answer does not cost a hidden call each time).
+    nudged_plan: Option<Vec<String>>,
     subagent: bool,
     inbox: Vec<String>,
     log: Vec<Entry>,
@@ -447,6 +450,7 @@ impl Session {
             pending: Pending::default(),
             last_call: None,
             open_tasks: Vec::new(),
+            nudged_plan: None,
             subagent: setup.subagent,
             inbox: Vec::new(),
             log: Vec::new(),
@@ -866,13 +870,23 @@ impl Session {
         turn.note = note;
         if out.tool_calls.is_empty() {
             let open = self.open_tasks.len();
-            let nudge =
-                open > 0 && turn.text_nudges < self.cfg.nudges.text_only_mid_task.max_per_prompt;
+            let nudge = open > 0
+                && turn.text_nudges < self.cfg.nudges.text_only_mid_task.max_per_prompt
+                && self.nudged_plan.as_ref() != Some(&self.open_tasks);
             self.push_assistant(out.text, out.reasoning, Vec::new());
             if nudge {
                 if let Some(t) = self.turn.as_mut() {
                     t.text_nudges += 1;
                 }
+                self.nudged_plan = Some(self.open_tasks.clone());
+                // Said to the person too: the next answer is the model's reply to the nudge.
+                let mut actions = vec![Action::Emit(Event::Notice {
+                    level: harness_core::protocol::Level::Info,
+                    text: fill(
+                        &self.cfg.nudges.text_only_mid_task.notice,
+                        &[("open", &open.to_string())],
+                    ),
+                })];
                 let text = fill(
                     &self.cfg.nudges.text_only_mid_task.text,
                     &[
@@ -881,7 +895,8 @@ impl Session {
                     ],
                 );
                 self.push_user(text, Origin::Machine);
-                return self.next_call();
+                actions.extend(self.next_call());
+                return actions;
             }
             return self.end(TurnEnd::Finished);
         }

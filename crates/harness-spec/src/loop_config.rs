@@ -120,10 +120,12 @@ pub struct RepeatedCall {
 /// `nudges.text_only_mid_task`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextOnlyMidTask {
-    /// Nudges per prompt.
+    /// Nudges per prompt (and once per plan state: the same open tasks are not nudged again).
     pub max_per_prompt: u32,
     /// The nudge (`{open}`, `{tasks}`).
     pub text: String,
+    /// What the person is told when the nudge is sent (`{open}`).
+    pub notice: String,
 }
 
 /// `calls`: answers a call gets when it is not run.

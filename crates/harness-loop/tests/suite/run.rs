@@ -253,6 +253,41 @@ fn text_only_with_open_plan_is_nudged_once() {
     assert_eq!(end(&a), Some(&TurnEnd::Finished));
 }
 
+/// An open plan is nudged once per plan state, and the person is told: a later prompt answered
+/// in text while the same tasks are open ends without a hidden request; a changed plan can be
+/// nudged again.
+#[test]
+fn an_open_plan_is_nudged_once_per_plan_state() {
+    let nudged = |a: &[Action]| {
+        a.iter().any(|a| {
+            matches!(a, Action::Emit(harness_core::protocol::Event::Notice { text, .. })
+                if text.contains("2 open task(s)"))
+        }) && request(a).is_some()
+    };
+    let mut s = session();
+    s.set_open_tasks(vec!["fix parser".into(), "add test".into()]);
+    s.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let a = s.handle(text("I will now fix it.")).unwrap();
+    assert!(nudged(&a), "{a:?}");
+    let a = s.handle(text("Blocked: no access.")).unwrap();
+    assert_eq!(end(&a), Some(&TurnEnd::Finished));
+    // The next prompt, the plan unchanged: no nudge.
+    s.handle(Input::Prompt {
+        text: "thanks".into(),
+    })
+    .unwrap();
+    let a = s.handle(text("You are welcome.")).unwrap();
+    assert_eq!(end(&a), Some(&TurnEnd::Finished), "{a:?}");
+    // The plan moved on: its new state is nudged.
+    s.set_open_tasks(vec!["add test".into(), "update docs".into()]);
+    s.handle(Input::Prompt {
+        text: "more".into(),
+    })
+    .unwrap();
+    let a = s.handle(text("Noted.")).unwrap();
+    assert!(nudged(&a), "{a:?}");
+}
+
 struct AskEdits;
 impl Permissions for AskEdits {
     fn decide(&self, call: &ToolCall) -> Decision {
@@ -546,7 +581,10 @@ fn a_finished_call_says_its_label_apart_so_a_person_sees_the_body_alone() {
     s.handle(model(vec![call("1", "read", json!({"path": "/a"}))]))
         .unwrap();
     let a = s
-        .handle(Input::ToolResults(vec![ToolOutcome::ok("1", "line one\nline two")]))
+        .handle(Input::ToolResults(vec![ToolOutcome::ok(
+            "1",
+            "line one\nline two",
+        )]))
         .unwrap();
     let result = a
         .iter()
@@ -559,6 +597,9 @@ fn a_finished_call_says_its_label_apart_so_a_person_sees_the_body_alone() {
         .expect("the result is emitted");
     // The model is told the result's id on a line of its own; the person is not.
     assert_eq!(result.label, format!("[{}]", result.result_id));
-    assert_eq!(result.content, format!("{}\nline one\nline two", result.label));
+    assert_eq!(
+        result.content,
+        format!("{}\nline one\nline two", result.label)
+    );
     assert_eq!(result.body(), "line one\nline two");
 }
