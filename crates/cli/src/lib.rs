@@ -19,7 +19,6 @@ pub mod render;
 pub mod session;
 pub mod settings;
 pub mod store;
-pub mod web;
 pub mod world;
 
 use std::process::ExitCode;

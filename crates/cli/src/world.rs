@@ -15,12 +15,17 @@ use crate::exec::{Exec, RUNS};
 /// The working directory's tools.
 pub struct HostWorld {
     exec: Arc<Exec>,
+    /// `web_fetch` from this machine, made on its first call.
+    web: std::sync::OnceLock<Result<harness_web::WebFetch, harness_web::Error>>,
 }
 
 impl HostWorld {
     /// The world of `exec`'s directory.
     pub fn new(exec: Arc<Exec>) -> HostWorld {
-        HostWorld { exec }
+        HostWorld {
+            exec,
+            web: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -38,9 +43,19 @@ impl ToolWorld for HostWorld {
                         .await
                 }
                 "web_fetch" => {
-                    Ran::Done(match crate::web::fetch(&call.arguments, &cx.cancel).await {
+                    let web = self.web.get_or_init(|| {
+                        harness_web::WebFetch::new(
+                            harness_spec::Project::Cli,
+                            harness_web::Reach::Any,
+                        )
+                    });
+                    let fetched = match web {
+                        Ok(web) => web.fetch(&call.arguments, &cx.cancel).await,
+                        Err(e) => Err(e.clone()),
+                    };
+                    Ran::Done(match fetched {
                         Ok(text) => ToolOutcome::ok(&call.id, text),
-                        Err(text) => ToolOutcome::error(&call.id, text),
+                        Err(e) => ToolOutcome::error(&call.id, e.to_string()),
                     })
                 }
                 "memory" if self.exec.memory_api.is_some() => {

@@ -42,7 +42,12 @@ async fn web() -> String {
             get(|| async {
                 (
                     [(header::CONTENT_TYPE, "text/plain")],
-                    "x".repeat(llembas_cli::web::MAX_BYTES + 1),
+                    "x".repeat(
+                        harness_web::Limits::for_project(harness_spec::Project::Cli)
+                            .unwrap()
+                            .max_bytes
+                            + 1,
+                    ),
                 )
             }),
         )
