@@ -339,24 +339,50 @@ async fn session_loop(
     // To check a `/model NAME` against what the server serves.
     let lister = parts.client.clone();
     let window = parts.client.model().input.or(parts.client.model().context);
+    let saved_mode = parts.meta.mode;
+    let started_in = parts.meta.cwd.clone();
+    let root = parts.exec.root().to_path_buf();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
     let id = driver.id().to_owned();
     let model = driver.model_name().to_owned();
     let mut mode = settings.mode;
+    // A resumed session goes on in the mode it was left in.
+    let mut restored = "";
+    if let (Some(_), Some(saved)) = (&resume, saved_mode)
+        && saved != mode
+    {
+        driver.set_mode(saved);
+        // Said in the head line, not again as a change.
+        while out_rx.try_recv().is_ok() {}
+        mode = saved;
+        restored = " (restored)";
+    }
     let task = tokio::spawn(async move {
         let r = driver.run(false).await;
         (driver, r)
     });
     println!(
-        "{} {} · {} · mode {} · /help for commands",
+        "{} {} · {} · mode {}{restored} · /help for commands",
         paint("llembas", Style::Bold, color),
         env!("CARGO_PKG_VERSION"),
         model,
         mode
     );
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
+    if let Some(entries) = &resume {
+        print!("{}", render::replay(entries, color));
+        if !same_dir(&started_in, &root) {
+            println!(
+                "{} this session was started in {}; it goes on here, in {} (its paths may not be here: `llembas -C {} --resume {id}` works there)",
+                paint("!", Style::Yellow, color),
+                started_in.display(),
+                root.display(),
+                started_in.display()
+            );
+        }
+    }
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View {
         streamed: render::Streamed::default(),
@@ -635,6 +661,15 @@ impl Drop for NoEcho {
             );
         }
     }
+}
+
+/// Whether two directories are the same one (either spelled as it is).
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b
+        || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        }
 }
 
 /// Said at an idle prompt after one Ctrl-C.

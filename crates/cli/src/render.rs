@@ -499,3 +499,108 @@ fn event(e: &Event, color: bool) -> Option<String> {
         _ => return None,
     })
 }
+
+/// Lines of a replayed answer shown before the rest is folded.
+const REPLAY_LINES: usize = 8;
+
+/// A resumed session's conversation as the person saw it, folded: each prompt, each call's
+/// line, each answer to its first lines (Markdown where colour is on); results are not drawn
+/// again (`/recall` shows one whole).
+pub fn replay(entries: &[harness_loop::transcript::Entry], color: bool) -> String {
+    use harness_loop::transcript::Entry;
+    let spec = harness_spec::Spec::embedded();
+    let mut out = String::new();
+    let mut turns = 0u32;
+    for e in entries {
+        match e {
+            Entry::TurnStarted {
+                text,
+                origin: harness_core::protocol::Origin::Person,
+                ..
+            } => {
+                turns += 1;
+                let first = text.lines().next().unwrap_or_default();
+                let more = if text.lines().nth(1).is_some() {
+                    " …"
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "{} {first}{more}\n",
+                    paint("›", Style::Cyan, color)
+                ));
+            }
+            Entry::Assistant {
+                text, tool_calls, ..
+            } => {
+                let text = text.trim();
+                if !text.is_empty() {
+                    let drawn = if color {
+                        markdown::render(text)
+                    } else {
+                        format!("{text}\n")
+                    };
+                    let lines: Vec<&str> = drawn.lines().collect();
+                    for l in lines.iter().take(REPLAY_LINES) {
+                        out.push_str(l);
+                        out.push('\n');
+                    }
+                    if lines.len() > REPLAY_LINES {
+                        out.push_str(&paint(
+                            &format!("  … {} more lines", lines.len() - REPLAY_LINES),
+                            Style::Dim,
+                            color,
+                        ));
+                        out.push('\n');
+                    }
+                }
+                for call in tool_calls {
+                    let block = spec
+                        .tool(&call.name)
+                        .map(|t| t.block)
+                        .unwrap_or(Block::Tool);
+                    if matches!(block, Block::Hidden | Block::Plan) {
+                        continue;
+                    }
+                    let purpose = purpose_of(&call.arguments)
+                        .map(|p| paint(&format!("  · {p}"), Style::Dim, color))
+                        .unwrap_or_default();
+                    let mut args = call.arguments.clone();
+                    if let (Some(m), Ok(p)) =
+                        (args.as_object_mut(), harness_core::offer::purpose_arg(spec))
+                    {
+                        m.remove(&p.name);
+                    }
+                    out.push_str(&format!(
+                        "{} {}{purpose}\n",
+                        paint("●", Style::Cyan, color),
+                        call_title(&call.name, block, &args)
+                    ));
+                }
+            }
+            Entry::Rewound { turn } => out.push_str(&paint(
+                &format!("(rewound to before turn {turn})\n"),
+                Style::Dim,
+                color,
+            )),
+            Entry::Compacted { .. } => out.push_str(&paint(
+                "(the conversation was compacted here)\n",
+                Style::Dim,
+                color,
+            )),
+            _ => {}
+        }
+    }
+    if turns == 0 {
+        return String::new();
+    }
+    let head = paint(
+        &format!(
+            "── the conversation so far ({turns} prompt{}) ──",
+            if turns == 1 { "" } else { "s" }
+        ),
+        Style::Dim,
+        color,
+    );
+    format!("{head}\n{out}{}\n", paint("──", Style::Dim, color))
+}

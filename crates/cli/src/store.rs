@@ -60,6 +60,7 @@ impl Store {
             updated: t,
             title: String::new(),
             model: model.to_owned(),
+            mode: None,
         };
         let dir = self.dir(&meta.id);
         std::fs::create_dir_all(&dir)

@@ -831,6 +831,13 @@ impl Driver {
     pub fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
         self.offer_again();
+        // Kept with the session, so that resuming it restores the mode.
+        if self.meta.mode != Some(mode) {
+            self.meta.mode = Some(mode);
+            if let Err(e) = self.store.save(&self.meta) {
+                self.notice(Level::Warning, format!("the mode was not saved: {e}"));
+            }
+        }
         self.emit(Event::ModeChanged { mode });
     }
 

@@ -260,6 +260,9 @@ pub struct Meta {
     /// The model it ran on.
     #[serde(default)]
     pub model: String,
+    /// The mode it was last in (restored when it is resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<harness_core::protocol::Mode>,
 }
 
 /// Where sessions are kept: their transcripts (appended event by event) and metadata.

@@ -36,6 +36,7 @@ impl SessionStore for MemoryStore {
             updated: now,
             title: String::new(),
             model: model.to_owned(),
+            mode: None,
         };
         self.sessions
             .lock()

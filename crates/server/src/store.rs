@@ -69,6 +69,7 @@ pub async fn find_meta(pool: &SqlitePool, user_id: i64, id: &str) -> crate::Resu
         updated: u64::try_from(updated).unwrap_or(0),
         title,
         model,
+        mode: None,
     }))
 }
 
@@ -93,6 +94,7 @@ impl SessionStore for SqlStore {
             updated: u64::try_from(t).unwrap_or(0),
             title: String::new(),
             model: model.to_owned(),
+            mode: None,
         };
         self.wait(
             sqlx::query(

@@ -625,3 +625,93 @@ async fn a_burst_of_shift_tabs_cycles_once_a_press() {
     .await;
     insta::assert_snapshot!(screen);
 }
+
+/// The terminal in `dir` with these arguments (under `NO_COLOR`).
+fn spawn_in(dir: &std::path::Path, home: &std::path::Path, url: &str, args: &[&str]) -> Screen {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEMBAS_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .env("OPENAI_BASE_URL", url)
+        .env("OPENAI_MODEL", "scripted");
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.get_process_mut().set_window_size(100, 60).unwrap();
+    session.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
+    Screen {
+        session,
+        bytes: Vec::new(),
+    }
+}
+
+/// After `--resume` the conversation is replayed (folded) and the mode it was left in is
+/// restored; resumed from another directory, it says so instead of going on silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_replays_the_conversation_and_restores_the_mode() {
+    let sb = Sandbox::new();
+    let long: String = (1..=12).map(|i| format!("Line {i}.\n")).collect();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"purpose": "greet", "command": "echo hi"}),
+        ),
+        text(&["Said **hi**."]),
+        text(&[&long]),
+    ])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let sub = root.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let (resumed, elsewhere) = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "auto"]);
+        s.expect("auto ›");
+        s.send_line("say hi");
+        s.expect("Said **hi**.");
+        s.expect("auto ›");
+        s.send_line("count to twelve");
+        s.expect("Line 12.");
+        s.expect("auto ›");
+        s.send_line("/mode plan");
+        s.expect("plan ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        let mut r = spawn_in(&root, &home, &url, &["--resume"]);
+        r.expect("plan ›");
+        r.send_line("/quit");
+        r.expect("saved (llembas --resume ");
+        let mut o = spawn_in(&sub, &home, &url, &["--resume"]);
+        o.expect("no saved session");
+        let _ = o.session.expect(expectrl::Eof);
+        let id = {
+            let line = String::from_utf8_lossy(&r.bytes).into_owned();
+            let at = line.find("session ").unwrap() + "session ".len();
+            line[at..].split_whitespace().next().unwrap().to_owned()
+        };
+        let mut o = spawn_in(&sub, &home, &url, &["--resume", &id]);
+        o.expect("plan ›");
+        o.send_line("/quit");
+        o.expect("saved (llembas --resume ");
+        (r.render(), o.render())
+    })
+    .await
+    .unwrap();
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let clean = |s: String| {
+        s.replace(&id, "[session]")
+            .replace(&sb.root().display().to_string(), "[project]")
+    };
+    insta::assert_snapshot!("resume_replays_the_conversation", clean(resumed));
+    insta::assert_snapshot!("resume_from_another_directory_warns", clean(elsewhere));
+}
