@@ -17,8 +17,10 @@ use agent_client_protocol::v1::schema::{
     InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, Meta,
     NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, Plan as AcpPlan,
     PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionMode,
+    SessionModeState, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
     TextContent, ToolCall as AcpCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
@@ -61,6 +63,8 @@ struct Open {
     pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
     cwd: PathBuf,
     model: String,
+    /// The session's model link, to check a model asked for (`session/set_config_option`).
+    client: harness_model::ModelClient,
     chat: Option<String>,
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
@@ -463,6 +467,7 @@ async fn serve(state: Arc<State>) -> Result<()> {
     let s13 = state.clone();
     let s14 = state.clone();
     let s15 = state.clone();
+    let s16 = state.clone();
     Agent
         .v1()
         .name("llembas")
@@ -521,6 +526,17 @@ async fn serve(state: Arc<State>) -> Result<()> {
                     Some(true) => responder.respond(SetSessionModeResponse::new()),
                     _ => responder.respond_with_error(unknown_session(&req.session_id.to_string())),
                 }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest, responder, _cx| match set_config_option(
+                &s16, req,
+            )
+            .await
+            {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -870,8 +886,10 @@ async fn new_session(
             );
         }
     }
+    let options = config_options(state, &id).await;
     Ok(NewSessionResponse::new(id)
         .modes(mode_state(mode))
+        .config_options(options)
         .meta(meta))
 }
 
@@ -887,10 +905,92 @@ async fn load_session(
         return Err(agent_client_protocol::Error::invalid_request()
             .data(json!(format!("session {id} is open already"))));
     }
-    let (_, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), Some(id), cx).await?;
+    let (id, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), Some(id), cx).await?;
     Ok(LoadSessionResponse::new()
         .modes(mode_state(mode))
+        .config_options(config_options(state, &id).await)
         .meta(meta))
+}
+
+/// The config option id of the model choice.
+const MODEL_OPTION: &str = "model";
+
+/// A session's config options: the model choice (category `model`), among the models its
+/// server serves (the current one when the server lists none).
+async fn config_options(state: &State, id: &str) -> Option<Vec<SessionConfigOption>> {
+    let (client, current) = state
+        .sessions
+        .lock()
+        .ok()?
+        .get(id)
+        .map(|o| (o.client.clone(), o.model.clone()))?;
+    let mut models = client
+        .list_models(&harness_model::CancellationToken::new())
+        .await
+        .unwrap_or_default();
+    if !models.contains(&current) {
+        models.insert(0, current.clone());
+    }
+    let choices: Vec<SessionConfigSelectOption> = models
+        .iter()
+        .map(|m| SessionConfigSelectOption::new(m.clone(), m.clone()))
+        .collect();
+    Some(vec![
+        SessionConfigOption::select(MODEL_OPTION, "Model", current, choices)
+            .category(SessionConfigOptionCategory::Model),
+    ])
+}
+
+/// `session/set_config_option`: the model choice. A model the device cannot run (its server
+/// does not serve it) is refused with -32042 and the session keeps its model; an unknown
+/// option or value shape is -32602; a prompt running, -32600.
+async fn set_config_option(
+    state: &State,
+    req: SetSessionConfigOptionRequest,
+) -> Result<SetSessionConfigOptionResponse, agent_client_protocol::Error> {
+    let id = req.session_id.to_string();
+    if req.config_id.to_string() != MODEL_OPTION {
+        return Err(agent_client_protocol::Error::invalid_params()
+            .data(json!(format!("no config option {}", req.config_id))));
+    }
+    let SessionConfigOptionValue::ValueId { value } = &req.value else {
+        return Err(agent_client_protocol::Error::invalid_params()
+            .data(json!("the model option takes a value id")));
+    };
+    let wanted = value.to_string();
+    let (client, ops) = state
+        .sessions
+        .lock()
+        .ok()
+        .and_then(|s| s.get(&id).map(|o| (o.client.clone(), o.ops.clone())))
+        .ok_or_else(|| unknown_session(&id))?;
+    let token = harness_model::CancellationToken::new();
+    if !client.serves(&wanted, &token).await.unwrap_or(true) {
+        return Err(lembas_error(
+            -32042,
+            format!(
+                "Model unavailable: this device cannot run {wanted}; the session keeps its model."
+            ),
+            "model_unavailable",
+        ));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let _ = ops.send(Ctl::Query(
+        harness_agent::Query::Model(Some(wanted.clone())),
+        tx,
+    ));
+    let answer = rx.await.unwrap_or_default();
+    if answer != format!("model: {wanted}") {
+        return Err(agent_client_protocol::Error::invalid_request().data(json!(answer)));
+    }
+    if let Ok(mut s) = state.sessions.lock()
+        && let Some(o) = s.get_mut(&id)
+    {
+        o.model = wanted;
+    }
+    Ok(SetSessionConfigOptionResponse::new(
+        config_options(state, &id).await.unwrap_or_default(),
+    ))
 }
 
 /// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
@@ -1157,6 +1257,7 @@ async fn open_session(
         .map(|e| replay_updates(e, &req.cwd))
         .unwrap_or_default();
     let mode_file = parts.store.dir(&parts.meta.id).join(MODE_FILE);
+    let client = parts.client.clone();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx).map_err(|e| {
         agent_client_protocol::Error::internal_error().data(json!(format!("{e:#}")))
@@ -1207,6 +1308,7 @@ async fn open_session(
         pending: Arc::new(Mutex::new(None)),
         cwd: req.cwd.clone(),
         model: model.clone(),
+        client: client.clone(),
         chat: lembas
             .get("chat")
             .and_then(Value::as_str)

@@ -1597,3 +1597,76 @@ async fn an_editor_gets_what_it_expects() {
         "{diff:?}"
     );
 }
+
+/// The model is a session config option (category `model`, the models the server serves):
+/// `session/set_config_option` switches it, the next request goes to the new one; a model the
+/// server does not serve is refused with -32042 and the session keeps its model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_is_a_config_option() {
+    use agent_client_protocol::v1::schema::{
+        SessionConfigKind, SessionConfigOptionCategory, SessionConfigSelectOptions,
+        SetSessionConfigOptionRequest,
+    };
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![text(&["Hi from the other."])])
+        .await
+        .unwrap();
+    server.set_models(&["scripted", "other"]);
+    let url = server.base_url();
+    let (_updates, _asked) = plain_client(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(root.clone()))
+            .block_task()
+            .await?;
+        let options = s.config_options.clone().unwrap_or_default();
+        let model = options
+            .iter()
+            .find(|o| o.id.to_string() == "model")
+            .unwrap();
+        assert_eq!(model.category, Some(SessionConfigOptionCategory::Model));
+        let SessionConfigKind::Select(select) = &model.kind else {
+            panic!("{model:?}")
+        };
+        assert_eq!(select.current_value.to_string(), "scripted");
+        let SessionConfigSelectOptions::Ungrouped(choices) = &select.options else {
+            panic!("{select:?}")
+        };
+        let ids: Vec<String> = choices.iter().map(|c| c.value.to_string()).collect();
+        assert_eq!(ids, ["scripted", "other"]);
+        let err = cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                s.session_id.clone(),
+                "model",
+                "gpt-nonexistent",
+            ))
+            .block_task()
+            .await
+            .unwrap_err();
+        assert_eq!(i32::from(err.code), -32042, "{err:?}");
+        let set = cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                s.session_id.clone(),
+                "model",
+                "other",
+            ))
+            .block_task()
+            .await?;
+        let SessionConfigKind::Select(select) = &set.config_options[0].kind else {
+            panic!("{set:?}")
+        };
+        assert_eq!(select.current_value.to_string(), "other");
+        let done = cx
+            .send_request(PromptRequest::new(
+                s.session_id.clone(),
+                vec![ContentBlock::Text(TextContent::new("hello"))],
+            ))
+            .block_task()
+            .await?;
+        assert_eq!(done.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+    let bodies = server.bodies();
+    assert_eq!(bodies.last().unwrap()["model"], "other", "{bodies:?}");
+}
