@@ -34,6 +34,7 @@ pub const HELP: &str = "\
 /recall #id                     show a stored tool result whole
 /rewind [N]                     go back to before turn N
 /new                            start a new session
+/resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
 /help                           this list
 /quit                           leave (Ctrl-D too)";
@@ -59,6 +60,8 @@ pub enum Line {
     Rewind(u32),
     /// `/new`.
     New,
+    /// `/resume [N|ID]`.
+    Resume(Option<String>),
     /// `/status`.
     Status,
     /// `/help`.
@@ -111,6 +114,7 @@ pub fn parse_line(line: &str) -> Line {
             Some(Err(_)) => Line::Unknown("/rewind takes a turn number".into()),
         },
         "new" => Line::New,
+        "resume" => Line::Resume(arg.map(str::to_owned)),
         "status" => Line::Status,
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
@@ -317,6 +321,9 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
             Next::New => {
                 parts = Some(crate::session::build(&settings, None).await?);
             }
+            Next::Resume(id) => {
+                parts = Some(crate::session::build(&settings, Some(&id)).await?);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -325,6 +332,8 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
 enum Next {
     Quit,
     New,
+    /// Go on with this saved session.
+    Resume(String),
 }
 
 async fn session_loop(
@@ -471,6 +480,57 @@ async fn session_loop(
             Line::Empty => continue,
             Line::Quit => break Next::Quit,
             Line::New => break Next::New,
+            Line::Resume(pick) => {
+                let store = crate::store::Store::new(settings.dirs.sessions());
+                let list: Vec<harness_agent::Meta> = store
+                    .list(Some(&root))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|m| m.id != id)
+                    .take(RESUME_LIST)
+                    .collect();
+                let pick = match pick {
+                    Some(p) => p,
+                    None if list.is_empty() => {
+                        println!("no other saved session in {}", root.display());
+                        continue;
+                    }
+                    None => {
+                        println!("{}", sessions_list(&list));
+                        match reader
+                            .read(
+                                &paint(
+                                    "resume which? (a number; Enter stays) › ",
+                                    Style::Yellow,
+                                    color,
+                                ),
+                                "",
+                            )
+                            .await
+                        {
+                            Read::Line(l) if !l.trim().is_empty() => l.trim().to_owned(),
+                            Read::Eof => break Next::Quit,
+                            _ => continue,
+                        }
+                    }
+                };
+                let chosen = match pick.parse::<usize>() {
+                    Ok(n) => match n.checked_sub(1).and_then(|i| list.get(i)) {
+                        Some(m) => Ok(m.id.clone()),
+                        None => Err(format!("no session numbered {n}: /resume lists them")),
+                    },
+                    Err(_) => store
+                        .find(&pick, &root)
+                        .map(|m| m.id)
+                        .map_err(|e| e.to_string()),
+                };
+                match chosen {
+                    Ok(other) if other == id => println!("this is session {id} already"),
+                    Ok(other) => break Next::Resume(other),
+                    Err(e) => println!("{e}"),
+                }
+                continue;
+            }
             Line::Status => {
                 println!("{}", view.status(&id, &model, &endpoint, mode, window));
                 continue;
@@ -661,6 +721,30 @@ impl Drop for NoEcho {
             );
         }
     }
+}
+
+/// How many sessions `/resume` lists.
+const RESUME_LIST: usize = 10;
+
+/// Saved sessions, numbered, newest first: when, the first prompt, the id.
+fn sessions_list(list: &[harness_agent::Meta]) -> String {
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let title = if m.title.is_empty() {
+                "(no prompt)"
+            } else {
+                m.title.as_str()
+            };
+            format!(
+                "{:>2}. {}  {title}  ({})",
+                i + 1,
+                harness_agent::time::format_time(m.updated),
+                m.id
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether two directories are the same one (either spelled as it is).

@@ -715,3 +715,63 @@ async fn resume_replays_the_conversation_and_restores_the_mode() {
     insta::assert_snapshot!("resume_replays_the_conversation", clean(resumed));
     insta::assert_snapshot!("resume_from_another_directory_warns", clean(elsewhere));
 }
+
+/// `/resume` lists this directory's other sessions, numbered; a number goes on with one (its
+/// conversation replayed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_resume_picks_a_session() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![text(&["One."]), text(&["Two."])])
+        .await
+        .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "manual"]);
+        s.expect("manual ›");
+        s.send_line("the first");
+        s.expect("One.");
+        s.expect("manual ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "manual"]);
+        s.expect("manual ›");
+        s.send_line("the second");
+        s.expect("Two.");
+        s.expect("manual ›");
+        s.send_line("/resume");
+        s.expect("resume which?");
+        s.send_line("1");
+        s.expect("› the first");
+        s.expect("manual ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let mut screen = screen.replace(&sb.root().display().to_string(), "[project]");
+    let mut ids: Vec<String> = sb
+        .sessions()
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    for (i, id) in ids.iter().enumerate() {
+        screen = screen.replace(id, &format!("[session {}]", i + 1));
+    }
+    // The time a session was saved.
+    let screen: String = screen
+        .lines()
+        .map(|l| match l.strip_prefix(" 1. ") {
+            Some(rest) => format!(
+                " 1. [time]  {}",
+                rest.split_once("  ").map_or(rest, |x| x.1)
+            ),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(screen);
+}
