@@ -752,14 +752,12 @@ async fn slash_resume_picks_a_session() {
     .await
     .unwrap();
     let mut screen = screen.replace(&sb.root().display().to_string(), "[project]");
-    let mut ids: Vec<String> = sb
-        .sessions()
-        .iter()
-        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    ids.sort();
-    for (i, id) in ids.iter().enumerate() {
-        screen = screen.replace(id, &format!("[session {}]", i + 1));
+    // Named by their first prompt (two ids of the same minute sort by their random tail).
+    for dir in sb.sessions() {
+        let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let first = std::fs::read_to_string(dir.join("transcript.jsonl")).unwrap();
+        let n = if first.contains("the first") { 1 } else { 2 };
+        screen = screen.replace(&id, &format!("[session {n}]"));
     }
     // The time a session was saved.
     let screen: String = screen
