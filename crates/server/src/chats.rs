@@ -741,3 +741,19 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
 pub fn capacity() -> Result<Arc<CapacityGate>> {
     Ok(Arc::new(CapacityGate::new()?))
 }
+
+/// Changes the permission mode of the user's chat `id` (stored for its next resume; a session
+/// running here switches at once and says so with a `mode_changed` event).
+pub async fn set_mode(app: &Arc<App>, user: &User, id: &str, mode: Mode) -> Result<()> {
+    chat_row(&app.pool, user, id).await?;
+    sqlx::query("UPDATE chats SET mode = $1 WHERE id = $2 AND user_id = $3")
+        .bind(mode.as_str())
+        .bind(id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    if let Some(l) = app.chats.get(id) {
+        let _ = l.ctl.send(Ctl::Op(Op::SetMode { mode }));
+    }
+    Ok(())
+}

@@ -447,6 +447,7 @@ class ChatView {
     this.text = null;
     this.pending = null;
     this.dirty = new Set();
+    this.ended = new Set();
     this.sentAt = null;
   }
 
@@ -455,7 +456,18 @@ class ChatView {
     this.title = $("h2", { id: "title", text: c.title || "New chat" });
     this.status = $("span", { class: "tag", id: "status" });
     this.stopButton = $("button", { type: "button", id: "stop", class: "danger", text: "Stop", title: "Stop the run (Esc)", onclick: () => this.stop() });
-    this.modeTag = $("span", { class: "tag", id: "mode", title: "Permission mode", text: c.mode });
+    this.modeTag = $("select", { class: "tag", id: "mode", title: "Permission mode", "aria-label": "Permission mode" },
+      ...MODES.map((m) => $("option", { value: m, text: m, selected: m === c.mode })));
+    this.modeTag.addEventListener("change", async () => {
+      const mode = this.modeTag.value;
+      try {
+        await api("POST", `/api/chats/${encodeURIComponent(c.id)}/mode`, { mode });
+        this.chat.mode = mode;
+      } catch (e) {
+        alertBox.textContent = e.message;
+        this.modeTag.value = this.chat.mode;
+      }
+    });
     const head = $("div", { class: "chathead" }, this.menu, this.title, this.modeTag,
       $("span", { class: "tag", id: "model", title: "Model", text: c.model }), this.status, this.stopButton);
     this.log = $("div", { class: "log", id: "log", "aria-live": "polite" });
@@ -516,7 +528,9 @@ class ChatView {
     try {
       const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, { text });
       this.input.value = "";
-      if (!this.run) this.setRunning(v.run);
+      // The stream may have told the run's start, and even its end, before this answer came.
+      if (!this.run && !this.ended.has(v.run)) this.setRunning(v.run);
+      document.body.dataset.sent = v.run;
     } catch (e) {
       alertBox.textContent = e.message;
     }
@@ -665,7 +679,8 @@ class ChatView {
         break;
       }
       case "mode_changed":
-        this.modeTag.textContent = e.mode;
+        this.chat.mode = e.mode;
+        this.modeTag.value = e.mode;
         break;
       case "job_started":
         this.add($("p", { class: "notice", text: `Job ${e.job_id} started: ${e.title}` }));
@@ -699,6 +714,7 @@ class ChatView {
         break;
       }
       case "run_ended":
+        this.ended.add(e.run);
         if (e.status === "stopped") this.add($("p", { class: "notice", id: `stopped-${e.run}`, text: "Stopped." }));
         else if (e.status === "interrupted") this.add($("p", { class: "notice", text: "Interrupted (the server restarted)." }));
         if (this.run === e.run || !this.run) this.setRunning(null);

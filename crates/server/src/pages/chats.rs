@@ -6,19 +6,22 @@
 //!   title, 404, 409 while a run goes on.
 //! - `DELETE /api/chats/{id}` → `{"deleted": id}`; 404, 409 while a run goes on. Its
 //!   transcript, events, runs and approvals go with it.
+//! - `POST /api/chats/{id}/mode` `{"mode": "manual|edit|auto|plan"}` → `{"id", "mode"}`; 400
+//!   for another mode, 404. A session running switches at once (a `mode_changed` event).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::routing::patch;
+use axum::routing::{patch, post};
+use harness_core::protocol::Mode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
 use crate::auth::{Authed, Body};
-use crate::chats::chat_row;
+use crate::chats::{chat_row, set_mode};
 use crate::error::{Error, Result};
 
 /// The longest title, in characters (as long as a title the first message gives).
@@ -26,7 +29,28 @@ const MAX_TITLE_CHARS: usize = 80;
 
 /// The routes.
 pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/api/chats/{id}", patch(rename).delete(delete))
+    Router::new()
+        .route("/api/chats/{id}", patch(rename).delete(delete))
+        .route("/api/chats/{id}/mode", post(mode))
+}
+
+#[derive(Deserialize)]
+struct ModeBody {
+    mode: String,
+}
+
+async fn mode(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+    Body(body): Body<ModeBody>,
+) -> Result<Json<Value>> {
+    let mode = body
+        .mode
+        .parse::<Mode>()
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    set_mode(&app, &user, &id, mode).await?;
+    Ok(Json(json!({"id": id, "mode": mode.as_str()})))
 }
 
 #[derive(Deserialize)]

@@ -335,7 +335,29 @@ fn signing_in_lists_the_chats_which_are_made_renamed_searched_and_deleted() {
             .await
             .unwrap();
         let first = new_chat(c).await;
-        assert_eq!(find(c, "#mode").await.text().await.unwrap(), "edit");
+        assert_eq!(
+            find(c, "#mode").await.prop("value").await.unwrap().unwrap(),
+            "edit"
+        );
+        // The chat's mode is changed in its head, and stays so.
+        find(c, "#mode")
+            .await
+            .select_by_value("auto")
+            .await
+            .unwrap();
+        let mut api = server.login("alice", "alice-password").await;
+        let start = Instant::now();
+        while api.get(&format!("/api/chats/{first}")).await.1["mode"] != "auto" {
+            assert!(start.elapsed() < WAIT, "the mode did not change");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        c.refresh().await.unwrap();
+        until(
+            c,
+            "the mode after a reload",
+            "return document.querySelector('#mode')?.value === 'auto'",
+        )
+        .await;
         c.goto(&format!("{}/chats", server.base)).await.unwrap();
         find(c, "#newmode")
             .await
@@ -386,7 +408,6 @@ fn signing_in_lists_the_chats_which_are_made_renamed_searched_and_deleted() {
             .unwrap();
         find(c, "#chatlist .confirm").await.click().await.unwrap();
         until(c, "the chat gone", "return location.pathname === '/chats' && document.querySelectorAll('#chatlist li[data-id]').length === 1").await;
-        let mut api = server.login("alice", "alice-password").await;
         let (_, list) = api.get("/api/chats").await;
         let list = list.as_array().unwrap().clone();
         assert_eq!(list.len(), 1);
@@ -803,6 +824,54 @@ fn a_reload_mid_answer_continues_the_stream_without_loss_or_repeat_and_esc_stops
             .unwrap();
         assert_eq!(ended["event"]["status"], "stopped");
         shot(c, "stopped").await;
+    });
+}
+
+#[test]
+fn a_run_that_ends_before_the_sends_answer_arrives_leaves_the_page_idle() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Quick."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        // A slow network: the answer to the send comes after the whole run has streamed.
+        js(
+            c,
+            r"const real = window.fetch;
+              window.fetch = async (url, init) => {
+                const r = await real(url, init);
+                if (String(url).endsWith('/messages')) {
+                  await new Promise((ok) => {
+                    const t = setInterval(() => {
+                      if (document.body.dataset.last && document.querySelector('.answer')?.textContent === 'Quick.'
+                          && document.body.dataset.running === 'no') { clearInterval(t); ok(); }
+                    }, 20);
+                  });
+                }
+                return r;
+              };
+              return true;",
+        )
+        .await;
+        say(c, "be quick").await;
+        until(
+            c,
+            "the send's late answer",
+            "return document.body.dataset.sent !== undefined",
+        )
+        .await;
+        assert_eq!(js(c, "return document.body.dataset.running").await, "no");
+        assert!(
+            js(c, "return document.querySelector('#stop').hidden")
+                .await
+                .as_bool()
+                .unwrap()
+        );
     });
 }
 

@@ -4,7 +4,7 @@
 use harness_test_support::ScriptedServer;
 use serde_json::json;
 
-use super::{Client, Server, run_end, text};
+use super::{Client, Server, run_end, text, tool_call};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pages_are_served_with_a_strict_csp_nosniff_and_cached_assets() {
@@ -212,4 +212,55 @@ async fn a_chat_whose_run_goes_on_is_neither_renamed_nor_deleted() {
         .send(alice.http.delete(&path).header("cookie", &cookie))
         .await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chats_mode_is_changed_by_its_owner_and_a_live_session_switches_at_once() {
+    let model = ScriptedServer::start(vec![
+        text(&["Hello."]),
+        tool_call("c1", "write", json!({"path": "a.txt", "content": "a\n"})),
+        text(&["Wrote a.txt."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    // The session runs in this process from now on (manual mode: a write would ask).
+    let run = alice.say(&chat, "hi").await;
+    stream.until(run_end(&run)).await;
+
+    let path = format!("/api/chats/{chat}/mode");
+    let (status, body) = bob.post(&path, json!({"mode": "auto"})).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = alice.post(&path, json!({"mode": "reckless"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = alice.post(&path, json!({"mode": "edit"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["mode"], "edit");
+    // (A guard against a hang: the stream's keep-alives would keep it waiting for ever.)
+    let changed = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        stream.until(|e| e.kind() == "mode_changed"),
+    )
+    .await
+    .expect("no mode_changed event: the running session did not switch");
+    assert_eq!(changed.last().unwrap().data["event"]["mode"], "edit");
+    let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
+    assert_eq!(got["mode"], "edit");
+
+    // Edit mode writes in the user's home without asking.
+    let run = alice.say(&chat, "write a.txt").await;
+    let events = stream.until(run_end(&run)).await;
+    assert!(
+        !events.iter().any(|e| e.kind() == "tool_call_asked"),
+        "{events:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/alice/a.txt")).unwrap(),
+        "a\n"
+    );
 }
