@@ -36,6 +36,8 @@ pub const HELP: &str = "\
 /new                            start a new session
 /resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
+!COMMAND                        run a shell command yourself (the same permission rules as the
+                                model's calls); it and its output go to the model with your next prompt
 /help                           this list
 /quit                           leave (Ctrl-D too)";
 
@@ -66,6 +68,8 @@ pub enum Line {
     Status,
     /// `/help`.
     Help,
+    /// `!command`: a shell command the person runs.
+    Shell(String),
     /// `/quit`.
     Quit,
     /// Nothing to do.
@@ -79,6 +83,12 @@ pub fn parse_line(line: &str) -> Line {
     let t = line.trim();
     if t.is_empty() {
         return Line::Empty;
+    }
+    if let Some(command) = t.strip_prefix('!') {
+        return match command.trim() {
+            "" => Line::Unknown("! needs a command, such as !git status".into()),
+            c => Line::Shell(c.to_owned()),
+        };
     }
     let Some(cmd) = t.strip_prefix('/') else {
         return Line::Prompt(line.trim_end().to_owned());
@@ -351,6 +361,10 @@ async fn session_loop(
     let saved_mode = parts.meta.mode;
     let started_in = parts.meta.cwd.clone();
     let root = parts.exec.root().to_path_buf();
+    // The session's own rules (a clone shares its mode and approvals), for `!command`.
+    let perms = parts.perms.clone();
+    // What the person ran with `!`, for the model with the next prompt.
+    let mut ran: Vec<String> = Vec::new();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
@@ -539,6 +553,44 @@ async fn session_loop(
                 println!("{HELP}");
                 continue;
             }
+            Line::Shell(command) => {
+                use harness_loop::session::{Decision, Permissions as _};
+                let call = harness_core::protocol::ToolCall {
+                    id: "person".into(),
+                    name: "bash".into(),
+                    arguments: serde_json::json!({ "command": command }),
+                };
+                match perms.decide(&call) {
+                    Decision::Allow => {}
+                    Decision::Deny { reason } => {
+                        println!("{} not run: {reason}", paint("!", Style::Yellow, color));
+                        continue;
+                    }
+                    Decision::Ask(q) => {
+                        let q = harness_core::protocol::PermissionQuestion { pattern: None, ..q };
+                        print!("{}", render::question(&q, color));
+                        let answer = match reader
+                            .read(&paint("allow? [y/n] ", Style::Yellow, color), "")
+                            .await
+                        {
+                            Read::Line(l) => crate::oneshot::parse_answer(&l, false),
+                            Read::Eof => break Next::Quit,
+                            _ => None,
+                        };
+                        if answer != Some(harness_core::protocol::Answer::Once) {
+                            println!("  not run");
+                            continue;
+                        }
+                    }
+                }
+                let Some((code, output)) = run_shell(&command, &root, &mut sigint).await else {
+                    println!("{}", paint("  stopped", Style::Yellow, color));
+                    continue;
+                };
+                print!("{}", shell_shown(&output, code, color));
+                ran.push(person_shell_text(&command, code, &output));
+                continue;
+            }
             Line::Unknown(msg) => {
                 println!("{msg}");
                 continue;
@@ -597,6 +649,15 @@ async fn session_loop(
                 continue;
             }
             Line::Prompt(p) => p,
+        };
+        // What the person ran with `!` since the last prompt goes first.
+        let text = if ran.is_empty() {
+            text
+        } else {
+            let mut before = std::mem::take(&mut ran).join("\n\n");
+            before.push_str("\n\n");
+            before.push_str(&text);
+            before
         };
         let _ = ctl_tx.send(Ctl::Op(Op::Prompt {
             text,
@@ -721,6 +782,104 @@ impl Drop for NoEcho {
             );
         }
     }
+}
+
+/// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
+/// stdin); its exit code and output, `None` when Ctrl-C stopped it.
+async fn run_shell(
+    command: &str,
+    root: &std::path::Path,
+    sigint: &mut tokio::signal::unix::Signal,
+) -> Option<(i32, String)> {
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 2>&1\n{command}"))
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => return Some((127, format!("cannot run sh: {e}"))),
+    };
+    tokio::select! {
+        out = child.wait_with_output() => Some(match out {
+            Ok(o) => (
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            ),
+            Err(e) => (-1, e.to_string()),
+        }),
+        _ = sigint.recv() => None,
+    }
+}
+
+/// A `!command`'s output as the person reads it: its first lines, the rest counted.
+fn shell_shown(output: &str, code: i32, color: bool) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut s = String::new();
+    for l in lines.iter().take(SHELL_SHOWN_LINES) {
+        s.push_str(l);
+        s.push('\n');
+    }
+    let more = lines.len().saturating_sub(SHELL_SHOWN_LINES);
+    let tail = if more > 0 {
+        format!(
+            " · {more} more line{} (sent whole)",
+            if more == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    s.push_str(&paint(
+        &format!("  └ exit code {code}{tail}"),
+        Style::Dim,
+        color,
+    ));
+    s.push('\n');
+    s
+}
+
+/// Lines of a `!command`'s output shown on the screen.
+const SHELL_SHOWN_LINES: usize = 20;
+
+/// What the model is told of a `!command` (loop.json `calls.person_shell`), its output capped
+/// as a result is (`context.cap`: head and tail lines, head and tail characters).
+fn person_shell_text(command: &str, code: i32, output: &str) -> String {
+    let Ok(cfg) = harness_loop::config::LoopConfig::embedded() else {
+        return format!("$ {command}\n{output}");
+    };
+    let cap = &cfg.context.cap;
+    let lines: Vec<&str> = output.lines().collect();
+    let (head, tail) = (
+        cap.head_lines.min(lines.len()),
+        cap.tail_lines.min(lines.len()),
+    );
+    let mut kept = if lines.len() > cap.max_lines && head + tail < lines.len() {
+        let n = lines.len() - head - tail;
+        format!(
+            "{}\n[{n} lines elided]\n{}",
+            lines[..head].join("\n"),
+            lines[lines.len() - tail..].join("\n")
+        )
+    } else {
+        output.trim_end().to_owned()
+    };
+    if kept.chars().count() > cap.max_chars.max(cap.head_chars + cap.tail_chars) {
+        let head: String = kept.chars().take(cap.head_chars).collect();
+        let total = kept.chars().count();
+        let tail: String = kept.chars().skip(total - cap.tail_chars).collect();
+        kept = format!(
+            "{head}\n[{} characters elided]\n{tail}",
+            total - cap.head_chars - cap.tail_chars
+        );
+    }
+    cfg.calls
+        .person_shell
+        .replace("{command}", command)
+        .replace("{code}", &code.to_string())
+        .replace("{output}", &kept)
 }
 
 /// How many sessions `/resume` lists.

@@ -151,6 +151,9 @@ pub struct CallTexts {
     pub empty_turn_end: String,
     /// The turn ends after repeated calls (`{count}`).
     pub repeated_turn_end: String,
+    /// A command the person ran themselves (`!cmd` in the terminal), sent before their next
+    /// prompt (`{command}`, `{code}`, `{output}`).
+    pub person_shell: String,
 }
 
 /// `parallel`.

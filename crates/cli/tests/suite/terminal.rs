@@ -773,3 +773,62 @@ async fn slash_resume_picks_a_session() {
         .join("\n");
     insta::assert_snapshot!(screen);
 }
+
+/// `!command` runs a shell command the person typed, through the session's permission rules
+/// (refused where a call would be), shows its output, and sends it to the model with the next
+/// prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bang_runs_a_command_and_tells_the_model() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![text(&["It said hello."])])
+        .await
+        .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "edit"]);
+        s.expect("edit ›");
+        s.send_line("!echo hello; echo oops >&2; exit 3");
+        // Asked as the model's call would be (`exit 3` is not a read in edit mode).
+        s.expect("allow? [y/n]");
+        s.send_line("y");
+        s.expect("exit code 3");
+        s.expect("edit ›");
+        s.send_line("!rm -rf /");
+        s.expect("not run");
+        s.expect("edit ›");
+        s.send_line("what did it say?");
+        s.expect("It said hello.");
+        s.expect("edit ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let bodies = server.bodies();
+    let last = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        last.contains("the person ran `echo hello; echo oops >&2; exit 3`")
+            && last.contains("exit code 3")
+            && last.contains("hello\\noops")
+            && last.contains("what did it say?"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("rm -rf"),
+        "a refused command is not sent: {last}"
+    );
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    insta::assert_snapshot!(screen.replace(&id, "[session]"));
+}
