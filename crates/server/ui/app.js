@@ -357,21 +357,30 @@ function alertLine(text) {
   if (alertBox) alertBox.textContent = text;
 }
 
+const TASK_MARK = { todo: "☐", doing: "▶", done: "✓", dropped: "✗" };
+
+// The plan card: phases and their tasks with their status, redrawn whenever the plan changes.
 function planCard(plan) {
-  const card = $("section", { class: "plan", id: "plan" });
+  const card = $("section", { class: "plan", id: "plan", "aria-label": "Plan" });
   if (!plan) return card;
-  card.append($("strong", { text: plan.title || plan.goal || "Plan" }));
-  const phases = plan.phases || [];
-  for (const ph of phases) {
-    card.append($("div", { text: ph.title || ph.name || "" }));
+  const tasks = (plan.phases || []).flatMap((p) => p.tasks || []);
+  const done = tasks.filter((t) => t.status === "done").length;
+  const body = $("div", { class: "body" });
+  const details = $("details", { open: true },
+    $("summary", {}, $("strong", { text: plan.title || "Plan" }), $("span", { class: "muted count", text: ` ${done}/${tasks.length} done` })),
+    body);
+  if (plan.summary) body.append($("p", { class: "muted", text: plan.summary }));
+  for (const ph of plan.phases || []) {
+    body.append($("div", { class: "phase", text: ph.title || "" }));
     const ul = $("ul");
     for (const t of ph.tasks || []) {
-      const status = t.status || "";
-      ul.append($("li", { class: status === "done" ? "done" : null, text: `${t.title || t.text || t.id || ""}${status ? ` — ${status}` : ""}` }));
+      const status = t.status || "todo";
+      ul.append($("li", { class: `task ${status}`, "data-task": t.id, "data-status": status },
+        $("span", { class: "mark", text: TASK_MARK[status] || "·" }), " ", t.title || ""));
     }
-    card.append(ul);
+    body.append(ul);
   }
-  if (!phases.length) card.append($("pre", { text: JSON.stringify(plan, null, 1) }));
+  card.append(details);
   return card;
 }
 
@@ -673,6 +682,8 @@ class ChatView {
       }
       case "plan_changed": {
         const card = planCard(e.plan);
+        const folded = this.plan && this.plan.querySelector("details") && !this.plan.querySelector("details").open;
+        if (folded) card.querySelector("details")?.removeAttribute("open");
         if (this.plan) this.plan.replaceWith(card);
         else this.log.prepend(card);
         this.plan = card;

@@ -876,6 +876,94 @@ fn a_run_that_ends_before_the_sends_answer_arrives_leaves_the_page_idle() {
 }
 
 #[test]
+fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
+    run(async {
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "c1",
+                "plan_write",
+                json!({"title": "Garden", "summary": "Beds first, then roses.",
+                    "phases": [{"title": "Beds", "tasks": [{"title": "Dig the beds"}, {"title": "Add compost"}]},
+                               {"title": "Roses", "tasks": [{"title": "Plant three roses"}]}]}),
+            ),
+            tool_call(
+                "c2",
+                "plan_update",
+                json!({"tasks": [{"id": "t1", "status": "done"}, {"id": "t2", "status": "doing"}]}),
+            ),
+            text(&["Digging ", "done"]).stalling(),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#newmode")
+            .await
+            .select_by_value("auto")
+            .await
+            .unwrap();
+        new_chat(c).await;
+        say(c, "plan the garden").await;
+        until(
+            c,
+            "the plan updated",
+            "return document.querySelector('#plan [data-task=t1]')?.dataset.status === 'done'",
+        )
+        .await;
+        let statuses = "return [...document.querySelectorAll('#plan [data-task]')].map(t => t.dataset.task + ':' + t.dataset.status + ':' + t.textContent)";
+        let want = json!([
+            "t1:done:✓ Dig the beds",
+            "t2:doing:▶ Add compost",
+            "t3:todo:☐ Plant three roses"
+        ]);
+        assert_eq!(js(c, statuses).await, want);
+        assert_eq!(
+            js(c, "return document.querySelectorAll('#plan').length").await,
+            1,
+            "one card, redrawn"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#plan .count').textContent.trim()"
+            )
+            .await,
+            "1/3 done"
+        );
+        // The plan tools draw no card of their own: the plan card is their drawing.
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.tool').length").await,
+            0
+        );
+        until(
+            c,
+            "the answer going on",
+            "return document.querySelector('.answer')?.textContent.includes('Digging')",
+        )
+        .await;
+        shot(c, "plan-card").await;
+        c.refresh().await.unwrap();
+        until(
+            c,
+            "the plan after a reload",
+            "return document.querySelectorAll('#plan [data-task]').length === 3",
+        )
+        .await;
+        assert_eq!(js(c, statuses).await, want);
+        find(c, "#stop").await.click().await.unwrap();
+        until(
+            c,
+            "the run stopped",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+    });
+}
+
+#[test]
 fn a_second_user_cannot_open_the_first_users_chat_url() {
     run(async {
         let model = ScriptedServer::start(vec![text(&["Alice's ", "private answer."])])
