@@ -36,8 +36,8 @@ pub const HELP: &str = "\
 /new                            start a new session
 /resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
-!COMMAND                        run a shell command yourself (the same permission rules as the
-                                model's calls); it and its output go to the model with your next prompt
+@PATH (in a prompt)             attach a file's content (Tab completes the path)
+!COMMAND                        run a command (the model's permission rules); sent with your next prompt
 /help                           this list
 /quit                           leave (Ctrl-D too)";
 
@@ -132,6 +132,86 @@ pub fn parse_line(line: &str) -> Line {
     }
 }
 
+/// The slash commands Tab completes.
+const COMMANDS: &[&str] = &[
+    "compact", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall", "resume",
+    "rewind", "status",
+];
+
+/// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
+/// directories under the session's directory).
+struct Completion {
+    root: std::path::PathBuf,
+}
+
+impl rustyline::completion::Completer for Completion {
+    type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let before = &line[..pos];
+        let word_start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let word = &before[word_start..];
+        if let Some(name) = before.strip_prefix('/')
+            && !name.contains(char::is_whitespace)
+        {
+            let hits = COMMANDS
+                .iter()
+                .filter(|c| c.starts_with(name))
+                .map(|c| format!("{c} "))
+                .collect();
+            return Ok((1, hits));
+        }
+        if let Some(m) = before.strip_prefix("/mode ")
+            && !m.contains(char::is_whitespace)
+        {
+            let hits = ["manual", "edit", "auto", "plan"]
+                .iter()
+                .filter(|c| c.starts_with(m))
+                .map(|c| c.to_string())
+                .collect();
+            return Ok((6, hits));
+        }
+        if let Some(partial) = word.strip_prefix('@') {
+            let (dir, prefix) = match partial.rfind('/') {
+                Some(i) => (&partial[..=i], &partial[i + 1..]),
+                None => ("", partial),
+            };
+            let mut hits: Vec<String> = std::fs::read_dir(self.root.join(dir))
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter_map(|e| {
+                            let name = e.file_name().to_string_lossy().into_owned();
+                            let shown = name.starts_with(prefix)
+                                && (prefix.starts_with('.') || !name.starts_with('.'));
+                            shown.then(|| {
+                                // A directory goes on; a file is done (a blank after it).
+                                let end = if e.path().is_dir() { "/" } else { " " };
+                                format!("{dir}{name}{end}")
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            hits.sort();
+            return Ok((word_start + 1, hits));
+        }
+        Ok((pos, Vec::new()))
+    }
+}
+
+impl rustyline::hint::Hinter for Completion {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for Completion {}
+impl rustyline::validate::Validator for Completion {}
+impl rustyline::Helper for Completion {}
+
 /// The mode after `mode` in the Shift-Tab cycle.
 pub fn next_mode(mode: Mode) -> Mode {
     match mode {
@@ -177,10 +257,16 @@ struct Reader {
     printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
 }
 
-fn start_reader(history: std::path::PathBuf) -> Result<Reader> {
+fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
     let (req_tx, req_rx) = std::sync::mpsc::channel::<(String, String)>();
     let (line_tx, line_rx) = mpsc::unbounded_channel();
-    let mut editor: Editor<(), DefaultHistory> = Editor::new()?;
+    let config = rustyline::Config::builder()
+        .completion_type(rustyline::CompletionType::List)
+        .build();
+    let mut editor: Editor<Completion, DefaultHistory> = Editor::with_config(config)?;
+    editor.set_helper(Some(Completion {
+        root: root.to_path_buf(),
+    }));
     let cycled = Arc::new(Mutex::new(None));
     editor.bind_sequence(
         KeyEvent(KeyCode::BackTab, Modifiers::NONE),
@@ -319,7 +405,7 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
     if let Some(d) = history.parent() {
         let _ = std::fs::create_dir_all(d);
     }
-    let mut reader = start_reader(history)?;
+    let mut reader = start_reader(history, parts.exec.root())?;
     let color = render::color_on_stdout();
     let mut parts = Some(parts);
     loop {
@@ -650,6 +736,16 @@ async fn session_loop(
             }
             Line::Prompt(p) => p,
         };
+        // The files it names with `@path` go after it.
+        let text = {
+            let mut text = text;
+            for (attached, line) in mentions(&text.clone(), &root) {
+                println!("{}", paint(&line, Style::Dim, color));
+                text.push_str("\n\n");
+                text.push_str(&attached);
+            }
+            text
+        };
         // What the person ran with `!` since the last prompt goes first.
         let text = if ran.is_empty() {
             text
@@ -850,6 +946,57 @@ fn person_shell_text(command: &str, code: i32, output: &str) -> String {
     let Ok(cfg) = harness_loop::config::LoopConfig::embedded() else {
         return format!("$ {command}\n{output}");
     };
+    cfg.calls
+        .person_shell
+        .replace("{command}", command)
+        .replace("{code}", &code.to_string())
+        .replace("{output}", &capped(&cfg, output))
+}
+
+/// The files a prompt names with `@path` (under the session's directory, or absolute) that
+/// exist and read as text: each as the model is told of it (loop.json
+/// `calls.person_mention`, capped as a result is), and a line for the person.
+fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(cfg) = harness_loop::config::LoopConfig::embedded() else {
+        return Vec::new();
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for word in prompt.split_whitespace() {
+        let Some(path) = word.strip_prefix('@') else {
+            continue;
+        };
+        let path = path.trim_end_matches([',', '.', ';', ':', '?', '!', ')']);
+        if path.is_empty() || !seen.insert(path.to_owned()) {
+            continue;
+        }
+        let full = root.join(path);
+        if !full.is_file() {
+            continue;
+        }
+        let Ok(content) = std::fs::read_to_string(&full) else {
+            continue;
+        };
+        let lines = content.lines().count();
+        let text = cfg
+            .calls
+            .person_mention
+            .replace("{path}", path)
+            .replace("{content}", &capped(&cfg, &content));
+        out.push((
+            text,
+            format!(
+                "  attached {path} ({lines} line{})",
+                if lines == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    out
+}
+
+/// `text` capped as a tool result is (`context.cap`: head and tail lines, head and tail
+/// characters).
+fn capped(cfg: &harness_loop::config::LoopConfig, output: &str) -> String {
     let cap = &cfg.context.cap;
     let lines: Vec<&str> = output.lines().collect();
     let (head, tail) = (
@@ -875,11 +1022,7 @@ fn person_shell_text(command: &str, code: i32, output: &str) -> String {
             total - cap.head_chars - cap.tail_chars
         );
     }
-    cfg.calls
-        .person_shell
-        .replace("{command}", command)
-        .replace("{code}", &code.to_string())
-        .replace("{output}", &kept)
+    kept
 }
 
 /// How many sessions `/resume` lists.

@@ -154,6 +154,9 @@ pub struct CallTexts {
     /// A command the person ran themselves (`!cmd` in the terminal), sent before their next
     /// prompt (`{command}`, `{code}`, `{output}`).
     pub person_shell: String,
+    /// A file the person named with `@path` in a prompt, attached after it (`{path}`,
+    /// `{content}`).
+    pub person_mention: String,
 }
 
 /// `parallel`.

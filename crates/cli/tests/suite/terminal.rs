@@ -832,3 +832,67 @@ async fn bang_runs_a_command_and_tells_the_model() {
         .into_owned();
     insta::assert_snapshot!(screen.replace(&id, "[session]"));
 }
+
+/// Tab completes a slash command and the path after an `@`; a prompt's `@path` attaches the
+/// file's content for the model (said on the screen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tab_completes_and_at_path_attaches_a_file() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    sb.write("src/lib.rs", "pub fn f() {}\n");
+    let server = ScriptedServer::start(vec![text(&["It says alpha."])])
+        .await
+        .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "manual"]);
+        s.expect("manual ›");
+        s.session.send("/sta\t").unwrap();
+        s.expect("/status ");
+        s.send_line("");
+        s.expect("session   ");
+        s.expect("manual ›");
+        s.session.send("what do @a.\t").unwrap();
+        s.expect("@a.txt");
+        s.session.send("and @sr\t").unwrap();
+        s.expect("@src/");
+        s.send_line("lib.rs say?");
+        s.expect("It says alpha.");
+        s.expect("manual ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let bodies = server.bodies();
+    let last = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        last.contains("what do @a.txt and @src/lib.rs say?")
+            && last.contains("[the person attached the file a.txt]\\nalpha")
+            && last.contains("[the person attached the file src/lib.rs]\\npub fn f() {}"),
+        "{last}"
+    );
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let screen = screen.replace(&id, "[session]");
+    let screen = screen
+        .lines()
+        .map(|l| match l.split_once("endpoint  ") {
+            Some(_) => "endpoint  [server]".to_owned(),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(screen);
+}
