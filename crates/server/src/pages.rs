@@ -5,13 +5,14 @@
 //! elsewhere. The module draws every page from the HTTP API ([`crate::api`]) and the SSE stream;
 //! it never parses what a model or a tool wrote as HTML (see `ui/app.js`).
 //!
-//! - `GET /login`, `GET /chats`, `GET /chats/{id}` — the shell (the module reads the path); it
+//! - `GET /login`, `GET /chats`, `GET /chats/{id}`, `GET /files` — the shell (the module reads the path); it
 //!   holds no user's data, so it is the same for everyone: authorisation stays in the API, and
 //!   another user's chat URL shows "No such chat".
 //! - `GET /ui/{tag}/app.js`, `GET /ui/{tag}/app.css` — the assets, under a tag that is the hash
 //!   of their bytes, cached for a year as immutable; the shell is revalidated by its `ETag`.
 //! - `PATCH /api/chats/{id}` `{"title"}` (rename) and `DELETE /api/chats/{id}` — what the chat
-//!   list needs besides the core API ([`chats`]).
+//!   list needs besides the core API ([`chats`]); `GET /api/view?path=` — a directory of the
+//!   user's view with each entry's level, for the files page ([`files`]).
 //!
 //! Every answer here carries a strict Content-Security-Policy (`default-src 'self'`, no inline
 //! script or style, no frames) and `X-Content-Type-Options: nosniff`.
@@ -28,6 +29,7 @@ use sha2::{Digest as _, Sha256};
 use crate::App;
 
 mod chats;
+mod files;
 
 /// The page shell, with `{{css}}` and `{{js}}` where the assets' paths go.
 const SHELL: &str = include_str!("../ui/index.html");
@@ -74,8 +76,10 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/login", get(shell))
         .route("/chats", get(shell))
         .route("/chats/{id}", get(shell))
+        .route("/files", get(shell))
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
+        .merge(files::routes())
 }
 
 fn secure(response: &mut Response) {

@@ -346,7 +346,7 @@ function sideBar(me, chats, current, layout) {
   });
   const close = $("button", { class: "menu", type: "button", text: "✕", title: "Close", onclick: () => layout.classList.remove("open") });
   return $("nav", { class: "side" },
-    $("header", {}, $("span", { class: "who", text: me.username }), logout, close),
+    $("header", {}, $("span", { class: "who", text: me.username }), $("a", { href: "/files", id: "fileslink", text: "Files" }), logout, close),
     $("div", { class: "new" }, mode, newChat),
     search, list);
 }
@@ -785,6 +785,182 @@ class ChatView {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The files page: the user's view as a tree (levels, mounts and read-only entries marked), a
+// file opened beside it, upload into and download from the view (its rules apply: a refusal is
+// the view's own text).
+
+const LEVEL_TITLE = { none: "not open", ro: "read only", stage: "read and change", commit: "read, change and commit" };
+
+async function filesPage() {
+  let me;
+  try {
+    me = await api("GET", "/api/auth/me");
+  } catch (e) {
+    if (e.status === 401) {
+      location.assign(`/login?next=${encodeURIComponent(location.pathname + location.search)}`);
+      return;
+    }
+    throw e;
+  }
+  alertBox = $("div", { class: "notice error", role: "alert", id: "alert" });
+  const tree = $("ul", { class: "tree", id: "tree" });
+  const viewer = $("section", { class: "viewer", id: "viewer" }, $("p", { class: "muted", text: "Open a file to read it here." }));
+  const here = $("code", { id: "here" });
+  const upload = $("input", { type: "file", id: "upload", multiple: true, disabled: true, "aria-label": "Upload files" });
+  let current = null; // the directory uploads go to: { path, children, level }
+  const dirs = new Map();
+
+  const choose = (d) => {
+    if (current) current.row.classList.remove("chosen");
+    current = d;
+    d.row.classList.add("chosen");
+    here.textContent = d.path;
+    upload.disabled = !(d.level === "stage" || d.level === "commit");
+  };
+
+  const entryPath = (dir, name) => (dir === "/" ? `/${name}` : `${dir}/${name}`);
+
+  async function load(d) {
+    alertBox.textContent = "";
+    let v;
+    try {
+      v = await api("GET", `/api/view?path=${encodeURIComponent(d.path)}`);
+    } catch (e) {
+      alertBox.textContent = e.message;
+      return;
+    }
+    d.level = v.level;
+    d.children.replaceChildren();
+    for (const e of v.entries) {
+      const path = entryPath(v.path, e.name);
+      const marks = [];
+      if (e.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+      if (e.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
+      const level = $("span", { class: `level level-${e.level}`, text: e.passage ? "passage" : e.level, title: e.passage ? "a way through, not open itself" : LEVEL_TITLE[e.level] || e.level });
+      if (e.kind === "dir") {
+        const li = $("li", { class: "dir", "data-path": path });
+        const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${e.name}` });
+        const name = $("button", { type: "button", class: "name", text: `${e.name}/` });
+        const row = $("div", { class: "row" }, toggle, name, level, ...marks);
+        const children = $("ul");
+        const sub = { path, children, row, level: e.level, open: false };
+        dirs.set(path, sub);
+        const flip = async () => {
+          sub.open = !sub.open;
+          toggle.textContent = sub.open ? "▾" : "▸";
+          if (sub.open) await load(sub);
+          else children.replaceChildren();
+        };
+        toggle.addEventListener("click", flip);
+        name.addEventListener("click", async () => {
+          choose(sub);
+          if (!sub.open) await flip();
+        });
+        li.append(row, children);
+        d.children.append(li);
+      } else {
+        const li = $("li", { class: "file", "data-path": path });
+        const name = $("button", { type: "button", class: "name", text: e.name, onclick: () => open(path) });
+        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${e.name}`, onclick: () => download(path, e.name) });
+        li.append($("div", { class: "row" }, $("span", { class: "toggle" }), name, level, ...marks, down));
+        d.children.append(li);
+      }
+    }
+    if (!v.entries.length) d.children.append($("li", { class: "muted", text: v.truncated ? "(too many entries to list)" : "(empty)" }));
+  }
+
+  async function read(path) {
+    return (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
+  }
+
+  async function open(path) {
+    alertBox.textContent = "";
+    try {
+      const text = await read(path);
+      const body = /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text });
+      viewer.replaceChildren($("h3", { class: "opened", text: path }), body);
+    } catch (e) {
+      alertBox.textContent = e.message;
+    }
+  }
+
+  async function download(path, name) {
+    alertBox.textContent = "";
+    try {
+      const text = await read(path);
+      const url = URL.createObjectURL(new Blob([text], { type: "application/octet-stream" }));
+      const a = $("a", { href: url, download: name, class: "hidden-link" });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+      document.body.dataset.downloaded = path;
+    } catch (e) {
+      alertBox.textContent = e.message;
+    }
+  }
+
+  upload.addEventListener("change", async () => {
+    if (!current) return;
+    alertBox.textContent = "";
+    for (const f of upload.files) {
+      const path = entryPath(current.path, f.name);
+      const r = await fetch(`/api/files/content?path=${encodeURIComponent(path)}`, { method: "PUT", body: f, credentials: "same-origin" });
+      if (!r.ok) {
+        let msg = `${r.status}`;
+        try { msg = (await r.json()).error || msg; } catch { /* not JSON */ }
+        alertBox.textContent = msg;
+      }
+    }
+    upload.value = "";
+    if (current.open || current.path === "/") await load(current);
+    document.body.dataset.uploaded = String(Number(document.body.dataset.uploaded || 0) + 1);
+  });
+
+  app.replaceChildren($("div", { class: "filespage" },
+    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: `Files of ${me.username}` })),
+    alertBox,
+    $("div", { class: "filesbody" },
+      $("div", { class: "treepane" }, tree,
+        $("div", { class: "uploadbar" }, $("label", { for: "upload" }, "Upload into ", here), upload)),
+      viewer)));
+  // The tree's top: the places the user's grants open; the home directory open and chosen.
+  const top = await api("GET", "/api/view");
+  const holder = { path: "", children: tree, row: null, level: "none", open: true };
+  for (const r of top.roots) {
+    const li = $("li", { class: "dir root", "data-path": r.path });
+    const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${r.path}` });
+    const name = $("button", { type: "button", class: "name", text: r.path });
+    const marks = [];
+    if (r.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+    if (r.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
+    const row = $("div", { class: "row" }, toggle, name, $("span", { class: `level level-${r.level}`, text: r.level, title: LEVEL_TITLE[r.level] || r.level }), ...marks);
+    const children = $("ul");
+    const d = { path: r.path, children, row, level: r.level, open: false };
+    dirs.set(r.path, d);
+    const flip = async () => {
+      d.open = !d.open;
+      toggle.textContent = d.open ? "▾" : "▸";
+      if (d.open) await load(d);
+      else children.replaceChildren();
+    };
+    toggle.addEventListener("click", flip);
+    name.addEventListener("click", async () => {
+      choose(d);
+      if (!d.open) await flip();
+    });
+    li.append(row, children);
+    holder.children.append(li);
+    if (r.path === top.home) {
+      await flip();
+      choose(d);
+    }
+  }
+  if (!top.roots.length) tree.append($("li", { class: "muted", text: "No place is open to you yet: an admin grants them." }));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
@@ -793,6 +969,7 @@ async function main() {
     if (path === "/login") signIn();
     else if (path === "/chats" || path === "/chats/") await chatPage(null);
     else if (path.startsWith("/chats/")) await chatPage(decodeURIComponent(path.slice("/chats/".length)));
+    else if (path === "/files") await filesPage();
     else location.replace("/chats");
   } catch (e) {
     app.replaceChildren($("p", { class: "error", text: `The page failed: ${e.message}` }));

@@ -29,7 +29,6 @@ struct Browser {
     _driver: Child,
     driver_port: u16,
     session: String,
-    _profile: tempfile::TempDir,
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -64,16 +63,19 @@ const INSTALL: &str = "install Debian's headless browser and its driver: \
                        `apt-get install -y chromium chromium-driver` (.ci/run does)";
 
 /// Starts chromedriver on a free port; its port.
-fn start_driver() -> Result<(Child, u16), String> {
+fn start_driver(profile: &std::path::Path) -> Result<(Child, u16), String> {
     let driver =
         on_path("chromedriver").ok_or_else(|| format!("chromedriver is not on PATH: {INSTALL}"))?;
     // `setsid` makes chromedriver the leader of a process group its browsers join; the shell
     // kills that group when its stdin closes, which happens when this test process ends.
-    let script = r#"setsid "$0" --port=0 </dev/null & d=$!; read _; kill -TERM -"$d"; wait"#;
+    // Then it removes the browser's profile (a static is never dropped, so no TempDir would).
+    let script =
+        r#"setsid "$0" --port=0 </dev/null & d=$!; read _; kill -TERM -"$d"; wait; rm -rf "$1""#;
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(script)
         .arg(&driver)
+        .arg(profile)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -104,8 +106,8 @@ fn start_driver() -> Result<(Child, u16), String> {
 async fn open_browser() -> Result<Browser, String> {
     let binary =
         chromium_binary().ok_or_else(|| format!("chromium is not installed: {INSTALL}"))?;
-    let (driver, port) = start_driver()?;
-    let profile = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let profile = tempfile::tempdir().map_err(|e| e.to_string())?.keep();
+    let (driver, port) = start_driver(&profile)?;
     let args = [
         "--headless".to_owned(),
         "--no-sandbox".into(),
@@ -123,7 +125,7 @@ async fn open_browser() -> Result<Browser, String> {
         "--disable-breakpad".into(),
         "--disable-crash-reporter".into(),
         "--window-size=1280,900".into(),
-        format!("--user-data-dir={}", profile.path().display()),
+        format!("--user-data-dir={}", profile.display()),
     ];
     let caps = json!({
         "browserName": "chrome",
@@ -148,7 +150,6 @@ async fn open_browser() -> Result<Browser, String> {
         _driver: driver,
         driver_port: port,
         session,
-        _profile: profile,
     })
 }
 
@@ -246,11 +247,14 @@ async fn until(c: &Client, what: &str, script: &str) -> Value {
 }
 
 async fn find(c: &Client, css: &str) -> fantoccini::elements::Element {
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css} in the page within {WAIT:?}: {e}"))
+    match c.wait().at_most(WAIT).for_element(Locator::Css(css)).await {
+        Ok(e) => e,
+        Err(e) => {
+            shot(c, "timed-out").await;
+            let body = page_text(c).await;
+            panic!("no {css} in the page within {WAIT:?} ({e}); it shows:\n{body}");
+        }
+    }
 }
 
 /// The page's visible text.
@@ -960,6 +964,117 @@ fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
             "return document.body.dataset.running === 'no'",
         )
         .await;
+    });
+}
+
+#[test]
+fn the_files_page_shows_the_view_as_a_tree_with_levels_and_uploads_through_it() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        std::fs::write(
+            server.tree().join("shared/readme.md"),
+            "# Shared\n\nfor **all** of us\n",
+        )
+        .unwrap();
+        std::fs::write(server.tree().join("home/alice/notes.txt"), "mine\n").unwrap();
+        let local = tempfile::tempdir().unwrap();
+        let upload = local.path().join("upload.txt");
+        std::fs::write(&upload, "sent from the page\n").unwrap();
+
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        find(c, "#tree li[data-path='/home/alice/notes.txt']").await;
+        let level = |p: &str| {
+            format!(
+                "return document.querySelector(\"#tree li[data-path='{p}'] > .row .level\").textContent"
+            )
+        };
+        // The tree's top is what the grants open (`/` and `/home` are passages).
+        assert_eq!(
+            js(
+                c,
+                "return [...document.querySelectorAll('#tree > li')].map(l => l.dataset.path)"
+            )
+            .await,
+            json!(["/home/alice", "/shared"])
+        );
+        assert_eq!(js(c, &level("/home/alice")).await, "stage");
+        assert_eq!(js(c, &level("/shared")).await, "ro");
+        assert_eq!(js(c, "return document.querySelector(\"#tree li[data-path='/shared'] > .row .mark.ro\")?.textContent").await, "read-only");
+        assert_eq!(find(c, "#here").await.text().await.unwrap(), "/home/alice");
+
+        // Upload into the home directory: the file lands in the tree on disk and in the list.
+        find(c, "#upload")
+            .await
+            .send_keys(upload.to_str().unwrap())
+            .await
+            .unwrap();
+        find(c, "#tree li[data-path='/home/alice/upload.txt']").await;
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/upload.txt")).unwrap(),
+            "sent from the page\n"
+        );
+        // Download it back.
+        find(c, "li[data-path='/home/alice/upload.txt'] .download")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the download",
+            "return document.body.dataset.downloaded === '/home/alice/upload.txt'",
+        )
+        .await;
+
+        // Open a shared file: Markdown is drawn (safely, as in the chat).
+        find(c, "li[data-path='/shared'] > .row .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "li[data-path='/shared/readme.md'] .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the opened file",
+            "return document.querySelector('#viewer .opened')?.textContent === '/shared/readme.md'",
+        )
+        .await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#viewer strong').textContent"
+            )
+            .await,
+            "all"
+        );
+        // /shared is read only: no upload offered there, and the view refuses a write anyway.
+        assert_eq!(find(c, "#here").await.text().await.unwrap(), "/shared");
+        assert!(
+            find(c, "#upload")
+                .await
+                .prop("disabled")
+                .await
+                .unwrap()
+                .is_some_and(|d| d == "true")
+        );
+        let refused = js(c, "return fetch('/api/files/content?path=/shared/x.txt', {method: 'PUT', body: 'x'}).then(async r => [r.status, (await r.json()).error])").await;
+        assert_eq!(refused[0], 403, "{refused}");
+        assert!(
+            refused[1].as_str().unwrap().starts_with("Read-only"),
+            "{refused}"
+        );
+        assert!(!server.tree().join("shared/x.txt").exists());
+        shot(c, "files").await;
+        c.set_window_size(390, 844).await.unwrap();
+        shot(c, "files-phone").await;
     });
 }
 
