@@ -157,6 +157,10 @@ impl FileTools {
         "list",
     ];
 
+    /// The tools that change a view's tree itself (a chat's: the agent's disk is changed with
+    /// its shell).
+    pub const TREE: &[&str] = &["mkdir", "mv", "rm"];
+
     /// File tools with an empty read ledger.
     pub fn new() -> FileTools {
         FileTools::default()
@@ -168,6 +172,7 @@ impl FileTools {
             "read" => self.read(view, paths, call),
             "write" | "edit" | "multiedit" => self.change(view, paths, call),
             "apply_patch" => self.patch(view, paths, call),
+            "mkdir" | "mv" | "rm" => Ok(FileTools::tree(view, call)),
             "glob" => (|| {
                 let pattern = required_str(call, "pattern")?;
                 let root = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
@@ -418,5 +423,52 @@ impl FileTools {
             }
         }
         Ok(ToolOutcome::ok(&call.id, out.join("\n")))
+    }
+}
+
+impl FileTools {
+    /// `mkdir`, `mv` and `rm` (to the trash) on `view`, by the view's rules and texts.
+    fn tree(view: &View, call: &ToolCall) -> ToolOutcome {
+        let a = &call.arguments;
+        let arg = |k: &str| a.get(k).and_then(Value::as_str);
+        let answer = match call.name.as_str() {
+            "mkdir" => match arg("path") {
+                None => return missing(call, "path"),
+                Some(p) => view
+                    .mkdir(p)
+                    .map(|()| format!("Created {}", view.resolve(p))),
+            },
+            "mv" => match (arg("from"), arg("to")) {
+                (None, _) => return missing(call, "from"),
+                (_, None) => return missing(call, "to"),
+                (Some(from), Some(to)) => view
+                    .mv(from, to)
+                    .map(|dst| format!("Moved {} to {dst}", view.resolve(from))),
+            },
+            _ => match arg("path") {
+                None => return missing(call, "path"),
+                Some(p) => {
+                    let recursive = a.get("recursive").and_then(Value::as_bool) == Some(true);
+                    let vp = view.resolve(p);
+                    match view.list(p) {
+                        Ok(listing) if !listing.entries.is_empty() && !recursive => {
+                            return ToolOutcome::error(
+                                &call.id,
+                                format!(
+                                    "Not empty: {vp} holds entries; pass recursive: true to delete it with everything in it."
+                                ),
+                            );
+                        }
+                        _ => {}
+                    }
+                    view.rm(p)
+                        .map(|id| format!("Moved {vp} to the trash (restore id {id})."))
+                }
+            },
+        };
+        match answer {
+            Ok(text) => ToolOutcome::ok(&call.id, text),
+            Err(e) => ToolOutcome::error(&call.id, e.to_string()),
+        }
     }
 }

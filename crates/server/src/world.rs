@@ -11,13 +11,10 @@ use harness_agent::{BoxFuture, CallContext, FileTools, Ran, ShownFile, ToolWorld
 use harness_core::protocol::ToolCall;
 use harness_fs::{Access, Backend, Level, View};
 use harness_loop::session::ToolOutcome;
-use serde_json::Value;
+use harness_spec::Project;
 use sqlx::SqlitePool;
 
 use crate::error::{Error, Result};
-
-/// The tools this world runs besides harness-agent's file tools.
-pub const RUNS: &[&str] = &["mkdir", "mv", "rm"];
 
 /// The grants a new user gets: their home directory to change, `/shared` to read.
 pub fn default_grants(username: &str) -> Vec<(String, Level)> {
@@ -115,6 +112,8 @@ pub struct ChatWorld {
     grants: String,
     files: FileTools,
     personal: PersonalTools,
+    /// `web_fetch` from the server, public addresses only; made on its first call.
+    web: std::sync::OnceLock<Result<harness_web::WebFetch, harness_web::Error>>,
 }
 
 impl ChatWorld {
@@ -130,6 +129,7 @@ impl ChatWorld {
                 memory: Some(memory),
                 user_skills: Some(skills),
             },
+            web: std::sync::OnceLock::new(),
         }
     }
 
@@ -137,74 +137,39 @@ impl ChatWorld {
         if let Some(out) = self.files.run(&self.view, &ViewPaths, call) {
             return out;
         }
-        match call.name.as_str() {
-            "mkdir" | "mv" | "rm" => self.change(call),
-            _ => {
-                let mut out = self.personal.run(&self.view, call).unwrap_or_else(|| {
-                    ToolOutcome::error(&call.id, format!("{} cannot run in a chat", call.name))
-                });
-                out.call_id = call.id.clone();
-                out
-            }
-        }
-    }
-
-    /// `mkdir`, `mv` and `rm` (to the trash), by the view's rules and texts.
-    fn change(&self, call: &ToolCall) -> ToolOutcome {
-        let a = &call.arguments;
-        let arg = |k: &str| a.get(k).and_then(Value::as_str);
-        let answer = match call.name.as_str() {
-            "mkdir" => match arg("path") {
-                None => return harness_agent::files::missing(call, "path"),
-                Some(p) => self
-                    .view
-                    .mkdir(p)
-                    .map(|()| format!("Created {}", self.view.resolve(p))),
-            },
-            "mv" => match (arg("from"), arg("to")) {
-                (None, _) => return harness_agent::files::missing(call, "from"),
-                (_, None) => return harness_agent::files::missing(call, "to"),
-                (Some(from), Some(to)) => self
-                    .view
-                    .mv(from, to)
-                    .map(|dst| format!("Moved {} to {dst}", self.view.resolve(from))),
-            },
-            _ => match arg("path") {
-                None => return harness_agent::files::missing(call, "path"),
-                Some(p) => {
-                    let recursive = a.get("recursive").and_then(Value::as_bool) == Some(true);
-                    let vp = self.view.resolve(p);
-                    match self.view.list(p) {
-                        Ok(listing) if !listing.entries.is_empty() && !recursive => {
-                            return ToolOutcome::error(
-                                &call.id,
-                                format!(
-                                    "Not empty: {vp} holds entries; pass recursive: true to delete it with everything in it."
-                                ),
-                            );
-                        }
-                        _ => {}
-                    }
-                    self.view
-                        .rm(p)
-                        .map(|id| format!("Moved {vp} to the trash (restore id {id})."))
-                }
-            },
-        };
-        match answer {
-            Ok(text) => ToolOutcome::ok(&call.id, text),
-            Err(e) => ToolOutcome::error(&call.id, e.to_string()),
-        }
+        let mut out = self.personal.run(&self.view, call).unwrap_or_else(|| {
+            ToolOutcome::error(&call.id, format!("{} cannot run in a chat", call.name))
+        });
+        out.call_id = call.id.clone();
+        out
     }
 }
 
 impl ToolWorld for ChatWorld {
     fn runs(&self, name: &str) -> bool {
-        FileTools::NAMES.contains(&name) || RUNS.contains(&name) || self.personal.runs(name)
+        FileTools::NAMES.contains(&name)
+            || FileTools::TREE.contains(&name)
+            || name == "web_fetch"
+            || self.personal.runs(name)
     }
 
-    fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {
-        Box::pin(async move { Ran::Done(tokio::task::block_in_place(|| self.run_sync(call))) })
+    fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
+        Box::pin(async move {
+            if call.name == "web_fetch" {
+                let web = self.web.get_or_init(|| {
+                    harness_web::WebFetch::new(Project::Llembas, harness_web::Reach::Public)
+                });
+                let fetched = match web {
+                    Ok(web) => web.fetch(&call.arguments, &cx.cancel).await,
+                    Err(e) => Err(e.clone()),
+                };
+                return Ran::Done(match fetched {
+                    Ok(text) => ToolOutcome::ok(&call.id, text),
+                    Err(e) => ToolOutcome::error(&call.id, e.to_string()),
+                });
+            }
+            Ran::Done(tokio::task::block_in_place(|| self.run_sync(call)))
+        })
     }
 
     fn values(&self) -> BTreeMap<String, String> {

@@ -224,3 +224,57 @@ fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
         assert_eq!(out.output, text, "{name} {args}");
     }
 }
+
+#[test]
+fn a_chats_tree_tools_make_move_and_trash_by_the_views_rules() {
+    let tree = MemoryBackend::new();
+    tree.add_dir(&VPath::parse("/home")).unwrap();
+    tree.add_dir(&VPath::parse("/shared")).unwrap();
+    tree.add_file(&VPath::parse("/shared/a.txt"), b"a\n".to_vec())
+        .unwrap();
+    let view = View::new(
+        Arc::new(tree),
+        Access::new()
+            .grant("/home", Level::Stage)
+            .grant("/shared", Level::Ro),
+    );
+    let tools = FileTools::new();
+    let run = |name: &str, args: Value| {
+        tools
+            .run(&view, &ViewPaths, &call(name, args))
+            .expect("a tree tool")
+    };
+
+    let made = run("mkdir", json!({"path": "/home/notes"}));
+    assert_eq!((made.output.as_str(), made.is_error), ("Created /home/notes", false));
+    run("write", json!({"path": "/home/notes/n.md", "content": "n\n"}));
+    let moved = run("mv", json!({"from": "/home/notes/n.md", "to": "/home/n.md"}));
+    assert_eq!(moved.output, "Moved /home/notes/n.md to /home/n.md");
+
+    // A directory with something in it goes to the trash only when asked for all of it.
+    run("write", json!({"path": "/home/notes/m.md", "content": "m\n"}));
+    let full = run("rm", json!({"path": "/home/notes"}));
+    assert!(full.is_error);
+    assert_eq!(
+        full.output,
+        "Not empty: /home/notes holds entries; pass recursive: true to delete it with everything in it."
+    );
+    let gone = run("rm", json!({"path": "/home/notes", "recursive": true}));
+    assert!(!gone.is_error, "{}", gone.output);
+    assert!(
+        gone.output.starts_with("Moved /home/notes to the trash (restore id "),
+        "{}",
+        gone.output
+    );
+
+    // A read-only place refuses with the view's own text; a missing argument is named.
+    let refused = run("rm", json!({"path": "/shared/a.txt"}));
+    assert!(refused.is_error, "{}", refused.output);
+    assert_eq!(
+        run("mv", json!({"from": "/home/n.md"})).output,
+        "mv: the argument `to` is missing"
+    );
+    for name in FileTools::TREE {
+        assert!(!FileTools::NAMES.contains(name), "{name} is a chat's, not the agent's");
+    }
+}
