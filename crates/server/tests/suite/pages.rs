@@ -264,3 +264,47 @@ async fn a_chats_mode_is_changed_by_its_owner_and_a_live_session_switches_at_onc
         "a\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_route_gives_levels_of_the_users_own_view_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    std::fs::write(server.tree().join("home/alice/notes.txt"), "mine\n").unwrap();
+
+    let (status, v) = alice.get("/api/view").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["path"], "/home/alice");
+    assert_eq!(v["home"], "/home/alice");
+    assert_eq!(v["level"], "stage");
+    assert_eq!(
+        v["roots"],
+        json!([
+            {"path": "/home/alice", "level": "stage", "mount": false, "read_only": false},
+            {"path": "/shared", "level": "ro", "mount": false, "read_only": true},
+        ])
+    );
+    assert_eq!(
+        v["entries"],
+        json!([{"name": "notes.txt", "kind": "file", "mount": false, "read_only": false,
+            "level": "stage", "passage": false}])
+    );
+    let (status, v) = alice.get("/api/view?path=/shared").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["level"], "ro");
+
+    // Bob's view does not hold alice's home: the view's own refusal.
+    let (status, v) = bob.get("/api/view?path=/home/alice").await;
+    assert_eq!(status, 403, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("Access denied"),
+        "{v}"
+    );
+    let (_, v) = bob.get("/api/view").await;
+    assert_eq!(v["home"], "/home/bob");
+    assert_eq!(v["entries"], json!([]));
+    // Not signed in: 401.
+    let (status, _) = Client::anonymous(&server.base).get("/api/view").await;
+    assert_eq!(status, 401);
+}
