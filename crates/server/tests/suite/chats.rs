@@ -262,3 +262,57 @@ async fn a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
     let end = stream.until(run_end(&run2)).await;
     assert_eq!(end.last().unwrap().data["event"]["status"], "finished");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_fetches_no_address_of_the_servers_own_network_and_asks_with_the_diff() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let inside = format!("{}/models", model.base_url());
+    model.push(tool_call("c1", "web_fetch", json!({"url": inside})));
+    model.push(text(&["Cannot."]));
+    model.push(tool_call(
+        "c2",
+        "write",
+        json!({"path": "new.md", "content": "one\n"}),
+    ));
+    model.push(text(&["Asked."]));
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+
+    let run = alice.say(&chat, "fetch the model list").await;
+    let events = stream.until(run_end(&run)).await;
+    let finished = events
+        .iter()
+        .find(|e| e.kind() == "tool_call_finished")
+        .expect("the call is answered");
+    let result = &finished.data["event"]["result"];
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["content"].as_str().unwrap().ends_with(&format!(
+            "web_fetch: {inside} is on the server's own network; it is not fetched"
+        )),
+        "{result}"
+    );
+
+    // The permission question of a write shows the change it would make.
+    let run = alice.say(&chat, "write a file").await;
+    let asked = stream.until(|e| e.kind() == "tool_call_asked").await;
+    let question = &asked.last().unwrap().data["event"]["question"];
+    assert_eq!(
+        question["change"], "--- /dev/null\n+++ /home/alice/new.md\n@@ -0,0 +1 @@\n+one\n",
+        "{question}"
+    );
+    let approval = asked.last().unwrap().data["event"]["approval"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "no"}),
+        )
+        .await;
+    stream.until(run_end(&run)).await;
+}
