@@ -36,6 +36,7 @@ pub const HELP: &str = "\
 /new                            start a new session
 /resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
+/undo                           put back the files the last turn changed (with the file tools)
 @PATH (in a prompt)             attach a file's content (Tab completes the path)
 !COMMAND                        run a command (the model's permission rules); sent with your next prompt
 /help                           this list
@@ -66,6 +67,8 @@ pub enum Line {
     Resume(Option<String>),
     /// `/status`.
     Status,
+    /// `/undo`.
+    Undo,
     /// `/help`.
     Help,
     /// `!command`: a shell command the person runs.
@@ -126,6 +129,7 @@ pub fn parse_line(line: &str) -> Line {
         "new" => Line::New,
         "resume" => Line::Resume(arg.map(str::to_owned)),
         "status" => Line::Status,
+        "undo" => Line::Undo,
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
         other => Line::Unknown(format!("unknown command /{other}: /help lists them")),
@@ -135,7 +139,7 @@ pub fn parse_line(line: &str) -> Line {
 /// The slash commands Tab completes.
 const COMMANDS: &[&str] = &[
     "compact", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall", "resume",
-    "rewind", "status",
+    "rewind", "status", "undo",
 ];
 
 /// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
@@ -451,6 +455,8 @@ async fn session_loop(
     let perms = parts.perms.clone();
     // What the person ran with `!`, for the model with the next prompt.
     let mut ran: Vec<String> = Vec::new();
+    // The file changes of the person's last turn (path, before, after), for `/undo`.
+    let mut changes: Vec<(String, String, String)> = Vec::new();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
     driver.answers_questions();
@@ -635,6 +641,20 @@ async fn session_loop(
                 println!("{}", view.status(&id, &model, &endpoint, mode, window));
                 continue;
             }
+            Line::Undo => {
+                let (restored, said) = undo(&std::mem::take(&mut changes));
+                println!("{said}");
+                if !restored.is_empty()
+                    && let Ok(cfg) = harness_loop::config::LoopConfig::embedded()
+                {
+                    ran.push(
+                        cfg.calls
+                            .person_undo
+                            .replace("{files}", &restored.join(", ")),
+                    );
+                }
+                continue;
+            }
             Line::Help => {
                 println!("{HELP}");
                 continue;
@@ -764,6 +784,7 @@ async fn session_loop(
         let _quiet = NoEcho::new();
         let mut ours = false;
         view.live = true;
+        changes.clear();
         spinner.start("thinking");
         loop {
             tokio::select! {
@@ -805,6 +826,9 @@ async fn session_loop(
                     }
                     if matches!(&out, Out::Event(Event::UserInput { origin: Origin::Person, .. })) {
                         ours = true;
+                    }
+                    if let Out::Edit { path, before, after, .. } = &out {
+                        changes.push((path.clone(), before.clone(), after.clone()));
                     }
                     let ended = ours && matches!(&out, Out::Event(Event::TurnEnded { .. }));
                     spinner.stop();
@@ -1023,6 +1047,52 @@ fn capped(cfg: &harness_loop::config::LoopConfig, output: &str) -> String {
         );
     }
     kept
+}
+
+/// Puts back the files a turn changed (`changes` in order: path, before, after): each to its
+/// text before the turn's first change, a file the turn made removed; a file changed since is
+/// left as it is and said. The files put back, and what to tell the person.
+fn undo(changes: &[(String, String, String)]) -> (Vec<String>, String) {
+    if changes.is_empty() {
+        return (
+            Vec::new(),
+            "nothing to undo: the last turn changed no file with the file tools".into(),
+        );
+    }
+    // Per file: the text before its first change and after its last.
+    let mut files: Vec<(&str, &str, &str)> = Vec::new();
+    for (path, before, after) in changes {
+        match files.iter_mut().find(|f| f.0 == path) {
+            Some(f) => f.2 = after,
+            None => files.push((path, before, after)),
+        }
+    }
+    let mut restored = Vec::new();
+    let mut said = Vec::new();
+    for (path, before, after) in files {
+        let now = std::fs::read_to_string(path).unwrap_or_default();
+        if now != after {
+            said.push(format!("  {path}: changed since the turn, left as it is"));
+            continue;
+        }
+        let done = if before.is_empty() {
+            std::fs::remove_file(path).map(|()| "removed (the turn made it)")
+        } else {
+            std::fs::write(path, before).map(|()| "put back")
+        };
+        match done {
+            Ok(how) => {
+                said.push(format!("  {path}: {how}"));
+                restored.push(path.to_owned());
+            }
+            Err(e) => said.push(format!("  {path}: not put back: {e}")),
+        }
+    }
+    said.insert(
+        0,
+        "undid the last turn's file changes (a command's changes are not undone):".into(),
+    );
+    (restored, said.join("\n"))
 }
 
 /// How many sessions `/resume` lists.

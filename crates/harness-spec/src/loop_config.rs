@@ -157,6 +157,9 @@ pub struct CallTexts {
     /// A file the person named with `@path` in a prompt, attached after it (`{path}`,
     /// `{content}`).
     pub person_mention: String,
+    /// The person undid the last turn's file changes (`/undo`), said before their next prompt
+    /// (`{files}`).
+    pub person_undo: String,
 }
 
 /// `parallel`.

@@ -896,3 +896,82 @@ async fn tab_completes_and_at_path_attaches_a_file() {
         .join("\n");
     insta::assert_snapshot!(screen);
 }
+
+/// `/undo` puts back the files the last turn changed with the file tools (a file it made is
+/// removed), and the model is told with the next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_puts_back_the_last_turns_files() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    let server = ScriptedServer::start(vec![
+        tool_call("c0", "read", json!({"path": "a.txt"})),
+        calls(&[
+            (
+                "c1",
+                "write",
+                json!({"path": "new.txt", "content": "one\n"}),
+            ),
+            (
+                "c2",
+                "edit",
+                json!({"path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+            ),
+        ]),
+        tool_call(
+            "c3",
+            "edit",
+            json!({"path": "a.txt", "old_string": "beta", "new_string": "gamma"}),
+        ),
+        text(&["Changed."]),
+        text(&["Understood."]),
+    ])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "auto"]);
+        s.expect("auto ›");
+        s.send_line("change things");
+        s.expect("Changed.");
+        s.expect("auto ›");
+        s.send_line("/undo");
+        s.expect("removed");
+        s.expect("auto ›");
+        s.send_line("/undo");
+        s.expect("nothing to undo");
+        s.expect("auto ›");
+        s.send_line("ok?");
+        s.expect("Understood.");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    assert_eq!(sb.read("a.txt"), "alpha\n");
+    assert!(!sb.project.path().join("new.txt").exists());
+    let bodies = server.bodies();
+    let last = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        last.contains("the person undid the file changes of the last turn"),
+        "{last}"
+    );
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    insta::assert_snapshot!(
+        screen
+            .replace(&id, "[session]")
+            .replace(&sb.root().display().to_string(), "[project]")
+    );
+}
