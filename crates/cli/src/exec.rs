@@ -25,23 +25,6 @@ use harness_agent::{Exit, Ran};
 
 use crate::process;
 
-/// The spec tools this machine's world runs besides harness-agent's file tools (the runtime
-/// answers the plan tools, `task`, `question`, `show` and `session_search`; the loop `recall`,
-/// `report` and the job tools).
-pub const RUNS: &[&str] = &[
-    "bash",
-    "notes_search",
-    "note_view",
-    "note_manage",
-    "knowledge_search",
-    "knowledge_get",
-    "memory",
-    "skills_list",
-    "skill_view",
-    "skill_manage",
-    "web_fetch",
-];
-
 /// The file system of one session.
 pub struct Exec {
     root: PathBuf,

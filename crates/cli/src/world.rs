@@ -10,7 +10,7 @@ use harness_agent::{BoxFuture, CallContext, JobSpawner, Process, Ran, ShownFile,
 use harness_core::protocol::ToolCall;
 use harness_loop::session::ToolOutcome;
 
-use crate::exec::{Exec, RUNS};
+use crate::exec::Exec;
 
 /// The working directory's tools.
 pub struct HostWorld {
@@ -31,7 +31,12 @@ impl HostWorld {
 
 impl ToolWorld for HostWorld {
     fn runs(&self, name: &str) -> bool {
-        harness_agent::FileTools::NAMES.contains(&name) || RUNS.contains(&name)
+        // The shell and the web from this machine, the file tools on its disk, and the person's
+        // own things (library, memory — a client instance's when it lends its API — skills).
+        matches!(name, "bash" | "web_fetch")
+            || harness_agent::FileTools::NAMES.contains(&name)
+            || self.exec.personal.runs(name)
+            || (name == "memory" && self.exec.memory_api.is_some())
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
