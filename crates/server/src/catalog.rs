@@ -112,7 +112,8 @@ async fn index() -> Response {
     let spec = Spec::embedded();
     let mut body = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>LLeMbas</title></head><body>\
-         <h1>LLeMbas</h1><p>Harness spec {} (sha256 <code>{}</code>)</p>",
+         <h1>LLeMbas</h1><p><a href=\"/chats\">Open the chats</a> · <a href=\"/files\">Files</a></p>\
+         <p>Harness spec {} (sha256 <code>{}</code>)</p>",
         escape(&spec.version().to_string()),
         spec.sha256()
     );
