@@ -1195,11 +1195,8 @@ async fn open_session(
                 format!("Resource not found: no saved session {id}"),
             ));
         }
-        // The mode the session last had.
-        if let Some(m) = std::fs::read_to_string(store.dir(id).join(MODE_FILE))
-            .ok()
-            .and_then(|m| m.trim().parse::<Mode>().ok())
-        {
+        // The mode the session last had (kept in its metadata by the runtime).
+        if let Some(m) = store.find(id, &settings.cwd).ok().and_then(|m| m.mode) {
             settings.mode = m;
         }
     }
@@ -1256,7 +1253,6 @@ async fn open_session(
         .as_deref()
         .map(|e| replay_updates(e, &req.cwd))
         .unwrap_or_default();
-    let mode_file = parts.store.dir(&parts.meta.id).join(MODE_FILE);
     let client = parts.client.clone();
     let (setup, resume) = parts.into_setup();
     let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx).map_err(|e| {
@@ -1331,7 +1327,6 @@ async fn open_session(
         machine: Arc::new(Mutex::new(None)),
         scope,
         cwd: req.cwd.clone(),
-        mode_file,
     };
     if let Ok(mut s) = state.sessions.lock() {
         s.insert(id.clone(), open);
@@ -1523,12 +1518,7 @@ struct Pump {
     scope: Option<Value>,
     /// The session's directory, for a call's relative path.
     cwd: PathBuf,
-    /// Where the session's mode is kept for `session/load`.
-    mode_file: PathBuf,
 }
-
-/// The file in a session's directory that keeps its mode.
-const MODE_FILE: &str = "mode";
 
 /// What the Pump keeps of a call while it runs.
 struct CallSeen {
@@ -1903,8 +1893,6 @@ impl Pump {
                 if let Ok(mut m) = self.mode.lock() {
                     *m = mode;
                 }
-                // Kept for `session/load`.
-                let _ = std::fs::write(&self.mode_file, mode.as_str());
                 self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
                     mode.as_str(),
                 )));
