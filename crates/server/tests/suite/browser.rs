@@ -69,8 +69,11 @@ fn start_driver(profile: &std::path::Path) -> Result<(Child, u16), String> {
     // `setsid` makes chromedriver the leader of a process group its browsers join; the shell
     // kills that group when its stdin closes, which happens when this test process ends.
     // Then it removes the browser's profile (a static is never dropped, so no TempDir would).
-    let script =
-        r#"setsid "$0" --port=0 </dev/null & d=$!; read _; kill -TERM -"$d"; wait; rm -rf "$1""#;
+    // A TERM, INT or HUP sent to the test's process group does the same.
+    let script = r#"setsid "$0" --port=0 </dev/null & d=$!
+        end() { kill -TERM -"$d" 2>/dev/null; wait; rm -rf "$1"; exit 0; }
+        trap end TERM INT HUP
+        read _; end"#;
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(script)
