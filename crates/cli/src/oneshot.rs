@@ -96,6 +96,9 @@ pub async fn run(
     let mut stdout = std::io::stdout().lock();
     let mut line_open = false;
     let mut streamed = render::Streamed::default();
+    // The answer drawn as Markdown on a terminal with colour; piped, as the model wrote it.
+    let mut md = (output == OutputFormat::Text && render::color_on_stdout())
+        .then(render::markdown::Markdown::new);
     let mut interrupts = 0u32;
     let mut totals = Totals::new();
     if output == OutputFormat::Json {
@@ -131,7 +134,7 @@ pub async fn run(
                 let Some(out) = out else { continue };
                 totals.note(&out);
                 if let Out::Question { call_id, options, .. } = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
+                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
                         (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| crate::render::question_reply(&l, options)),
                         _ => None,
@@ -140,12 +143,12 @@ pub async fn run(
                     continue;
                 }
                 if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
+                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;
                     let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                     continue;
                 }
-                emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed)?;
+                emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
             }
             _ = sigint.recv() => {
                 interrupts += 1;
@@ -168,7 +171,11 @@ pub async fn run(
             color,
             &mut line_open,
             &mut streamed,
+            &mut md,
         )?;
+    }
+    if let Some(md) = &mut md {
+        write!(stdout, "{}", md.finish())?;
     }
     if line_open && output == OutputFormat::Text {
         writeln!(stdout)?;
@@ -319,7 +326,19 @@ fn emit(
     color: bool,
     line_open: &mut bool,
     streamed: &mut render::Streamed,
+    md: &mut Option<render::markdown::Markdown>,
 ) -> Result<()> {
+    // The answer's held Markdown is drawn before anything else is.
+    let text_now = matches!(out, Out::Event(Event::TextDelta { .. }));
+    if !text_now
+        && format == OutputFormat::Text
+        && let Some(m) = md
+        && m.pending()
+        && !matches!(out, Out::Event(Event::ModelAnswered { .. }))
+    {
+        write!(stdout, "{}", m.finish())?;
+        stdout.flush()?;
+    }
     match format {
         OutputFormat::Json => {
             if let Out::Event(e) = out {
@@ -330,9 +349,14 @@ fn emit(
         }
         OutputFormat::Text => match out {
             Out::Event(Event::TextDelta { text }) => {
-                write!(stdout, "{text}")?;
+                match md {
+                    Some(m) => write!(stdout, "{}", m.push(text, true))?,
+                    None => {
+                        write!(stdout, "{text}")?;
+                        *line_open = !text.ends_with('\n');
+                    }
+                }
                 stdout.flush()?;
-                *line_open = !text.ends_with('\n');
             }
             Out::Event(Event::StepStarted { .. }) if *line_open => {
                 writeln!(stdout)?;

@@ -628,6 +628,17 @@ async fn a_burst_of_shift_tabs_cycles_once_a_press() {
 
 /// The terminal in `dir` with these arguments (under `NO_COLOR`).
 fn spawn_in(dir: &std::path::Path, home: &std::path::Path, url: &str, args: &[&str]) -> Screen {
+    spawn_with(dir, home, url, args, true)
+}
+
+/// [`spawn_in`], with colour unless `no_color`.
+fn spawn_with(
+    dir: &std::path::Path,
+    home: &std::path::Path,
+    url: &str,
+    args: &[&str],
+    no_color: bool,
+) -> Screen {
     let mut cmd = std::process::Command::new(bin());
     cmd.args(args)
         .current_dir(dir)
@@ -635,10 +646,12 @@ fn spawn_in(dir: &std::path::Path, home: &std::path::Path, url: &str, args: &[&s
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("LLEMBAS_HOME", home)
-        .env("NO_COLOR", "1")
         .env("TERM", "xterm")
         .env("OPENAI_BASE_URL", url)
         .env("OPENAI_MODEL", "scripted");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
     let mut session = expectrl::Session::spawn(cmd).unwrap();
     session.get_process_mut().set_window_size(100, 60).unwrap();
     session.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
@@ -974,4 +987,33 @@ async fn undo_puts_back_the_last_turns_files() {
             .replace(&id, "[session]")
             .replace(&sb.root().display().to_string(), "[project]")
     );
+}
+
+/// A one-shot run's answer is drawn as Markdown on a terminal with colour too (piped it is
+/// plain: the one-shot tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_draws_markdown_on_a_terminal() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![text(&[
+        "# Result\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nAll **good**.",
+    ])])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let (screen, bytes) = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_with(&root, &home, &url, &["-p", "check"], false);
+        s.expect("llembas: session");
+        (s.render(), s.bytes.clone())
+    })
+    .await
+    .unwrap();
+    let raw = String::from_utf8_lossy(&bytes);
+    assert!(raw.contains("\x1b[1mgood\x1b[0m"), "{raw:?}");
+    let answer: Vec<&str> = screen
+        .lines()
+        .filter(|l| !l.starts_with("llembas:"))
+        .collect();
+    insta::assert_snapshot!(answer.join("\n"));
 }
