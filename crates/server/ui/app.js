@@ -219,6 +219,17 @@ function diffView(before, after) {
   return pre;
 }
 
+// A unified diff as the harness gives it (a permission question's `change`), lines coloured.
+function unifiedView(text) {
+  const pre = $("pre", { class: "diff" });
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    const head = line.startsWith("+++") || line.startsWith("---") || line.startsWith("@@");
+    const kind = head ? "ctx muted" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+    pre.append($("span", { class: kind, text: line }));
+  }
+  return pre;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sign-in.
 
@@ -766,7 +777,9 @@ class ChatView {
         alertBox.textContent = err.message;
       }
     };
-    const preview = proposed(card.block, card.call);
+    // The change the harness foresaw (write, edit, multiedit, a patch), else one drawn from the
+    // call's arguments.
+    const preview = typeof q.change === "string" && q.change ? unifiedView(q.change) : proposed(card.block, card.call);
     if (preview) {
       preview.classList.add("preview");
       card.preview = preview;

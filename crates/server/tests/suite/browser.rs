@@ -607,15 +607,13 @@ fn a_write_is_asked_in_the_page_survives_a_reload_and_is_approved_with_its_diff(
         say(c, "write me a note").await;
 
         find(c, ".ask .yes").await;
+        // The change the write would make, as the harness foresaw it.
         let preview = js(
             c,
-            "return document.querySelector('.tool .preview').textContent",
+            "return [...document.querySelectorAll('.tool .preview .add')].map(l => l.textContent)",
         )
         .await;
-        assert!(
-            preview.as_str().unwrap().contains("+ hello from the page"),
-            "{preview}"
-        );
+        assert_eq!(preview, json!(["+# Notes", "+hello from the page"]));
         let ask = js(c, "return document.querySelector('.ask').textContent").await;
         assert!(ask.as_str().unwrap().contains("Allow write"), "{ask}");
         shot(c, "write-asked").await;
