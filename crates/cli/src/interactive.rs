@@ -694,7 +694,7 @@ async fn session_loop(
                     continue;
                 };
                 print!("{}", shell_shown(&output, code, color));
-                ran.push(person_shell_text(&command, code, &output));
+                ran.push(harness_agent::person::shell(&command, code, &output));
                 continue;
             }
             Line::Unknown(msg) => {
@@ -964,37 +964,13 @@ fn shell_shown(output: &str, code: i32, color: bool) -> String {
 /// Lines of a `!command`'s output shown on the screen.
 const SHELL_SHOWN_LINES: usize = 20;
 
-/// What the model is told of a `!command` (loop.json `calls.person_shell`), its output capped
-/// as a result is (`context.cap`: head and tail lines, head and tail characters).
-fn person_shell_text(command: &str, code: i32, output: &str) -> String {
-    let Ok(cfg) = harness_loop::config::LoopConfig::embedded() else {
-        return format!("$ {command}\n{output}");
-    };
-    cfg.calls
-        .person_shell
-        .replace("{command}", command)
-        .replace("{code}", &code.to_string())
-        .replace("{output}", &capped(&cfg, output))
-}
-
 /// The files a prompt names with `@path` (under the session's directory, or absolute) that
 /// exist and read as text: each as the model is told of it (loop.json
 /// `calls.person_mention`, capped as a result is), and a line for the person.
 fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
-    let Ok(cfg) = harness_loop::config::LoopConfig::embedded() else {
-        return Vec::new();
-    };
-    let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    for word in prompt.split_whitespace() {
-        let Some(path) = word.strip_prefix('@') else {
-            continue;
-        };
-        let path = path.trim_end_matches([',', '.', ';', ':', '?', '!', ')']);
-        if path.is_empty() || !seen.insert(path.to_owned()) {
-            continue;
-        }
-        let full = root.join(path);
+    for path in harness_agent::person::mentioned_paths(prompt) {
+        let full = root.join(&path);
         if !full.is_file() {
             continue;
         }
@@ -1002,13 +978,8 @@ fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
             continue;
         };
         let lines = content.lines().count();
-        let text = cfg
-            .calls
-            .person_mention
-            .replace("{path}", path)
-            .replace("{content}", &capped(&cfg, &content));
         out.push((
-            text,
+            harness_agent::person::mention(&path, &content),
             format!(
                 "  attached {path} ({lines} line{})",
                 if lines == 1 { "" } else { "s" }
@@ -1016,37 +987,6 @@ fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
         ));
     }
     out
-}
-
-/// `text` capped as a tool result is (`context.cap`: head and tail lines, head and tail
-/// characters).
-fn capped(cfg: &harness_loop::config::LoopConfig, output: &str) -> String {
-    let cap = &cfg.context.cap;
-    let lines: Vec<&str> = output.lines().collect();
-    let (head, tail) = (
-        cap.head_lines.min(lines.len()),
-        cap.tail_lines.min(lines.len()),
-    );
-    let mut kept = if lines.len() > cap.max_lines && head + tail < lines.len() {
-        let n = lines.len() - head - tail;
-        format!(
-            "{}\n[{n} lines elided]\n{}",
-            lines[..head].join("\n"),
-            lines[lines.len() - tail..].join("\n")
-        )
-    } else {
-        output.trim_end().to_owned()
-    };
-    if kept.chars().count() > cap.max_chars.max(cap.head_chars + cap.tail_chars) {
-        let head: String = kept.chars().take(cap.head_chars).collect();
-        let total = kept.chars().count();
-        let tail: String = kept.chars().skip(total - cap.tail_chars).collect();
-        kept = format!(
-            "{head}\n[{} characters elided]\n{tail}",
-            total - cap.head_chars - cap.tail_chars
-        );
-    }
-    kept
 }
 
 /// Puts back the files a turn changed (`changes` in order: path, before, after): each to its

@@ -80,6 +80,7 @@ pub mod library;
 mod manager;
 pub mod output;
 pub mod perm;
+pub mod person;
 pub mod personal;
 pub mod preview;
 pub mod protocol;

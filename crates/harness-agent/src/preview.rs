@@ -40,11 +40,15 @@ pub fn change(world: &dyn ToolWorld, call: &ToolCall) -> Option<String> {
     // A file not there yet is named as the world names the files it has: under its place.
     let shown = match &now {
         Ok(f) => f.path.clone(),
-        Err(_) => harness_fs::VPath::resolve(&harness_fs::VPath::parse(&world.place()), path)
-            .to_string(),
+        Err(_) => {
+            harness_fs::VPath::resolve(&harness_fs::VPath::parse(&world.place()), path).to_string()
+        }
     };
     let (before, after) = if call.name == "write" {
-        (now.map(|f| f.content).unwrap_or_default(), s("content")?.to_owned())
+        (
+            now.map(|f| f.content).unwrap_or_default(),
+            s("content")?.to_owned(),
+        )
     } else {
         let before = now.ok()?.content;
         let edits: Vec<harness_fs::tools::EditSpec> = match call.arguments.get("edits") {

@@ -246,13 +246,25 @@ fn a_chats_tree_tools_make_move_and_trash_by_the_views_rules() {
     };
 
     let made = run("mkdir", json!({"path": "/home/notes"}));
-    assert_eq!((made.output.as_str(), made.is_error), ("Created /home/notes", false));
-    run("write", json!({"path": "/home/notes/n.md", "content": "n\n"}));
-    let moved = run("mv", json!({"from": "/home/notes/n.md", "to": "/home/n.md"}));
+    assert_eq!(
+        (made.output.as_str(), made.is_error),
+        ("Created /home/notes", false)
+    );
+    run(
+        "write",
+        json!({"path": "/home/notes/n.md", "content": "n\n"}),
+    );
+    let moved = run(
+        "mv",
+        json!({"from": "/home/notes/n.md", "to": "/home/n.md"}),
+    );
     assert_eq!(moved.output, "Moved /home/notes/n.md to /home/n.md");
 
     // A directory with something in it goes to the trash only when asked for all of it.
-    run("write", json!({"path": "/home/notes/m.md", "content": "m\n"}));
+    run(
+        "write",
+        json!({"path": "/home/notes/m.md", "content": "m\n"}),
+    );
     let full = run("rm", json!({"path": "/home/notes"}));
     assert!(full.is_error);
     assert_eq!(
@@ -262,7 +274,8 @@ fn a_chats_tree_tools_make_move_and_trash_by_the_views_rules() {
     let gone = run("rm", json!({"path": "/home/notes", "recursive": true}));
     assert!(!gone.is_error, "{}", gone.output);
     assert!(
-        gone.output.starts_with("Moved /home/notes to the trash (restore id "),
+        gone.output
+            .starts_with("Moved /home/notes to the trash (restore id "),
         "{}",
         gone.output
     );
@@ -275,6 +288,9 @@ fn a_chats_tree_tools_make_move_and_trash_by_the_views_rules() {
         "mv: the argument `to` is missing"
     );
     for name in FileTools::TREE {
-        assert!(!FileTools::NAMES.contains(name), "{name} is a chat's, not the agent's");
+        assert!(
+            !FileTools::NAMES.contains(name),
+            "{name} is a chat's, not the agent's"
+        );
     }
 }

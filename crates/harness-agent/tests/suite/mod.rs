@@ -4,6 +4,7 @@
 mod files;
 mod library;
 mod output;
+mod person;
 mod personal;
 mod runtime;
 

@@ -869,5 +869,8 @@ async fn a_change_is_asked_with_the_diff_it_would_make() {
         assert_eq!(asked.change.as_deref(), diff, "{asked:?}");
     }
     // The world's reading of the file is what the diff starts from.
-    assert_eq!(EditWorld.read_for_show("notes.md").unwrap().content, "# Notes\n");
+    assert_eq!(
+        EditWorld.read_for_show("notes.md").unwrap().content,
+        "# Notes\n"
+    );
 }
