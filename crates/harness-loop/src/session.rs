@@ -1325,11 +1325,17 @@ impl Session {
             call_id: call.id.clone(),
             text: inserted.text.clone(),
         });
+        let label = inserted
+            .text
+            .strip_suffix(inserted.body.as_str())
+            .map(|l| l.trim_end_matches('\n').to_owned())
+            .unwrap_or_default();
         vec![Action::Emit(Event::ToolCallFinished {
             result: ToolResult {
                 call_id: call.id.clone(),
                 result_id: inserted.id,
                 content: inserted.text,
+                label,
                 is_error: inserted.kind == InsertKind::Error,
             },
         })]
@@ -1340,17 +1346,11 @@ impl Session {
             return Vec::new();
         }
         let mut actions = Vec::new();
-        let label = inserted
-            .text
-            .strip_suffix(inserted.body.as_str())
-            .map(|l| l.trim_end_matches('\n').to_owned())
-            .unwrap_or_default();
         if self.phase == Phase::Model && !shown.trim().is_empty() {
             // What the person saw of the answer stays what the model said.
             self.push_assistant(shown, String::new(), Vec::new());
         }
         self.take_results(&results, true);
-                label,
         if !self.pending.calls.is_empty() {
             let calls = std::mem::take(&mut self.pending.calls);
             let slots = std::mem::take(&mut self.pending.slots);
