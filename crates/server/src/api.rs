@@ -309,7 +309,7 @@ async fn events(
     };
     // Subscribe before reading what is stored, so nothing falls between the two.
     let follow = Follow {
-        rx: app.hub.subscribe(),
+        rx: app.hub.subscribe(user.id),
         app: app.clone(),
         user_id: user.id,
         last,

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -97,6 +98,33 @@ pub fn hash_password(password: &str) -> Result<String> {
         .map_err(|e| Error::Hash(e.to_string()))
 }
 
+/// Runs a password hash or check off the async threads, as many at once as the machine has
+/// cores: each takes Argon2's 19 MiB while it runs, so a burst of sign-ins must not take that
+/// memory once per request (200 at once held 2.4 GB, kept by the allocator after).
+async fn hashing<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, usize::from))
+    });
+    let _slot = slots
+        .acquire()
+        .await
+        .map_err(|e| Error::Hash(e.to_string()))?;
+    let now = HASHING.fetch_add(1, Ordering::SeqCst) + 1;
+    HASHING_PEAK.fetch_max(now, Ordering::SeqCst);
+    let done = tokio::task::spawn_blocking(f).await;
+    HASHING.fetch_sub(1, Ordering::SeqCst);
+    done.map_err(|e| Error::Hash(e.to_string()))
+}
+
+static HASHING: AtomicUsize = AtomicUsize::new(0);
+static HASHING_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// The most password hashes or checks this process has run at once.
+pub fn hashing_peak() -> usize {
+    HASHING_PEAK.load(Ordering::SeqCst)
+}
+
 fn verify_password(password: &str, hash: &str) -> bool {
     Argon2::default()
         .verify_password(password.as_bytes(), hash)
@@ -130,9 +158,7 @@ pub async fn create_user(
         )));
     }
     let password = password.to_owned();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|e| Error::Hash(e.to_string()))??;
+    let hash = hashing(move || hash_password(&password)).await??;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO users (username, password_hash, role, created) VALUES ($1, $2, $3, $4) RETURNING id",
     )
@@ -217,7 +243,7 @@ pub async fn login(
     .await?;
     let password = password.to_owned();
     let stored = row.as_ref().map(|r| r.2.clone());
-    let ok = tokio::task::spawn_blocking(move || match stored {
+    let ok = hashing(move || match stored {
         Some(hash) => verify_password(&password, &hash),
         None => {
             if let Some(dummy) = DUMMY_HASH.get_or_init(|| hash_password("not a password").ok()) {
@@ -226,8 +252,7 @@ pub async fn login(
             false
         }
     })
-    .await
-    .map_err(|e| Error::Hash(e.to_string()))?;
+    .await?;
     let Some((id, name, _, role, disabled)) = row.filter(|_| ok) else {
         app.limiter.failed(username, ip);
         return Err(Error::Unauthorized("wrong username or password".into()));

@@ -13,7 +13,7 @@ use harness_spec::Project;
 use serde::Serialize;
 use serde_json::{Value, json};
 use sqlx::SqlitePool;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use crate::App;
 use crate::auth::User;
@@ -24,6 +24,9 @@ use crate::world::{ChatWorld, grants_text, user_grants, user_view};
 
 /// How many events a slow stream may fall behind before it reads the rest from the database.
 const BROADCAST_CAPACITY: usize = 4096;
+
+mod hub;
+pub use hub::Hub;
 
 /// The model endpoint, configured as the CLI's.
 #[derive(Debug, Clone)]
@@ -98,69 +101,6 @@ pub struct Stored {
     pub seq: i64,
     /// The event.
     pub event: Value,
-}
-
-/// The event log: stores and sends, in one order.
-pub struct Hub {
-    pool: SqlitePool,
-    lock: tokio::sync::Mutex<()>,
-    tx: broadcast::Sender<Arc<Stored>>,
-}
-
-impl Hub {
-    /// The log on `pool`.
-    pub fn new(pool: SqlitePool) -> Hub {
-        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
-        Hub {
-            pool,
-            lock: tokio::sync::Mutex::new(()),
-            tx,
-        }
-    }
-
-    /// Follows every event stored from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Stored>> {
-        self.tx.subscribe()
-    }
-
-    /// Stores an event of `chat` with the chat's next number and sends it.
-    pub async fn append(
-        &self,
-        user_id: i64,
-        chat: &str,
-        run: Option<&str>,
-        event: Value,
-    ) -> Result<Arc<Stored>> {
-        let _held = self.lock.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let seq: i64 = sqlx::query_scalar(
-            "UPDATE chats SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq - 1",
-        )
-        .bind(chat)
-        .fetch_one(&mut *tx)
-        .await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO events (user_id, chat_id, run_id, seq, data) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
-        .bind(user_id)
-        .bind(chat)
-        .bind(run)
-        .bind(seq)
-        .bind(event.to_string())
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        let stored = Arc::new(Stored {
-            id,
-            user_id,
-            chat: chat.to_owned(),
-            run: run.map(str::to_owned),
-            seq,
-            event,
-        });
-        let _ = self.tx.send(stored.clone());
-        Ok(stored)
-    }
 }
 
 /// The user's events after `after`, in order, at most `limit`.

@@ -205,3 +205,37 @@ async fn sign_in_attempts_are_rate_limited() {
             .starts_with("too many failed sign-ins")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_sign_ins_hashes_no_more_at_once_than_there_are_cores() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let names: Vec<String> = (0..12).map(|i| format!("burst{i}")).collect();
+    for n in &names {
+        server.user(n).await;
+    }
+    let mut all = Vec::new();
+    for n in &names {
+        let base = server.base.clone();
+        let n = n.clone();
+        all.push(tokio::spawn(async move {
+            let mut c = Client::anonymous(&base);
+            c.post(
+                "/api/auth/login",
+                json!({"username": n, "password": format!("{n}-password")}),
+            )
+            .await
+            .0
+        }));
+    }
+    for t in all {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let peak = llembas_server::auth::hashing_peak();
+    assert!(
+        (1..=cores).contains(&peak),
+        "{peak} hashes at once on {cores} cores"
+    );
+}

@@ -316,3 +316,67 @@ async fn a_chat_fetches_no_address_of_the_servers_own_network_and_asks_with_the_
         .await;
     stream.until(run_end(&run)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_runs_at_once_store_every_event_once_numbered_without_a_gap_per_chat() {
+    let replies = (0..12).map(|_| text(&["a ", "b ", "c ", "d."])).collect();
+    let model = ScriptedServer::start(replies).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut tasks = Vec::new();
+    for name in ["alice", "bob"] {
+        let mut c = server.user(name).await;
+        let mut stream = c.events(None).await;
+        let mut runs = Vec::new();
+        let mut chats = Vec::new();
+        for _ in 0..6 {
+            chats.push(c.chat().await);
+        }
+        for chat in &chats {
+            runs.push(c.say(chat, "count").await);
+        }
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut ended = 0;
+            while ended < runs.len() {
+                let e = stream.next().await;
+                if e.kind() == "run_ended" {
+                    ended += 1;
+                }
+                seen.push(e);
+            }
+            (name, chats, seen)
+        }));
+    }
+    for t in tasks {
+        let (name, chats, seen) = t.await.unwrap();
+        let ids: Vec<i64> = seen.iter().map(|e| e.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{name}: {ids:?}");
+        assert!(
+            seen.iter()
+                .all(|e| chats.contains(&e.data["chat"].as_str().unwrap().to_owned())),
+            "{name}'s stream holds only {name}'s events"
+        );
+        for chat in &chats {
+            let seqs: Vec<i64> = seen
+                .iter()
+                .filter(|e| e.data["chat"] == chat.as_str())
+                .map(|e| e.data["seq"].as_i64().unwrap())
+                .collect();
+            assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+            let stored: Vec<i64> =
+                sqlx::query_scalar("SELECT seq FROM events WHERE chat_id = $1 ORDER BY id")
+                    .bind(chat)
+                    .fetch_all(&server.app.pool)
+                    .await
+                    .unwrap();
+            assert_eq!(stored, seqs, "stored as sent");
+            let said: String = seen
+                .iter()
+                .filter(|e| e.data["chat"] == chat.as_str() && e.kind() == "text_delta")
+                .map(|e| e.data["event"]["text"].as_str().unwrap())
+                .collect();
+            assert_eq!(said, "a b c d.");
+        }
+    }
+}
