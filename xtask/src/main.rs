@@ -12,6 +12,7 @@ use harness_spec::Spec;
 use harness_spec::conformance::{AreaRunner, CaseFile, Summary, run_cases};
 use serde_json::Value;
 
+mod bench_server;
 mod bench_tokens;
 mod real_model;
 mod runners;
@@ -34,7 +35,8 @@ enum Command {
     /// clone), start and probe one, run them against it.
     RealModel,
     /// Benchmarks: `tokens` replays scripted tasks in a fresh CLI session and counts the
-    /// prompt tokens of every request (o200k).
+    /// prompt tokens of every request (o200k); `server` runs 200 concurrent streaming chats
+    /// on the release llembas-server.
     Bench {
         #[command(subcommand)]
         what: BenchWhat,
@@ -45,6 +47,9 @@ enum Command {
 enum BenchWhat {
     /// First-request and whole-task tokens of the scripted tasks.
     Tokens,
+    /// 200 concurrent streaming chats on the release llembas-server against a scripted model:
+    /// added latency to the first token and per event, RSS, errors.
+    Server,
 }
 
 #[derive(clap::Args)]
@@ -88,6 +93,9 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchWhat::Tokens,
         } => bench_tokens::bench_tokens().map(|()| ExitCode::SUCCESS),
+        Command::Bench {
+            what: BenchWhat::Server,
+        } => bench_server::bench_server().map(|()| ExitCode::SUCCESS),
         Command::RealModel => real_model_tests().map(|ok| {
             if ok {
                 ExitCode::SUCCESS
