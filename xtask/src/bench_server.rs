@@ -122,7 +122,7 @@ async fn run(bin: &Path) -> Result<()> {
     let mut events = Vec::new();
     let mut before_model = Vec::new();
     for t in tasks {
-        if let Some(Some(f)) = t.await.ok() {
+        if let Ok(Some(f)) = t.await {
             firsts.push(f.first);
             firsts_added.extend(f.first_added);
             events.extend(f.events);
