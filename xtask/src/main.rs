@@ -16,6 +16,7 @@ mod bench_server;
 mod bench_tokens;
 mod real_model;
 mod runners;
+mod search_eval;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Developer commands for the LLeMbas workspace")]
@@ -41,6 +42,9 @@ enum Command {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// Index a folder with harness-search and print recall@5 and MRR of labelled queries
+    /// (words alone, vectors alone, combined), index speed and query latency.
+    SearchEval(search_eval::Args),
 }
 
 #[derive(Subcommand)]
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchWhat::Server,
         } => bench_server::bench_server().map(|()| ExitCode::SUCCESS),
+        Command::SearchEval(args) => search_eval::search_eval(args).map(|()| ExitCode::SUCCESS),
         Command::RealModel => real_model_tests().map(|ok| {
             if ok {
                 ExitCode::SUCCESS
@@ -161,6 +166,9 @@ fn test() -> Result<ExitCode> {
     }
     if !real_model_tests()? {
         failed.push("real-model");
+    }
+    if !search_eval::embedder_tests()? {
+        failed.push("embedder");
     }
     if !cargo(&["test", "--workspace", "--doc", "--locked"])? {
         failed.push("doctests");

