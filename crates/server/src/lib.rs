@@ -45,11 +45,22 @@ pub struct Args {
     #[arg(long, global = true)]
     pub data: Option<PathBuf>,
     /// The OpenAI-compatible model server's base URL (…/v1). Overrides OPENAI_BASE_URL.
-    #[arg(long, global = true, env = "OPENAI_BASE_URL")]
+    #[arg(long, global = true)]
     pub base_url: Option<String>,
-    /// The model chats use (default: the one the server lists). Overrides OPENAI_MODEL.
-    #[arg(long, global = true, env = "OPENAI_MODEL")]
+    /// The model chats use, or an endpoint's name (default: the one the server lists).
+    /// Overrides OPENAI_MODEL.
+    #[arg(long, global = true)]
     pub model: Option<String>,
+    /// The configured endpoint to use (`[endpoints.NAME]` of the `--config` file).
+    #[arg(long, global = true)]
+    pub endpoint: Option<String>,
+    /// The variable holding the API key (default: OPENAI_API_KEY).
+    #[arg(long, global = true)]
+    pub api_key_env: Option<String>,
+    /// A TOML file of model endpoints, shaped as the CLI's config: `default_endpoint` and
+    /// `[endpoints.NAME]` tables (`base_url`, `model`, `api_key_env`, `server`, `context`, ...).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
     /// Mark the sign-in cookie `Secure` (set this when the server is reached over https).
     #[arg(long, global = true)]
     pub secure_cookie: bool,
@@ -106,12 +117,22 @@ pub enum UserCommand {
 pub struct Config {
     /// The data directory.
     pub data: PathBuf,
-    /// The model endpoint.
-    pub model: chats::ModelConfig,
+    /// The model endpoint (`None`: none is configured; chats say so).
+    pub model: Option<harness_model::settings::ModelSettings>,
     /// Whether the cookie is `Secure`.
     pub secure_cookie: bool,
     /// Whether anyone may sign up (as `pending`).
     pub allow_signups: bool,
+}
+
+/// The `--config` file: the model endpoints, in the CLI config's shape.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    default_endpoint: Option<String>,
+    #[serde(default)]
+    endpoints: std::collections::BTreeMap<String, harness_model::settings::EndpointConfig>,
 }
 
 impl Config {
@@ -123,21 +144,36 @@ impl Config {
                 .context("no XDG data directory is known here: pass --data DIR")?
                 .join("llembas-server"),
         };
-        let base_url = args
-            .base_url
-            .clone()
-            .unwrap_or_default()
-            .trim_end_matches('/')
-            .to_owned();
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                toml::from_str::<ConfigFile>(&text)
+                    .with_context(|| format!("{} is not valid", path.display()))?
+            }
+            None => ConfigFile::default(),
+        };
+        let flags = harness_model::settings::ModelFlags {
+            endpoint: args.endpoint.clone(),
+            model: args.model.clone(),
+            base_url: args.base_url.clone(),
+            api_key_env: args.api_key_env.clone(),
+        };
+        let shown = args
+            .config
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "--config".into());
+        let table = harness_model::settings::EndpointTable {
+            endpoints: &file.endpoints,
+            default: file.default_endpoint.as_deref(),
+            file: &shown,
+        };
+        let model =
+            harness_model::settings::resolve(&flags, &harness_model::settings::ProcessEnv, &table)?;
         Ok(Config {
             data,
-            model: chats::ModelConfig {
-                base_url,
-                model: args.model.clone(),
-                api_key: std::env::var("OPENAI_API_KEY")
-                    .ok()
-                    .filter(|k| !k.is_empty()),
-            },
+            model,
             secure_cookie: args.secure_cookie,
             allow_signups: args.allow_signups,
         })
@@ -155,7 +191,7 @@ pub struct App {
     /// The host backend over the tree (every view shares it).
     pub backend: Arc<dyn Backend>,
     /// The model endpoint.
-    pub model: chats::ModelConfig,
+    pub model: Option<harness_model::settings::ModelSettings>,
     /// The event log.
     pub hub: chats::Hub,
     /// The chats running here.
@@ -423,8 +459,11 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
                 config.data.display()
             );
         }
-        if config.model.base_url.is_empty() {
-            println!("no model configured: chats need --base-url or OPENAI_BASE_URL");
+        if config.model.is_none() {
+            println!(
+                "{} a file passed with --config",
+                harness_model::settings::NO_MODEL
+            );
         }
         let served = serve(app, listener, async {
             signal().await;
@@ -435,6 +474,5 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
             });
         });
         served.await.context("the server stopped with an error")
-
     })
 }

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use harness_model::settings::ModelSettings;
 use harness_test_support::{Reply, chunk};
 use llembas_server::auth::{Role, create_user};
-use llembas_server::chats::ModelConfig;
 use llembas_server::{App, Config};
 use serde_json::{Value, json};
 
@@ -39,11 +39,10 @@ impl Server {
     pub fn start_with(data: &Path, model_base: &str, edit: impl FnOnce(&mut Config)) -> Server {
         let mut config = Config {
             data: data.to_path_buf(),
-            model: ModelConfig {
-                base_url: model_base.to_owned(),
+            model: Some(ModelSettings {
                 model: Some("scripted".into()),
-                api_key: None,
-            },
+                ..ModelSettings::new(model_base)
+            }),
             secure_cookie: false,
             allow_signups: false,
         };

@@ -85,7 +85,10 @@ async fn the_pages_are_served_with_a_strict_csp_nosniff_and_cached_assets() {
     // The server's front page leads to the chats.
     let (status, front) = c.get("/").await;
     assert_eq!(status, 200);
-    assert!(front.as_str().unwrap().contains("<a href=\"/chats\">"), "{front}");
+    assert!(
+        front.as_str().unwrap().contains("<a href=\"/chats\">"),
+        "{front}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
