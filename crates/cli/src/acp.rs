@@ -1417,6 +1417,7 @@ fn prompt(
     let _ = open.ops.send(Ctl::Op(Op::Prompt {
         text,
         origin: Origin::Person,
+        images: Vec::new(),
     }));
     Ok(())
 }

@@ -775,9 +775,28 @@ async fn session_loop(
             before.push_str(&text);
             before
         };
+        // The images it names with `@path` go with it.
+        let mut images = Vec::new();
+        for path in harness_agent::person::mentioned_paths(&text) {
+            if harness_agent::person::image_type(&path).is_none() {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(root.join(&path)) else {
+                continue;
+            };
+            if let Some(url) = harness_agent::person::image_url(&path, &bytes) {
+                let line = format!(
+                    "  attached image {path} ({} KB)",
+                    bytes.len().div_ceil(1024)
+                );
+                println!("{}", paint(&line, Style::Dim, color));
+                images.push(url);
+            }
+        }
         let _ = ctl_tx.send(Ctl::Op(Op::Prompt {
             text,
             origin: Origin::Person,
+            images,
         }));
         // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
         // into the answer, and waits for the next prompt.

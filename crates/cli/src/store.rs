@@ -353,6 +353,7 @@ mod tests {
                 turn: 1,
                 text: "list it — «ü»".into(),
                 origin: Origin::Person,
+                images: Vec::new(),
             },
             Entry::Assistant {
                 text: "two files\nand more".into(),

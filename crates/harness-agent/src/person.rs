@@ -74,3 +74,27 @@ fn capped(cfg: &LoopConfig, output: &str) -> String {
     }
     kept
 }
+
+/// The media type of an image file by its name's ending (`png`, `jpg`/`jpeg`, `gif`, `webp`:
+/// the kinds OpenAI-compatible servers take); `None` for any other file.
+pub fn image_type(path: &str) -> Option<&'static str> {
+    let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    })
+}
+
+/// An image file the person attached, as the `data:` URL a prompt carries; `None` when the
+/// file is not one of the image kinds of [`image_type`].
+pub fn image_url(path: &str, bytes: &[u8]) -> Option<String> {
+    use base64::Engine as _;
+    let media = image_type(path)?;
+    Some(format!(
+        "data:{media};base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
+}

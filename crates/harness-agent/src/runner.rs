@@ -136,7 +136,8 @@ pub struct Driver {
     stopping: HashSet<u32>,
     cancel: CancellationToken,
     cancelled: bool,
-    queued_prompts: VecDeque<String>,
+    /// Prompts waiting for the session to be idle, with their images.
+    queued_prompts: VecDeque<(String, Vec<String>)>,
     last_end: Option<TurnEnd>,
     agent: Option<String>,
     report_to: Option<(mpsc::UnboundedSender<JobMsg>, u32)>,
@@ -451,7 +452,29 @@ impl Driver {
 
     /// Queues a prompt to run as soon as the session is idle.
     pub fn queue_prompt(&mut self, text: String) {
-        self.queued_prompts.push_back(text);
+        self.queued_prompts.push_back((text, Vec::new()));
+    }
+
+    /// Starts the person's prompt, with the images that go with it where the model reads
+    /// images (its metadata says so); otherwise they are left out and the person is told.
+    async fn prompt(&mut self, text: String, images: Vec<String>) -> Result<()> {
+        if !images.is_empty() {
+            let model = self.client.model();
+            if model.vision {
+                self.session.attach_images(images);
+            } else {
+                self.notice(
+                    Level::Warning,
+                    format!(
+                        "{} does not read images (its metadata says so): {} image{} left out",
+                        model.name,
+                        images.len(),
+                        if images.len() == 1 { "" } else { "s" }
+                    ),
+                );
+            }
+        }
+        self.feed(Input::Prompt { text }).await
     }
 
     /// The session's id.
@@ -519,8 +542,8 @@ impl Driver {
         self.flush_log()?;
         let mut idle_since: Option<tokio::time::Instant> = None;
         loop {
-            if let Some(text) = self.queued_prompts.pop_front() {
-                self.feed(Input::Prompt { text }).await?;
+            if let Some((text, images)) = self.queued_prompts.pop_front() {
+                self.prompt(text, images).await?;
                 continue;
             }
             let idle = until_idle && !self.session.busy();
@@ -546,7 +569,9 @@ impl Driver {
                 }
                 op = self.ops.recv() => match op {
                     None => break,
-                    Some(Ctl::Op(Op::Prompt { text, .. })) => self.feed(Input::Prompt { text }).await?,
+                    Some(Ctl::Op(Op::Prompt { text, images, .. })) => {
+                        self.prompt(text, images).await?;
+                    }
                     Some(Ctl::Message(text)) => self.feed(Input::Message { text }).await?,
                     Some(Ctl::Query(Query::Compact, reply)) => {
                         let text = match self.compact().await? {
@@ -759,8 +784,8 @@ impl Driver {
             }
         };
         match op {
-            Op::Prompt { text, .. } => {
-                self.queued_prompts.push_back(text);
+            Op::Prompt { text, images, .. } => {
+                self.queued_prompts.push_back((text, images));
                 None
             }
             Op::Cancel => {

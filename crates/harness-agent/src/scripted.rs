@@ -85,6 +85,12 @@ impl ScriptedModel {
         self
     }
 
+    /// The same script for a model that reads images.
+    pub fn with_vision(mut self) -> ScriptedModel {
+        self.info.vision = true;
+        self
+    }
+
     /// Adds replies to the end of the script.
     pub fn push(&self, reply: Reply) {
         if let Ok(mut r) = self.replies.lock() {

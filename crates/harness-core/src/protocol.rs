@@ -480,6 +480,10 @@ pub enum Op {
         /// Who wrote it.
         #[serde(default)]
         origin: Origin,
+        /// Images that go with it, as `data:` or `https:` URLs (taken where the model's
+        /// metadata says it reads images; otherwise left out, and the person told).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
     },
     /// The answer to a [`Event::ToolCallAsked`].
     Answer {

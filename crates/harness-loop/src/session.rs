@@ -380,6 +380,8 @@ pub struct Session {
     context: Context,
     jobs: Jobs,
     history: Vec<Message>,
+    /// Images waiting for the person's next prompt.
+    images: Vec<String>,
     turn_starts: Vec<usize>,
     compacted_through: u32,
     phase: Phase,
@@ -443,6 +445,7 @@ impl Session {
             permissions: setup.permissions,
             context,
             history: Vec::new(),
+            images: Vec::new(),
             turn_starts: Vec::new(),
             compacted_through: 0,
             phase: Phase::Idle,
@@ -469,10 +472,19 @@ impl Session {
         let mut started: Vec<String> = Vec::new();
         for e in entries {
             match e {
-                Entry::TurnStarted { turn, text, origin } => {
+                Entry::TurnStarted {
+                    turn,
+                    text,
+                    origin,
+                    images,
+                } => {
                     s.turn_starts.push(s.history.len());
                     s.context.begin_turn(*turn);
-                    s.history.push(Message::user_from(text.clone(), *origin));
+                    s.history.push(Message::User {
+                        text: text.clone(),
+                        origin: *origin,
+                        images: images.clone(),
+                    });
                     open_turn = true;
                 }
                 Entry::User { text, origin } => {
@@ -596,6 +608,11 @@ impl Session {
     /// Turns taken so far.
     pub fn turns(&self) -> u32 {
         self.turn_starts.len() as u32
+    }
+
+    /// Images to go with the next prompt of the person (`data:` or `https:` URLs).
+    pub fn attach_images(&mut self, images: Vec<String>) {
+        self.images.extend(images);
     }
 
     /// A call of the batch being handled (asked about, running), by its id.
@@ -726,12 +743,23 @@ impl Session {
             wrap_up: None,
         });
         self.last_call = None;
+        // Images go with what the person wrote, not with a wake-up.
+        let images = if origin == Origin::Person {
+            std::mem::take(&mut self.images)
+        } else {
+            Vec::new()
+        };
         self.log.push(Entry::TurnStarted {
             turn: number,
             text: text.clone(),
             origin,
+            images: images.clone(),
         });
-        self.history.push(Message::user_from(text.clone(), origin));
+        self.history.push(Message::User {
+            text: text.clone(),
+            origin,
+            images,
+        });
         let mut actions = vec![Action::Emit(Event::UserInput { text, origin })];
         actions.extend(self.next_call());
         actions

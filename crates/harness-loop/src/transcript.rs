@@ -31,6 +31,9 @@ pub enum Entry {
         text: String,
         /// Who wrote it.
         origin: Origin,
+        /// The images that went with it (`data:` or `https:` URLs).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
     },
     /// A user-role message inside a turn: a nudge, a wake-up, the wrap-up request.
     User {
@@ -213,9 +216,18 @@ pub fn replay(entries: &[Entry]) -> Vec<Message> {
     let mut starts: Vec<usize> = Vec::new();
     for e in entries {
         match e {
-            Entry::TurnStarted { text, origin, .. } => {
+            Entry::TurnStarted {
+                text,
+                origin,
+                images,
+                ..
+            } => {
                 starts.push(history.len());
-                history.push(Message::user_from(text.clone(), *origin));
+                history.push(Message::User {
+                    text: text.clone(),
+                    origin: *origin,
+                    images: images.clone(),
+                });
             }
             Entry::User { text, origin } => history.push(Message::user_from(text.clone(), *origin)),
             Entry::Assistant {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use harness_agent::{CapacityGate, Ctl, Out, SessionBuilder};
 use harness_core::protocol::{Answer, Event, Mode, Op, Origin, SessionKind, TurnEnd};
-use harness_model::{Catalogue, Endpoint, ModelClient, ModelInfo, ModelOverrides};
 use harness_spec::Project;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -28,61 +27,14 @@ const BROADCAST_CAPACITY: usize = 4096;
 mod hub;
 pub use hub::Hub;
 
-/// The model endpoint, configured as the CLI's.
-#[derive(Debug, Clone)]
-pub struct ModelConfig {
-    /// The base URL, with `/v1`.
-    pub base_url: String,
-    /// The model; asked of the server when not set.
-    pub model: Option<String>,
-    /// The bearer key.
-    pub api_key: Option<String>,
-}
-
-impl ModelConfig {
-    /// The link to `name` on this endpoint (no I/O).
-    pub fn link(&self, name: &str) -> Result<ModelClient> {
-        if self.base_url.is_empty() {
-            return Err(Error::Model(
-                "no model configured: start the server with --base-url or OPENAI_BASE_URL".into(),
-            ));
-        }
-        let mut endpoint = Endpoint::new(self.base_url.clone());
-        endpoint.api_key = self.api_key.clone();
-        let catalogue = Catalogue::embedded().map_err(|e| Error::Model(e.to_string()))?;
-        let info = ModelInfo::resolve(catalogue, name, &ModelOverrides::default());
-        ModelClient::new(endpoint, info).map_err(|e| Error::Model(e.to_string()))
-    }
-
-    /// The model chats use: the one configured, else the one the server lists.
-    pub async fn model_name(&self) -> Result<String> {
-        if let Some(m) = &self.model {
-            return Ok(m.clone());
-        }
-        let probe = self.link("")?;
-        let listed = probe
-            .list_models(&harness_model::CancellationToken::new())
-            .await
-            .map_err(|e| {
-                Error::Model(format!(
-                    "cannot ask {} which model it serves ({e}): start the server with --model or OPENAI_MODEL",
-                    self.base_url
-                ))
-            })?;
-        match listed.as_slice() {
-            [one] => Ok(one.clone()),
-            [] => Err(Error::Model(format!(
-                "{} lists no model: start the server with --model",
-                self.base_url
-            ))),
-            many => Err(Error::Model(format!(
-                "{} serves {} models: start the server with --model, one of {}",
-                self.base_url,
-                many.len(),
-                many.join(", ")
-            ))),
-        }
-    }
+/// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
+fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
+    app.model.as_ref().ok_or_else(|| {
+        Error::Model(format!(
+            "{} the file --config names",
+            harness_model::settings::NO_MODEL
+        ))
+    })
 }
 
 /// One stored event as streams send it.
@@ -278,7 +230,9 @@ async fn builder(app: &Arc<App>, user: &User, mode: Mode, model: &str) -> Result
         crate::memory::path(&app.data, user.id),
         app.data.join("skills").join(user.id.to_string()),
     );
-    let link = app.model.link(model)?;
+    let link = model_settings(app)?
+        .link(model)
+        .map_err(|e| Error::Model(e.to_string()))?;
     Ok(SessionBuilder::new(Arc::new(link), Arc::new(world))
         .store(Arc::new(SqlStore::new(app.pool.clone(), user.id)))
         .project(Project::Llembas)
@@ -296,7 +250,10 @@ pub async fn create(
     model: Option<&str>,
 ) -> Result<String> {
     app.refuse_when_stopping()?;
-    let configured = app.model.model_name().await?;
+    let configured = model_settings(app)?
+        .model_id(&harness_model::CancellationToken::new())
+        .await
+        .map_err(|e| Error::Model(e.to_string()))?;
     let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
     let built = builder(app, user, mode, &chosen).await?.build()?;
     let id = built.driver.id().to_owned();
@@ -525,6 +482,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
     let sent = live.ctl.send(Ctl::Op(Op::Prompt {
         text: text.to_owned(),
         origin: Origin::Person,
+        images: Vec::new(),
     }));
     if sent.is_err() {
         end_run(app, user.id, id, &run_id, "failed").await?;

@@ -1017,3 +1017,36 @@ async fn one_shot_draws_markdown_on_a_terminal() {
         .collect();
     insta::assert_snapshot!(answer.join("\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_at_image_goes_with_the_prompt_to_a_model_that_reads_images() {
+    let sb = Sandbox::new();
+    // Not a real PNG: the bytes go as they are, base64 in a data: URL.
+    sb.write("cat.png", "PNG-bytes");
+    let server = ScriptedServer::start(vec![text(&["A cat."]), text(&["Still a cat."])])
+        .await
+        .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        // gpt-4o's metadata says it reads images.
+        let mut s = spawn_in(&root, &home, &url, &["--model", "gpt-4o"]);
+        s.expect("edit ›");
+        s.send_line("what is @cat.png");
+        s.expect("attached image cat.png (1 KB)");
+        s.expect("A cat.");
+        s.expect("edit ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let body = server.bodies()[0].to_string();
+    assert!(
+        body.contains("data:image/png;base64,UE5HLWJ5dGVz"),
+        "{body}\n{screen}"
+    );
+    assert!(screen.contains("attached image cat.png (1 KB)"), "{screen}");
+}

@@ -342,6 +342,7 @@ async fn compaction_replaces_the_history_with_the_summary() {
     ctl.send(Ctl::Op(Op::Prompt {
         text: "Again.".into(),
         origin: Default::default(),
+        images: Vec::new(),
     }))
     .unwrap();
     loop {
@@ -584,6 +585,7 @@ async fn a_manager_runs_several_sessions_at_once() {
             Ctl::Op(Op::Prompt {
                 text: prompt.into(),
                 origin: Default::default(),
+                images: Vec::new(),
             })
         ));
     }
@@ -759,6 +761,7 @@ async fn a_stopped_answer_keeps_what_was_shown_and_is_not_asked_again() {
                     ctl.send(Ctl::Op(Op::Prompt {
                         text: "danger".into(),
                         origin: harness_core::protocol::Origin::Person,
+                        images: Vec::new(),
                     }))
                     .unwrap();
                 } else {
@@ -873,4 +876,66 @@ async fn a_change_is_asked_with_the_diff_it_would_make() {
         EditWorld.read_for_show("notes.md").unwrap().content,
         "# Notes\n"
     );
+}
+
+#[tokio::test]
+async fn images_go_with_the_prompt_only_to_a_model_that_reads_them() {
+    use harness_core::message::Message;
+    let image = "data:image/png;base64,iVBORw0KGgo=".to_owned();
+    for vision in [true, false] {
+        let mut model = ScriptedModel::new([Reply::text("A cat.")]);
+        if vision {
+            model = model.with_vision();
+        }
+        let store = Arc::new(MemoryStore::default());
+        let Built {
+            mut driver,
+            ctl,
+            mut out,
+        } = session(&model, &store, Mode::Edit);
+        ctl.send(Ctl::Op(Op::Prompt {
+            text: "What is this?".into(),
+            origin: Default::default(),
+            images: vec![image.clone()],
+        }))
+        .unwrap();
+        drop(ctl);
+        // Until the front end's end is closed: the prompt sent before it runs first.
+        driver.run(false).await.unwrap();
+        let mut notices = Vec::new();
+        while let Ok(o) = out.try_recv() {
+            if let Out::Event(Event::Notice { text, .. }) = o {
+                notices.push(text);
+            }
+        }
+        let sent = model.requests();
+        let user = sent[0]
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                Message::User { text, images, .. } if text == "What is this?" => Some(images),
+                _ => None,
+            })
+            .expect("the prompt is sent");
+        if vision {
+            assert_eq!(user, &vec![image.clone()]);
+            assert!(notices.is_empty(), "{notices:?}");
+            // Kept with the turn: a resumed session sends it again.
+            let id = driver.id().to_owned();
+            let kept = store.load(&id).unwrap();
+            assert!(
+                kept.iter().any(|e| matches!(
+                    e,
+                    Entry::TurnStarted { images, .. } if images == &vec![image.clone()]
+                )),
+                "{kept:?}"
+            );
+        } else {
+            assert!(user.is_empty());
+            assert_eq!(
+                notices,
+                ["scripted does not read images (its metadata says so): 1 image left out"]
+            );
+        }
+    }
 }

@@ -264,6 +264,7 @@ fn a_call_that_never_started_is_answered_not_run_on_resume() {
             turn: 1,
             text: "go".into(),
             origin: Origin::Person,
+            images: Vec::new(),
         },
         Entry::Assistant {
             text: String::new(),
