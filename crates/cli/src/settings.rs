@@ -145,9 +145,7 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
         .or_else(|| env.var("LLEMBAS_MODE"))
         .or_else(|| config.mode.clone());
     let mode = match mode_name {
-        Some(m) => m
-            .parse::<Mode>()
-            .map_err(|_| anyhow!("unknown mode {m:?}: use one of manual, edit, auto, plan"))?,
+        Some(m) => parse_mode(&m)?,
         None => Mode::Edit,
     };
 

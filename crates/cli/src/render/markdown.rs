@@ -374,6 +374,11 @@ pub fn inline(text: &str) -> String {
 
 /// The visible width of a styled text (its escapes left out).
 fn visible_width(styled: &str) -> usize {
+    without_escapes(styled).width()
+}
+
+/// A styled text without its escapes.
+fn without_escapes(styled: &str) -> String {
     let mut plain = String::new();
     let mut chars = styled.chars();
     while let Some(c) = chars.next() {
@@ -387,7 +392,7 @@ fn visible_width(styled: &str) -> usize {
             plain.push(c);
         }
     }
-    plain.width()
+    plain
 }
 
 /// A table drawn with its columns aligned, the head bold (`None`: the rows are not a table).
@@ -501,20 +506,7 @@ mod tests {
     use super::*;
 
     fn plain(s: &str) -> String {
-        let mut out = String::new();
-        let mut chars = s.chars();
-        while let Some(c) = chars.next() {
-            if c == '\x1b' {
-                for e in chars.by_ref() {
-                    if e.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
+        without_escapes(s)
     }
 
     #[test]
