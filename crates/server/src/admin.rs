@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::db::Db;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
@@ -15,7 +16,6 @@ use axum::routing::{delete, get, patch, post};
 use harness_fs::{Level, VPath};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sqlx::SqlitePool;
 
 use crate::App;
 use crate::auth::{self, Authed, Body, Role, User, check_origin, cookie_token};
@@ -179,7 +179,7 @@ struct Change {
 }
 
 /// The account `id`'s name (404 when there is none).
-async fn username_of(pool: &SqlitePool, id: i64) -> Result<String> {
+async fn username_of(pool: &Db, id: i64) -> Result<String> {
     sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
         .bind(id)
         .fetch_optional(pool)
@@ -310,7 +310,7 @@ async fn put_grants(
 }
 
 /// The models an admin let users use (`None`: only the one the server is configured with).
-pub async fn allowed_models(pool: &SqlitePool) -> Result<Option<Vec<String>>> {
+pub async fn allowed_models(pool: &Db) -> Result<Option<Vec<String>>> {
     let stored: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
         .bind(ALLOWED_MODELS)
         .fetch_optional(pool)
@@ -325,7 +325,7 @@ pub async fn allowed_models(pool: &SqlitePool) -> Result<Option<Vec<String>>> {
 
 /// The model a new chat uses: the one asked for (or, unasked, the configured one when users may
 /// use it, else the first they may), refused when users may not use it.
-pub async fn model_for(pool: &SqlitePool, asked: Option<&str>, configured: &str) -> Result<String> {
+pub async fn model_for(pool: &Db, asked: Option<&str>, configured: &str) -> Result<String> {
     let allowed = allowed_models(pool)
         .await?
         .unwrap_or_else(|| vec![configured.to_owned()]);

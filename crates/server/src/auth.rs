@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::db::Db;
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 use serde::de::DeserializeOwned;
-use sqlx::SqlitePool;
 
 use crate::App;
 use crate::db::{now, random_token, token_hash};
@@ -132,12 +132,7 @@ fn verify_password(password: &str, hash: &str) -> bool {
 }
 
 /// Creates an account with `role`; the caller gives it its grants.
-pub async fn create_user(
-    pool: &SqlitePool,
-    username: &str,
-    password: &str,
-    role: Role,
-) -> Result<i64> {
+pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) -> Result<i64> {
     if !valid_username(username) {
         return Err(Error::BadRequest(format!(
             "{username:?} cannot be a username: use 1 to 32 lowercase letters, digits, '-', '_' or '.', starting with a letter or digit"
@@ -287,7 +282,7 @@ pub async fn login(
 }
 
 /// Ends the session of `token`.
-pub async fn logout(pool: &SqlitePool, token: &str) -> Result<()> {
+pub async fn logout(pool: &Db, token: &str) -> Result<()> {
     sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
         .bind(token_hash(token))
         .execute(pool)
@@ -296,7 +291,7 @@ pub async fn logout(pool: &SqlitePool, token: &str) -> Result<()> {
 }
 
 /// A new API token for `user` (shown once; only its hash is kept).
-pub async fn new_api_token(pool: &SqlitePool, user: &User, label: &str) -> Result<String> {
+pub async fn new_api_token(pool: &Db, user: &User, label: &str) -> Result<String> {
     let token = format!("llb_{}", random_token()?);
     sqlx::query(
         "INSERT INTO api_tokens (token_hash, user_id, created, label) VALUES ($1, $2, $3, $4)",
@@ -391,7 +386,7 @@ fn refuse_unusable(user: &User, disabled: bool) -> Result<()> {
     Ok(())
 }
 
-async fn user_by(pool: &SqlitePool, sql: &'static str, hash: &str) -> Result<Option<(User, bool)>> {
+async fn user_by(pool: &Db, sql: &'static str, hash: &str) -> Result<Option<(User, bool)>> {
     let row: Option<(i64, String, String, i64)> = sqlx::query_as(sql)
         .bind(hash)
         .bind(now())

@@ -6,12 +6,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::db::Db;
 use harness_agent::{CapacityGate, Ctl, Out, SessionBuilder};
 use harness_core::protocol::{Answer, Event, Mode, Op, Origin, SessionKind, TurnEnd};
 use harness_spec::Project;
 use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::SqlitePool;
 use tokio::sync::mpsc;
 
 use crate::App;
@@ -56,12 +56,7 @@ pub struct Stored {
 }
 
 /// The user's events after `after`, in order, at most `limit`.
-pub async fn events_after(
-    pool: &SqlitePool,
-    user_id: i64,
-    after: i64,
-    limit: i64,
-) -> Result<Vec<Stored>> {
+pub async fn events_after(pool: &Db, user_id: i64, after: i64, limit: i64) -> Result<Vec<Stored>> {
     let rows: Vec<(i64, String, Option<String>, i64, String)> = sqlx::query_as(
         "SELECT id, chat_id, run_id, seq, data FROM events WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3",
     )
@@ -89,7 +84,7 @@ fn stored_row(
 }
 
 /// A chat's events, in order.
-pub async fn chat_events(pool: &SqlitePool, user_id: i64, chat: &str) -> Result<Vec<Stored>> {
+pub async fn chat_events(pool: &Db, user_id: i64, chat: &str) -> Result<Vec<Stored>> {
     let rows: Vec<(i64, String, Option<String>, i64, String)> = sqlx::query_as(
         "SELECT id, chat_id, run_id, seq, data FROM events WHERE user_id = $1 AND chat_id = $2 ORDER BY seq",
     )
@@ -178,7 +173,7 @@ pub struct ChatRow {
 }
 
 /// The user's chat `id` (no other user's: theirs is "no such chat").
-pub async fn chat_row(pool: &SqlitePool, user: &User, id: &str) -> Result<ChatRow> {
+pub async fn chat_row(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
     let row: Option<(String, String, String, String, i64, i64)> = sqlx::query_as(
         "SELECT c.id, s.title, c.mode, c.model, c.created, s.updated FROM chats c JOIN agent_sessions s ON s.id = c.id WHERE c.id = $1 AND c.user_id = $2",
     )
@@ -206,7 +201,7 @@ pub async fn chat_row(pool: &SqlitePool, user: &User, id: &str) -> Result<ChatRo
 }
 
 /// The user's chats, newest first.
-pub async fn list(pool: &SqlitePool, user: &User) -> Result<Vec<ChatRow>> {
+pub async fn list(pool: &Db, user: &User) -> Result<Vec<ChatRow>> {
     let ids: Vec<String> = sqlx::query_scalar(
         "SELECT c.id FROM chats c JOIN agent_sessions s ON s.id = c.id WHERE c.user_id = $1 ORDER BY s.updated DESC, c.id DESC",
     )

@@ -9,6 +9,9 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{SqlSafeStr, SqlitePool};
 
+/// The server's database pool (every handler and store takes this name, whatever the backend).
+pub type Db = SqlitePool;
+
 use crate::error::{Error, Result};
 
 /// The pool's connections (writes are funnelled through the event log's lock as well).
@@ -53,7 +56,7 @@ fn migrator() -> Migrator {
 }
 
 /// Opens (creating) the database file `path` in WAL mode and runs the migrations.
-pub async fn open(path: &Path) -> Result<SqlitePool> {
+pub async fn open(path: &Path) -> Result<Db> {
     let url = format!("sqlite://{}", path.display());
     let options = SqliteConnectOptions::from_str(&url)?
         .create_if_missing(true)

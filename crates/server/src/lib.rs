@@ -23,13 +23,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::db::Db;
 use anyhow::Context as _;
 use axum::Router;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use harness_fs::{Backend, HostBackend, HostOptions};
-use sqlx::SqlitePool;
 
 pub use error::{Error, Result};
 
@@ -183,7 +183,7 @@ impl Config {
 /// The running server's state, shared by its handlers.
 pub struct App {
     /// The database.
-    pub pool: SqlitePool,
+    pub pool: Db,
     /// The data directory.
     pub data: PathBuf,
     /// The users' file tree (`DATA/files`), seen as `/`.
@@ -247,7 +247,7 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// The database file of a data directory (created with the directory).
-pub async fn open_db(data: &Path) -> Result<SqlitePool> {
+pub async fn open_db(data: &Path) -> Result<Db> {
     std::fs::create_dir_all(data).map_err(|e| io_error(data, e))?;
     db::open(&data.join("llembas.db")).await
 }
@@ -417,7 +417,7 @@ async fn add_account(config: &Config, username: &str, role: auth::Role) -> anyho
 }
 
 /// Whether any admin exists.
-async fn has_admin(pool: &SqlitePool) -> Result<bool> {
+async fn has_admin(pool: &Db) -> Result<bool> {
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin'")
         .fetch_one(pool)
         .await?;

@@ -4,22 +4,22 @@
 
 use std::path::PathBuf;
 
+use crate::db::Db;
 use harness_agent::{Meta, SessionStore};
 use harness_loop::transcript::Entry;
-use sqlx::SqlitePool;
 
 use crate::db::{now, random_id};
 
 /// One user's sessions in the database.
 pub struct SqlStore {
-    pool: SqlitePool,
+    pool: Db,
     user_id: i64,
     handle: tokio::runtime::Handle,
 }
 
 impl SqlStore {
     /// The store of `user_id`'s sessions (called on the server's runtime).
-    pub fn new(pool: SqlitePool, user_id: i64) -> SqlStore {
+    pub fn new(pool: Db, user_id: i64) -> SqlStore {
         SqlStore {
             pool,
             user_id,
@@ -37,7 +37,7 @@ impl SqlStore {
 }
 
 /// A session's transcript, entry by entry, as stored.
-pub async fn load_entries(pool: &SqlitePool, user_id: i64, id: &str) -> crate::Result<Vec<Entry>> {
+pub async fn load_entries(pool: &Db, user_id: i64, id: &str) -> crate::Result<Vec<Entry>> {
     let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT t.entry FROM transcript t JOIN agent_sessions s ON s.id = t.session_id WHERE t.session_id = $1 AND s.user_id = $2 ORDER BY t.n",
     )
@@ -54,7 +54,7 @@ pub async fn load_entries(pool: &SqlitePool, user_id: i64, id: &str) -> crate::R
 }
 
 /// A session's metadata.
-pub async fn find_meta(pool: &SqlitePool, user_id: i64, id: &str) -> crate::Result<Option<Meta>> {
+pub async fn find_meta(pool: &Db, user_id: i64, id: &str) -> crate::Result<Option<Meta>> {
     let row: Option<(String, String, i64, i64, String, String)> = sqlx::query_as(
         "SELECT id, cwd, created, updated, title, model FROM agent_sessions WHERE id = $1 AND user_id = $2",
     )

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::db::Db;
 use harness_agent::personal::PersonalTools;
 use harness_agent::{BoxFuture, CallContext, FileTools, Ran, ShownFile, ToolWorld, ViewPaths};
 use harness_core::protocol::ToolCall;
 use harness_fs::{Access, Backend, Level, View};
 use harness_loop::session::ToolOutcome;
 use harness_spec::Project;
-use sqlx::SqlitePool;
 
 use crate::error::{Error, Result};
 
@@ -26,7 +26,7 @@ pub fn default_grants(username: &str) -> Vec<(String, Level)> {
 
 /// Stores a new user's default grants and makes their home directory.
 pub async fn give_default_grants(
-    pool: &SqlitePool,
+    pool: &Db,
     tree: &std::path::Path,
     user_id: i64,
     username: &str,
@@ -55,7 +55,7 @@ pub fn home(username: &str) -> String {
 }
 
 /// A user's grants, outermost first.
-pub async fn user_grants(pool: &SqlitePool, user_id: i64) -> Result<Vec<(String, Level)>> {
+pub async fn user_grants(pool: &Db, user_id: i64) -> Result<Vec<(String, Level)>> {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT path, level FROM grants WHERE user_id = $1")
             .bind(user_id)
@@ -71,7 +71,7 @@ pub async fn user_grants(pool: &SqlitePool, user_id: i64) -> Result<Vec<(String,
 
 /// The view of a user: their grants over the server's tree, starting in their home directory.
 pub async fn user_view(
-    pool: &SqlitePool,
+    pool: &Db,
     backend: &Arc<dyn Backend>,
     user_id: i64,
     username: &str,

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::db::Db;
 use serde_json::Value;
-use sqlx::SqlitePool;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::{BROADCAST_CAPACITY, Stored};
@@ -44,7 +44,7 @@ pub struct Hub {
 
 impl Hub {
     /// The log on `pool` (its writer runs on the current runtime).
-    pub fn new(pool: SqlitePool) -> Hub {
+    pub fn new(pool: Db) -> Hub {
         let (queue, rx) = mpsc::unbounded_channel();
         let streams: Streams = Arc::default();
         tokio::spawn(writer(pool, rx, streams.clone()));
@@ -94,7 +94,7 @@ struct Counters {
     seqs: HashMap<String, i64>,
 }
 
-async fn writer(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Pending>, streams: Streams) {
+async fn writer(pool: Db, mut rx: mpsc::UnboundedReceiver<Pending>, streams: Streams) {
     let mut counters = Counters::default();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -147,11 +147,7 @@ fn send(streams: &Streams, s: &Arc<Stored>) {
 
 /// Stores a batch in one transaction: the stored events, in order. The counters change only
 /// when it committed.
-async fn store(
-    pool: &SqlitePool,
-    counters: &mut Counters,
-    batch: &[Pending],
-) -> Result<Vec<Arc<Stored>>> {
+async fn store(pool: &Db, counters: &mut Counters, batch: &[Pending]) -> Result<Vec<Arc<Stored>>> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let mut last_id = match counters.last_id {
         Some(id) => id,
