@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 use harness_search::embedder::{self, PIP_REQUIREMENT};
-use harness_search::{Embedder, Index, MemoryStore, Params, Ranking, Store as _};
+use harness_search::{Embedder, FileStore, Index, MemoryStore, Params, Ranking, Store};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -46,6 +46,10 @@ pub struct Args {
     /// Pieces the latency index holds at least.
     #[arg(long, default_value_t = 10_000)]
     latency_pieces: usize,
+    /// Build the index anew instead of reusing the one kept in target/search-eval/ (where
+    /// only the files changed since are cut and embedded again).
+    #[arg(long)]
+    fresh: bool,
 }
 
 fn cache_root() -> Result<PathBuf> {
@@ -131,11 +135,12 @@ pub fn embedder_tests() -> Result<bool> {
         }
     };
     let dir_text = dir.to_string_lossy().into_owned();
+    // `--workspace` as the tests step before: the same features, so the same build is reused
+    // (`-p harness-search` alone unifies fewer features and builds the crate and candle again).
     let passed = crate::cargo_with(
         &[
             "test",
-            "-p",
-            "harness-search",
+            "--workspace",
             "--test",
             "all",
             "--locked",
@@ -280,8 +285,8 @@ fn read_queries(path: &Path) -> Result<Vec<Query>> {
 }
 
 /// Recall@5 and MRR of one ranking over the queries (files, the best piece of each).
-fn score(
-    index: &Index<MemoryStore>,
+fn score<S: Store>(
+    index: &Index<S>,
     queries: &[Query],
     ranking: Ranking,
 ) -> Result<(f64, f64, Vec<f64>)> {
@@ -360,13 +365,40 @@ pub fn search_eval(args: Args) -> Result<()> {
     let model = install_embedder()?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let embedder = Embedder::load(&model)?;
-    let mut index = Index::open(MemoryStore::new(), Some(embedder), Params::default())?;
+    // The index is kept between runs (keyed by the corpus's folder and the embedder), so a run
+    // embeds only the files changed since.
+    let key = hex::encode(
+        &Sha256::digest(format!("{}\n{prefix:?}\n{PIP_REQUIREMENT}", root.display()).as_bytes())
+            [..6],
+    );
+    let kept = crate::workspace_root().join(format!("target/search-eval/index-{key}.json"));
+    let store = if args.fresh {
+        FileStore::new(&kept)
+    } else {
+        FileStore::open(&kept).unwrap_or_else(|e| {
+            println!("search-eval: building anew: {e}");
+            FileStore::new(&kept)
+        })
+    };
+    let params = Params::embedded()?;
+    let mut index = Index::open(store, Some(embedder), params.clone())?;
+    let gone: Vec<String> = index
+        .store()
+        .paths()
+        .filter(|p| !names.contains(p))
+        .map(str::to_string)
+        .collect();
+    for p in gone {
+        index.remove(&p)?;
+    }
     let started = Instant::now();
+    let mut embedded = 0usize;
     for (i, (path, text)) in files.iter().enumerate() {
-        index.update(path, text)?;
+        embedded += index.update(path, text)?.embedded;
         if (i + 1) % 100 == 0 {
+            index.flush()?;
             println!(
-                "search-eval: indexed {} of {} files ({} pieces, {:.0} s)",
+                "search-eval: indexed {} of {} files ({} pieces, {embedded} embedded, {:.0} s)",
                 i + 1,
                 files.len(),
                 index.piece_count(),
@@ -374,13 +406,22 @@ pub fn search_eval(args: Args) -> Result<()> {
             );
         }
     }
+    index.flush()?;
     let build = started.elapsed().as_secs_f64();
     let pieces = index.piece_count();
-    println!(
-        "index: {} files, {pieces} pieces in {build:.1} s: {:.1} pieces/s ({threads} cores)",
-        index.file_count(),
-        pieces as f64 / build
-    );
+    if embedded == 0 {
+        println!(
+            "index: {} files, {pieces} pieces, all kept from {} (--fresh to build anew and time it)",
+            index.file_count(),
+            kept.display()
+        );
+    } else {
+        println!(
+            "index: {} files, {pieces} pieces, {embedded} cut and embedded in {build:.1} s: {:.2} pieces/s ({threads} cores)",
+            index.file_count(),
+            embedded as f64 / build
+        );
+    }
 
     let mut per = Vec::new();
     for (name, ranking) in [
@@ -415,28 +456,48 @@ pub fn search_eval(args: Args) -> Result<()> {
                 f.path = format!("copy-{copy}/{}", f.path);
             }
             count += f.pieces.len();
-            harness_search::Store::put(&mut big, &f)?;
+            big.put(&f)?;
         }
         copy += 1;
     }
     let embedder = Embedder::load(&model)?;
-    let big = Index::open(big, Some(embedder), Params::default())?;
+    let big = Index::open(big, Some(embedder), params)?;
     let mut times = Vec::new();
+    let (mut embeds, mut ranks) = (Vec::new(), Vec::new());
     for _round in 0..4 {
         for q in &queries {
             let t = Instant::now();
             let answer = big.search(&q.text, 10, Ranking::Combined, &|_| true)?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
             std::hint::black_box(answer);
+            // The two halves apart: embedding the query, then ranking with its vector.
+            if let Some(e) = big.embedder() {
+                let t = Instant::now();
+                let v = e.embed_query(&q.text)?;
+                embeds.push(t.elapsed().as_secs_f64() * 1000.0);
+                let t = Instant::now();
+                let answer = big.search_with(&q.text, Some(&v), 10, Ranking::Combined, &|_| true);
+                ranks.push(t.elapsed().as_secs_f64() * 1000.0);
+                std::hint::black_box(answer);
+            }
         }
     }
-    times.sort_by(f64::total_cmp);
+    for v in [&mut times, &mut embeds, &mut ranks] {
+        v.sort_by(f64::total_cmp);
+    }
     println!(
         "query latency over {} pieces (combined, query embedded each time, {} queries): p50 {:.1} ms, p99 {:.1} ms",
         big.piece_count(),
         times.len(),
         percentile(&times, 0.5),
         percentile(&times, 0.99)
+    );
+    println!(
+        "  of which embedding the query p50 {:.1} ms, p99 {:.1} ms; ranking p50 {:.1} ms, p99 {:.1} ms",
+        percentile(&embeds, 0.5),
+        percentile(&embeds, 0.99),
+        percentile(&ranks, 0.5),
+        percentile(&ranks, 0.99)
     );
     Ok(())
 }

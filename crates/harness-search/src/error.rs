@@ -43,6 +43,12 @@ pub enum Error {
         /// Why.
         source: harness_fs::Error,
     },
+    /// The spec lacks a number the index needs.
+    #[error("the spec is not usable for search: {what}")]
+    Spec {
+        /// What is missing, naming the spec and the file.
+        what: String,
+    },
     /// The storage behind the index failed.
     #[error("the index's storage failed on {path}: {reason}")]
     Store {

@@ -8,10 +8,12 @@
 //!   character rule without the model), content hashes so only changed pieces are embedded
 //!   again, BM25 and cosine fused by reciprocal rank fusion, the view applied after scoring,
 //!   behind a [`index::Store`] seam.
+//! - [`store`]: [`FileStore`], the index kept in one file written atomically.
 
 pub mod embedder;
 pub mod error;
 pub mod index;
+pub mod store;
 pub mod words;
 
 pub use embedder::Embedder;
@@ -19,3 +21,4 @@ pub use error::{Error, Result};
 pub use index::{
     Answer, Hit, Index, MemoryStore, Params, Ranking, Store, StoredFile, StoredPiece, Update,
 };
+pub use store::FileStore;

@@ -36,7 +36,7 @@ pub use loop_config::LoopConfig;
 pub use models::Model;
 pub use tool::{
     Block, Confirm, Narrow, Offered, Project, PromptEntry, PromptIndex, Renamed, Requirement, Risk,
-    Scope, Serves, Sessions, Tool, Variable,
+    Scope, SearchRanking, Serves, Sessions, Tool, Variable,
 };
 
 static EMBEDDED_DIR: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../spec");

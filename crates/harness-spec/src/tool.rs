@@ -195,6 +195,22 @@ pub struct Renamed {
     pub convert: Option<String>,
 }
 
+/// A search tool's ranking numbers (`ranking` of `tools/search.json`): words by BM25, vectors
+/// by cosine, the best of each fused by reciprocal rank fusion.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SearchRanking {
+    /// Reciprocal rank fusion's constant: a piece scores Σ 1/(k + rank), ranks from 1.
+    pub rrf_k: f64,
+    /// BM25's term saturation.
+    pub bm25_k1: f64,
+    /// BM25's length normalisation.
+    pub bm25_b: f64,
+    /// How many of the best by words go into the fusion.
+    pub word_candidates: usize,
+    /// How many of the best by vectors go into the fusion.
+    pub vector_candidates: usize,
+}
+
 /// One tool of the spec: exactly what a model is sent plus what the projects need to offer,
 /// show and guard it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -246,6 +262,9 @@ pub struct Tool {
     /// The one line the loader says for it while it is deferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// How it ranks, for a tool that searches by meaning and by words (`search`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranking: Option<SearchRanking>,
     /// The description a model reads (before filling).
     pub description: String,
     /// The JSON Schema of the arguments (before filling and narrowing).

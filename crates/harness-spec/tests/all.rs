@@ -201,3 +201,26 @@ fn the_embedded_files_pass_the_same_validation_the_build_ran() {
     let report = harness_spec::validate::validate(&files);
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+#[test]
+fn the_search_tool_says_its_ranking_numbers_and_a_wrong_one_is_refused() {
+    let r = Spec::embedded()
+        .tool("search")
+        .and_then(|t| t.ranking)
+        .expect("tools/search.json has `ranking`");
+    assert!(r.rrf_k > 0.0 && (0.0..=1.0).contains(&r.bm25_b), "{r:?}");
+    assert!(r.word_candidates >= 1 && r.vector_candidates >= 1, "{r:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec");
+    copy_dir(&spec_dir(), &spec);
+    let path = spec.join("tools/search.json");
+    let mut tool: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    tool["ranking"]["bm25_b"] = 2.into();
+    std::fs::write(&path, serde_json::to_string_pretty(&tool).unwrap()).unwrap();
+    let text = Spec::from_dir(&spec).unwrap_err().to_string();
+    assert!(
+        text.contains("spec/tools/search.json at /ranking/bm25_b"),
+        "{text}"
+    );
+}

@@ -31,7 +31,7 @@ const TREE: &[(&str, &str)] = &[
 const HIDDEN: &str = "secret/incident.md";
 
 fn index_of(tree: &[(&str, &str)], embedder: Option<Embedder>) -> Index<MemoryStore> {
-    let mut index = Index::open(MemoryStore::new(), embedder, Params::default()).unwrap();
+    let mut index = Index::open(MemoryStore::new(), embedder, Params::embedded().unwrap()).unwrap();
     for (path, text) in tree {
         index.update(path, text).unwrap();
     }
@@ -130,7 +130,7 @@ fn results_name_the_file_and_the_lines_of_the_piece() {
         text.push_str(&format!("line {i} of filler text about nothing much\n"));
     }
     text.push_str("the zeppelin hangar is at the end\n");
-    let mut index = Index::open(MemoryStore::new(), None, Params::default()).unwrap();
+    let mut index = Index::open(MemoryStore::new(), None, Params::embedded().unwrap()).unwrap();
     let update = index.update("long.txt", &text).unwrap();
     assert!(update.pieces > 3, "{update:?}");
     let answer = index
@@ -172,7 +172,7 @@ fn an_unchanged_file_is_not_cut_again_and_a_removed_one_is_gone() {
         .unwrap();
     assert!(!paths(&answer).contains(&"docs/auth.md"));
     // The store holds what the index holds: reopened over it, the same answers.
-    let reopened = Index::open(index.store().clone(), None, Params::default()).unwrap();
+    let reopened = Index::open(index.store().clone(), None, Params::embedded().unwrap()).unwrap();
     assert_eq!(
         reopened
             .search("password", 10, Ranking::Words, &|_| true)
@@ -194,7 +194,7 @@ fn only_changed_pieces_are_embedded_again_embedder() {
     let text = paragraphs.concat();
     let tokens = e.counter().count(&text).unwrap();
     assert!(tokens > 2 * 480, "{tokens}");
-    let mut index = Index::open(MemoryStore::new(), Some(e), Params::default()).unwrap();
+    let mut index = Index::open(MemoryStore::new(), Some(e), Params::embedded().unwrap()).unwrap();
     let first = index.update("long.md", &text).unwrap();
     assert_eq!(first.embedded, first.pieces);
     assert!(first.pieces >= 3, "{first:?}");
@@ -209,4 +209,51 @@ fn only_changed_pieces_are_embedded_again_embedder() {
         .search("sailing", 1, Ranking::Combined, &|_| true)
         .unwrap();
     assert_eq!(answer.hits[0].start_line, 1);
+}
+
+#[test]
+fn the_ranking_numbers_are_the_spec_s() {
+    let spec = harness_spec::Spec::embedded();
+    let r = spec.tool("search").and_then(|t| t.ranking).unwrap();
+    let p = Params::from_spec(spec).unwrap();
+    assert_eq!(
+        (
+            p.rrf_k,
+            p.bm25_k1,
+            p.bm25_b,
+            p.word_candidates,
+            p.vector_candidates
+        ),
+        (
+            r.rrf_k,
+            r.bm25_k1,
+            r.bm25_b,
+            r.word_candidates,
+            r.vector_candidates
+        )
+    );
+    // A spec of other numbers ranks by them: one candidate a side gives one passage.
+    let mut files = std::collections::BTreeMap::new();
+    for rel in spec.paths() {
+        let mut bytes = spec.text(rel).unwrap().as_bytes().to_vec();
+        if rel == "tools/search.json" {
+            let mut tool: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            tool["ranking"]["word_candidates"] = 1.into();
+            tool["ranking"]["rrf_k"] = 5.into();
+            bytes = serde_json::to_vec_pretty(&tool).unwrap();
+        }
+        files.insert(rel.to_string(), bytes);
+    }
+    let other = harness_spec::Spec::from_files("test".into(), files).unwrap();
+    let p = Params::from_spec(&other).unwrap();
+    assert_eq!((p.word_candidates, p.rrf_k), (1, 5.0));
+    let mut index = Index::open(MemoryStore::new(), None, p).unwrap();
+    for (path, text) in TREE {
+        index.update(path, text).unwrap();
+    }
+    // Words alone are not cut to the fusion's candidates.
+    let words = index
+        .search("failed", 10, Ranking::Words, &|_| true)
+        .unwrap();
+    assert!(words.hits.len() > 1, "{:?}", paths(&words));
 }

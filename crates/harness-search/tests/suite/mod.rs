@@ -1,5 +1,8 @@
+mod alloc;
+mod cost;
 mod embedder;
 mod index;
+mod store;
 
 use std::path::PathBuf;
 
