@@ -67,8 +67,7 @@ pub fn install_embedder() -> Result<PathBuf> {
         }
         return Ok(dir);
     }
-    let key = hex::encode(&Sha256::digest(PIP_REQUIREMENT.as_bytes())[..6]);
-    let dir = cache_root()?.join(format!("embedder-{key}"));
+    let dir = cache_root()?.join(embedder::install_folder());
     let model = embedder::model_dir(&dir.join("packages"));
     let mark = dir.join(".complete");
     if mark.exists() && embedder::model_present(&model) {

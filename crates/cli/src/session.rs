@@ -65,6 +65,15 @@ impl SessionParts {
     }
 }
 
+/// Where the search embedder's files are, for `knowledge_search` and `notes_search` to rank by
+/// meaning: `LLEMBAS_EMBEDDER_DIR`, else where pip installed them under the user's cache.
+fn embedder_dir() -> Option<std::path::PathBuf> {
+    if let Some(d) = std::env::var_os("LLEMBAS_EMBEDDER_DIR") {
+        return Some(d.into());
+    }
+    harness_agent::library::installed_embedder(&dirs::cache_dir()?)
+}
+
 /// Builds a session (new, or resumed with `resume`: empty for the newest here, else an id).
 pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionParts> {
     let m = settings.model.as_ref().map_err(|line| anyhow!("{line}"))?;
@@ -77,10 +86,16 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     exec.personal = harness_agent::personal::PersonalTools {
-        library: Some(Library::new(
-            Arc::new(DirLibrary::new(&settings.dirs.data.join("library"))),
-            &project,
-        )),
+        library: Some(
+            Library::new(
+                Arc::new(DirLibrary::new(&settings.dirs.data.join("library"))),
+                &project,
+            )
+            .with_search(
+                Some(settings.dirs.data.join("search/library.json")),
+                embedder_dir(),
+            ),
+        ),
         scope: None,
         memory: Some(settings.dirs.data.join("memory.json")),
         user_skills: Some(settings.dirs.data.join("skills")),

@@ -6,10 +6,16 @@
 //! project, chat, updated), and the documents the person puts in `knowledge/` (text or Markdown;
 //! an optional `<name>.json` beside one says its title, project and chat).
 //!
-//! Search is by words (title and text, case folded); this build has no embedder for meaning.
+//! `notes_search` and `knowledge_search` rank with harness-search: by meaning and by words
+//! fused where the embedder's files are found ([`Library::with_search`]), else by words alone,
+//! and then the answer says so. The index covers every note and document, kept in a file
+//! ([`harness_search::FileStore`]) so only what changed is embedded again; a session's scope is
+//! applied after scoring, as `search`'s view is.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use harness_search::{Embedder, FileStore, Index, MemoryStore, Params, Ranking, Store};
 
 use harness_fs::tools::{self as fst, Ledger};
 use harness_fs::{Access, Level, MemoryBackend, VPath, View};
@@ -72,13 +78,107 @@ pub trait LibraryStore: Send + Sync {
 pub struct Library {
     store: Arc<dyn LibraryStore>,
     project: String,
+    search: Arc<Search>,
 }
 
 impl std::fmt::Debug for Library {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Library")
             .field("project", &self.project)
+            .field("index_file", &self.search.index_file)
+            .field("embedder_dir", &self.search.embedder_dir)
             .finish()
+    }
+}
+
+type SearchIndex = Index<Box<dyn Store + Send>>;
+
+/// The search index over the library, opened at the first search.
+#[derive(Default)]
+struct Search {
+    /// Where the index is kept (none: in memory, built again by each process).
+    index_file: Option<PathBuf>,
+    /// The embedder's folder, where its files were found.
+    embedder_dir: Option<PathBuf>,
+    index: Mutex<Option<SearchIndex>>,
+}
+
+/// The embedder's folder where a binary installed it under the user's cache folder `cache`
+/// (`cache/llembas/`, or `cache/llembas-test/` where `cargo xtask test` put it), if its files are
+/// there.
+pub fn installed_embedder(cache: &Path) -> Option<PathBuf> {
+    ["llembas", "llembas-test"]
+        .iter()
+        .map(|n| harness_search::embedder::installed_model_dir(&cache.join(n)))
+        .find(|d| harness_search::embedder::model_present(d))
+}
+
+/// What the index calls a note and a document.
+fn note_path(id: &str) -> String {
+    format!("notes/{id}")
+}
+
+fn document_path(id: &str) -> String {
+    format!("knowledge/{id}")
+}
+
+/// A note as indexed: its title, a blank line, its text.
+fn note_text(n: &Item) -> String {
+    format!("{}\n\n{}", n.meta.title, n.text)
+}
+
+impl Search {
+    fn open(&self) -> Result<SearchIndex, String> {
+        let store: Box<dyn Store + Send> = match &self.index_file {
+            Some(path) => Box::new(FileStore::open(path).unwrap_or_else(|_| {
+                // Not an index (or another format): it is rebuilt, and replaced at the flush.
+                FileStore::new(path)
+            })),
+            None => Box::new(MemoryStore::new()),
+        };
+        let embedder = self
+            .embedder_dir
+            .as_deref()
+            .filter(|d| harness_search::embedder::model_present(d))
+            .and_then(|d| Embedder::load(d).ok());
+        let params = Params::embedded().map_err(|e| e.to_string())?;
+        Index::open(store, embedder, params).map_err(|e| e.to_string())
+    }
+
+    /// Brings the index up to the library's notes and documents (only what changed is cut and
+    /// embedded again), then searches it; `see` is the scope, applied after scoring.
+    fn search(
+        &self,
+        items: &[(String, String)],
+        query: &str,
+        limit: usize,
+        see: &dyn Fn(&str) -> bool,
+    ) -> Result<harness_search::Answer, String> {
+        let mut guard = self
+            .index
+            .lock()
+            .map_err(|_| "the library's search index is poisoned".to_string())?;
+        if guard.is_none() {
+            *guard = Some(self.open()?);
+        }
+        let Some(index) = guard.as_mut() else {
+            return Err("the library's search index did not open".into());
+        };
+        for (path, text) in items {
+            index.update(path, text).map_err(|e| e.to_string())?;
+        }
+        let gone: Vec<String> = index
+            .paths()
+            .filter(|p| !items.iter().any(|(q, _)| q == p))
+            .map(str::to_owned)
+            .collect();
+        for p in gone {
+            index.remove(&p).map_err(|e| e.to_string())?;
+        }
+        index.flush().map_err(|e| e.to_string())?;
+        index
+            .search(query, limit, Ranking::Combined, see)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -217,7 +317,36 @@ impl Library {
         Library {
             store,
             project: project.to_owned(),
+            search: Arc::new(Search::default()),
         }
+    }
+
+    /// Keeps the search index in `index_file` (else in memory) and ranks by meaning too with
+    /// the embedder in `embedder_dir` where its files are there (else by words alone, and the
+    /// answers say so).
+    pub fn with_search(
+        mut self,
+        index_file: Option<PathBuf>,
+        embedder_dir: Option<PathBuf>,
+    ) -> Library {
+        self.search = Arc::new(Search {
+            index_file,
+            embedder_dir,
+            index: Mutex::new(None),
+        });
+        self
+    }
+
+    /// Every note and document as the index holds them (path, text).
+    fn indexed_items(&self) -> (Vec<Item>, Vec<Item>, Vec<(String, String)>) {
+        let notes = self.store.notes();
+        let docs = self.store.documents();
+        let items = notes
+            .iter()
+            .map(|n| (note_path(&n.id), note_text(n)))
+            .chain(docs.iter().map(|d| (document_path(&d.id), d.text.clone())))
+            .collect();
+        (notes, docs, items)
     }
 
     /// "N notes, M documents", for the prompt.
@@ -261,41 +390,72 @@ impl Library {
         let n = |k: &str| a.get(k).and_then(Value::as_u64).map(|v| v as usize);
         match tool {
             "notes_search" => {
-                let Some(q) = s("query") else {
+                let Some(query) = s("query") else {
                     return err("notes_search: `query` is missing");
                 };
                 let all = s("scope") == Some("all");
-                let q = words(q);
-                let mut hits: Vec<(usize, Item)> = self
-                    .notes(scope)
-                    .into_iter()
+                let limit = n("limit").unwrap_or(10).clamp(1, 50);
+                let (notes, _, items) = self.indexed_items();
+                let seen: Vec<&Item> = notes
+                    .iter()
+                    .filter(|i| Self::in_scope(&i.meta, scope))
                     .filter(|i| {
                         scope.is_some()
                             || all
                             || i.meta.project.is_empty()
                             || i.meta.project == self.project
                     })
-                    .map(|i| (score(&q, &i.meta.title) * 3 + score(&q, &i.text), i))
-                    .filter(|(sc, _)| *sc > 0)
                     .collect();
-                hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
-                hits.truncate(n("limit").unwrap_or(10).clamp(1, 50));
-                if hits.is_empty() {
-                    return ("No notes match.".into(), false);
+                let see = |p: &str| seen.iter().any(|i| note_path(&i.id) == p);
+                // Pieces, best first: a note is named once, by its best piece.
+                let answer = match self.search.search(&items, query, limit * 4, &see) {
+                    Ok(a) => a,
+                    Err(e) => return err(format!("notes_search: {e}")),
+                };
+                let q = words(query);
+                let mut out: Vec<String> = Vec::new();
+                let mut named: Vec<&str> = Vec::new();
+                for hit in &answer.hits {
+                    let Some(note) = seen.iter().find(|i| note_path(&i.id) == hit.path) else {
+                        continue;
+                    };
+                    if named.contains(&note.id.as_str()) || named.len() == limit {
+                        continue;
+                    }
+                    named.push(&note.id);
+                    let text = note_text(note);
+                    let lines: Vec<&str> = text
+                        .lines()
+                        .skip(hit.start_line.saturating_sub(1))
+                        .take(hit.end_line + 1 - hit.start_line.max(1))
+                        .filter(|l| !l.trim().is_empty())
+                        .collect();
+                    // The line with most of the query's words (the first of equals), else
+                    // the piece's first line that is not the title.
+                    let mut line = lines
+                        .iter()
+                        .copied()
+                        .find(|l| l.trim() != note.meta.title.trim())
+                        .unwrap_or("");
+                    let mut best = 0;
+                    for l in &lines {
+                        let sc = score(&q, l);
+                        if sc > best {
+                            (best, line) = (sc, l);
+                        }
+                    }
+                    let line = line.trim();
+                    out.push(format!("{} — {}\n  {}", note.id, note.meta.title, line));
                 }
-                let out: Vec<String> = hits
-                    .iter()
-                    .map(|(_, i)| {
-                        let line = i
-                            .text
-                            .lines()
-                            .max_by_key(|l| score(&q, l))
-                            .unwrap_or("")
-                            .trim();
-                        format!("{} — {}\n  {}", i.id, i.meta.title, line)
-                    })
-                    .collect();
-                (out.join("\n"), false)
+                let mut text = if out.is_empty() {
+                    "No notes match.".to_string()
+                } else {
+                    out.join("\n")
+                };
+                if let Some(note) = &answer.note {
+                    text.push_str(&format!("\n\n({note}.)"));
+                }
+                (text, false)
             }
             "note_view" => {
                 let Some(id) = s("id") else {
@@ -322,43 +482,47 @@ impl Library {
             }
             "note_manage" => self.manage(a, scope),
             "knowledge_search" => {
-                let Some(q) = s("query") else {
+                let Some(query) = s("query") else {
                     return err("knowledge_search: `query` is missing");
                 };
-                let q = words(q);
                 let only = s("document");
-                let mut hits: Vec<(usize, String, String, usize, usize, String)> = Vec::new();
-                for d in self.documents(scope) {
-                    if only.is_some_and(|o| o != d.id) {
-                        continue;
-                    }
-                    let lines: Vec<&str> = d.text.lines().collect();
-                    for start in (0..lines.len()).step_by(10) {
-                        let end = (start + 20).min(lines.len());
-                        let passage = lines[start..end].join("\n");
-                        let sc = score(&q, &passage);
-                        if sc > 0 {
-                            hits.push((
-                                sc,
-                                d.id.clone(),
-                                d.meta.title.clone(),
-                                start + 1,
-                                end,
-                                passage,
-                            ));
-                        }
-                    }
-                }
-                hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.3.cmp(&b.3)));
-                hits.truncate(n("limit").unwrap_or(8).clamp(1, 30));
-                if hits.is_empty() {
-                    return ("No passages match.".into(), false);
-                }
-                let out: Vec<String> = hits
+                let limit = n("limit").unwrap_or(8).clamp(1, 30);
+                let (_, docs, items) = self.indexed_items();
+                let seen: Vec<&Item> = docs
                     .iter()
-                    .map(|(_, id, title, a, b, p)| format!("{id} — {title} (lines {a}-{b})\n{p}"))
+                    .filter(|d| Self::in_scope(&d.meta, scope))
+                    .filter(|d| only.is_none_or(|o| o == d.id))
                     .collect();
-                (out.join("\n\n"), false)
+                let see = |p: &str| seen.iter().any(|d| document_path(&d.id) == p);
+                let answer = match self.search.search(&items, query, limit, &see) {
+                    Ok(a) => a,
+                    Err(e) => return err(format!("knowledge_search: {e}")),
+                };
+                let out: Vec<String> = answer
+                    .hits
+                    .iter()
+                    .filter_map(|hit| {
+                        let d = seen.iter().find(|d| document_path(&d.id) == hit.path)?;
+                        let (a, b) = (hit.start_line.max(1), hit.end_line.max(hit.start_line));
+                        let passage: Vec<&str> =
+                            d.text.lines().skip(a - 1).take(b + 1 - a).collect();
+                        Some(format!(
+                            "{} — {} (lines {a}-{b})\n{}",
+                            d.id,
+                            d.meta.title,
+                            passage.join("\n")
+                        ))
+                    })
+                    .collect();
+                let mut text = if out.is_empty() {
+                    "No passages match.".to_string()
+                } else {
+                    out.join("\n\n")
+                };
+                if let Some(note) = &answer.note {
+                    text.push_str(&format!("\n\n({note}.)"));
+                }
+                (text, false)
             }
             "knowledge_get" => {
                 let Some(id) = s("id") else {

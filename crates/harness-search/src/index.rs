@@ -117,6 +117,21 @@ pub trait Store {
     }
 }
 
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn load(&self) -> Result<Vec<StoredFile>> {
+        (**self).load()
+    }
+    fn put(&mut self, file: &StoredFile) -> Result<()> {
+        (**self).put(file)
+    }
+    fn remove(&mut self, path: &str) -> Result<()> {
+        (**self).remove(path)
+    }
+    fn flush(&mut self) -> Result<()> {
+        (**self).flush()
+    }
+}
+
 /// A store in memory.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
@@ -332,6 +347,11 @@ impl<S: Store> Index<S> {
     /// Files indexed.
     pub fn file_count(&self) -> usize {
         self.by_path.len()
+    }
+
+    /// The paths of the files indexed, in no order.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.by_path.keys().map(String::as_str)
     }
 
     /// Indexes `text` as the file `path` (added or changed): an unchanged file does nothing,
