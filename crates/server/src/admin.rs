@@ -291,7 +291,7 @@ async fn put_grants(
         }
         checked.push((path, level));
     }
-    let mut tx = app.pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = crate::db::begin_write(&app.pool).await?;
     sqlx::query("DELETE FROM grants WHERE user_id = $1")
         .bind(id)
         .execute(&mut *tx)

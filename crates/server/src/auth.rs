@@ -290,6 +290,43 @@ pub async fn logout(pool: &Db, token: &str) -> Result<()> {
     Ok(())
 }
 
+/// How many hex digits of a token's hash name it in lists (the hash of a random token: naming
+/// it tells nothing of the token).
+const TOKEN_ID_DIGITS: i64 = 16;
+
+/// The user's API tokens: `id` (a prefix of the hash), `label`, `created`; never the token.
+pub async fn list_api_tokens(pool: &Db, user: &User) -> Result<Vec<serde_json::Value>> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT substr(token_hash, 1, $2), label, created FROM api_tokens WHERE user_id = $1 ORDER BY created, token_hash",
+    )
+    .bind(user.id)
+    .bind(TOKEN_ID_DIGITS)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, label, created)| serde_json::json!({"id": id, "label": label, "created": created}))
+        .collect())
+}
+
+/// Revokes the user's API token `id` (as [`list_api_tokens`] names it): at once refused.
+pub async fn revoke_api_token(pool: &Db, user: &User, id: &str) -> Result<()> {
+    if i64::try_from(id.len()).ok() != Some(TOKEN_ID_DIGITS) {
+        return Err(Error::NotFound(format!("no API token {id}")));
+    }
+    let done =
+        sqlx::query("DELETE FROM api_tokens WHERE user_id = $1 AND substr(token_hash, 1, $2) = $3")
+            .bind(user.id)
+            .bind(TOKEN_ID_DIGITS)
+            .bind(id)
+            .execute(pool)
+            .await?;
+    if done.rows_affected() == 0 {
+        return Err(Error::NotFound(format!("no API token {id}")));
+    }
+    Ok(())
+}
+
 /// A new API token for `user` (shown once; only its hash is kept).
 pub async fn new_api_token(pool: &Db, user: &User, label: &str) -> Result<String> {
     let token = format!("llb_{}", random_token()?);

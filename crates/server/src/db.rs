@@ -1,44 +1,108 @@
-//! The database: SQLite through `sqlx` (runtime queries, `$N` placeholders so the same SQL can
-//! serve PostgreSQL later), its migrations, and the small queries the rest of the server uses.
+//! The database: SQLite or PostgreSQL through `sqlx`'s `Any` driver (runtime queries, one SQL
+//! text for both with `$N` placeholders), the migrations of each, and small helpers.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{SqlSafeStr, SqlitePool};
-
-/// The server's database pool (every handler and store takes this name, whatever the backend).
-pub type Db = SqlitePool;
+use sqlx::{ConnectOptions, Executor, SqlSafeStr};
 
 use crate::error::{Error, Result};
 
-/// The pool's connections (writes are funnelled through the event log's lock as well).
-const MAX_CONNECTIONS: u32 = 4;
+/// The server's database pool, SQLite or PostgreSQL: every handler and store takes this name,
+/// and every query is one SQL text for both (`$N` placeholders, integers, text, bytes).
+pub type Db = sqlx::AnyPool;
 
-/// How long a connection waits for SQLite's write lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Which database a pool reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One SQLite file under the data directory: one server process.
+    Sqlite,
+    /// A PostgreSQL database: several server processes may share it.
+    Postgres,
+}
 
-/// The migrations of the SQLite schema, in order.
-fn migrator() -> Migrator {
-    let steps = [
-        (
-            1,
-            "init",
-            include_str!("../migrations/sqlite/0001_init.sql"),
-        ),
-        (
-            2,
-            "admin",
-            include_str!("../migrations/sqlite/0002_admin.sql"),
-        ),
-        (
-            3,
-            "chat_tokens",
-            include_str!("../migrations/sqlite/0003_chat_tokens.sql"),
-        ),
-    ];
+impl Backend {
+    /// The backend of `pool`.
+    pub fn of(pool: &Db) -> Backend {
+        match pool.connect_options().database_url.scheme() {
+            "postgres" | "postgresql" => Backend::Postgres,
+            _ => Backend::Sqlite,
+        }
+    }
+}
+
+/// SQLite's pool: its connections (writes are funnelled through the event log's writer too).
+const SQLITE_CONNECTIONS: u32 = 4;
+
+/// PostgreSQL's pool: its connections (the server is the only client it has to share with).
+const POSTGRES_CONNECTIONS: u32 = 8;
+
+/// What every SQLite connection is set to: WAL (readers never wait for the writer), a wait of
+/// five seconds for the write lock before failing, foreign keys enforced.
+const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+     PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;";
+
+/// The migrations of `backend`, in order: one directory each (their DDL differs), the same
+/// logical schema.
+fn migrator(backend: Backend) -> Migrator {
+    let steps: [(i64, &str, &'static str); 5] = match backend {
+        Backend::Sqlite => [
+            (
+                1,
+                "init",
+                include_str!("../migrations/sqlite/0001_init.sql"),
+            ),
+            (
+                2,
+                "admin",
+                include_str!("../migrations/sqlite/0002_admin.sql"),
+            ),
+            (
+                3,
+                "chat_tokens",
+                include_str!("../migrations/sqlite/0003_chat_tokens.sql"),
+            ),
+            (
+                4,
+                "leases",
+                include_str!("../migrations/sqlite/0004_leases.sql"),
+            ),
+            (
+                5,
+                "search",
+                include_str!("../migrations/sqlite/0005_search.sql"),
+            ),
+        ],
+        Backend::Postgres => [
+            (
+                1,
+                "init",
+                include_str!("../migrations/postgres/0001_init.sql"),
+            ),
+            (
+                2,
+                "admin",
+                include_str!("../migrations/postgres/0002_admin.sql"),
+            ),
+            (
+                3,
+                "chat_tokens",
+                include_str!("../migrations/postgres/0003_chat_tokens.sql"),
+            ),
+            (
+                4,
+                "leases",
+                include_str!("../migrations/postgres/0004_leases.sql"),
+            ),
+            (
+                5,
+                "search",
+                include_str!("../migrations/postgres/0005_search.sql"),
+            ),
+        ],
+    };
     Migrator::with_migrations(
         steps
             .into_iter()
@@ -55,21 +119,86 @@ fn migrator() -> Migrator {
     )
 }
 
-/// Opens (creating) the database file `path` in WAL mode and runs the migrations.
-pub async fn open(path: &Path) -> Result<Db> {
-    let url = format!("sqlite://{}", path.display());
-    let options = SqliteConnectOptions::from_str(&url)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .foreign_keys(true)
-        .busy_timeout(BUSY_TIMEOUT);
-    let pool = SqlitePoolOptions::new()
-        .max_connections(MAX_CONNECTIONS)
-        .connect_with(options)
-        .await?;
-    migrator().run(&pool).await?;
+/// The URL of the SQLite file `path` (created when missing).
+pub fn sqlite_url(path: &Path) -> String {
+    let mut url = String::from("sqlite://");
+    for c in path.display().to_string().chars() {
+        match c {
+            '%' | '?' | '#' | ' ' => url.push_str(&format!("%{:02X}", c as u32)),
+            c => url.push(c),
+        }
+    }
+    url.push_str("?mode=rwc");
+    url
+}
+
+/// Opens the database at `url` (`sqlite://…` or `postgres://…`) and runs its migrations. Two
+/// processes starting on a fresh PostgreSQL database take turns (the migrator holds an advisory
+/// lock), so the schema is made once.
+pub async fn open(url: &str) -> Result<Db> {
+    sqlx::any::install_default_drivers();
+    let options: AnyConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| Error::Database(format!("{}: {e}", shown_url(url))))?;
+    let options = options.disable_statement_logging();
+    let backend = match options.database_url.scheme() {
+        "sqlite" => Backend::Sqlite,
+        "postgres" | "postgresql" => Backend::Postgres,
+        other => {
+            return Err(Error::Database(format!(
+                "{}: unknown database kind {other:?}: use sqlite://FILE or postgres://…",
+                shown_url(url)
+            )));
+        }
+    };
+    let pool = match backend {
+        Backend::Sqlite => {
+            AnyPoolOptions::new()
+                .max_connections(SQLITE_CONNECTIONS)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute(SQLITE_PRAGMAS).await?;
+                        Ok(())
+                    })
+                })
+                .connect_with(options)
+                .await
+        }
+        Backend::Postgres => {
+            AnyPoolOptions::new()
+                .max_connections(POSTGRES_CONNECTIONS)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(options)
+                .await
+        }
+    }
+    .map_err(|e| Error::Database(format!("{}: {e}", shown_url(url))))?;
+    migrator(backend).run(&pool).await?;
     Ok(pool)
+}
+
+/// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
+/// IMMEDIATE`, so it never fails half-way on a lock another writer took after its reads); on
+/// PostgreSQL an ordinary one.
+pub async fn begin_write(
+    pool: &Db,
+) -> std::result::Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+    match Backend::of(pool) {
+        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await,
+        Backend::Postgres => pool.begin().await,
+    }
+}
+
+/// A database URL as logs may show it: without its password.
+pub fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "the database URL".into(),
+    }
 }
 
 /// Seconds since the epoch.

@@ -12,6 +12,10 @@ pub enum Error {
     /// The database refused or failed a query.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The database could not be reached or is not one the server knows (its URL shown without a
+    /// password).
+    #[error("database: {0}")]
+    Database(String),
     /// A migration failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -97,6 +101,7 @@ impl Error {
             },
             Error::Model(_) => StatusCode::BAD_GATEWAY,
             Error::Db(_)
+            | Error::Database(_)
             | Error::Migrate(_)
             | Error::Agent(_)
             | Error::Stored(_)

@@ -134,7 +134,7 @@ impl SessionStore for SqlStore {
         let pool = self.pool.clone();
         let user_id = self.user_id;
         self.wait(async move {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            let mut tx = crate::db::begin_write(&pool).await?;
             let owner: Option<i64> =
                 sqlx::query_scalar("SELECT user_id FROM agent_sessions WHERE id = $1")
                     .bind(id)

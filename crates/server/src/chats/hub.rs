@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::db::Db;
+use crate::db::{Backend, Db};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -40,15 +40,45 @@ type Streams = Arc<Mutex<HashMap<i64, broadcast::Sender<Arc<Stored>>>>>;
 pub struct Hub {
     queue: mpsc::UnboundedSender<Pending>,
     streams: Streams,
+    shared: bool,
 }
 
 impl Hub {
-    /// The log on `pool` (its writer runs on the current runtime).
-    pub fn new(pool: Db) -> Hub {
+    /// The log on `pool` (its writer runs on the current runtime). On PostgreSQL the log is
+    /// shared with the other server processes on the database: `instance` names this one in the
+    /// notices it sends them.
+    pub fn new(pool: Db, instance: &str) -> Hub {
         let (queue, rx) = mpsc::unbounded_channel();
         let streams: Streams = Arc::default();
-        tokio::spawn(writer(pool, rx, streams.clone()));
-        Hub { queue, streams }
+        let shared = Backend::of(&pool) == Backend::Postgres;
+        tokio::spawn(writer(pool, rx, streams.clone(), instance.to_owned()));
+        Hub {
+            queue,
+            streams,
+            shared,
+        }
+    }
+
+    /// Whether other processes write to this log too (PostgreSQL): a stream then reads what it
+    /// sends from the database, in the order of the ids, whenever it is woken.
+    pub fn shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Sends events another process stored to this process's streams of their user.
+    pub fn deliver(&self, events: Vec<Stored>) {
+        for e in events {
+            send(&self.streams, &Arc::new(e));
+        }
+    }
+
+    /// Whether a stream of `user_id` is open here.
+    pub fn follows(&self, user_id: i64) -> bool {
+        self.streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&user_id)
+            .is_some_and(|tx| tx.receiver_count() > 0)
     }
 
     /// Follows every event of `user_id` stored from now on.
@@ -94,7 +124,13 @@ struct Counters {
     seqs: HashMap<String, i64>,
 }
 
-async fn writer(pool: Db, mut rx: mpsc::UnboundedReceiver<Pending>, streams: Streams) {
+async fn writer(
+    pool: Db,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+    streams: Streams,
+    instance: String,
+) {
+    let shared = Backend::of(&pool) == Backend::Postgres;
     let mut counters = Counters::default();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -104,7 +140,12 @@ async fn writer(pool: Db, mut rx: mpsc::UnboundedReceiver<Pending>, streams: Str
                 Err(_) => break,
             }
         }
-        match store(&pool, &mut counters, &batch).await {
+        let stored = if shared {
+            store_shared(&pool, &instance, &batch).await
+        } else {
+            store(&pool, &mut counters, &batch).await
+        };
+        match stored {
             Ok(stored) => {
                 for (p, s) in batch.into_iter().zip(stored) {
                     send(&streams, &s);
@@ -115,7 +156,11 @@ async fn writer(pool: Db, mut rx: mpsc::UnboundedReceiver<Pending>, streams: Str
                 // One event at fault (its chat gone) must not fail the others: each alone.
                 for p in batch {
                     let one = std::slice::from_ref(&p);
-                    let result = store(&pool, &mut counters, one).await;
+                    let result = if shared {
+                        store_shared(&pool, &instance, one).await
+                    } else {
+                        store(&pool, &mut counters, one).await
+                    };
                     let result = result.map(|mut v| v.remove(0));
                     if let Ok(s) = &result {
                         send(&streams, s);
@@ -148,7 +193,7 @@ fn send(streams: &Streams, s: &Arc<Stored>) {
 /// Stores a batch in one transaction: the stored events, in order. The counters change only
 /// when it committed.
 async fn store(pool: &Db, counters: &mut Counters, batch: &[Pending]) -> Result<Vec<Arc<Stored>>> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = crate::db::begin_write(pool).await?;
     let mut last_id = match counters.last_id {
         Some(id) => id,
         None => {
@@ -187,6 +232,85 @@ async fn store(pool: &Db, counters: &mut Counters, batch: &[Pending]) -> Result<
             event: p.event.clone(),
         }));
     }
+    insert(&mut tx, &stored).await?;
+    tx.commit().await?;
+    counters.last_id = Some(last_id);
+    for (chat, seq) in seqs {
+        counters.seqs.insert(chat.to_owned(), seq);
+    }
+    Ok(stored)
+}
+
+/// The name of the PostgreSQL channel on which a process tells the others of the events it
+/// stored: `INSTANCE USER FIRST LAST` (the ids of one user's events in one commit).
+pub const EVENTS_CHANNEL: &str = "llembas_events";
+
+/// A key of PostgreSQL's advisory locks for a user's events (apart from the migrator's keys).
+fn user_lock(user_id: i64) -> i64 {
+    (0x6c6c_656d_i64 << 32) | (user_id & 0xffff_ffff)
+}
+
+/// Stores a batch on PostgreSQL, where other processes store events too: the ids come from the
+/// database's sequence and each chat's number from what is stored, while this transaction holds
+/// each user's lock, so a user's events commit in the order of their ids (a stream that read id
+/// N has seen every one before it); the other processes are told at the commit.
+async fn store_shared(pool: &Db, instance: &str, batch: &[Pending]) -> Result<Vec<Arc<Stored>>> {
+    let mut tx = pool.begin().await?;
+    let mut users: Vec<i64> = batch.iter().map(|p| p.user_id).collect();
+    users.sort_unstable();
+    users.dedup();
+    for u in &users {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(user_lock(*u))
+            .execute(&mut *tx)
+            .await?;
+    }
+    let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    let mut ids: Vec<i64> =
+        sqlx::query_scalar("SELECT nextval('events_id_seq') FROM generate_series(1, $1)")
+            .bind(count)
+            .fetch_all(&mut *tx)
+            .await?;
+    ids.sort_unstable();
+    let mut seqs: HashMap<&str, i64> = HashMap::new();
+    let mut stored = Vec::with_capacity(batch.len());
+    for (p, id) in batch.iter().zip(ids) {
+        let seq = match seqs.get(p.chat.as_str()) {
+            Some(s) => *s,
+            None => {
+                sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events WHERE chat_id = $1")
+                    .bind(&p.chat)
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
+        } + 1;
+        seqs.insert(&p.chat, seq);
+        stored.push(Arc::new(Stored {
+            id,
+            user_id: p.user_id,
+            chat: p.chat.clone(),
+            run: p.run.clone(),
+            seq,
+            event: p.event.clone(),
+        }));
+    }
+    insert(&mut tx, &stored).await?;
+    for u in &users {
+        let mine = stored.iter().filter(|s| s.user_id == *u);
+        let first = mine.clone().map(|s| s.id).min().unwrap_or(0);
+        let last = mine.map(|s| s.id).max().unwrap_or(0);
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(EVENTS_CHANNEL)
+            .bind(format!("{instance} {u} {first} {last}"))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(stored)
+}
+
+/// One multi-row insert of `stored`.
+async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, stored: &[Arc<Stored>]) -> Result<()> {
     let mut sql =
         String::from("INSERT INTO events (id, user_id, chat_id, run_id, seq, data) VALUES ");
     for i in 0..stored.len() {
@@ -205,7 +329,7 @@ async fn store(pool: &Db, counters: &mut Counters, batch: &[Pending]) -> Result<
         ));
     }
     let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for s in &stored {
+    for s in stored {
         insert = insert
             .bind(s.id)
             .bind(s.user_id)
@@ -214,11 +338,6 @@ async fn store(pool: &Db, counters: &mut Counters, batch: &[Pending]) -> Result<
             .bind(s.seq)
             .bind(s.event.to_string());
     }
-    insert.execute(&mut *tx).await?;
-    tx.commit().await?;
-    counters.last_id = Some(last_id);
-    for (chat, seq) in seqs {
-        counters.seqs.insert(chat.to_owned(), seq);
-    }
-    Ok(stored)
+    insert.execute(&mut **tx).await?;
+    Ok(())
 }

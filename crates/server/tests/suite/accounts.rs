@@ -130,6 +130,36 @@ async fn sign_in_sessions_tokens_and_their_refusals() {
     forged.bearer = Some("llb_0000".into());
     assert_eq!(forged.get("/api/auth/me").await.0, 401);
 
+    // Tokens are listed (never shown again) and revoked by their owner only.
+    let (status, list) = again.get("/api/tokens").await;
+    assert_eq!(status, 200, "{list}");
+    let listed = list.as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{list}");
+    assert_eq!(listed[0]["label"], "ci");
+    assert!(
+        !list.to_string().contains(t["token"].as_str().unwrap()),
+        "{list}"
+    );
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let mut bob = server.user("bob").await;
+    assert_eq!(bob.get("/api/tokens").await.1, json!([]));
+    assert_eq!(bob.delete(&format!("/api/tokens/{id}")).await.0, 404);
+    assert_eq!(
+        script.get("/api/auth/me").await.0,
+        200,
+        "bob's try changed nothing"
+    );
+    let (status, body) = again.delete(&format!("/api/tokens/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        script.get("/api/auth/me").await.0,
+        401,
+        "a revoked token is refused"
+    );
+    let (status, t) = again.post("/api/tokens", json!({"label": "ci"})).await;
+    assert_eq!(status, 200, "{t}");
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+
     // Cross-site requests with the cookie are refused; same-site ones pass.
     let host = server.base.trim_start_matches("http://").to_owned();
     let (status, body) = again

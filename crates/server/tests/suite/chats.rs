@@ -5,10 +5,20 @@
 use harness_test_support::ScriptedServer;
 use serde_json::json;
 
+use super::postgres::Postgres;
 use super::{Server, run_end, text, tool_call};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_asks_and_is_approved_lands_in_the_users_tree() {
+    write_approved(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_write_that_asks_and_is_approved_lands_in_the_users_tree() {
+    write_approved(Some(Postgres::get().database("write_approved").await)).await;
+}
+
+async fn write_approved(db: Option<String>) {
     let model = ScriptedServer::start(vec![
         tool_call(
             "c1",
@@ -20,7 +30,7 @@ async fn a_write_that_asks_and_is_approved_lands_in_the_users_tree() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.user("alice").await;
     let mut stream = alice.events(None).await;
     let chat = alice.chat().await;
@@ -133,6 +143,15 @@ async fn a_write_that_asks_and_is_approved_lands_in_the_users_tree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_cut_and_resumed_loses_and_repeats_nothing_and_stop_stops() {
+    stream_resumed(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_the_stream_cut_and_resumed_loses_and_repeats_nothing_and_stop_stops() {
+    stream_resumed(Some(Postgres::get().database("stream_resumed").await)).await;
+}
+
+async fn stream_resumed(db: Option<String>) {
     let model = ScriptedServer::start(vec![
         text(&["one ", "two ", "three ", "four ", "five."]),
         text(&["Still ", "going"]).stalling(),
@@ -140,7 +159,7 @@ async fn the_stream_cut_and_resumed_loses_and_repeats_nothing_and_stop_stops() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.user("alice").await;
     let mut bob = server.user("bob").await;
     let mut bobs = bob.events(None).await;
@@ -218,6 +237,15 @@ async fn the_stream_cut_and_resumed_loses_and_repeats_nothing_and_stop_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
+    crash(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
+    crash(Some(Postgres::get().database("crash").await)).await;
+}
+
+async fn crash(db: Option<String>) {
     let model = ScriptedServer::start(vec![tool_call(
         "c1",
         "write",
@@ -226,7 +254,7 @@ async fn a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.user("alice").await;
     let mut stream = alice.events(None).await;
     let chat = alice.chat().await;
@@ -235,8 +263,12 @@ async fn a_crash_mid_run_leaves_it_interrupted_and_the_transcript_whole() {
     drop(stream);
     server.crash();
 
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.login("alice", "alice-password").await;
+    // On SQLite the restart marks it at once; on PostgreSQL once the dead one's lease ran out.
+    let mut stream = alice.events(None).await;
+    stream.until(run_end(&run)).await;
+    drop(stream);
     let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
     assert_eq!(got["running"], json!(null));
     let events = got["events"].as_array().unwrap();
@@ -319,10 +351,19 @@ async fn a_chat_fetches_no_address_of_the_servers_own_network_and_asks_with_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_runs_at_once_store_every_event_once_numbered_without_a_gap_per_chat() {
+    many_runs(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_many_runs_at_once_store_every_event_once_numbered_without_a_gap_per_chat() {
+    many_runs(Some(Postgres::get().database("many_runs").await)).await;
+}
+
+async fn many_runs(db: Option<String>) {
     let replies = (0..12).map(|_| text(&["a ", "b ", "c ", "d."])).collect();
     let model = ScriptedServer::start(replies).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut tasks = Vec::new();
     for name in ["alice", "bob"] {
         let mut c = server.user(name).await;

@@ -35,11 +35,15 @@ pub fn cli(args: &[&str], stdin: &str) -> std::process::Output {
 
 /// Adds a user on the command line.
 pub fn add_user(data: &Path, name: &str, password: &str) {
+    add_user_on(data, &[], name, password);
+}
+
+/// Adds a user on the command line, with more options (`--database-url …`).
+pub fn add_user_on(data: &Path, options: &[&str], name: &str, password: &str) {
     let data = data.to_str().unwrap();
-    let out = cli(
-        &["user", "add", "--username", name, "--data", data],
-        &format!("{password}\n"),
-    );
+    let mut args = vec!["user", "add", "--username", name, "--data", data];
+    args.extend_from_slice(options);
+    let out = cli(&args, &format!("{password}\n"));
     assert!(
         out.status.success(),
         "{}",
@@ -57,9 +61,15 @@ pub struct Process {
 
 impl Process {
     pub fn start(data: &Path, model_base: &str) -> Process {
+        Self::start_with(data, model_base, &[])
+    }
+
+    /// Starts the binary as [`Process::start`] does, with more options.
+    pub fn start_with(data: &Path, model_base: &str, options: &[&str]) -> Process {
         let mut child = Command::new(BIN)
             .args(["--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
             .args(["--base-url", model_base, "--model", "scripted"])
+            .args(options)
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -122,6 +132,11 @@ impl Process {
             .await;
         assert_eq!(status, 200, "{body}");
         c
+    }
+
+    /// Ends the process at once (SIGKILL), as a crash would.
+    pub fn kill(self) {
+        drop(self);
     }
 
     /// Sends SIGTERM and waits for the exit (a guard of a minute against a hang); the exit

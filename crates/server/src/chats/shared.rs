@@ -1,0 +1,225 @@
+//! Several server processes on one PostgreSQL database: each run belongs to the process that
+//! runs it (a lease in its `runs` row, renewed while it runs, taken over as interrupted once it
+//! runs out), and what one process must tell the others goes by PostgreSQL's `LISTEN/NOTIFY`:
+//! the events it stored (so a page connected to another process sees them) and the person's
+//! acts on a chat another process runs (stop, an approval's answer, a mode). Nothing else runs
+//! beside the database.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgListener;
+
+use super::Stored;
+use super::hub::EVENTS_CHANNEL;
+use crate::App;
+use crate::db::now;
+use crate::error::{Error, Result};
+
+/// The channel of the person's acts on chats: [`Act`] as JSON.
+pub const ACTS_CHANNEL: &str = "llembas_acts";
+
+/// A person's act on a chat, for the process whose session of the chat is live.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "act", rename_all = "snake_case")]
+pub enum Act {
+    /// Stop a run.
+    Stop {
+        /// The chat.
+        chat: String,
+        /// The run.
+        run: String,
+    },
+    /// Answer a permission question.
+    Answer {
+        /// The chat.
+        chat: String,
+        /// The call asked about.
+        call_id: String,
+        /// `yes`, `always` or `no`.
+        answer: String,
+        /// What the person said with a `no`.
+        note: Option<String>,
+    },
+    /// The chat's mode changed.
+    Mode {
+        /// The chat.
+        chat: String,
+        /// The mode's name.
+        mode: String,
+    },
+    /// The person's answer to the `question` tool.
+    Reply {
+        /// The chat.
+        chat: String,
+        /// The `question` call.
+        call_id: String,
+        /// The answer (`None`: nobody answered).
+        text: Option<String>,
+    },
+}
+
+impl Act {
+    /// The chat it is for.
+    pub fn chat(&self) -> &str {
+        match self {
+            Act::Stop { chat, .. }
+            | Act::Answer { chat, .. }
+            | Act::Mode { chat, .. }
+            | Act::Reply { chat, .. } => chat,
+        }
+    }
+}
+
+/// Tells every process of the database of `act` (the one whose session of its chat is live
+/// carries it out). On SQLite there is no other process: nothing is sent.
+pub async fn publish(app: &App, act: &Act) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    let text = serde_json::to_string(act).map_err(|e| Error::Stored(e.to_string()))?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(ACTS_CHANNEL)
+        .bind(text)
+        .execute(&app.pool)
+        .await?;
+    Ok(())
+}
+
+/// Follows the other processes' notices on the database at `url` until the server closes: their
+/// events to this process's streams, the acts on chats live here to their sessions. A lost
+/// connection is made again (the streams read what they missed from the database at their next
+/// wake-up).
+pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
+    let mut listener = PgListener::connect(&url)
+        .await
+        .map_err(|e| Error::Database(format!("{}: {e}", crate::db::shown_url(&url))))?;
+    listener.listen_all([EVENTS_CHANNEL, ACTS_CHANNEL]).await?;
+    let mut closed = app.closed.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let got = tokio::select! {
+                got = listener.recv() => got,
+                _ = closed.wait_for(|c| *c) => return,
+            };
+            let notice = match got {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("llembas-server: database notices: {e}");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let result = match notice.channel() {
+                EVENTS_CHANNEL => events_notice(&app, notice.payload()).await,
+                _ => match serde_json::from_str::<Act>(notice.payload()) {
+                    Ok(act) => super::carry_out(&app, &act),
+                    Err(e) => Err(Error::Stored(format!("an act on a chat: {e}"))),
+                },
+            };
+            if let Err(e) = result {
+                eprintln!("llembas-server: database notices: {e}");
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `INSTANCE USER FIRST LAST`: another process stored these events of the user.
+async fn events_notice(app: &App, payload: &str) -> Result<()> {
+    let mut words = payload.split(' ');
+    let (Some(from), Some(user), Some(first), Some(last)) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(Error::Stored(format!("an events notice {payload:?}")));
+    };
+    let parse = |w: &str| {
+        w.parse::<i64>()
+            .map_err(|_| Error::Stored(format!("an events notice {payload:?}")))
+    };
+    let (user, first, last) = (parse(user)?, parse(first)?, parse(last)?);
+    if from == app.instance || !app.hub.follows(user) {
+        return Ok(());
+    }
+    let rows: Vec<(i64, String, Option<String>, i64, String)> = sqlx::query_as(
+        "SELECT id, chat_id, run_id, seq, data FROM events WHERE user_id = $1 AND id >= $2 AND id <= $3 ORDER BY id",
+    )
+    .bind(user)
+    .bind(first)
+    .bind(last)
+    .fetch_all(&app.pool)
+    .await?;
+    let events = rows
+        .into_iter()
+        .map(|r| super::stored_row(user, r))
+        .collect::<Result<Vec<Stored>>>()?;
+    app.hub.deliver(events);
+    Ok(())
+}
+
+/// Keeps this process's runs its own: every third of the lease, renews the leases of the runs
+/// going on here (a run another process took over meanwhile is cancelled here), and, on a shared
+/// database, takes over as interrupted the runs whose process stopped renewing them.
+pub fn keep_leases(app: Arc<App>) {
+    let every = (app.run_lease / 3).max(std::time::Duration::from_millis(200));
+    let mut closed = app.closed.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = closed.wait_for(|c| *c) => return,
+            }
+            if let Err(e) = renew(&app).await {
+                eprintln!("llembas-server: renewing the runs' leases: {e}");
+            }
+            if app.hub.shared() && !app.is_stopping() {
+                match super::recover(&app).await {
+                    Ok(0) => {}
+                    Ok(n) => eprintln!(
+                        "llembas-server: {n} run{} of a process that stopped renewing {} taken over as interrupted",
+                        if n == 1 { "" } else { "s" },
+                        if n == 1 { "it" } else { "them" },
+                    ),
+                    Err(e) => eprintln!("llembas-server: taking over runs: {e}"),
+                }
+            }
+        }
+    });
+}
+
+/// Whether the run `run` is stored and no longer this process's running run (not: not stored
+/// yet, as a run being started is for a moment).
+async fn taken_over(app: &App, run: &str) -> Result<bool> {
+    let row: Option<(Option<String>, String)> =
+        sqlx::query_as("SELECT owner, status FROM runs WHERE id = $1")
+            .bind(run)
+            .fetch_optional(&app.pool)
+            .await?;
+    Ok(row.is_some_and(|(owner, status)| {
+        status != "running" || owner.as_deref() != Some(app.instance.as_str())
+    }))
+}
+
+/// The end of a lease taken or renewed now.
+pub fn lease_end(app: &App) -> i64 {
+    now().saturating_add(i64::try_from(app.run_lease.as_secs()).unwrap_or(i64::MAX))
+}
+
+async fn renew(app: &App) -> Result<()> {
+    for (chat, run) in app.chats.runs() {
+        let renewed = sqlx::query(
+            "UPDATE runs SET lease_until = $1 WHERE id = $2 AND owner = $3 AND status = 'running'",
+        )
+        .bind(lease_end(app))
+        .bind(&run)
+        .bind(&app.instance)
+        .execute(&app.pool)
+        .await?;
+        if renewed.rows_affected() == 0 && taken_over(app, &run).await? {
+            // Another process took it over (this one was away longer than its lease): it must
+            // not go on writing beside the one that closed it.
+            super::carry_out(app, &Act::Stop { chat, run })?;
+        }
+    }
+    Ok(())
+}
