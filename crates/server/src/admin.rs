@@ -252,27 +252,18 @@ async fn get_grants(
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 
+/// A grant as the API spells it.
 #[derive(Deserialize)]
-struct Grant {
+pub struct Grant {
     path: String,
     level: String,
 }
 
-#[derive(Deserialize)]
-struct Grants {
-    grants: Vec<Grant>,
-}
-
-async fn put_grants(
-    State(app): State<Arc<App>>,
-    Authed(user): Authed,
-    Path(id): Path<i64>,
-    Body(body): Body<Grants>,
-) -> Result<Json<Value>> {
-    admin(&user)?;
-    username_of(&app.pool, id).await?;
-    let mut checked = Vec::with_capacity(body.grants.len());
-    for g in &body.grants {
+/// Grants as the API sends them, checked: absolute paths (made plain), known levels, no path
+/// twice.
+pub fn checked_grants(grants: &[Grant]) -> Result<Vec<(String, Level)>> {
+    let mut checked = Vec::with_capacity(grants.len());
+    for g in grants {
         if !g.path.starts_with('/') {
             return Err(Error::BadRequest(format!(
                 "a grant's path is absolute (/home/NAME): {:?} is not",
@@ -291,6 +282,23 @@ async fn put_grants(
         }
         checked.push((path, level));
     }
+    Ok(checked)
+}
+
+#[derive(Deserialize)]
+struct Grants {
+    grants: Vec<Grant>,
+}
+
+async fn put_grants(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<i64>,
+    Body(body): Body<Grants>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    username_of(&app.pool, id).await?;
+    let checked = checked_grants(&body.grants)?;
     let mut tx = crate::db::begin_write(&app.pool).await?;
     sqlx::query("DELETE FROM grants WHERE user_id = $1")
         .bind(id)

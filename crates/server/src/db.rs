@@ -47,7 +47,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 5] = match backend {
+    let steps: [(i64, &str, &'static str); 6] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -73,6 +73,11 @@ fn migrator(backend: Backend) -> Migrator {
                 5,
                 "search",
                 include_str!("../migrations/sqlite/0005_search.sql"),
+            ),
+            (
+                6,
+                "chat_grants",
+                include_str!("../migrations/sqlite/0006_chat_grants.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -100,6 +105,11 @@ fn migrator(backend: Backend) -> Migrator {
                 5,
                 "search",
                 include_str!("../migrations/postgres/0005_search.sql"),
+            ),
+            (
+                6,
+                "chat_grants",
+                include_str!("../migrations/postgres/0006_chat_grants.sql"),
             ),
         ],
     };

@@ -105,3 +105,99 @@ async fn files_through_the_view_and_paths_outside_it() {
     );
     assert!(!content.contains("bob's"), "{content}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_made_narrower_reaches_only_what_it_and_its_user_both_grant() {
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "/home/alice/project/a.md", "content": "in the project\n"}),
+        ),
+        tool_call(
+            "c2",
+            "write",
+            json!({"path": "/home/alice/notes.md", "content": "outside it\n"}),
+        ),
+        tool_call(
+            "c3",
+            "write",
+            json!({"path": "/shared/x.md", "content": "more than alice may\n"}),
+        ),
+        tool_call("c4", "read", json!({"path": "/home/bob/secret.txt"})),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let (status, _) = bob.put("/api/files/content?path=secret.txt", "bob's\n").await;
+    assert_eq!(status, 200);
+
+    let (status, body) = alice
+        .post(
+            "/api/chats",
+            json!({"grants": [{"path": "home/alice", "level": "ro"}]}),
+        )
+        .await;
+    assert_eq!(status, 400, "a relative path: {body}");
+    // The chat asks for more than alice has at /shared (ro) and /home/bob (none): it gets no
+    // more than she has.
+    let (status, body) = alice
+        .post(
+            "/api/chats",
+            json!({"mode": "auto", "grants": [
+                {"path": "/home/alice/project", "level": "stage"},
+                {"path": "/shared", "level": "commit"},
+                {"path": "/home/bob", "level": "commit"},
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let chat = body["id"].as_str().unwrap().to_owned();
+    let mut stream = alice.events(None).await;
+    let run = alice.say(&chat, "write and read").await;
+    let mut results = Vec::new();
+    loop {
+        let e = stream.next().await;
+        if e.kind() == "tool_call_asked" {
+            let approval = e.data["event"]["approval"].as_str().unwrap().to_owned();
+            let (status, _) = alice
+                .post(&format!("/api/approvals/{approval}"), json!({"answer": "yes"}))
+                .await;
+            assert_eq!(status, 200);
+        }
+        if e.kind() == "tool_call_finished" {
+            let r = &e.data["event"]["result"]["content"];
+            results.push(r.as_str().unwrap_or_default().to_owned());
+        }
+        if run_end(&run)(&e) {
+            break;
+        }
+    }
+    // The calls' results, in the order they were made.
+    let said = |n: usize| results.get(n).cloned().unwrap_or_default();
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/alice/project/a.md")).unwrap(),
+        "in the project\n"
+    );
+    assert!(
+        said(1).contains("Access denied: /home/alice/notes.md is not open to this session."),
+        "{results:?}"
+    );
+    assert!(!server.tree().join("home/alice/notes.md").exists());
+    assert!(
+        said(2).contains("Read-only: /shared/x.md can be read in this session but not changed."),
+        "{results:?}"
+    );
+    assert!(
+        said(3).contains("Access denied: /home/bob/secret.txt is not open to this session."),
+        "{results:?}"
+    );
+    assert!(!said(3).contains("bob's"));
+    // Alice's own view is as it was: the chat's grants narrowed the chat only.
+    let (status, _) = alice.put("/api/files/content?path=notes.md", "mine\n").await;
+    assert_eq!(status, 200);
+}
