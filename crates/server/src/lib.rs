@@ -15,6 +15,7 @@ pub mod db;
 mod error;
 pub mod memory;
 pub mod pages;
+pub mod search;
 pub mod store;
 pub mod world;
 

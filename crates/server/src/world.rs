@@ -114,6 +114,8 @@ pub struct ChatWorld {
     personal: PersonalTools,
     /// `web_fetch` from the server, public addresses only; made on its first call.
     web: std::sync::OnceLock<Result<harness_web::WebFetch, harness_web::Error>>,
+    /// The server's search index (`search`), where the server keeps one.
+    search: Option<Arc<crate::search::ServerSearch>>,
 }
 
 impl ChatWorld {
@@ -130,6 +132,30 @@ impl ChatWorld {
                 user_skills: Some(skills),
             },
             web: std::sync::OnceLock::new(),
+            search: None,
+        }
+    }
+
+    /// The chat answers `search` from `index`, and tells it of every file its tools change.
+    pub fn with_search(mut self, index: Arc<crate::search::ServerSearch>) -> ChatWorld {
+        self.search = Some(index);
+        self
+    }
+
+    /// `search`: the best passages of the files this chat's view can read.
+    fn search(&self, call: &ToolCall, search: &crate::search::ServerSearch) -> ToolOutcome {
+        let a = &call.arguments;
+        let Some(query) = a.get("query").and_then(serde_json::Value::as_str) else {
+            return ToolOutcome::error(&call.id, "search: `query` is missing");
+        };
+        let within = a.get("path").and_then(serde_json::Value::as_str);
+        let limit = a
+            .get("limit")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(10, |n| n.clamp(1, 50) as usize);
+        match search.search(&self.view, query, within, limit) {
+            Ok(answer) => ToolOutcome::ok(&call.id, crate::search::answer_text(&answer)),
+            Err(e) => ToolOutcome::error(&call.id, format!("search: {e}")),
         }
     }
 
@@ -150,6 +176,7 @@ impl ToolWorld for ChatWorld {
         FileTools::NAMES.contains(&name)
             || FileTools::TREE.contains(&name)
             || name == "web_fetch"
+            || (name == "search" && self.search.is_some())
             || self.personal.runs(name)
     }
 
@@ -168,7 +195,25 @@ impl ToolWorld for ChatWorld {
                     Err(e) => ToolOutcome::error(&call.id, e.to_string()),
                 });
             }
-            Ran::Done(tokio::task::block_in_place(|| self.run_sync(call)))
+            if let (Some(search), "search") = (&self.search, call.name.as_str()) {
+                return Ran::Done(tokio::task::block_in_place(|| self.search(call, search)));
+            }
+            let out = tokio::task::block_in_place(|| self.run_sync(call));
+            if let Some(search) = &self.search
+                && !out.is_error
+            {
+                for path in crate::search::changed_paths(&call.name, &call.arguments) {
+                    let path = self.view.resolve(&path);
+                    // The answer stands whatever the index does; a failure is logged.
+                    if let Err(e) = search
+                        .file_changed(self.view.backend().as_ref(), path.as_str())
+                        .await
+                    {
+                        eprintln!("llembas-server: search index: {}: {e}", path.as_str());
+                    }
+                }
+            }
+            Ran::Done(out)
         })
     }
 

@@ -10,6 +10,7 @@ mod files;
 mod memory;
 mod pages;
 mod process;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
