@@ -224,7 +224,8 @@ async fn builder(app: &Arc<App>, user: &User, mode: Mode, model: &str) -> Result
         grants,
         crate::memory::path(&app.data, user.id),
         app.data.join("skills").join(user.id.to_string()),
-    );
+    )
+    .with_search(app.search.clone());
     let link = model_settings(app)?
         .link(model)
         .map_err(|e| Error::Model(e.to_string()))?;

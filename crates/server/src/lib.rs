@@ -205,6 +205,8 @@ pub struct App {
     pub allow_signups: bool,
     /// The model servers' slots, shared by every chat.
     pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The tree's search index (the chats' `search`), kept in the database.
+    pub search: Arc<search::ServerSearch>,
     /// The largest file the API reads or writes.
     pub max_file_bytes: usize,
     /// Set when the shutdown begins: no new chat or run, and a cancelled run is interrupted.
@@ -271,6 +273,14 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
     };
     let max_file_bytes = usize::try_from(options.max_file_bytes).unwrap_or(usize::MAX);
     let backend: Arc<dyn Backend> = Arc::new(HostBackend::open(&tree, options)?);
+    let search = Arc::new(
+        search::ServerSearch::open(
+            pool.clone(),
+            search::TREE_ROOT,
+            search::embedder_dir().as_deref(),
+        )
+        .await?,
+    );
     let app = Arc::new(App {
         hub: chats::Hub::new(pool.clone()),
         pool,
@@ -283,6 +293,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         secure_cookie: config.secure_cookie,
         allow_signups: config.allow_signups,
         capacity: chats::capacity()?,
+        search,
         max_file_bytes,
         stopping: std::sync::atomic::AtomicBool::new(false),
         closed: tokio::sync::watch::Sender::new(false),

@@ -19,6 +19,12 @@ use sqlx::Row as _;
 use crate::db::{Db, begin_write};
 use crate::error::{Error, Result};
 
+/// The embedder's folder for the server's index: `LLEMBAS_EMBEDDER_DIR` (opt-in: without it the
+/// server ranks by words alone, and every answer says so).
+pub fn embedder_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("LLEMBAS_EMBEDDER_DIR").map(Into::into)
+}
+
 /// The root the server's one tree is indexed under.
 pub const TREE_ROOT: &str = "/";
 
@@ -60,7 +66,7 @@ fn encode(v: &[f32]) -> Vec<u8> {
 }
 
 fn decode(b: &[u8]) -> Option<Vec<f32>> {
-    (b.len() % 4 == 0).then(|| {
+    b.len().is_multiple_of(4).then(|| {
         b.chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect()

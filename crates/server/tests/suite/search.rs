@@ -151,3 +151,75 @@ fn the_paths_a_file_tool_changed() {
     );
     assert!(changed_paths("read", &json!({"path": "a.md"})).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_searches_what_its_tools_wrote_and_never_another_users_file() {
+    use super::{Server, run_end, text, tool_call};
+    use harness_test_support::ScriptedServer;
+    use serde_json::json;
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "hangar.md", "content": "The zeppelin hangar opens at dawn.\n"}),
+        ),
+        tool_call("c2", "search", json!({"query": "zeppelin hangar"})),
+        text(&["Found it."]),
+        // Bob's chat: the same search.
+        tool_call("c3", "search", json!({"query": "zeppelin hangar"})),
+        text(&["Nothing."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "write and find it").await;
+    let asked = stream.until(|e| e.kind() == "tool_call_asked").await;
+    let approval = asked.last().unwrap().data["event"]["approval"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = stream.until(run_end(&run)).await;
+    let results: Vec<String> = rest
+        .iter()
+        .filter(|e| e.kind() == "tool_call_finished")
+        .map(|e| e.data["event"]["result"].to_string())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("/home/alice/hangar.md:1-1")),
+        "{results:?}"
+    );
+    let bodies = model.bodies();
+    let tools: Vec<&str> = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"search"), "{tools:?}");
+
+    let mut bob = server.user("bob").await;
+    let mut stream = bob.events(None).await;
+    let chat = bob.chat().await;
+    let run = bob.say(&chat, "find it").await;
+    let rest = stream.until(run_end(&run)).await;
+    let found = rest
+        .iter()
+        .find(|e| e.kind() == "tool_call_finished")
+        .map(|e| e.data["event"]["result"].to_string())
+        .unwrap();
+    assert!(!found.contains("hangar.md"), "{found}");
+    assert!(found.contains("No passages found."), "{found}");
+}
