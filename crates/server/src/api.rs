@@ -414,5 +414,9 @@ async fn write_file(
         Ok(p.to_string())
     })
     .await?;
+    // The search index learns of the upload (the answer stands whatever it does).
+    if let Err(e) = app.search.file_changed(app.backend.as_ref(), &path).await {
+        eprintln!("llembas-server: search index: {path}: {e}");
+    }
     Ok(Json(json!({"path": path, "bytes": n})))
 }

@@ -223,3 +223,36 @@ async fn a_chat_searches_what_its_tools_wrote_and_never_another_users_file() {
     assert!(!found.contains("hangar.md"), "{found}");
     assert!(found.contains("No passages found."), "{found}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_is_indexed_for_the_chats_search() {
+    use super::{Server, run_end, text, tool_call};
+    use harness_test_support::ScriptedServer;
+    use serde_json::json;
+    let model = ScriptedServer::start(vec![
+        tool_call("c1", "search", json!({"query": "zeppelin hangar"})),
+        text(&["Found it."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let (status, body) = alice
+        .put(
+            "/api/files/content?path=/home/alice/up.md",
+            "The zeppelin hangar opens at dawn.\n",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "find it").await;
+    let rest = stream.until(run_end(&run)).await;
+    let found = rest
+        .iter()
+        .find(|e| e.kind() == "tool_call_finished")
+        .map(|e| e.data["event"]["result"].to_string())
+        .unwrap();
+    assert!(found.contains("/home/alice/up.md:1-1"), "{found}");
+}
