@@ -14,6 +14,7 @@ use serde_json::Value;
 
 mod bench_server;
 mod bench_tokens;
+mod pyodide;
 mod real_model;
 mod runners;
 mod search_eval;
@@ -159,6 +160,7 @@ fn test() -> Result<ExitCode> {
         ),
     ];
     let mut failed = Vec::new();
+    pyodide::install_for_tests();
     for (name, args) in steps {
         if !cargo(args)? {
             failed.push(name);

@@ -235,6 +235,9 @@ async fn answer_approval(
 struct After {
     #[serde(default)]
     after: Option<i64>,
+    /// The chat the page shows: while this stream is open, a page of it is ([`crate::page`]).
+    #[serde(default)]
+    chat: Option<String>,
 }
 
 /// What a stream holds between two events it sends.
@@ -247,6 +250,8 @@ struct Follow {
     replay: bool,
     /// True once the server's shutdown has ended the runs: the stream ends.
     closed: tokio::sync::watch::Receiver<bool>,
+    /// The page of a chat this stream keeps open, if it said one.
+    _page: Option<crate::page::Attached>,
 }
 
 fn sse_event(s: &Stored) -> SseEvent {
@@ -307,8 +312,16 @@ async fn events(
             .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
         None => q.after.unwrap_or(0),
     };
+    let page = match q.chat.as_deref().filter(|c| !c.is_empty()) {
+        Some(chat) => {
+            chats::chat_row(&app.pool, &user, chat).await?;
+            Some(app.pages.attach(chat))
+        }
+        None => None,
+    };
     // Subscribe before reading what is stored, so nothing falls between the two.
     let follow = Follow {
+        _page: page,
         rx: app.hub.subscribe(user.id),
         app: app.clone(),
         user_id: user.id,

@@ -100,6 +100,8 @@ pub struct Live {
     ctl: mpsc::UnboundedSender<Ctl>,
     /// The run going on, if any.
     run: Arc<Mutex<Option<String>>>,
+    /// Whether it was built holding `display` and `page` (a page of the chat was open).
+    page: bool,
 }
 
 /// The chats running in this process.
@@ -126,11 +128,20 @@ impl Chats {
             .insert(id.to_owned(), live);
     }
 
-    fn remove(&self, id: &str) {
-        self.live
+    /// Removes the chat's session `live` (not another one built since in its place).
+    fn remove(&self, id: &str, live: &Arc<Live>) {
+        let mut map = self
+            .live
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(id);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.get(id).is_some_and(|l| Arc::ptr_eq(l, live)) {
+            map.remove(id);
+        }
+    }
+
+    /// The run going on in `chat` here, if any.
+    pub fn run_of(&self, chat: &str) -> Option<String> {
+        self.get(chat).and_then(|l| current(&l.run))
     }
 
     fn all(&self) -> Vec<Arc<Live>> {
@@ -215,8 +226,15 @@ pub async fn list(pool: &Db, user: &User) -> Result<Vec<ChatRow>> {
     Ok(out)
 }
 
-/// What a session of the chat is built from, for a new chat or one resumed.
-async fn builder(app: &Arc<App>, user: &User, mode: Mode, model: &str) -> Result<SessionBuilder> {
+/// What a session of the chat is built from, for a new chat or one resumed. `page`: a page of
+/// the chat is open (the session holds `display` and `page`: `show` and `python` are offered).
+async fn builder(
+    app: &Arc<App>,
+    user: &User,
+    mode: Mode,
+    model: &str,
+    page: crate::python::PageLink,
+) -> Result<SessionBuilder> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let grants = grants_text(&view, &user_grants(&app.pool, user.id).await?);
     let world = ChatWorld::new(
@@ -226,6 +244,7 @@ async fn builder(app: &Arc<App>, user: &User, mode: Mode, model: &str) -> Result
         app.data.join("skills").join(user.id.to_string()),
     )
     .with_search(app.search.clone());
+    let world = crate::python::PageWorld::new(world, page);
     let link = model_settings(app)?
         .link(model)
         .map_err(|e| Error::Model(e.to_string()))?;
@@ -251,8 +270,13 @@ pub async fn create(
         .await
         .map_err(|e| Error::Model(e.to_string()))?;
     let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
-    let built = builder(app, user, mode, &chosen).await?.build()?;
+    // No page shows a chat before it exists.
+    let link = crate::python::PageLink::new(app, user.id, None, false);
+    let built = builder(app, user, mode, &chosen, link.clone())
+        .await?
+        .build()?;
     let id = built.driver.id().to_owned();
+    link.set_chat(&id);
     sqlx::query(
         "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
     )
@@ -263,45 +287,69 @@ pub async fn create(
     .bind(now())
     .execute(&app.pool)
     .await?;
-    drive(app, user.id, &id, built);
+    drive(app, user.id, &id, built, false);
     Ok(id)
 }
 
-/// The chat's live session, resumed from its transcript when it is not running here.
+/// The chat's live session, resumed from its transcript when it is not running here. An idle
+/// session built when a page of the chat was open and now none is (or the other way round) is
+/// built again, so what it offers follows what holds (`display`, `page`).
 async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> {
+    let page = app.pages.attached(&chat.id);
     if let Some(l) = app.chats.get(&chat.id) {
-        return Ok(l);
+        if l.page == page || current(&l.run).is_some() {
+            return Ok(l);
+        }
+        // Dropping the last handle of its channel ends the idle session.
+        app.chats.remove(&chat.id, &l);
     }
     let meta = find_meta(&app.pool, user.id, &chat.id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no chat {}", chat.id)))?;
     let entries = load_entries(&app.pool, user.id, &chat.id).await?;
     let mode = chat.mode.parse::<Mode>().unwrap_or(Mode::Manual);
-    let built = builder(app, user, mode, &chat.model)
+    let link = crate::python::PageLink::new(app, user.id, Some(&chat.id), page);
+    let built = builder(app, user, mode, &chat.model, link)
         .await?
         .resume(meta, entries)
         .build()?;
-    Ok(drive(app, user.id, &chat.id, built))
+    Ok(drive(app, user.id, &chat.id, built, page))
 }
 
-/// Starts driving a built session and pumping its events into the log.
-fn drive(app: &Arc<App>, user_id: i64, chat: &str, built: harness_agent::Built) -> Arc<Live> {
+/// Starts driving a built session and pumping its events into the log. Its front end answers
+/// `question`s (the page, whenever one opens); `page`: it has the page's viewer (`display`).
+fn drive(
+    app: &Arc<App>,
+    user_id: i64,
+    chat: &str,
+    built: harness_agent::Built,
+    page: bool,
+) -> Arc<Live> {
     let harness_agent::Built {
         mut driver,
         ctl,
         mut out,
     } = built;
+    driver.answers_questions();
+    if page {
+        driver.holds_display();
+    }
+    let weak_ctl = ctl.downgrade();
     let live = Arc::new(Live {
         ctl,
         run: Arc::new(Mutex::new(None)),
+        page,
     });
     app.chats.insert(chat, live.clone());
     let chat_id = chat.to_owned();
     let (app2, run2, chat2) = (app.clone(), live.run.clone(), chat_id.clone());
+    let live2 = Arc::downgrade(&live);
     tokio::spawn(async move {
         if let Err(e) = driver.run(false).await {
             eprintln!("llembas-server: chat {chat2}: {e}");
-            app2.chats.remove(&chat2);
+            if let Some(l) = live2.upgrade() {
+                app2.chats.remove(&chat2, &l);
+            }
             let taken = run2
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -326,13 +374,16 @@ fn drive(app: &Arc<App>, user_id: i64, chat: &str, built: harness_agent::Built) 
     });
     let app = app.clone();
     let run = live.run.clone();
+    let live3 = Arc::downgrade(&live);
     tokio::spawn(async move {
         while let Some(o) = out.recv().await {
-            if let Err(e) = pump(&app, user_id, &chat_id, &run, o).await {
+            if let Err(e) = pump(&app, user_id, &chat_id, &run, &weak_ctl, o).await {
                 eprintln!("llembas-server: chat {chat_id}: {e}");
             }
         }
-        app.chats.remove(&chat_id);
+        if let Some(l) = live3.upgrade() {
+            app.chats.remove(&chat_id, &l);
+        }
     });
     live
 }
@@ -358,6 +409,7 @@ async fn pump(
     user_id: i64,
     chat: &str,
     run: &Mutex<Option<String>>,
+    ctl: &mpsc::WeakUnboundedSender<Ctl>,
     o: Out,
 ) -> Result<()> {
     let run_id = current(run);
@@ -376,10 +428,45 @@ async fn pump(
             question,
             options,
         } => {
-            json!({"type": "question", "call_id": call_id, "question": question, "options": options})
+            // The page answers it (`POST /api/questions/{ask}`), whenever one is open.
+            let ask = match ctl.upgrade() {
+                Some(ctl) => Some(app.pages.ask(
+                    user_id,
+                    chat,
+                    call_id,
+                    crate::page::AskKind::Question,
+                    crate::page::Answerer::Session(ctl),
+                )?),
+                None => None,
+            };
+            json!({"type": "question", "call_id": call_id, "question": question, "options": options, "ask": ask})
         }
-        Out::Show { call_id, path, .. } => {
-            json!({"type": "show", "call_id": call_id, "path": path})
+        Out::Show {
+            call_id,
+            path,
+            title,
+            kind,
+            language,
+            line,
+            ..
+        } => {
+            // The page's viewer opens it and says so (`POST /api/shows/{ask}`); with no page
+            // open, the call answers that the viewer is gone.
+            let ask = match ctl.upgrade() {
+                Some(ctl) if app.pages.attached(chat) => Some(app.pages.ask(
+                    user_id,
+                    chat,
+                    call_id,
+                    crate::page::AskKind::Show,
+                    crate::page::Answerer::Session(ctl),
+                )?),
+                Some(ctl) => {
+                    let _ = ctl.send(Ctl::Reply(call_id.clone(), None));
+                    None
+                }
+                None => None,
+            };
+            json!({"type": "show", "call_id": call_id, "path": path, "title": title, "kind": kind, "language": language, "line": line, "ask": ask})
         }
         Out::ToolOutput { call_id, text } => {
             json!({"type": "tool_output", "call_id": call_id, "text": text})
@@ -414,6 +501,7 @@ async fn pump(
         let ended = end_run(app, user_id, chat, r, status).await;
         *run.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        app.pages.forget(chat);
         app.chats.ended.notify_waiters();
         ended?;
     }
@@ -621,7 +709,8 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
         };
         let entries = load_entries(&app.pool, user_id, &chat).await?;
         let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
-        let mut built = builder(app, &user, mode, &row.model)
+        let link = crate::python::PageLink::new(app, user_id, Some(&chat), false);
+        let mut built = builder(app, &user, mode, &row.model, link)
             .await?
             .resume(meta, entries)
             .build()?;

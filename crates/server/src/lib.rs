@@ -14,7 +14,9 @@ pub mod chats;
 pub mod db;
 mod error;
 pub mod memory;
+pub mod page;
 pub mod pages;
+pub mod python;
 pub mod search;
 pub mod store;
 pub mod world;
@@ -197,6 +199,8 @@ pub struct App {
     pub hub: chats::Hub,
     /// The chats running here.
     pub chats: chats::Chats,
+    /// The chat pages open, and what runs wait for from them.
+    pub pages: Arc<page::Pages>,
     /// The sign-in rate limit.
     pub limiter: auth::Limiter,
     /// Whether the cookie is `Secure`.
@@ -289,6 +293,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         backend,
         model: config.model.clone(),
         chats: chats::Chats::default(),
+        pages: Arc::default(),
         limiter: auth::Limiter::default(),
         secure_cookie: config.secure_cookie,
         allow_signups: config.allow_signups,

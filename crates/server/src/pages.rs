@@ -28,8 +28,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::App;
 
+mod asks;
 mod chats;
 mod files;
+pub mod pyodide;
+mod show;
 
 /// The page shell, with `{{css}}` and `{{js}}` where the assets' paths go.
 const SHELL: &str = include_str!("../ui/index.html");
@@ -38,10 +41,11 @@ const APP_JS: &str = include_str!("../ui/app.js");
 /// The page's style sheet.
 const APP_CSS: &str = include_str!("../ui/app.css");
 
-/// What the pages may load: their own origin only, no inline script or style, no frames, no
-/// plugins; forms and the base URL stay on this server.
+/// What the pages may load: their own origin only, no inline script or style, no plugins; forms
+/// and the base URL stay on this server. The only frames are the viewer's and Python's, from
+/// this server, each sandboxed into an origin of its own ([`show`], [`crate::python`]).
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-     connect-src 'self'; object-src 'none'; frame-src 'none'; frame-ancestors 'none'; \
+     connect-src 'self'; object-src 'none'; frame-src 'self'; frame-ancestors 'none'; \
      base-uri 'none'; form-action 'self'";
 
 /// The assets' tag and the shell filled in with it.
@@ -80,6 +84,9 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
         .merge(files::routes())
+        .merge(asks::routes())
+        .merge(show::routes())
+        .merge(pyodide::routes())
 }
 
 fn secure(response: &mut Response) {

@@ -399,7 +399,7 @@ function planCard(plan) {
 function callSubject(block, call) {
   const a = call.arguments || {};
   switch (block) {
-    case "shell": return a.command || "";
+    case "shell": return a.command || (typeof a.code === "string" ? a.code.split("\n")[0] : "");
     case "edit": case "read": return a.path || "";
     case "search": return [a.pattern || a.query, a.path].filter(Boolean).join(" in ");
     case "web": return a.url || a.query || "";
@@ -451,14 +451,19 @@ async function chatPage(id) {
       $("div", { class: "log" }, $("p", { class: "empty error", id: "missing", text: e.status === 404 ? "No such chat." : e.message })));
     return;
   }
-  new ChatView(chat, main, menu).start();
+  new ChatView(chat, main, menu, layout).start();
 }
 
 class ChatView {
-  constructor(chat, main, menu) {
+  constructor(chat, main, menu, layout) {
     this.chat = chat;
     this.main = main;
     this.menu = menu;
+    this.layout = layout;
+    // Events told while the page loads are history: what they asked was answered or went.
+    this.live = false;
+    this.viewer = null;
+    this.python = null;
     this.last = 0;
     this.seen = new Set();
     this.run = chat.running || null;
@@ -511,6 +516,7 @@ class ChatView {
     });
     document.addEventListener("retitle", (ev) => { this.title.textContent = ev.detail; });
     for (const e of c.events || []) this.apply(e);
+    this.live = true;
     if (!this.log.children.length) this.log.append($("p", { class: "empty muted", id: "hello", text: "Say what you want done." }));
     this.setRunning(this.run);
     this.follow();
@@ -518,9 +524,10 @@ class ChatView {
   }
 
   // One stream for the page; it resumes after the last event shown, and the browser sends
-  // Last-Event-ID itself when it reconnects.
+  // Last-Event-ID itself when it reconnects. It names the chat: while it is open the chat has a
+  // page (its `show` viewer and its `python`).
   follow() {
-    const es = new EventSource(`/api/events?after=${this.last}`);
+    const es = new EventSource(`/api/events?after=${this.last}&chat=${encodeURIComponent(this.chat.id)}`);
     es.onmessage = (m) => {
       let e;
       try { e = JSON.parse(m.data); } catch { return; }
@@ -682,6 +689,7 @@ class ChatView {
         const card = this.cards.get(r.call_id);
         if (card) {
           card.ask?.remove();
+          card.ask = null;
           if (card.state.textContent !== "refused") {
             card.state.textContent = r.is_error ? "failed" : "done";
             card.state.className = r.is_error ? "state bad" : "state ok";
@@ -714,8 +722,13 @@ class ChatView {
         this.add($("p", { class: "notice", text: `Job ${e.job_id} ended (${(e.end && e.end.status) || "?"})` }));
         break;
       case "question":
-        this.add($("div", { class: "tool" }, $("div", { class: "head" }, $("span", { class: "name", text: "question" }), $("span", { text: e.question })),
-          $("ul", {}, ...(e.options || []).map((o) => $("li", { text: typeof o === "string" ? o : JSON.stringify(o) })))));
+        this.question(e);
+        break;
+      case "show":
+        this.show(e);
+        break;
+      case "python":
+        this.runPython(e);
         break;
       case "notice":
         this.add($("p", { class: `notice ${e.level === "warning" ? "error" : ""}`, text: e.text }));
@@ -762,6 +775,191 @@ class ChatView {
     this.assistant().append(node);
     this.cards.set(call.id, { node, state, call, block });
     if (this.atBottom()) this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  // The `question` tool: its options as buttons and a line of one's own; the answer goes back
+  // to the run. Drawn in the call's card (or alone), gone when the call has its result.
+  question(e) {
+    let card = this.cards.get(e.call_id);
+    if (!card) {
+      const state = $("span", { class: "state", text: "asks" });
+      const node = this.assistant().appendChild($("div", { class: "tool block-tool", "data-call": e.call_id },
+        $("div", { class: "head" }, $("span", { class: "name", text: "question" }), state)));
+      card = { node, state, call: { name: "question", arguments: {} }, block: "tool" };
+      this.cards.set(e.call_id, card);
+    }
+    card.state.textContent = "asks";
+    const own = $("input", { class: "note own", placeholder: "Or write your answer", "aria-label": "Your answer" });
+    const send = async (text) => {
+      if (!text.trim()) return;
+      try {
+        await api("POST", `/api/questions/${encodeURIComponent(e.ask)}`, { answer: text });
+        card.ask?.remove();
+        card.ask = null;
+        card.node.append($("p", { class: "answered", text: `Answered: ${text}` }));
+      } catch (err) {
+        alertBox.textContent = err.message;
+      }
+    };
+    own.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") { ev.preventDefault(); send(own.value); }
+    });
+    const options = (e.options || []).map((o) => (typeof o === "string" ? o : JSON.stringify(o)));
+    card.ask = $("div", { class: "ask question" },
+      $("div", { class: "q" }, $("strong", { text: e.question || "" })),
+      $("div", { class: "buttons" },
+        ...options.map((o) => $("button", { type: "button", class: "option", text: o, onclick: () => send(o) })),
+        own,
+        $("button", { type: "button", class: "primary answer", text: "Answer", onclick: () => send(own.value) })));
+    if (!e.ask) card.ask.querySelectorAll("button, input").forEach((b) => { b.disabled = true; });
+    card.node.append(card.ask);
+    if (this.atBottom()) this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  // The viewer beside the chat, made on first use.
+  openViewer() {
+    if (!this.viewer) {
+      const body = $("div", { class: "body" });
+      const name = $("h3", { class: "opened" });
+      const close = $("button", { type: "button", class: "close", text: "✕", title: "Close the viewer",
+        onclick: () => { this.layout.classList.remove("viewing"); node.hidden = true; } });
+      const node = $("aside", { class: "viewer showpane", id: "viewer", "aria-label": "Viewer" },
+        $("div", { class: "viewhead" }, name, close), body);
+      this.layout.append(node);
+      this.viewer = { node, name, body };
+    }
+    this.viewer.node.hidden = false;
+    this.layout.classList.add("viewing");
+    return this.viewer;
+  }
+
+  // Opens a file of the view in the viewer: Markdown drawn, code and text with line numbers,
+  // HTML in a frame sandboxed into an origin of its own (scripts, no same origin).
+  async view(path, kind, line) {
+    const v = this.openViewer();
+    v.name.textContent = path;
+    if (kind === "html") {
+      const frame = $("iframe", { class: "shown", sandbox: "allow-scripts", title: path, referrerpolicy: "no-referrer",
+        src: `/show?path=${encodeURIComponent(path)}` });
+      v.body.replaceChildren(frame);
+      return;
+    }
+    const text = (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
+    if (kind === "markdown") {
+      v.body.replaceChildren(markdown(text));
+      return;
+    }
+    const pre = $("pre", { class: `numbered ${kind}` });
+    text.replace(/\n$/, "").split("\n").forEach((l, n) => {
+      pre.append($("span", { class: "ln", "data-line": n + 1, text: `${String(n + 1).padStart(4)}  ` }), l, "\n");
+    });
+    v.body.replaceChildren(pre);
+    if (line) pre.querySelector(`[data-line="${line}"]`)?.scrollIntoView({ block: "center" });
+  }
+
+  // A `show` call: its file in the viewer, and the run told it opened (or did not).
+  async show(e) {
+    const card = this.cards.get(e.call_id);
+    const again = $("button", { type: "button", class: "reopen", text: `Open ${e.title || e.path}`,
+      onclick: () => this.view(e.path, e.kind, e.line).catch((err) => { alertBox.textContent = err.message; }) });
+    if (card) card.node.append($("div", { class: "shownfile" }, again));
+    if (!this.live || !e.ask) return;
+    let opened = true;
+    try {
+      await this.view(e.path, e.kind, e.line);
+    } catch (err) {
+      alertBox.textContent = err.message;
+      opened = false;
+    }
+    try {
+      await api("POST", `/api/shows/${encodeURIComponent(e.ask)}`, { opened });
+    } catch (err) {
+      alertBox.textContent = err.message;
+    }
+  }
+
+  // The Python runner: a hidden frame sandboxed into an origin of its own, made on first use
+  // and again after a run passed its time (removing the frame stops it).
+  runner() {
+    if (this.python) return this.python;
+    const frame = $("iframe", { class: "python", sandbox: "allow-scripts", title: "Python", src: "/python/runner.html" });
+    const waiting = new Map();
+    let ready;
+    const r = { frame, waiting, ready: new Promise((ok) => { ready = ok; }) };
+    r.onmessage = (ev) => {
+      if (ev.source !== frame.contentWindow) return;
+      const m = ev.data || {};
+      if (m.type === "ready") { ready(); return; }
+      const w = waiting.get(m.id);
+      if (w) w(m);
+    };
+    addEventListener("message", r.onmessage);
+    document.body.append(frame);
+    this.python = r;
+    return r;
+  }
+
+  dropRunner() {
+    if (!this.python) return;
+    removeEventListener("message", this.python.onmessage);
+    this.python.frame.remove();
+    this.python = null;
+  }
+
+  // A `python` call: the files it reads fetched through the view, the code run in the frame
+  // within its time, the files it saves written back through the files API (the view's levels
+  // apply), and what it did posted to the run.
+  async runPython(e) {
+    if (!this.live || !e.ask) return;
+    const cwd = e.cwd || "/";
+    const abs = (p) => (p.startsWith("/") ? p : `${cwd.replace(/\/$/, "")}/${p}`);
+    const post = (v) => api("POST", `/api/python/${encodeURIComponent(e.ask)}`, v).catch((err) => { alertBox.textContent = err.message; });
+    const files = {};
+    try {
+      for (const p of e.files || []) {
+        files[abs(p)] = (await api("GET", `/api/files/content?path=${encodeURIComponent(abs(p))}`)).content;
+      }
+    } catch (err) {
+      await post({ error: `The files could not be read: ${err.message}`, duration_ms: 0 });
+      return;
+    }
+    const seconds = e.timeout || 30;
+    const r = this.runner();
+    await r.ready;
+    const id = e.ask;
+    const done = await new Promise((resolve) => {
+      let timer = setTimeout(() => resolve({ timeout: "Pyodide did not load within 120 s." }), 120_000);
+      r.waiting.set(id, (m) => {
+        if (m.type === "started") {
+          clearTimeout(timer);
+          timer = setTimeout(() => resolve({ timeout: `The run passed its time (${seconds} s) and was stopped.` }), seconds * 1000);
+        } else if (m.type === "done") {
+          clearTimeout(timer);
+          resolve(m);
+        }
+      });
+      r.frame.contentWindow.postMessage({ type: "run", id, code: e.code || "", cwd, files, save: (e.save || []).map(abs) }, "*");
+    });
+    r.waiting.delete(id);
+    if (done.timeout) {
+      this.dropRunner();
+      await post({ error: `TimeoutError: ${done.timeout}`, duration_ms: seconds * 1000 });
+      return;
+    }
+    const written = [];
+    const unsaved = (done.missing || []).map((path) => ({ path, error: "the code did not write it" }));
+    for (const [path, bytes] of Object.entries(done.saved || {})) {
+      const w = await fetch(`/api/files/content?path=${encodeURIComponent(path)}`, { method: "PUT", body: bytes, credentials: "same-origin" });
+      if (w.ok) written.push({ path, bytes: bytes.byteLength });
+      else {
+        let msg = `${w.status}`;
+        try { msg = (await w.json()).error || msg; } catch { /* not JSON */ }
+        unsaved.push({ path, error: msg });
+      }
+    }
+    await post({ stdout: done.stdout || "", stderr: done.stderr || "", result: done.result ?? null, error: done.error ?? null,
+      written, unsaved, duration_ms: done.duration_ms || 0 });
+    document.body.dataset.python = String(Number(document.body.dataset.python || 0) + 1);
   }
 
   asked(e) {

@@ -1174,3 +1174,307 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
         );
     });
 }
+
+/// Waits until the page's stream is open (the chat then has its page: `display`, `page`).
+async fn page_open(c: &Client) {
+    until(
+        c,
+        "the stream open",
+        "return document.body.dataset.stream === 'open'",
+    )
+    .await;
+}
+
+#[test]
+fn a_question_shows_its_options_in_the_chat_and_a_click_or_typed_answer_goes_to_the_run() {
+    run(async {
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "q1",
+                "question",
+                json!({"question": "Which colour?", "options": ["red", "green"]}),
+            ),
+            tool_call(
+                "q2",
+                "question",
+                json!({"question": "And the size?", "options": ["small", "large"]}),
+            ),
+            text(&["Green, ", "extra large."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        page_open(c).await;
+        say(c, "choose for me").await;
+
+        find(c, ".ask.question .option").await;
+        let options = js(
+            c,
+            "return [...document.querySelectorAll('.ask.question .option')].map(b => b.textContent)",
+        )
+        .await;
+        assert_eq!(options, json!(["red", "green"]));
+        assert!(page_text(c).await.contains("Which colour?"));
+        shot(c, "question-asked").await;
+        // A click answers with the option.
+        find(c, ".ask.question .option:nth-of-type(2)")
+            .await
+            .click()
+            .await
+            .unwrap();
+        // The next question: answered with words of one's own.
+        until(
+            c,
+            "the second question",
+            "return document.querySelector('.ask.question .q')?.textContent === 'And the size?'",
+        )
+        .await;
+        let own = find(c, ".ask.question input.own").await;
+        own.send_keys("extra large").await.unwrap();
+        own.send_keys(&char::from(Key::Enter).to_string())
+            .await
+            .unwrap();
+        until(
+            c,
+            "the answer",
+            "return document.querySelector('.answer')?.textContent === 'Green, extra large.'",
+        )
+        .await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.ask').length").await,
+            0
+        );
+        let bodies = model.bodies();
+        // Each result as the model reads it, without its `[#id]` label line.
+        let tool_text = |b: &Value| {
+            b["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| {
+                    let t = m["content"].as_str().unwrap_or_default();
+                    t.split_once('\n').map_or(t, |(_, rest)| rest).to_owned()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tool_text(&bodies[1]), vec!["green".to_owned()]);
+        assert_eq!(
+            tool_text(&bodies[2]),
+            vec!["green".to_owned(), "extra large".to_owned()]
+        );
+        shot(c, "question-answered").await;
+    });
+}
+
+/// A page whose script tries to read the app's cookie and API and writes what it got into its
+/// own DOM.
+const NOSY_HTML: &str = r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>Nosy</title></head>
+<body style="font: 16px sans-serif">
+<h1>A shown page</h1>
+<p id="cookie">cookie: ?</p>
+<p id="api">api: ?</p>
+<p id="parent">parent: ?</p>
+<script>
+  const put = (id, t) => { document.getElementById(id).textContent = t; };
+  try { put("cookie", "cookie read: [" + document.cookie + "]"); }
+  catch (e) { put("cookie", "cookie blocked: " + e.name); }
+  try { put("parent", "parent read: " + parent.document.title); }
+  catch (e) { put("parent", "parent blocked: " + e.name); }
+  fetch("/api/auth/me", { credentials: "include" })
+    .then((r) => r.text())
+    .then((t) => put("api", "api read: " + t), (e) => put("api", "api blocked: " + e.name));
+</script>
+</body></html>
+"#;
+
+#[test]
+fn show_opens_markdown_and_code_beside_the_chat_and_html_in_a_sandbox_that_cannot_read_the_app() {
+    run(async {
+        let model = ScriptedServer::start(vec![
+            tool_call("s1", "show", json!({"path": "report.md"})),
+            tool_call("s2", "show", json!({"path": "nosy.html"})),
+            text(&["Both ", "are open."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let home = server.tree().join("home/alice");
+        std::fs::write(home.join("report.md"), "# Report\n\nAll **green**.\n").unwrap();
+        std::fs::write(home.join("nosy.html"), NOSY_HTML).unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        page_open(c).await;
+        say(c, "show me the report and the page").await;
+
+        until(
+            c,
+            "the answer",
+            "return document.querySelector('.answer')?.textContent === 'Both are open.'",
+        )
+        .await;
+        // The show calls opened (the run was told so).
+        let bodies = model.bodies();
+        let last = bodies.last().unwrap().to_string();
+        assert!(
+            last.contains("/home/alice/report.md is open for the person to see."),
+            "{last}"
+        );
+        assert!(
+            last.contains("/home/alice/nosy.html is open for the person to see."),
+            "{last}"
+        );
+        // The HTML is in a frame sandboxed without allow-same-origin, from the sandboxing route.
+        let frame = find(c, "#viewer iframe.shown").await;
+        assert_eq!(
+            frame.attr("sandbox").await.unwrap().as_deref(),
+            Some("allow-scripts")
+        );
+        frame.enter_frame().await.unwrap();
+        let start = Instant::now();
+        let read = loop {
+            let v = js(
+                c,
+                "return [...document.querySelectorAll('p')].map(p => p.textContent)",
+            )
+            .await;
+            let done = v
+                .as_array()
+                .is_some_and(|a| a.iter().all(|t| !t.as_str().unwrap_or("?").ends_with('?')));
+            if done {
+                break v;
+            }
+            assert!(start.elapsed() < WAIT, "the shown page wrote nothing: {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        c.enter_parent_frame().await.unwrap();
+        let read: Vec<String> = serde_json::from_value(read).unwrap();
+        assert!(read[0].starts_with("cookie blocked: "), "{read:?}");
+        assert!(read[1].starts_with("api blocked: "), "{read:?}");
+        assert!(read[2].starts_with("parent blocked: "), "{read:?}");
+        shot(c, "show-html-sandboxed").await;
+
+        // The Markdown file opens again from its card, drawn in the viewer.
+        find(c, ".shownfile .reopen").await.click().await.unwrap();
+        until(
+            c,
+            "the report drawn",
+            "return document.querySelector('#viewer .body .md h3')?.textContent === 'Report'",
+        )
+        .await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#viewer strong').textContent"
+            )
+            .await,
+            "green"
+        );
+        shot(c, "show-markdown").await;
+    });
+}
+
+/// The unpacked npm `pyodide` 314.0.7 the tests use: `LLEMBAS_TEST_PYODIDE`, else the cache
+/// `cargo xtask test` installs it into.
+fn pyodide_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("LLEMBAS_TEST_PYODIDE") {
+        Some(d) => PathBuf::from(d),
+        None => dirs::cache_dir()?.join("llembas-test/pyodide-314.0.7"),
+    };
+    dir.join("pyodide.mjs").is_file().then_some(dir)
+}
+
+#[test]
+fn python_runs_in_the_page_and_reads_and_saves_files_through_the_view() {
+    let Some(pyodide) = pyodide_dir() else {
+        eprintln!(
+            "skipped: no Pyodide 314.0.7 here (LLEMBAS_TEST_PYODIDE, or `cargo xtask test` installs it into ~/.cache/llembas-test/pyodide-314.0.7)"
+        );
+        return;
+    };
+    run(async {
+        let code = "import json\nrows = open('data.csv').read().split()\ntotal = sum(int(r) for r in rows)\nprint('total', total)\nwith open('sum.json', 'w') as f:\n    json.dump({'total': total}, f)\ntotal * 2";
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "p1",
+                "python",
+                json!({"code": code, "files": ["data.csv"], "save": ["sum.json"]}),
+            ),
+            text(&["The total ", "is 6."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("pyodide")).unwrap();
+        std::os::unix::fs::symlink(&pyodide, dir.path().join("pyodide/314.0.7")).unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let home = server.tree().join("home/alice");
+        std::fs::write(home.join("data.csv"), "1\n2\n3\n").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        page_open(c).await;
+        say(c, "add up data.csv").await;
+        let start = Instant::now();
+        loop {
+            let done = js(
+                c,
+                "return document.querySelector('.answer')?.textContent === 'The total is 6.'",
+            )
+            .await;
+            if done == json!(true) {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(90) {
+                shot(c, "timed-out").await;
+                panic!(
+                    "no answer after the python run; the page shows:\n{}",
+                    page_text(c).await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let result = model.bodies()[1]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(result.contains("total 6"), "{result}");
+        assert!(result.contains("Value: 12"), "{result}");
+        assert!(result.contains("Saved /home/alice/sum.json"), "{result}");
+        assert_eq!(
+            std::fs::read_to_string(home.join("sum.json")).unwrap(),
+            "{\"total\": 6}"
+        );
+        // The runner is a frame sandboxed into an origin of its own.
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('iframe.python').getAttribute('sandbox')"
+            )
+            .await,
+            "allow-scripts"
+        );
+        shot(c, "python-ran").await;
+    });
+}

@@ -315,3 +315,268 @@ async fn the_view_route_gives_levels_of_the_users_own_view_only() {
     let (status, _) = Client::anonymous(&server.base).get("/api/view").await;
     assert_eq!(status, 401);
 }
+
+/// The event stream of a page showing `chat` (it holds the chat's page while it is open).
+async fn page_stream(c: &Client, chat: &str) -> super::Events {
+    let resp = c
+        .http
+        .get(format!("{}/api/events?chat={chat}", c.base))
+        .header(
+            "cookie",
+            format!("llembas_session={}", c.cookie.as_deref().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    super::Events {
+        body: Box::pin(resp.bytes_stream()),
+        buf: String::new(),
+    }
+}
+
+/// The tool names a model request offered, and its loader's description (deferred tools).
+fn offered(body: &serde_json::Value) -> (Vec<String>, String) {
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let names = tools
+        .iter()
+        .map(|t| {
+            t["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    let loader = tools
+        .iter()
+        .filter(|t| t["function"]["name"] == "load_tools")
+        .map(|t| t["function"]["description"].as_str().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("");
+    (names, loader)
+}
+
+async fn wait_detached(server: &Server, chat: &str) {
+    let start = std::time::Instant::now();
+    while server.app.pages.attached(chat) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the page stayed attached"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_by_its_owner_only_and_the_answer_reaches_the_run() {
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "q1",
+            "question",
+            json!({"question": "Which colour?", "options": ["red", "green"]}),
+        ),
+        text(&["Green it is."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let chat = alice.chat().await;
+    let mut events = alice.events(None).await;
+    let run = alice.say(&chat, "pick a colour").await;
+    let asked = within(events.until(|e| e.kind() == "question")).await;
+    let q = &asked.last().unwrap().data["event"];
+    assert_eq!(q["question"], "Which colour?");
+    assert_eq!(q["options"], json!(["red", "green"]));
+    let ask = q["ask"].as_str().unwrap().to_owned();
+    // The question tool was offered (the page answers it).
+    let (_, loader) = offered(&model.bodies()[0]);
+    assert!(loader.contains("- question:"), "{loader}");
+
+    // Another user cannot answer it: it is no question of theirs.
+    let (status, v) = bob
+        .post(&format!("/api/questions/{ask}"), json!({"answer": "red"}))
+        .await;
+    assert_eq!(status, 404, "{v}");
+    // An empty answer is refused; the owner's answer goes to the run.
+    let (status, v) = alice
+        .post(&format!("/api/questions/{ask}"), json!({"answer": "  "}))
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = alice
+        .post(&format!("/api/questions/{ask}"), json!({"answer": "green"}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    within(events.until(run_end(&run))).await;
+    let second = model.bodies()[1].to_string();
+    assert!(second.contains("green"), "{second}");
+    assert!(!second.contains("\"red\\\"\""), "{second}");
+    // Answered once: a second answer finds nothing waiting.
+    let (status, _) = alice
+        .post(&format!("/api/questions/{ask}"), json!({"answer": "red"}))
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_and_python_are_offered_while_a_page_of_the_chat_is_open_only() {
+    let model = ScriptedServer::start(vec![
+        text(&["no page"]),
+        text(&["a page"]),
+        tool_call("q1", "question", json!({"question": "Ready?"})),
+        tool_call("p1", "python", json!({"code": "print(6 * 7)"})),
+        text(&["It could not run."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let chat = alice.chat().await;
+    let mut events = alice.events(None).await;
+
+    // No page of the chat is open: neither is offered.
+    let run = alice.say(&chat, "hello").await;
+    within(events.until(run_end(&run))).await;
+    let (names, loader) = offered(&model.bodies()[0]);
+    assert!(!names.contains(&"python".to_owned()), "{names:?}");
+    assert!(!loader.contains("- show:"), "{loader}");
+
+    // A page of the chat opens: the next run offers both.
+    let page = page_stream(&alice, &chat).await;
+    assert!(server.app.pages.attached(&chat));
+    let run = alice.say(&chat, "hello again").await;
+    within(events.until(run_end(&run))).await;
+    let (names, loader) = offered(&model.bodies()[1]);
+    assert!(names.contains(&"python".to_owned()), "{names:?}");
+    assert!(loader.contains("- show:"), "{names:?}");
+
+    // The page goes while the run waits (on a question): the python call after answers the
+    // spec's `unavailable` text, word for word.
+    let run = alice.say(&chat, "compute").await;
+    let asked = within(events.until(|e| e.kind() == "question")).await;
+    let ask = asked.last().unwrap().data["event"]["ask"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(page);
+    wait_detached(&server, &chat).await;
+    let (status, v) = alice
+        .post(&format!("/api/questions/{ask}"), json!({"answer": "yes"}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let got = within(events.until(run_end(&run))).await;
+    let finished = got
+        .iter()
+        .filter(|e| e.kind() == "tool_call_finished")
+        .last()
+        .unwrap();
+    let result = &finished.data["event"]["result"];
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("\nPython cannot run now: no open browser page is attached to this chat."),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shown_html_file_is_sandboxed_and_the_pyodide_files_are_served_for_an_opaque_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pyodide/314.0.7")).unwrap();
+    std::fs::write(
+        dir.path().join("pyodide/314.0.7/pyodide.asm.wasm"),
+        b"\0asm",
+    )
+    .unwrap();
+    let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+    let alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    std::fs::write(
+        server.tree().join("home/alice/page.html"),
+        "<script>document.title = 'x'</script>",
+    )
+    .unwrap();
+    let get = |c: &Client, path: &str| {
+        let mut r = c.http.get(format!("{}{path}", c.base));
+        if let Some(k) = &c.cookie {
+            r = r.header("cookie", format!("llembas_session={k}"));
+        }
+        r.send()
+    };
+    let r = get(&alice, "/show?path=page.html").await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let h = r.headers().clone();
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox allow-scripts"),
+        "{h:?}"
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["content-type"], "text/html; charset=utf-8");
+    assert!(h.get("x-frame-options").is_none());
+    assert_eq!(
+        r.text().await.unwrap(),
+        "<script>document.title = 'x'</script>"
+    );
+    // Another user's file is the view's refusal; no user, no file.
+    let (status, _) = bob.get("/show?path=/home/alice/page.html").await;
+    assert_eq!(status, 403);
+    let anon = Client::anonymous(&server.base);
+    assert_eq!(
+        get(&anon, "/show?path=/home/alice/page.html")
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    // The chat page may frame this server's pages only.
+    let r = get(&alice, "/chats").await.unwrap();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("frame-src 'self'"), "{csp}");
+
+    // Pyodide's files: wasm as wasm, readable from an opaque origin, cached as immutable.
+    let r = get(&anon, "/pyodide/314.0.7/pyodide.asm.wasm")
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["content-type"], "application/wasm");
+    assert_eq!(h["access-control-allow-origin"], "*");
+    assert_eq!(h["cache-control"], "public, max-age=31536000, immutable");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    for missing in [
+        "/pyodide/314.0.7/pyodide.mjs",
+        "/pyodide/0.1.0/pyodide.asm.wasm",
+        "/pyodide/314.0.7/..%2Fllembas.db",
+    ] {
+        let r = get(&anon, missing).await.unwrap();
+        assert_eq!(r.status().as_u16(), 404, "{missing}");
+    }
+    // The runner is a sandboxed page too.
+    let r = get(&anon, "/python/runner.html").await.unwrap();
+    assert!(
+        r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox allow-scripts")
+    );
+}
+
+/// `f`, or a failure after a minute (a stream's keep-alives would keep a wait for an event
+/// that never comes going for ever).
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(60), f)
+        .await
+        .expect("the awaited event did not come within a minute")
+}

@@ -1,0 +1,222 @@
+//! The chat pages open in browsers, and what a run waits for from one.
+//!
+//! A chat page says which chat it shows when it opens its event stream (`GET
+//! /api/events?chat=ID`); while at least one such stream of the chat is open, the chat holds the
+//! spec requirements `display` and `page` (its session is built with the `show` viewer and the
+//! `python` tool; see [`crate::chats`]). When the last one closes, what a run waits for from a
+//! page (`show` opening, `python` running) is answered at once: the viewer is gone.
+//!
+//! A run asks a page for three things, each given an id the page answers with:
+//!
+//! - a `question` (the `question` tool): `POST /api/questions/{id}` `{"answer": "…"}`;
+//! - a `show`: `POST /api/shows/{id}` `{"opened": true|false}`;
+//! - a `python` run: `POST /api/python/{id}` with the run's result ([`crate::python`]).
+//!
+//! The asks live in memory: a run does not outlive its process, and a restart marks it
+//! interrupted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use harness_agent::Ctl;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::db::random_id;
+use crate::error::{Error, Result};
+
+/// What a run waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskKind {
+    /// The person's answer to a `question` call.
+    Question,
+    /// Whether the viewer opened a `show` call's file.
+    Show,
+    /// A `python` call's result.
+    Python,
+}
+
+impl AskKind {
+    fn noun(self) -> &'static str {
+        match self {
+            AskKind::Question => "question",
+            AskKind::Show => "show",
+            AskKind::Python => "python run",
+        }
+    }
+}
+
+/// Where an ask's answer goes.
+pub enum Answerer {
+    /// To the chat's session, as [`Ctl::Reply`] for the call (`None`: nobody answered).
+    Session(mpsc::UnboundedSender<Ctl>),
+    /// To the tool waiting for it (`None`: the page went).
+    Tool(oneshot::Sender<Option<serde_json::Value>>),
+}
+
+/// One ask waiting for a page.
+struct Ask {
+    user_id: i64,
+    chat: String,
+    call_id: String,
+    kind: AskKind,
+    answerer: Answerer,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Open pages per chat.
+    open: HashMap<String, usize>,
+    asks: HashMap<String, Ask>,
+}
+
+/// The pages open and the asks waiting.
+#[derive(Default)]
+pub struct Pages {
+    inner: Mutex<Inner>,
+}
+
+/// A page of a chat, open while this lives (an event stream holds it).
+pub struct Attached {
+    pages: Arc<Pages>,
+    chat: String,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.pages.detach(&self.chat);
+    }
+}
+
+fn answer(answerer: Answerer, call_id: String, text: Option<serde_json::Value>) {
+    match answerer {
+        Answerer::Session(ctl) => {
+            let text = text.map(|v| match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            });
+            let _ = ctl.send(Ctl::Reply(call_id, text));
+        }
+        Answerer::Tool(tx) => {
+            let _ = tx.send(text);
+        }
+    }
+}
+
+impl Pages {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A page of `chat` opens.
+    pub fn attach(self: &Arc<Self>, chat: &str) -> Attached {
+        *self.lock().open.entry(chat.to_owned()).or_default() += 1;
+        Attached {
+            pages: self.clone(),
+            chat: chat.to_owned(),
+        }
+    }
+
+    /// Whether a page of `chat` is open.
+    pub fn attached(&self, chat: &str) -> bool {
+        self.lock().open.get(chat).is_some_and(|n| *n > 0)
+    }
+
+    fn detach(&self, chat: &str) {
+        let gone = {
+            let mut inner = self.lock();
+            let left = match inner.open.get_mut(chat) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    *n
+                }
+                None => 0,
+            };
+            if left > 0 {
+                return;
+            }
+            inner.open.remove(chat);
+            // The viewer is gone: what waits for it is answered now.
+            let ids: Vec<String> = inner
+                .asks
+                .iter()
+                .filter(|(_, a)| a.chat == chat && a.kind != AskKind::Question)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| inner.asks.remove(&id))
+                .collect::<Vec<_>>()
+        };
+        for a in gone {
+            answer(a.answerer, a.call_id, None);
+        }
+    }
+
+    /// Waits for a page's answer: the ask's id.
+    pub fn ask(
+        &self,
+        user_id: i64,
+        chat: &str,
+        call_id: &str,
+        kind: AskKind,
+        answerer: Answerer,
+    ) -> Result<String> {
+        let id = random_id()?;
+        self.lock().asks.insert(
+            id.clone(),
+            Ask {
+                user_id,
+                chat: chat.to_owned(),
+                call_id: call_id.to_owned(),
+                kind,
+                answerer,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Answers the user's ask `id` of `kind` (another user's is "no such").
+    pub fn answer(
+        &self,
+        user_id: i64,
+        id: &str,
+        kind: AskKind,
+        value: Option<serde_json::Value>,
+    ) -> Result<()> {
+        let ask = {
+            let mut inner = self.lock();
+            match inner.asks.get(id) {
+                Some(a) if a.user_id == user_id && a.kind == kind => inner.asks.remove(id),
+                _ => None,
+            }
+        };
+        let Some(a) = ask else {
+            return Err(Error::NotFound(format!(
+                "no {} {id} waits for an answer (answered already, or its run ended)",
+                kind.noun()
+            )));
+        };
+        answer(a.answerer, a.call_id, value);
+        Ok(())
+    }
+
+    /// A run of `chat` ended: nothing of it waits any more.
+    pub fn forget(&self, chat: &str) {
+        let gone: Vec<Ask> = {
+            let mut inner = self.lock();
+            let ids: Vec<String> = inner
+                .asks
+                .iter()
+                .filter(|(_, a)| a.chat == chat)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| inner.asks.remove(&id))
+                .collect()
+        };
+        for a in gone {
+            if let Answerer::Tool(tx) = a.answerer {
+                let _ = tx.send(None);
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Python's runner and the Pyodide files it loads, for the chat page's `python` frame.
+//!
+//! - `GET /python/runner.html`, `GET /python/runner.js` — the runner (`ui/runner.*`), a page
+//!   served with `Content-Security-Policy: sandbox allow-scripts`: it runs in an origin of its
+//!   own, without the app's cookies or API.
+//! - `GET /pyodide/314.0.7/{file}` — the files of npm's `pyodide` 314.0.7 as unpacked under the
+//!   data directory (`DATA/pyodide/314.0.7/`, see the README), never fetched from elsewhere;
+//!   with their MIME types (`application/wasm`), `Access-Control-Allow-Origin: *` (the runner's
+//!   origin is opaque: its module import and wasm fetch are CORS requests) and cached for a year
+//!   as immutable (the path holds the version). 404 for a file that is not there.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::App;
+
+/// The Pyodide version the runner loads (npm `pyodide`).
+pub const VERSION: &str = "314.0.7";
+
+/// The runner's page.
+const RUNNER_HTML: &str = include_str!("../../ui/runner.html");
+/// The runner's script.
+const RUNNER_JS: &str = include_str!("../../ui/runner.js");
+
+/// What the runner's page may do: run its scripts, in an origin of its own, framed only here.
+const RUNNER_CSP: &str = "sandbox allow-scripts; frame-ancestors 'self'";
+
+/// Where the Pyodide files of a data directory are.
+pub fn dir(data: &std::path::Path) -> PathBuf {
+    data.join("pyodide").join(VERSION)
+}
+
+/// Whether the data directory holds the Pyodide files the runner loads first.
+pub fn installed(data: &std::path::Path) -> bool {
+    dir(data).join("pyodide.mjs").is_file()
+}
+
+/// The routes.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/python/{file}", get(runner))
+        .route("/pyodide/{version}/{file}", get(asset))
+}
+
+async fn runner(Path(file): Path<String>) -> Response {
+    let (kind, body) = match file.as_str() {
+        "runner.html" => ("text/html; charset=utf-8", RUNNER_HTML),
+        "runner.js" => ("text/javascript; charset=utf-8", RUNNER_JS),
+        _ => return (StatusCode::NOT_FOUND, format!("no runner file {file}")).into_response(),
+    };
+    let mut r = ([(header::CONTENT_TYPE, kind)], body).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(RUNNER_CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// The MIME type of a Pyodide file, by its name.
+fn mime(name: &str) -> &'static str {
+    let ext = name.rsplit('.').next().unwrap_or_default();
+    match ext {
+        "wasm" => "application/wasm",
+        "mjs" | "js" => "text/javascript; charset=utf-8",
+        "json" => "application/json",
+        "zip" | "whl" => "application/zip",
+        "ts" | "map" | "txt" | "md" => "text/plain; charset=utf-8",
+        "html" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+async fn asset(
+    State(app): State<Arc<App>>,
+    Path((version, file)): Path<(String, String)>,
+) -> Response {
+    let safe = !file.is_empty()
+        && !file.starts_with('.')
+        && file
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'));
+    let missing = |what: String| (StatusCode::NOT_FOUND, what).into_response();
+    if version != VERSION || !safe {
+        return missing(format!("no Pyodide file {version}/{file} here"));
+    }
+    let path = dir(&app.data).join(&file);
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(b) => b,
+        Err(_) => return missing(format!("no Pyodide file {version}/{file} here")),
+    };
+    let mut r = ([(header::CONTENT_TYPE, mime(&file))], bytes).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}

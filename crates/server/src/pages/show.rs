@@ -1,0 +1,75 @@
+//! The viewer's HTML: a file of the user's view served as a page that runs in a sandbox.
+//!
+//! - `GET /show?path=FILE` → the file as `text/html`, with `Content-Security-Policy: sandbox
+//!   allow-scripts` (the document gets an opaque origin even when its address is opened
+//!   directly: its scripts run, but cannot read the app's cookies, pages or API), `nosniff`, and
+//!   framed only by the app's own pages. The chat page shows it in an `<iframe
+//!   sandbox="allow-scripts">` (never `allow-same-origin`). The view's refusals as the files API
+//!   gives them (403, 404).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use crate::App;
+use crate::auth::Authed;
+use crate::error::{Error, Result};
+use crate::world::user_view;
+
+/// What a shown page may do: run its own scripts, in an origin of its own.
+pub const SHOW_CSP: &str = "sandbox allow-scripts; frame-ancestors 'self'";
+
+/// The routes.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/show", get(show))
+}
+
+#[derive(Deserialize)]
+struct PathQuery {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+async fn show(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+) -> Result<Response> {
+    let input = q
+        .path
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))?;
+    let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
+    let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+        let p = view.resolve(&input);
+        Ok(view.read_bytes(&p)?)
+    })
+    .await
+    .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))??;
+    let mut response =
+        ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(SHOW_CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("inline"),
+    );
+    Ok(response)
+}
