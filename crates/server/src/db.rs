@@ -2,6 +2,7 @@
 //! text for both with `$N` placeholders), the migrations of each, and small helpers.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -187,15 +188,64 @@ pub async fn open(url: &str) -> Result<Db> {
     Ok(pool)
 }
 
-/// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
-/// IMMEDIATE`, so it never fails half-way on a lock another writer took after its reads); on
-/// PostgreSQL an ordinary one.
-pub async fn begin_write(
-    pool: &Db,
-) -> std::result::Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+/// A transaction that writes (see [`begin_write`]): used as the connection it runs on.
+pub struct Write {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    /// SQLite's turn of this process's writers, held to the end of the transaction.
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Write {
+    /// Commits the transaction.
+    pub async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for Write {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &sqlx::AnyConnection {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Write {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.tx
+    }
+}
+
+/// The writers of each SQLite database of this process, in line (by the database's URL).
+fn sqlite_turns(pool: &Db) -> Arc<tokio::sync::Mutex<()>> {
+    type Turns = std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>;
+    static TURNS: std::sync::LazyLock<std::sync::Mutex<Turns>> =
+        std::sync::LazyLock::new(Default::default);
+    let key = pool.connect_options().database_url.to_string();
+    TURNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key)
+        .or_default()
+        .clone()
+}
+
+/// A transaction that will write. On SQLite the process's writers wait in line here, in order,
+/// instead of in SQLite's busy handler (whose sleeps grow to 100 ms, and had held events and
+/// transcripts back under load), and it takes SQLite's write lock at once (`BEGIN IMMEDIATE`,
+/// so it never fails half-way on a lock taken after its reads); on PostgreSQL an ordinary one.
+pub async fn begin_write(pool: &Db) -> std::result::Result<Write, sqlx::Error> {
     match Backend::of(pool) {
-        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await,
-        Backend::Postgres => pool.begin().await,
+        Backend::Sqlite => {
+            let turn = sqlite_turns(pool).lock_owned().await;
+            Ok(Write {
+                tx: pool.begin_with("BEGIN IMMEDIATE").await?,
+                _turn: Some(turn),
+            })
+        }
+        Backend::Postgres => Ok(Write {
+            tx: pool.begin().await?,
+            _turn: None,
+        }),
     }
 }
 

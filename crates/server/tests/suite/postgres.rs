@@ -24,6 +24,8 @@ use super::{run_end, text, tool_call};
 /// The test binary's PostgreSQL server.
 pub struct Postgres {
     port: u16,
+    /// The server and its watcher: the watcher reaps the server once this test binary ends.
+    _processes: [std::sync::Mutex<std::process::Child>; 2],
 }
 
 /// The directory of the newest PostgreSQL server binaries Debian installed.
@@ -136,7 +138,7 @@ impl Postgres {
             pg = child.id(),
             dir = dir.display(),
         );
-        Command::new("sh")
+        let watcher = Command::new("sh")
             .args(["-c", &watch])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -160,7 +162,10 @@ impl Postgres {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Postgres { port }
+        Postgres {
+            port,
+            _processes: [std::sync::Mutex::new(child), std::sync::Mutex::new(watcher)],
+        }
     }
 
     /// A fresh database named `name`: its URL.
