@@ -43,7 +43,8 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         .route("/api/auth/login", post(login))
         .route("/api/auth/logout", post(logout))
         .route("/api/auth/me", get(me))
-        .route("/api/tokens", post(new_token))
+        .route("/api/tokens", post(new_token).get(list_tokens))
+        .route("/api/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/api/chats", get(list_chats).post(create_chat))
         .route("/api/chats/{id}", get(get_chat))
         .route("/api/chats/{id}/messages", post(send_message))
@@ -142,6 +143,19 @@ async fn new_token(
     Ok(Json(json!({"token": token})))
 }
 
+async fn list_tokens(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    Ok(Json(json!(auth::list_api_tokens(&app.pool, &user).await?)))
+}
+
+async fn revoke_token(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<Value>> {
+    auth::revoke_api_token(&app.pool, &user, &id).await?;
+    Ok(Json(json!({"revoked": id})))
+}
+
 async fn list_chats(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
     Ok(Json(json!(chats::list(&app.pool, &user).await?)))
 }
@@ -152,6 +166,9 @@ struct NewChat {
     mode: Option<String>,
     #[serde(default)]
     model: Option<String>,
+    /// Narrower than the user's view: the chat reaches only these, each at most at its level.
+    #[serde(default)]
+    grants: Vec<crate::admin::Grant>,
 }
 
 async fn create_chat(
@@ -166,7 +183,8 @@ async fn create_chat(
             .parse::<Mode>()
             .map_err(|e| Error::BadRequest(e.to_string()))?,
     };
-    let id = chats::create(&app, &user, mode, body.model.as_deref()).await?;
+    let narrower = crate::admin::checked_grants(&body.grants)?;
+    let id = chats::create(&app, &user, mode, body.model.as_deref(), &narrower).await?;
     Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
 }
 
@@ -287,6 +305,11 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
             _ = f.closed.wait_for(|c| *c) => return None,
         };
         match got {
+            // On a shared database an event of another process may commit before this one and
+            // arrive after it: the stream reads from the database, in the order of the ids.
+            Ok(s) if s.user_id == f.user_id && s.id > f.last && f.app.hub.shared() => {
+                f.replay = true;
+            }
             Ok(s) if s.user_id == f.user_id && s.id > f.last => {
                 f.last = s.id;
                 return Some((Ok(sse_event(&s)), f));

@@ -25,7 +25,9 @@ use crate::world::{ChatWorld, grants_text, user_grants, user_view};
 const BROADCAST_CAPACITY: usize = 4096;
 
 mod hub;
+mod shared;
 pub use hub::Hub;
+pub use shared::{Act, keep_leases, listen};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
@@ -35,6 +37,25 @@ fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> 
             harness_model::settings::NO_MODEL
         ))
     })
+}
+
+/// The model link of `model`, one for every chat of it in this process: one HTTP client (its
+/// connections and root certificates loaded once), not one a chat.
+fn model_link(app: &App, model: &str) -> Result<Arc<harness_model::ModelClient>> {
+    let mut links = app
+        .links
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(l) = links.get(model) {
+        return Ok(l.clone());
+    }
+    let link = Arc::new(
+        model_settings(app)?
+            .link(model)
+            .map_err(|e| Error::Model(e.to_string()))?,
+    );
+    links.insert(model.to_owned(), link.clone());
+    Ok(link)
 }
 
 /// One stored event as streams send it.
@@ -102,6 +123,8 @@ pub struct Live {
     run: Arc<Mutex<Option<String>>>,
     /// Whether it was built holding `display` and `page` (a page of the chat was open).
     page: bool,
+    /// When it was built (seconds): a run of the chat another process began since makes it stale.
+    built: i64,
 }
 
 /// The chats running in this process.
@@ -150,6 +173,16 @@ impl Chats {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .cloned()
+            .collect()
+    }
+
+    /// The runs going on here: (chat, run).
+    fn runs(&self) -> Vec<(String, String)> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(|(chat, l)| current(&l.run).map(|r| (chat.clone(), r)))
             .collect()
     }
 
@@ -234,9 +267,15 @@ async fn builder(
     mode: Mode,
     model: &str,
     page: crate::python::PageLink,
+    narrower: &[(String, harness_fs::Level)],
 ) -> Result<SessionBuilder> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
-    let grants = grants_text(&view, &user_grants(&app.pool, user.id).await?);
+    let view = crate::world::narrowed(view, narrower);
+    let granted = user_grants(&app.pool, user.id).await?;
+    let grants = grants_text(
+        &view,
+        &crate::world::effective_grants(&view, &granted, narrower),
+    );
     let world = ChatWorld::new(
         view,
         grants,
@@ -245,10 +284,8 @@ async fn builder(
     )
     .with_search(app.search.clone());
     let world = crate::python::PageWorld::new(world, page);
-    let link = model_settings(app)?
-        .link(model)
-        .map_err(|e| Error::Model(e.to_string()))?;
-    Ok(SessionBuilder::new(Arc::new(link), Arc::new(world))
+    let link = model_link(app, model)?;
+    Ok(SessionBuilder::new(link, Arc::new(world))
         .store(Arc::new(SqlStore::new(app.pool.clone(), user.id)))
         .project(Project::Llembas)
         .kind(SessionKind::Chat)
@@ -263,6 +300,7 @@ pub async fn create(
     user: &User,
     mode: Mode,
     model: Option<&str>,
+    narrower: &[(String, harness_fs::Level)],
 ) -> Result<String> {
     app.refuse_when_stopping()?;
     let configured = model_settings(app)?
@@ -272,7 +310,7 @@ pub async fn create(
     let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
     // No page shows a chat before it exists.
     let link = crate::python::PageLink::new(app, user.id, None, false);
-    let built = builder(app, user, mode, &chosen, link.clone())
+    let built = builder(app, user, mode, &chosen, link.clone(), narrower)
         .await?
         .build()?;
     let id = built.driver.id().to_owned();
@@ -287,6 +325,14 @@ pub async fn create(
     .bind(now())
     .execute(&app.pool)
     .await?;
+    for (path, level) in narrower {
+        sqlx::query("INSERT INTO chat_grants (chat_id, path, level) VALUES ($1, $2, $3)")
+            .bind(&id)
+            .bind(path)
+            .bind(level.as_str())
+            .execute(&app.pool)
+            .await?;
+    }
     drive(app, user.id, &id, built, false);
     Ok(id)
 }
@@ -296,6 +342,13 @@ pub async fn create(
 /// built again, so what it offers follows what holds (`display`, `page`).
 async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> {
     let page = app.pages.attached(&chat.id);
+    if let Some(l) = app.chats.get(&chat.id)
+        && current(&l.run).is_none()
+        && ran_elsewhere(app, &chat.id, l.built).await?
+    {
+        // Another process ran the chat since this idle session was built: its history is behind.
+        app.chats.remove(&chat.id, &l);
+    }
     if let Some(l) = app.chats.get(&chat.id) {
         if l.page == page || current(&l.run).is_some() {
             return Ok(l);
@@ -309,11 +362,29 @@ async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> 
     let entries = load_entries(&app.pool, user.id, &chat.id).await?;
     let mode = chat.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(&chat.id), page);
-    let built = builder(app, user, mode, &chat.model, link)
+    let narrower = crate::world::chat_grants(&app.pool, &chat.id).await?;
+    let built = builder(app, user, mode, &chat.model, link, &narrower)
         .await?
         .resume(meta, entries)
         .build()?;
     Ok(drive(app, user.id, &chat.id, built, page))
+}
+
+/// Whether another process of the database began a run of `chat` since `since` (seconds; a run
+/// begun in the same second counts, so a session is rather built again than left behind).
+async fn ran_elsewhere(app: &App, chat: &str, since: i64) -> Result<bool> {
+    if !app.hub.shared() {
+        return Ok(false);
+    }
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM runs WHERE chat_id = $1 AND created >= $2 AND owner IS NOT NULL AND owner != $3",
+    )
+    .bind(chat)
+    .bind(since)
+    .bind(&app.instance)
+    .fetch_one(&app.pool)
+    .await?;
+    Ok(n > 0)
 }
 
 /// Starts driving a built session and pumping its events into the log. Its front end answers
@@ -339,6 +410,7 @@ fn drive(
         ctl,
         run: Arc::new(Mutex::new(None)),
         page,
+        built: now(),
     });
     app.chats.insert(chat, live.clone());
     let chat_id = chat.to_owned();
@@ -516,6 +588,11 @@ async fn end_run(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -
         .bind(run)
         .execute(&app.pool)
         .await?;
+    say_ended(app, user_id, chat, run, status).await
+}
+
+/// Says on the chat's stream that a run ended.
+async fn say_ended(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -> Result<()> {
     app.hub
         .append(
             user_id,
@@ -534,6 +611,13 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
     }
     app.refuse_when_stopping()?;
     let chat = chat_row(&app.pool, user, id).await?;
+    if let Some(r) = &chat.running {
+        // Before a session is built: one built beside a run of another process would read
+        // its transcript half-written.
+        return Err(Error::Conflict(format!(
+            "the chat {id} is busy with run {r}: stop it or wait for its end"
+        )));
+    }
     let live = live(app, user, &chat).await?;
     let run_id = random_id()?;
     {
@@ -548,13 +632,32 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         }
         *slot = Some(run_id.clone());
     }
-    sqlx::query("INSERT INTO runs (id, chat_id, user_id, status, created) VALUES ($1, $2, $3, 'running', $4)")
-        .bind(&run_id)
-        .bind(id)
-        .bind(user.id)
-        .bind(now())
-        .execute(&app.pool)
-        .await?;
+    let started = sqlx::query(
+        "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
+    )
+    .bind(&run_id)
+    .bind(id)
+    .bind(user.id)
+    .bind(now())
+    .bind(&app.instance)
+    .bind(shared::lease_end(app))
+    .execute(&app.pool)
+    .await;
+    if let Err(e) = started {
+        *live
+            .run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        // One running run a chat (`runs_one_running`): another process runs this one.
+        if let sqlx::Error::Database(d) = &e
+            && d.is_unique_violation()
+        {
+            return Err(Error::Conflict(format!(
+                "the chat {id} is busy with a run: stop it or wait for its end"
+            )));
+        }
+        return Err(e.into());
+    }
     app.hub
         .append(
             user.id,
@@ -627,12 +730,66 @@ pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {
             "the run {id} has ended ({status})"
         )));
     }
+    let act = Act::Stop {
+        chat: chat.clone(),
+        run: id.to_owned(),
+    };
     match app.chats.get(&chat) {
         Some(l) if current(&l.run).as_deref() == Some(id) => {
-            let _ = l.ctl.send(Ctl::Op(Op::Cancel));
+            carry_out(app, &act)?;
+            Ok("stopping".into())
+        }
+        // Another process of the database runs it.
+        _ if app.hub.shared() => {
+            shared::publish(app, &act).await?;
             Ok("stopping".into())
         }
         _ => Err(Error::Conflict(format!("the run {id} has ended"))),
+    }
+}
+
+/// Carries out a person's act on a chat whose session is live here (else there is nothing to
+/// do: the process that runs it does it).
+pub fn carry_out(app: &App, act: &Act) -> Result<()> {
+    let Some(live) = app.chats.get(act.chat()) else {
+        return Ok(());
+    };
+    let ctl = match act {
+        Act::Stop { run, .. } => {
+            if current(&live.run).as_deref() != Some(run.as_str()) {
+                return Ok(());
+            }
+            Ctl::Op(Op::Cancel)
+        }
+        Act::Answer {
+            call_id,
+            answer,
+            note,
+            ..
+        } => Ctl::Op(Op::Answer {
+            call_id: call_id.clone(),
+            answer: answer_of(answer, note.clone())?,
+        }),
+        Act::Mode { mode, .. } => Ctl::Op(Op::SetMode {
+            mode: mode
+                .parse::<Mode>()
+                .map_err(|e| Error::BadRequest(e.to_string()))?,
+        }),
+    };
+    live.ctl
+        .send(ctl)
+        .map_err(|_| Error::Conflict(format!("the chat {} has stopped", act.chat())))
+}
+
+/// A permission answer as the API spells it.
+fn answer_of(answer: &str, note: Option<String>) -> Result<Answer> {
+    match answer {
+        "yes" => Ok(Answer::Once),
+        "always" => Ok(Answer::Always),
+        "no" => Ok(Answer::Deny { feedback: note }),
+        other => Err(Error::BadRequest(format!(
+            "unknown answer {other:?}: use yes, always or no"
+        ))),
     }
 }
 
@@ -644,16 +801,7 @@ pub async fn approve(
     answer: &str,
     note: Option<String>,
 ) -> Result<()> {
-    let answer = match answer {
-        "yes" => Answer::Once,
-        "always" => Answer::Always,
-        "no" => Answer::Deny { feedback: note },
-        other => {
-            return Err(Error::BadRequest(format!(
-                "unknown answer {other:?}: use yes, always or no"
-            )));
-        }
-    };
+    answer_of(answer, None)?;
     let row: Option<(String, String, i64)> = sqlx::query_as(
         "SELECT chat_id, call_id, answered FROM approvals WHERE id = $1 AND user_id = $2",
     )
@@ -668,11 +816,13 @@ pub async fn approve(
             "the approval {id} was answered already"
         )));
     }
-    let Some(live) = app.chats.get(&chat) else {
+    let here = app.chats.get(&chat).is_some();
+    let elsewhere = !here && app.hub.shared() && asked_by_a_running_run(app, id).await?;
+    if !here && !elsewhere {
         return Err(Error::Conflict(format!(
             "the run the approval {id} belongs to has ended"
         )));
-    };
+    }
     let done = sqlx::query("UPDATE approvals SET answered = 1 WHERE id = $1 AND answered = 0")
         .bind(id)
         .execute(&app.pool)
@@ -682,42 +832,94 @@ pub async fn approve(
             "the approval {id} was answered already"
         )));
     }
-    live.ctl
-        .send(Ctl::Op(Op::Answer { call_id, answer }))
-        .map_err(|_| Error::Conflict(format!("the run the approval {id} belongs to has ended")))
+    let act = Act::Answer {
+        chat,
+        call_id,
+        answer: answer.to_owned(),
+        note,
+    };
+    if here {
+        carry_out(app, &act)
+            .map_err(|_| Error::Conflict(format!("the run the approval {id} belongs to has ended")))
+    } else {
+        shared::publish(app, &act).await
+    }
 }
 
-/// At start: runs a dead process left "running" are marked interrupted, said on their chats'
-/// streams, and their transcripts closed (every call gets its result) by resuming each once.
-pub async fn recover(app: &Arc<App>) -> Result<usize> {
-    let rows: Vec<(String, String, i64, String, String)> = sqlx::query_as(
-        "SELECT r.id, r.chat_id, r.user_id, u.username, u.role FROM runs r JOIN users u ON u.id = r.user_id WHERE r.status = 'running'",
+/// Whether the run that asked approval `id` is running (in some process of the database).
+async fn asked_by_a_running_run(app: &App, id: &str) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.id = $1 AND r.status = 'running'",
     )
-    .fetch_all(&app.pool)
+    .bind(id)
+    .fetch_one(&app.pool)
     .await?;
-    let n = rows.len();
-    for (run, chat, user_id, username, _role) in rows {
-        end_run(app, user_id, &chat, &run, "interrupted").await?;
+    Ok(n > 0)
+}
+
+/// Runs a dead process left "running" are marked interrupted, said on their chats' streams, and
+/// their transcripts closed (every call gets its result) by resuming each once. On SQLite (one
+/// process) that is every run still "running" at start; on PostgreSQL, the runs whose lease ran
+/// out (their process stopped renewing it), looked for at start and then every third of a lease.
+/// Answers how many this process took over.
+pub async fn recover(app: &Arc<App>) -> Result<usize> {
+    const RUNNING: &str = "SELECT r.id, r.chat_id, r.user_id, u.username FROM runs r JOIN users u ON u.id = r.user_id WHERE r.status = 'running'";
+    let rows: Vec<(String, String, i64, String)> = if app.hub.shared() {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{RUNNING} AND (r.lease_until IS NULL OR r.lease_until < $1)"
+        )))
+        .bind(now())
+        .fetch_all(&app.pool)
+        .await?
+    } else {
+        sqlx::query_as(RUNNING).fetch_all(&app.pool).await?
+    };
+    let mut n = 0;
+    for (run, chat, user_id, username) in rows {
+        // Taken with the lease's condition again: of two processes looking, one takes it.
+        let taken = sqlx::query(
+            "UPDATE runs SET status = 'interrupted', ended = $1 WHERE id = $2 AND status = 'running' AND (lease_until IS NULL OR lease_until < $1 OR $3 = 0)",
+        )
+        .bind(now())
+        .bind(&run)
+        .bind(i64::from(app.hub.shared()))
+        .execute(&app.pool)
+        .await?;
+        if taken.rows_affected() == 0 {
+            continue;
+        }
+        n += 1;
         let user = User {
             id: user_id,
             username,
             role: crate::auth::Role::User,
         };
-        let row = chat_row(&app.pool, &user, &chat).await?;
-        let Some(meta) = find_meta(&app.pool, user_id, &chat).await? else {
-            continue;
-        };
-        let entries = load_entries(&app.pool, user_id, &chat).await?;
-        let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
-        let link = crate::python::PageLink::new(app, user_id, Some(&chat), false);
-        let mut built = builder(app, &user, mode, &row.model, link)
-            .await?
-            .resume(meta, entries)
-            .build()?;
-        // Resuming closes the turn the crash cut short; running until idle writes that down.
-        built.driver.run(true).await?;
+        // The transcript is closed before the end is said: a page told of it reads it whole.
+        if let Err(e) = close_transcript(app, &user, &chat).await {
+            eprintln!("llembas-server: chat {chat}: closing the interrupted turn: {e}");
+        }
+        say_ended(app, user_id, &chat, &run, "interrupted").await?;
     }
     Ok(n)
+}
+
+/// Resumes a chat whose turn a dead process cut short once: resuming closes the turn (every
+/// call gets its result), running until idle writes that down.
+async fn close_transcript(app: &Arc<App>, user: &User, chat: &str) -> Result<()> {
+    let row = chat_row(&app.pool, user, chat).await?;
+    let Some(meta) = find_meta(&app.pool, user.id, chat).await? else {
+        return Ok(());
+    };
+    let entries = load_entries(&app.pool, user.id, chat).await?;
+    let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
+    let link = crate::python::PageLink::new(app, user.id, Some(chat), false);
+    let narrower = crate::world::chat_grants(&app.pool, chat).await?;
+    let mut built = builder(app, user, mode, &row.model, link, &narrower)
+        .await?
+        .resume(meta, entries)
+        .build()?;
+    built.driver.run(true).await?;
+    Ok(())
 }
 
 /// The shared capacity gate of the process's chats.
@@ -735,8 +937,11 @@ pub async fn set_mode(app: &Arc<App>, user: &User, id: &str, mode: Mode) -> Resu
         .bind(user.id)
         .execute(&app.pool)
         .await?;
-    if let Some(l) = app.chats.get(id) {
-        let _ = l.ctl.send(Ctl::Op(Op::SetMode { mode }));
-    }
-    Ok(())
+    let act = Act::Mode {
+        chat: id.to_owned(),
+        mode: mode.as_str().to_owned(),
+    };
+    // A session here switches at once; on a shared database, one in another process too.
+    let _ = carry_out(app, &act);
+    shared::publish(app, &act).await
 }

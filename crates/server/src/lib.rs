@@ -47,6 +47,14 @@ pub struct Args {
     /// XDG data directory's `llembas-server`).
     #[arg(long, global = true)]
     pub data: Option<PathBuf>,
+    /// The database: `postgres://USER@HOST/DB` for PostgreSQL (several server processes may share
+    /// it), else the SQLite file `DATA/llembas.db`. Overrides DATABASE_URL.
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// How long a run stays this process's without a renewal, in seconds: a run whose process
+    /// died is taken over as interrupted this long after its last renewal (PostgreSQL).
+    #[arg(long, global = true, default_value_t = 30)]
+    pub run_lease: u64,
     /// The OpenAI-compatible model server's base URL (…/v1). Overrides OPENAI_BASE_URL.
     #[arg(long, global = true)]
     pub base_url: Option<String>,
@@ -120,6 +128,10 @@ pub enum UserCommand {
 pub struct Config {
     /// The data directory.
     pub data: PathBuf,
+    /// The database URL (`None`: the SQLite file `DATA/llembas.db`).
+    pub database_url: Option<String>,
+    /// How long a run is this process's without a renewal (see [`Args::run_lease`]).
+    pub run_lease: std::time::Duration,
     /// The model endpoint (`None`: none is configured; chats say so).
     pub model: Option<harness_model::settings::ModelSettings>,
     /// Whether the cookie is `Secure`.
@@ -176,6 +188,8 @@ impl Config {
             harness_model::settings::resolve(&flags, &harness_model::settings::ProcessEnv, &table)?;
         Ok(Config {
             data,
+            database_url: args.database_url.clone().filter(|u| !u.is_empty()),
+            run_lease: std::time::Duration::from_secs(args.run_lease.max(1)),
             model,
             secure_cookie: args.secure_cookie,
             allow_signups: args.allow_signups,
@@ -195,8 +209,14 @@ pub struct App {
     pub backend: Arc<dyn Backend>,
     /// The model endpoint.
     pub model: Option<harness_model::settings::ModelSettings>,
+    /// The model links made so far, by model name (every chat of a model shares one).
+    pub links: std::sync::Mutex<std::collections::HashMap<String, Arc<harness_model::ModelClient>>>,
     /// The event log.
     pub hub: chats::Hub,
+    /// This process's name among those sharing the database (random, new at each start).
+    pub instance: String,
+    /// How long a run is this process's without a renewal.
+    pub run_lease: std::time::Duration,
     /// The chats running here.
     pub chats: chats::Chats,
     /// The chat pages open, and what runs wait for from them.
@@ -256,13 +276,21 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
 /// The database file of a data directory (created with the directory).
 pub async fn open_db(data: &Path) -> Result<Db> {
     std::fs::create_dir_all(data).map_err(|e| io_error(data, e))?;
-    db::open(&data.join("llembas.db")).await
+    db::open(&db::sqlite_url(&data.join("llembas.db"))).await
+}
+
+/// The database a configuration names: its `database_url`, else the data directory's file.
+pub async fn open_database(config: &Config) -> Result<Db> {
+    match &config.database_url {
+        Some(url) => db::open(url).await,
+        None => open_db(&config.data).await,
+    }
 }
 
 /// Opens the data directory (creating what is missing), runs the migrations, and recovers the
 /// runs a dead process left: the server's state, ready to serve.
 pub async fn open(config: &Config) -> Result<Arc<App>> {
-    let pool = open_db(&config.data).await?;
+    let pool = open_database(config).await?;
     let tree = config.data.join("files");
     for dir in [
         tree.join("home"),
@@ -271,8 +299,17 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
     ] {
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
     }
+    let instance = db::random_id()?;
+    // One writer per root (spec/filesystem.md): on SQLite a second server on this data directory
+    // is refused by the tree's lock. Processes sharing a PostgreSQL database share the tree on
+    // purpose and take their own locks: the database gives each chat one running run at a
+    // time, and each write stays atomic and refuses a file changed since it was read.
+    let lock_dir = match config.database_url {
+        Some(_) => config.data.join("locks").join(&instance),
+        None => config.data.join("locks"),
+    };
     let options = HostOptions {
-        lock_dir: Some(config.data.join("locks")),
+        lock_dir: Some(lock_dir),
         ..HostOptions::default()
     };
     let max_file_bytes = usize::try_from(options.max_file_bytes).unwrap_or(usize::MAX);
@@ -286,12 +323,15 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         .await?,
     );
     let app = Arc::new(App {
-        hub: chats::Hub::new(pool.clone()),
+        hub: chats::Hub::new(pool.clone(), &instance),
+        instance,
+        run_lease: config.run_lease,
         pool,
         data: config.data.clone(),
         tree,
         backend,
         model: config.model.clone(),
+        links: std::sync::Mutex::default(),
         chats: chats::Chats::default(),
         pages: Arc::default(),
         limiter: auth::Limiter::default(),
@@ -303,6 +343,9 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         stopping: std::sync::atomic::AtomicBool::new(false),
         closed: tokio::sync::watch::Sender::new(false),
     });
+    if let (Some(url), true) = (&config.database_url, app.hub.shared()) {
+        chats::listen(app.clone(), url.clone()).await?;
+    }
     let recovered = chats::recover(&app).await?;
     if recovered > 0 {
         eprintln!(
@@ -310,6 +353,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
             if recovered == 1 { "" } else { "s" }
         );
     }
+    chats::keep_leases(app.clone());
     Ok(app)
 }
 
@@ -421,7 +465,7 @@ fn read_password() -> anyhow::Result<String> {
 
 async fn add_account(config: &Config, username: &str, role: auth::Role) -> anyhow::Result<()> {
     let password = read_password()?;
-    let pool = open_db(&config.data).await?;
+    let pool = open_database(config).await?;
     let tree = config.data.join("files");
     let id = auth::create_user(&pool, username, &password, role).await?;
     world::give_default_grants(&pool, &tree, id, username).await?;

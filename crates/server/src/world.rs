@@ -69,6 +69,52 @@ pub async fn user_grants(pool: &Db, user_id: i64) -> Result<Vec<(String, Level)>
     Ok(grants)
 }
 
+/// The grants of a chat made narrower than its user's view (none: the user's view whole).
+pub async fn chat_grants(pool: &Db, chat: &str) -> Result<Vec<(String, Level)>> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT path, level FROM chat_grants WHERE chat_id = $1 ORDER BY path")
+            .bind(chat)
+            .fetch_all(pool)
+            .await?;
+    rows.into_iter()
+        .map(|(p, l)| Ok((p, Level::parse(&l)?)))
+        .collect()
+}
+
+/// `view` made narrower by a chat's grants: at each path the lower of the user's level and the
+/// chat's (its most specific grant; none where it grants nothing) — the chat's grants are the
+/// spec's floors over the user's view, so a chat never reaches more than its user.
+pub fn narrowed(view: View, chat: &[(String, Level)]) -> View {
+    if chat.is_empty() {
+        return view;
+    }
+    let mut access = view.access().clone().floor("/", Level::None);
+    for (path, level) in chat {
+        access = access.floor(path, *level);
+    }
+    let cwd = view.cwd().to_string();
+    View::new(view.backend().clone(), access).with_cwd(&cwd)
+}
+
+/// The grants a chat's model is told of: each path the user or the chat grants, at the level the
+/// chat has there, those at none left out.
+pub fn effective_grants(
+    view: &View,
+    user: &[(String, Level)],
+    chat: &[(String, Level)],
+) -> Vec<(String, Level)> {
+    let mut paths: Vec<&String> = user.iter().chain(chat).map(|(p, _)| p).collect();
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let level = view.access().level(&harness_fs::VPath::parse(p));
+            (level > Level::None).then(|| (p.clone(), level))
+        })
+        .collect()
+}
+
 /// The view of a user: their grants over the server's tree, starting in their home directory.
 pub async fn user_view(
     pool: &Db,

@@ -310,7 +310,7 @@ async fn store_shared(pool: &Db, instance: &str, batch: &[Pending]) -> Result<Ve
 }
 
 /// One multi-row insert of `stored`.
-async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, stored: &[Arc<Stored>]) -> Result<()> {
+async fn insert(conn: &mut sqlx::AnyConnection, stored: &[Arc<Stored>]) -> Result<()> {
     let mut sql =
         String::from("INSERT INTO events (id, user_id, chat_id, run_id, seq, data) VALUES ");
     for i in 0..stored.len() {
@@ -338,6 +338,6 @@ async fn insert(tx: &mut sqlx::Transaction<'_, sqlx::Any>, stored: &[Arc<Stored>
             .bind(s.seq)
             .bind(s.event.to_string());
     }
-    insert.execute(&mut **tx).await?;
+    insert.execute(&mut *conn).await?;
     Ok(())
 }

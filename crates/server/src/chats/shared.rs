@@ -3,7 +3,8 @@
 //! runs out), and what one process must tell the others goes by PostgreSQL's `LISTEN/NOTIFY`:
 //! the events it stored (so a page connected to another process sees them) and the person's
 //! acts on a chat another process runs (stop, an approval's answer, a mode). Nothing else runs
-//! beside the database.
+//! beside the database. What a run waits for from a page of its chat (a `question`'s answer,
+//! `show`, `python`) is answered through the process that runs it (see [`crate::page`]).
 
 use std::sync::Arc;
 
@@ -48,25 +49,13 @@ pub enum Act {
         /// The mode's name.
         mode: String,
     },
-    /// The person's answer to the `question` tool.
-    Reply {
-        /// The chat.
-        chat: String,
-        /// The `question` call.
-        call_id: String,
-        /// The answer (`None`: nobody answered).
-        text: Option<String>,
-    },
 }
 
 impl Act {
     /// The chat it is for.
     pub fn chat(&self) -> &str {
         match self {
-            Act::Stop { chat, .. }
-            | Act::Answer { chat, .. }
-            | Act::Mode { chat, .. }
-            | Act::Reply { chat, .. } => chat,
+            Act::Stop { chat, .. } | Act::Answer { chat, .. } | Act::Mode { chat, .. } => chat,
         }
     }
 }

@@ -9,6 +9,7 @@ mod chats;
 mod files;
 mod memory;
 mod pages;
+mod postgres;
 mod process;
 mod search;
 
@@ -36,10 +37,23 @@ impl Server {
         Self::start_with(data, model_base, |_| {})
     }
 
+    /// Starts a server on `data` and the database `url` (`None`: the data directory's SQLite
+    /// file; on PostgreSQL with a lease of a second, so a crashed server's runs are soon taken).
+    pub fn start_on(data: &Path, model_base: &str, url: Option<&str>) -> Server {
+        Self::start_with(data, model_base, |c| {
+            if let Some(u) = url {
+                c.database_url = Some(u.to_owned());
+                c.run_lease = Duration::from_secs(1);
+            }
+        })
+    }
+
     /// Starts a server as [`Server::start`] does, its configuration changed by `edit`.
     pub fn start_with(data: &Path, model_base: &str, edit: impl FnOnce(&mut Config)) -> Server {
         let mut config = Config {
             data: data.to_path_buf(),
+            database_url: None,
+            run_lease: Duration::from_secs(30),
             model: Some(ModelSettings {
                 model: Some("scripted".into()),
                 ..ModelSettings::new(model_base)
