@@ -133,7 +133,9 @@ async fn a_chat_made_narrower_reaches_only_what_it_and_its_user_both_grant() {
     let server = Server::start(dir.path(), &model.base_url());
     let mut alice = server.user("alice").await;
     let mut bob = server.user("bob").await;
-    let (status, _) = bob.put("/api/files/content?path=secret.txt", "bob's\n").await;
+    let (status, _) = bob
+        .put("/api/files/content?path=secret.txt", "bob's\n")
+        .await;
     assert_eq!(status, 200);
 
     let (status, body) = alice
@@ -165,7 +167,10 @@ async fn a_chat_made_narrower_reaches_only_what_it_and_its_user_both_grant() {
         if e.kind() == "tool_call_asked" {
             let approval = e.data["event"]["approval"].as_str().unwrap().to_owned();
             let (status, _) = alice
-                .post(&format!("/api/approvals/{approval}"), json!({"answer": "yes"}))
+                .post(
+                    &format!("/api/approvals/{approval}"),
+                    json!({"answer": "yes"}),
+                )
                 .await;
             assert_eq!(status, 200);
         }
@@ -198,6 +203,8 @@ async fn a_chat_made_narrower_reaches_only_what_it_and_its_user_both_grant() {
     );
     assert!(!said(3).contains("bob's"));
     // Alice's own view is as it was: the chat's grants narrowed the chat only.
-    let (status, _) = alice.put("/api/files/content?path=notes.md", "mine\n").await;
+    let (status, _) = alice
+        .put("/api/files/content?path=notes.md", "mine\n")
+        .await;
     assert_eq!(status, 200);
 }
