@@ -470,8 +470,7 @@ async fn show_and_python_are_offered_while_a_page_of_the_chat_is_open_only() {
     let got = within(events.until(run_end(&run))).await;
     let finished = got
         .iter()
-        .filter(|e| e.kind() == "tool_call_finished")
-        .last()
+        .rfind(|e| e.kind() == "tool_call_finished")
         .unwrap();
     let result = &finished.data["event"]["result"];
     assert_eq!(result["is_error"], true);
