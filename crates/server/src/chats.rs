@@ -89,6 +89,27 @@ pub async fn events_after(pool: &Db, user_id: i64, after: i64, limit: i64) -> Re
     rows.into_iter().map(|r| stored_row(user_id, r)).collect()
 }
 
+/// The user's events with ids from `first` to `last`, in order.
+async fn events_between(pool: &Db, user_id: i64, first: i64, last: i64) -> Result<Vec<Stored>> {
+    let rows: Vec<(i64, String, Option<String>, i64, String)> = sqlx::query_as(
+        "SELECT id, chat_id, run_id, seq, data FROM events WHERE user_id = $1 AND id >= $2 AND id <= $3 ORDER BY id",
+    )
+    .bind(user_id)
+    .bind(first)
+    .bind(last)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(|r| stored_row(user_id, r)).collect()
+}
+
+/// The refusal of a message to a chat that runs already (`run`, when it is known).
+fn busy(chat: &str, run: Option<&str>) -> Error {
+    let run = run.map_or_else(|| "a run".to_owned(), |r| format!("run {r}"));
+    Error::Conflict(format!(
+        "the chat {chat} is busy with {run}: stop it or wait for its end"
+    ))
+}
+
 fn stored_row(
     user_id: i64,
     (id, chat, run, seq, data): (i64, String, Option<String>, i64, String),
@@ -614,9 +635,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
     if let Some(r) = &chat.running {
         // Before a session is built: one built beside a run of another process would read
         // its transcript half-written.
-        return Err(Error::Conflict(format!(
-            "the chat {id} is busy with run {r}: stop it or wait for its end"
-        )));
+        return Err(busy(id, Some(r)));
     }
     let live = live(app, user, &chat).await?;
     let run_id = random_id()?;
@@ -626,9 +645,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(r) = slot.as_ref() {
-            return Err(Error::Conflict(format!(
-                "the chat {id} is busy with run {r}: stop it or wait for its end"
-            )));
+            return Err(busy(id, Some(r)));
         }
         *slot = Some(run_id.clone());
     }
@@ -652,9 +669,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         if let sqlx::Error::Database(d) = &e
             && d.is_unique_violation()
         {
-            return Err(Error::Conflict(format!(
-                "the chat {id} is busy with a run: stop it or wait for its end"
-            )));
+            return Err(busy(id, None));
         }
         return Err(e.into());
     }

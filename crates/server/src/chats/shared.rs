@@ -11,7 +11,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgListener;
 
-use super::Stored;
 use super::hub::EVENTS_CHANNEL;
 use crate::App;
 use crate::db::now;
@@ -130,19 +129,8 @@ async fn events_notice(app: &App, payload: &str) -> Result<()> {
     if from == app.instance || !app.hub.follows(user) {
         return Ok(());
     }
-    let rows: Vec<(i64, String, Option<String>, i64, String)> = sqlx::query_as(
-        "SELECT id, chat_id, run_id, seq, data FROM events WHERE user_id = $1 AND id >= $2 AND id <= $3 ORDER BY id",
-    )
-    .bind(user)
-    .bind(first)
-    .bind(last)
-    .fetch_all(&app.pool)
-    .await?;
-    let events = rows
-        .into_iter()
-        .map(|r| super::stored_row(user, r))
-        .collect::<Result<Vec<Stored>>>()?;
-    app.hub.deliver(events);
+    app.hub
+        .deliver(super::events_between(&app.pool, user, first, last).await?);
     Ok(())
 }
 
