@@ -2,6 +2,7 @@ mod alloc;
 mod cost;
 mod embedder;
 mod index;
+mod profile;
 mod store;
 
 use std::path::PathBuf;
