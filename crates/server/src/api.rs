@@ -177,29 +177,54 @@ async fn create_chat(
     body: Raw,
 ) -> Result<Response> {
     let body: NewChat = body.json_or_default()?;
-    let mode = match body.mode.as_deref() {
-        None => Mode::Manual,
-        Some(m) => m
-            .parse::<Mode>()
-            .map_err(|e| Error::BadRequest(e.to_string()))?,
-    };
+    let mode = body
+        .mode
+        .as_deref()
+        .map(|m| {
+            m.parse::<Mode>()
+                .map_err(|e| Error::BadRequest(e.to_string()))
+        })
+        .transpose()?;
     let narrower = crate::admin::checked_grants(&body.grants)?;
-    let id = chats::create(&app, &user, mode, body.model.as_deref(), &narrower).await?;
+    // What the request leaves out, the user's settings give.
+    let (mode, model) = crate::settings::new_chat(&app, &user, mode, body.model).await?;
+    let id = chats::create(&app, &user, mode, model.as_deref(), &narrower).await?;
     Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
+}
+
+#[derive(Deserialize)]
+struct ChatQuery {
+    /// The page of history before this event (`seq`): only `events` and `before` are answered.
+    #[serde(default)]
+    before: Option<i64>,
+    /// `0`: leave the transcript out (the page draws from the events alone).
+    #[serde(default)]
+    messages: Option<u8>,
 }
 
 async fn get_chat(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Path(id): Path<String>,
+    Query(q): Query<ChatQuery>,
 ) -> Result<Json<Value>> {
     let row = chats::chat_row(&app.pool, &user, &id).await?;
-    let messages = crate::store::load_entries(&app.pool, user.id, &id).await?;
-    let events = chats::chat_events(&app.pool, user.id, &id).await?;
+    let page =
+        crate::history::page(&app.pool, user.id, &id, q.before, crate::history::PAGE_RUNS).await?;
+    if q.before.is_some() {
+        return Ok(Json(json!({"events": page.events, "before": page.before})));
+    }
+    let context =
+        crate::history::context(&app.pool, app.model.as_ref(), user.id, &id, &row.model).await?;
     let mut v = json!(row);
     if let Some(o) = v.as_object_mut() {
-        o.insert("messages".into(), json!(messages));
-        o.insert("events".into(), json!(events));
+        if q.messages != Some(0) {
+            let messages = crate::store::load_entries(&app.pool, user.id, &id).await?;
+            o.insert("messages".into(), json!(messages));
+        }
+        o.insert("events".into(), json!(page.events));
+        o.insert("before".into(), json!(page.before));
+        o.insert("context".into(), context);
     }
     Ok(Json(v))
 }

@@ -146,6 +146,14 @@ pub struct Live {
     page: bool,
     /// When it was built (seconds): a run of the chat another process began since makes it stale.
     built: i64,
+    /// What it was built with (its model and personality preset): an idle session built with
+    /// others than the chat's and its user's now is built again.
+    made: String,
+}
+
+/// What a chat's session is built with, as [`Live::made`] keeps it.
+fn made_of(model: &str, personality: Option<&str>) -> String {
+    format!("{model}\n{}", personality.unwrap_or("default"))
 }
 
 /// The chats running in this process.
@@ -311,6 +319,7 @@ async fn builder(
         .project(Project::Llembas)
         .kind(SessionKind::Chat)
         .mode(mode)
+        .personality(crate::settings::personality(&app.pool, user.id).await?)
         .capacity(app.capacity.clone())
         .product_version(env!("CARGO_PKG_VERSION")))
 }
@@ -354,7 +363,13 @@ pub async fn create(
             .execute(&app.pool)
             .await?;
     }
-    drive(app, user.id, &id, built, false);
+    let made = made_of(
+        &chosen,
+        crate::settings::personality(&app.pool, user.id)
+            .await?
+            .as_deref(),
+    );
+    drive(app, user.id, &id, built, false, made);
     Ok(id)
 }
 
@@ -363,6 +378,12 @@ pub async fn create(
 /// built again, so what it offers follows what holds (`display`, `page`).
 async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> {
     let page = app.pages.attached(&chat.id);
+    let made = made_of(
+        &chat.model,
+        crate::settings::personality(&app.pool, user.id)
+            .await?
+            .as_deref(),
+    );
     if let Some(l) = app.chats.get(&chat.id)
         && current(&l.run).is_none()
         && ran_elsewhere(app, &chat.id, l.built).await?
@@ -371,7 +392,7 @@ async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> 
         app.chats.remove(&chat.id, &l);
     }
     if let Some(l) = app.chats.get(&chat.id) {
-        if l.page == page || current(&l.run).is_some() {
+        if (l.page == page && l.made == made) || current(&l.run).is_some() {
             return Ok(l);
         }
         // Dropping the last handle of its channel ends the idle session.
@@ -388,7 +409,7 @@ async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> 
         .await?
         .resume(meta, entries)
         .build()?;
-    Ok(drive(app, user.id, &chat.id, built, page))
+    Ok(drive(app, user.id, &chat.id, built, page, made))
 }
 
 /// Whether another process of the database began a run of `chat` since `since` (seconds; a run
@@ -416,6 +437,7 @@ fn drive(
     chat: &str,
     built: harness_agent::Built,
     page: bool,
+    made: String,
 ) -> Arc<Live> {
     let harness_agent::Built {
         mut driver,
@@ -432,6 +454,7 @@ fn drive(
         run: Arc::new(Mutex::new(None)),
         page,
         built: now(),
+        made,
     });
     app.chats.insert(chat, live.clone());
     let chat_id = chat.to_owned();
@@ -940,6 +963,29 @@ async fn close_transcript(app: &Arc<App>, user: &User, chat: &str) -> Result<()>
 /// The shared capacity gate of the process's chats.
 pub fn capacity() -> Result<Arc<CapacityGate>> {
     Ok(Arc::new(CapacityGate::new()?))
+}
+
+/// Changes the model of the user's chat `id` (one the server lets users use); refused while a
+/// run goes on. Its idle session is built again for the next message ([`Live::made`]).
+pub async fn set_model(app: &Arc<App>, user: &User, id: &str, model: &str) -> Result<()> {
+    let row = chat_row(&app.pool, user, id).await?;
+    if let Some(run) = row.running {
+        return Err(Error::Conflict(format!(
+            "the chat {id} is busy with run {run}: change its model after its end"
+        )));
+    }
+    let configured = model_settings(app)?
+        .model_id(&harness_model::CancellationToken::new())
+        .await
+        .map_err(|e| Error::Model(e.to_string()))?;
+    let chosen = crate::admin::model_for(&app.pool, Some(model), &configured).await?;
+    sqlx::query("UPDATE chats SET model = $1 WHERE id = $2 AND user_id = $3")
+        .bind(&chosen)
+        .bind(id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    Ok(())
 }
 
 /// Changes the permission mode of the user's chat `id` (stored for its next resume; a session

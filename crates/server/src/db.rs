@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 6] = match backend {
+    let steps: [(i64, &str, &'static str); 7] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -79,6 +79,11 @@ fn migrator(backend: Backend) -> Migrator {
                 6,
                 "chat_grants",
                 include_str!("../migrations/sqlite/0006_chat_grants.sql"),
+            ),
+            (
+                7,
+                "user_settings",
+                include_str!("../migrations/sqlite/0007_user_settings.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -111,6 +116,11 @@ fn migrator(backend: Backend) -> Migrator {
                 6,
                 "chat_grants",
                 include_str!("../migrations/postgres/0006_chat_grants.sql"),
+            ),
+            (
+                7,
+                "user_settings",
+                include_str!("../migrations/postgres/0007_user_settings.sql"),
             ),
         ],
     };

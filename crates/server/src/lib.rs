@@ -13,11 +13,13 @@ pub mod catalog;
 pub mod chats;
 pub mod db;
 mod error;
+pub mod history;
 pub mod memory;
 pub mod page;
 pub mod pages;
 pub mod python;
 pub mod search;
+pub mod settings;
 pub mod store;
 pub mod world;
 

@@ -81,12 +81,14 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/chats", get(shell))
         .route("/chats/{id}", get(shell))
         .route("/files", get(shell))
+        .route("/settings", get(shell))
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
         .merge(files::routes())
         .merge(asks::routes())
         .merge(show::routes())
         .merge(pyodide::routes())
+        .merge(crate::settings::routes())
 }
 
 fn secure(response: &mut Response) {

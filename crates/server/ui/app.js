@@ -339,12 +339,14 @@ function sideBar(me, chats, current, layout) {
     if (!list.querySelector("input")) draw();
   };
   const mode = $("select", { id: "newmode", "aria-label": "Mode of the new chat" },
+    $("option", { value: "", text: "my mode" }),
     ...MODES.map((m) => $("option", { value: m, text: m })));
   const newChat = $("button", {
     class: "primary", type: "button", id: "newchat", text: "New chat",
     onclick: async () => {
       try {
-        const v = await api("POST", "/api/chats", { mode: mode.value });
+        // No mode picked: the user's default (their settings).
+        const v = await api("POST", "/api/chats", mode.value ? { mode: mode.value } : {});
         location.assign(`/chats/${encodeURIComponent(v.id)}`);
       } catch (e) { alertLine(e.message); }
     },
@@ -357,7 +359,8 @@ function sideBar(me, chats, current, layout) {
   });
   const close = $("button", { class: "menu", type: "button", text: "✕", title: "Close", onclick: () => layout.classList.remove("open") });
   return $("nav", { class: "side" },
-    $("header", {}, $("span", { class: "who", text: me.username }), $("a", { href: "/files", id: "fileslink", text: "Files" }), logout, close),
+    $("header", {}, $("span", { class: "who", text: me.username }), $("a", { href: "/files", id: "fileslink", text: "Files" }),
+      $("a", { href: "/settings", id: "settingslink", text: "Settings" }), logout, close),
     $("div", { class: "new" }, mode, newChat),
     search, list);
 }
@@ -445,7 +448,7 @@ async function chatPage(id) {
   }
   let chat;
   try {
-    chat = await api("GET", `/api/chats/${encodeURIComponent(id)}`);
+    chat = await api("GET", `/api/chats/${encodeURIComponent(id)}?messages=0`);
   } catch (e) {
     main.append($("div", { class: "chathead" }, menu, $("h2", { text: "Chats" })),
       $("div", { class: "log" }, $("p", { class: "empty error", id: "missing", text: e.status === 404 ? "No such chat." : e.message })));
@@ -474,6 +477,11 @@ class ChatView {
     this.dirty = new Set();
     this.ended = new Set();
     this.sentAt = null;
+    // The history shown is its last runs; `before` is the cursor of the page older than it.
+    this.before = chat.before ?? null;
+    this.older = false;
+    this.loading = false;
+    this.ctx = { used: chat.context?.used ?? null, window: chat.context?.window ?? null };
   }
 
   start() {
@@ -493,9 +501,34 @@ class ChatView {
         this.modeTag.value = this.chat.mode;
       }
     });
-    const head = $("div", { class: "chathead" }, this.menu, this.title, this.modeTag,
-      $("span", { class: "tag", id: "model", title: "Model", text: c.model }), this.status, this.stopButton);
+    // The chat's model, chosen from those the server lets users use.
+    this.modelTag = $("select", { class: "tag", id: "model", title: "Model", "aria-label": "Model" },
+      $("option", { value: c.model, text: c.model, selected: true }));
+    api("GET", "/api/models").then((v) => {
+      const names = [...new Set([...(v.models || []), this.chat.model])];
+      this.modelTag.replaceChildren(...names.map((m) => $("option", { value: m, text: m, selected: m === this.chat.model })));
+      document.body.dataset.models = String(names.length);
+    }).catch(() => {});
+    this.modelTag.addEventListener("change", async () => {
+      const model = this.modelTag.value;
+      try {
+        const v = await api("POST", `/api/chats/${encodeURIComponent(c.id)}/model`, { model });
+        this.chat.model = model;
+        this.ctx.window = v.window ?? null;
+        this.drawContext();
+      } catch (e) {
+        alertBox.textContent = e.message;
+        this.modelTag.value = this.chat.model;
+      }
+    });
+    this.contextTag = $("span", { class: "tag", id: "context", title: "Context use: tokens of the model's window the last answer filled" });
+    const head = $("div", { class: "chathead" }, this.menu, this.title, this.modeTag, this.modelTag, this.contextTag, this.status, this.stopButton);
     this.log = $("div", { class: "log", id: "log", "aria-live": "polite" });
+    this.olderBar = $("button", { type: "button", id: "older", class: "older", text: "Older messages", hidden: true, onclick: () => this.loadOlder() });
+    this.log.append(this.olderBar);
+    this.log.addEventListener("scroll", () => {
+      if (this.log.scrollTop < 120) this.loadOlder();
+    });
     this.plan = null;
     this.input = $("textarea", { id: "prompt", rows: 2, placeholder: "Message", "aria-label": "Message" });
     this.send = $("button", { class: "primary", type: "button", id: "send", text: "Send", onclick: () => this.submit() });
@@ -517,10 +550,74 @@ class ChatView {
     document.addEventListener("retitle", (ev) => { this.title.textContent = ev.detail; });
     for (const e of c.events || []) this.apply(e);
     this.live = true;
-    if (!this.log.children.length) this.log.append($("p", { class: "empty muted", id: "hello", text: "Say what you want done." }));
+    this.olderBar.hidden = this.before === null;
+    this.drawContext();
+    if (this.log.children.length <= 1) this.log.append($("p", { class: "empty muted", id: "hello", text: "Say what you want done." }));
     this.setRunning(this.run);
     this.follow();
     this.input.focus();
+    this.log.scrollTop = this.log.scrollHeight;
+    this.fill();
+  }
+
+  // Older pages until the log can scroll (a short page leaves nothing to scroll up by).
+  async fill() {
+    while (this.before !== null && this.log.scrollHeight <= this.log.clientHeight) {
+      if (!(await this.loadOlder())) break;
+    }
+  }
+
+  // The page of history before the oldest shown, drawn above it; the view stays where it was.
+  async loadOlder() {
+    if (this.before === null || this.loading) return false;
+    this.loading = true;
+    try {
+      const v = await api("GET", `/api/chats/${encodeURIComponent(this.chat.id)}?before=${this.before}`);
+      const holder = $("div");
+      // Drawn as history: what it asked was answered or went, its runs ended.
+      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live };
+      this.live = false;
+      this.log = holder;
+      this.turn = null;
+      this.text = null;
+      this.last = 0;
+      this.older = true;
+      try {
+        for (const e of v.events || []) this.apply(e);
+      } finally {
+        Object.assign(this, saved);
+        this.older = false;
+      }
+      // Drawn now, not at the next frame: the view is kept by the height it adds.
+      for (const t of this.dirty) t.node.replaceChildren(...markdown(t.src).childNodes);
+      this.dirty.clear();
+      const log = this.log;
+      const from = log.scrollHeight - log.scrollTop;
+      let at = this.olderBar.nextSibling;
+      while (at && at === this.plan) at = at.nextSibling;
+      for (const n of [...holder.childNodes]) log.insertBefore(n, at);
+      log.scrollTop = log.scrollHeight - from;
+      this.before = v.before ?? null;
+      this.olderBar.hidden = this.before === null;
+      document.body.dataset.pages = String(Number(document.body.dataset.pages || 1) + 1);
+      return true;
+    } catch (e) {
+      alertBox.textContent = e.message;
+      return false;
+    } finally {
+      this.loading = false;
+    }
+  }
+
+  drawContext() {
+    const { used, window: win } = this.ctx;
+    const k = (n) => (n >= 10_000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+    let text = "context –";
+    if (used !== null && win) text = `context ${k(used)} / ${k(win)} (${Math.round((100 * used) / win)}%)`;
+    else if (used !== null) text = `context ${k(used)}`;
+    else if (win) text = `context – / ${k(win)}`;
+    this.contextTag.textContent = text;
+    document.body.dataset.context = used === null ? "" : String(used);
   }
 
   // One stream for the page; it resumes after the last event shown, and the browser sends
@@ -544,6 +641,7 @@ class ChatView {
     this.stopButton.hidden = !run;
     this.status.textContent = run ? "running" : "idle";
     this.send.disabled = !!run;
+    this.modelTag.disabled = !!run;
     document.body.dataset.running = run ? "yes" : "no";
   }
 
@@ -613,11 +711,11 @@ class ChatView {
     if (this.seen.has(s.id) || s.id <= this.last) return;
     this.seen.add(s.id);
     this.last = s.id;
-    document.body.dataset.last = String(s.id);
+    if (!this.older) document.body.dataset.last = String(s.id);
     const e = s.event || {};
     switch (e.type) {
       case "run_started":
-        this.setRunning(s.run);
+        if (!this.older) this.setRunning(s.run);
         break;
       case "user_input":
         if (!this.chat.title) {
@@ -651,6 +749,10 @@ class ChatView {
       }
       case "model_answered":
         this.text = null;
+        if (e.usage && !this.older) {
+          this.ctx.used = (e.usage.input_tokens || 0) + (e.usage.output_tokens || 0);
+          this.drawContext();
+        }
         break;
       case "tool_call_started":
         this.toolStarted(e.call, e.block);
@@ -700,15 +802,18 @@ class ChatView {
         break;
       }
       case "plan_changed": {
+        // The newest page carries the plan as it is now: an older one's is history.
+        if (this.older) break;
         const card = planCard(e.plan);
         const folded = this.plan && this.plan.querySelector("details") && !this.plan.querySelector("details").open;
         if (folded) card.querySelector("details")?.removeAttribute("open");
         if (this.plan) this.plan.replaceWith(card);
-        else this.log.prepend(card);
+        else this.olderBar.after(card);
         this.plan = card;
         break;
       }
       case "mode_changed":
+        if (this.older) break;
         this.chat.mode = e.mode;
         this.modeTag.value = e.mode;
         break;
@@ -734,6 +839,10 @@ class ChatView {
         this.add($("p", { class: `notice ${e.level === "warning" ? "error" : ""}`, text: e.text }));
         break;
       case "compacted":
+        if (!this.older) {
+          this.ctx.used = e.after_tokens;
+          this.drawContext();
+        }
         this.add($("p", { class: "notice", text: `Context compacted: ${e.before_tokens} → ${e.after_tokens} tokens` }));
         break;
       case "error":
@@ -752,7 +861,7 @@ class ChatView {
         this.ended.add(e.run);
         if (e.status === "stopped") this.add($("p", { class: "notice", id: `stopped-${e.run}`, text: "Stopped." }));
         else if (e.status === "interrupted") this.add($("p", { class: "notice", text: "Interrupted (the server restarted)." }));
-        if (this.run === e.run || !this.run) this.setRunning(null);
+        if (!this.older && (this.run === e.run || !this.run)) this.setRunning(null);
         this.turn = null;
         this.text = null;
         break;
@@ -1173,6 +1282,136 @@ async function filesPage() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Settings: the user's personality preset, and the mode and model of a new chat; for an admin,
+// the accounts (add, disable, role) and each account's grants. The page only calls the API.
+
+const LEVELS = ["none", "ro", "stage", "commit"];
+const ROLES = ["user", "admin", "pending"];
+
+async function settingsPage() {
+  let me;
+  try {
+    me = await api("GET", "/api/auth/me");
+  } catch (e) {
+    if (e.status === 401) {
+      location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
+      return;
+    }
+    throw e;
+  }
+  alertBox = $("div", { class: "notice error", role: "alert", id: "alert" });
+  const s = await api("GET", "/api/settings");
+  const personality = $("select", { id: "personality" },
+    ...s.personalities.map((p) => $("option", { value: p.name, text: p.title, selected: p.name === s.personality })));
+  const mode = $("select", { id: "defaultmode" }, ...s.modes.map((m) => $("option", { value: m, text: m, selected: m === s.mode })));
+  const model = $("select", { id: "defaultmodel" }, $("option", { value: "", text: "the server's default", selected: !s.model }),
+    ...s.models.map((m) => $("option", { value: m, text: m, selected: m === s.model })));
+  const saved = $("span", { class: "muted", id: "saved", role: "status" });
+  const save = $("button", {
+    class: "primary", type: "button", id: "savesettings", text: "Save",
+    onclick: async () => {
+      alertBox.textContent = "";
+      saved.textContent = "";
+      try {
+        await api("PUT", "/api/settings", { personality: personality.value, mode: mode.value, model: model.value || null });
+        saved.textContent = "Saved.";
+        document.body.dataset.saved = String(Number(document.body.dataset.saved || 0) + 1);
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  const mine = $("section", { class: "settings", id: "mine" },
+    $("h3", { text: "Your chats" }),
+    $("label", { for: "personality", text: "Personality" }), personality,
+    $("p", { class: "muted", text: "How the model talks to you, in every chat from its next message." }),
+    $("label", { for: "defaultmode", text: "Mode of a new chat" }), mode,
+    $("label", { for: "defaultmodel", text: "Model of a new chat" }), model,
+    $("div", { class: "buttons" }, save, saved));
+  const body = $("div", { class: "settingsbody" }, mine);
+  if (me.role === "admin") body.append(await adminSection(me));
+  app.replaceChildren($("div", { class: "settingspage" },
+    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: "Settings" })),
+    alertBox, body));
+}
+
+// The accounts and their grants, for an admin.
+async function adminSection(me) {
+  const list = $("table", { class: "users", id: "users" });
+  const grants = $("section", { class: "grants", id: "grants" });
+  const draw = async () => {
+    let users;
+    try { users = await api("GET", "/api/admin/users"); } catch (e) { alertBox.textContent = e.message; return; }
+    list.replaceChildren($("tr", {}, $("th", { text: "User" }), $("th", { text: "Role" }), $("th", { text: "Disabled" }), $("th")));
+    for (const u of users) {
+      const self = u.id === me.id;
+      const role = $("select", { class: "role", "aria-label": `Role of ${u.username}`, disabled: self },
+        ...ROLES.map((r) => $("option", { value: r, text: r, selected: r === u.role })));
+      const off = $("input", { type: "checkbox", class: "disabled", "aria-label": `${u.username} disabled`, checked: u.disabled, disabled: self });
+      const change = async (v) => {
+        alertBox.textContent = "";
+        try {
+          await api("PATCH", `/api/admin/users/${u.id}`, v);
+          document.body.dataset.changed = String(Number(document.body.dataset.changed || 0) + 1);
+        } catch (e) { alertBox.textContent = e.message; }
+        await draw();
+      };
+      role.addEventListener("change", () => change({ role: role.value }));
+      off.addEventListener("change", () => change({ disabled: off.checked }));
+      const open = $("button", { type: "button", class: "opengrants", text: "Grants", onclick: () => editGrants(u) });
+      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open)));
+    }
+  };
+  const editGrants = async (u) => {
+    alertBox.textContent = "";
+    let v;
+    try { v = await api("GET", `/api/admin/users/${u.id}/grants`); } catch (e) { alertBox.textContent = e.message; return; }
+    const rows = $("div", { class: "rows" });
+    const row = (g) => {
+      const path = $("input", { class: "path", value: g.path, "aria-label": "Path", placeholder: "/home/NAME" });
+      const level = $("select", { class: "level", "aria-label": "Level" }, ...LEVELS.map((l) => $("option", { value: l, text: l, selected: l === g.level })));
+      const r = $("div", { class: "grant" }, path, level, $("button", { type: "button", class: "drop", text: "×", title: "Remove", onclick: () => r.remove() }));
+      rows.append(r);
+    };
+    v.grants.forEach(row);
+    const saveGrants = $("button", {
+      class: "primary", type: "button", id: "savegrants", text: "Save grants",
+      onclick: async () => {
+        alertBox.textContent = "";
+        const list = [...rows.querySelectorAll(".grant")].map((r) => ({ path: r.querySelector(".path").value.trim(), level: r.querySelector(".level").value }))
+          .filter((g) => g.path);
+        try {
+          await api("PUT", `/api/admin/users/${u.id}/grants`, { grants: list });
+          document.body.dataset.granted = String(Number(document.body.dataset.granted || 0) + 1);
+          await editGrants(u);
+        } catch (e) { alertBox.textContent = e.message; }
+      },
+    });
+    grants.replaceChildren($("h4", { text: `Grants of ${u.username}` }), rows,
+      $("div", { class: "buttons" }, $("button", { type: "button", id: "addgrant", text: "Add a path", onclick: () => row({ path: "", level: "ro" }) }), saveGrants));
+  };
+  const name = $("input", { id: "newuser", autocomplete: "off", "aria-label": "New user's name", placeholder: "name" });
+  const pass = $("input", { id: "newpass", type: "password", autocomplete: "new-password", "aria-label": "New user's password", placeholder: "password" });
+  const role = $("select", { id: "newrole", "aria-label": "New user's role" }, ...ROLES.map((r) => $("option", { value: r, text: r })));
+  const add = $("button", {
+    class: "primary", type: "button", id: "adduser", text: "Add user",
+    onclick: async () => {
+      alertBox.textContent = "";
+      try {
+        await api("POST", "/api/admin/users", { username: name.value.trim(), password: pass.value, role: role.value });
+        name.value = "";
+        pass.value = "";
+        await draw();
+        document.body.dataset.added = String(Number(document.body.dataset.added || 0) + 1);
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  await draw();
+  return $("section", { class: "settings admin", id: "admin" },
+    $("h3", { text: "Users" }), list,
+    $("div", { class: "adduser" }, name, pass, role, add),
+    grants);
+}
+
+// ---------------------------------------------------------------------------------------------
 
 async function main() {
   const path = location.pathname;
@@ -1181,6 +1420,7 @@ async function main() {
     else if (path === "/chats" || path === "/chats/") await chatPage(null);
     else if (path.startsWith("/chats/")) await chatPage(decodeURIComponent(path.slice("/chats/".length)));
     else if (path === "/files") await filesPage();
+    else if (path === "/settings") await settingsPage();
     else location.replace("/chats");
   } catch (e) {
     app.replaceChildren($("p", { class: "error", text: `The page failed: ${e.message}` }));

@@ -8,6 +8,9 @@
 //!   transcript, events, runs and approvals go with it.
 //! - `POST /api/chats/{id}/mode` `{"mode": "manual|edit|auto|plan"}` → `{"id", "mode"}`; 400
 //!   for another mode, 404. A session running switches at once (a `mode_changed` event).
+//! - `POST /api/chats/{id}/model` `{"model"}` → `{"id", "model", "window"}`; 400 for an empty name, 403
+//!   for a model the server does not let users use, 404, 409 while a run goes on. The chat's
+//!   next message runs on it.
 
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::App;
 use crate::auth::{Authed, Body};
-use crate::chats::{chat_row, set_mode};
+use crate::chats::{chat_row, set_mode, set_model};
 use crate::error::{Error, Result};
 
 /// The longest title, in characters (as long as a title the first message gives).
@@ -32,6 +35,7 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/api/chats/{id}", patch(rename).delete(delete))
         .route("/api/chats/{id}/mode", post(mode))
+        .route("/api/chats/{id}/model", post(model))
 }
 
 #[derive(Deserialize)]
@@ -51,6 +55,26 @@ async fn mode(
         .map_err(|e| Error::BadRequest(e.to_string()))?;
     set_mode(&app, &user, &id, mode).await?;
     Ok(Json(json!({"id": id, "mode": mode.as_str()})))
+}
+
+#[derive(Deserialize)]
+struct ModelBody {
+    model: String,
+}
+
+async fn model(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+    Body(body): Body<ModelBody>,
+) -> Result<Json<Value>> {
+    let model = body.model.trim();
+    if model.is_empty() {
+        return Err(Error::BadRequest("name the model".into()));
+    }
+    set_model(&app, &user, &id, model).await?;
+    let window = crate::history::window(app.model.as_ref(), model)?;
+    Ok(Json(json!({"id": id, "model": model, "window": window})))
 }
 
 #[derive(Deserialize)]

@@ -1478,3 +1478,292 @@ fn python_runs_in_the_page_and_reads_and_saves_files_through_the_view() {
         shot(c, "python-ran").await;
     });
 }
+
+#[test]
+fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_users_and_grants() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Hello."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#settingslink").await.click().await.unwrap();
+        find(c, "#personality")
+            .await
+            .select_by_value("pair")
+            .await
+            .unwrap();
+        find(c, "#defaultmode")
+            .await
+            .select_by_value("edit")
+            .await
+            .unwrap();
+        find(c, "#savesettings").await.click().await.unwrap();
+        until(c, "saved", "return document.body.dataset.saved === '1'").await;
+        // A user sees no admin's part.
+        assert_eq!(
+            js(c, "return document.querySelector('#admin') === null").await,
+            json!(true)
+        );
+        shot(c, "settings").await;
+        c.refresh().await.unwrap();
+        until(
+            c,
+            "the preset kept",
+            "return document.querySelector('#personality')?.value === 'pair' && document.querySelector('#defaultmode').value === 'edit'",
+        )
+        .await;
+
+        // A new chat from the list takes the mode, and its model is told the preset.
+        c.goto(&format!("{}/chats", server.base)).await.unwrap();
+        new_chat(c).await;
+        until(
+            c,
+            "the chat in edit mode",
+            "return document.querySelector('#mode')?.value === 'edit'",
+        )
+        .await;
+        say(c, "hello").await;
+        until(
+            c,
+            "the answer",
+            "return document.querySelector('.answer')?.textContent === 'Hello.'",
+        )
+        .await;
+        let system = model.bodies()[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            system.contains("Work as a pair programmer beside the person."),
+            "{system}"
+        );
+
+        // An admin: users added, their role changed, disabled, and their grants edited.
+        llembas_server::auth::create_user(
+            &server.app.pool,
+            "root",
+            "root-password",
+            llembas_server::auth::Role::Admin,
+        )
+        .await
+        .unwrap();
+        c.delete_all_cookies().await.unwrap();
+        sign_in(c, &server.base, "root").await;
+        c.goto(&format!("{}/settings", server.base)).await.unwrap();
+        find(c, "tr[data-user='alice']").await;
+        find(c, "#newuser").await.send_keys("carol").await.unwrap();
+        find(c, "#newpass")
+            .await
+            .send_keys("carol-password")
+            .await
+            .unwrap();
+        find(c, "#adduser").await.click().await.unwrap();
+        find(c, "tr[data-user='carol']").await;
+        find(c, "tr[data-user='carol'] .role")
+            .await
+            .select_by_value("admin")
+            .await
+            .unwrap();
+        until(
+            c,
+            "the role changed",
+            "return document.body.dataset.changed === '1'",
+        )
+        .await;
+        find(c, "tr[data-user='carol'] .disabled")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "carol disabled", "return document.body.dataset.changed === '2' && document.querySelector(\"tr[data-user='carol'] .disabled\")?.checked").await;
+        let mut root = server.login("root", "root-password").await;
+        let (_, users) = root.get("/api/admin/users").await;
+        let carol = users
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["username"] == "carol")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (&carol["role"], &carol["disabled"]),
+            (&json!("admin"), &json!(true))
+        );
+
+        find(c, "tr[data-user='carol'] .opengrants")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#savegrants").await;
+        find(c, "#addgrant").await.click().await.unwrap();
+        js(c, "const p = [...document.querySelectorAll('#grants .grant .path')].pop(); p.value = '/shared/proj'; const l = [...document.querySelectorAll('#grants .grant .level')].pop(); l.value = 'stage'; return true").await;
+        find(c, "#savegrants").await.click().await.unwrap();
+        until(
+            c,
+            "the grants saved",
+            "return document.body.dataset.granted === '1'",
+        )
+        .await;
+        let id = carol["id"].as_i64().unwrap();
+        let (_, grants) = root.get(&format!("/api/admin/users/{id}/grants")).await;
+        assert!(
+            grants["grants"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"path": "/shared/proj", "level": "stage"})),
+            "{grants}"
+        );
+        shot(c, "settings-admin").await;
+    });
+}
+
+#[test]
+fn a_chats_model_is_picked_in_its_head_and_its_context_use_is_shown() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["One ", "two."]), text(&["Three."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start_with(dir.path(), &model.base_url(), |c| {
+            if let Some(m) = c.model.as_mut() {
+                m.context = Some(32_768);
+            }
+        });
+        llembas_server::auth::create_user(
+            &server.app.pool,
+            "root",
+            "root-password",
+            llembas_server::auth::Role::Admin,
+        )
+        .await
+        .unwrap();
+        let mut root = server.login("root", "root-password").await;
+        let (status, _) = root
+            .put_json(
+                "/api/admin/models",
+                json!({"allowed": ["scripted", "other"]}),
+            )
+            .await;
+        assert_eq!(status, 200);
+        let mut api = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        let chat = new_chat(c).await;
+        until(
+            c,
+            "two models",
+            "return document.body.dataset.models === '2'",
+        )
+        .await;
+        until(
+            c,
+            "the window",
+            "return document.querySelector('#context')?.textContent === 'context – / 33k'",
+        )
+        .await;
+        say(c, "count").await;
+        until(
+            c,
+            "the context used",
+            "return document.querySelector('#context')?.textContent === 'context 44 / 33k (0%)'",
+        )
+        .await;
+        until(c, "idle", "return document.body.dataset.running === 'no'").await;
+        find(c, "#model")
+            .await
+            .select_by_value("other")
+            .await
+            .unwrap();
+        let start = Instant::now();
+        while api.get(&format!("/api/chats/{chat}")).await.1["model"] != "other" {
+            assert!(start.elapsed() < WAIT, "the model did not change");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        say(c, "more").await;
+        until(
+            c,
+            "the second answer",
+            "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Three.')",
+        )
+        .await;
+        assert_eq!(model.bodies()[1]["model"], "other");
+        // A reload shows the model chosen and the context use told.
+        c.refresh().await.unwrap();
+        until(
+            c,
+            "the model and context after a reload",
+            "return document.querySelector('#model')?.value === 'other' && document.querySelector('#context').textContent.startsWith('context ') && document.body.dataset.context === '43'",
+        )
+        .await;
+        shot(c, "chat-model-context").await;
+    });
+}
+
+#[test]
+fn a_long_chat_opens_with_its_last_runs_and_loads_older_ones_when_scrolled_up() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let mut alice = server.user("alice").await;
+        let chat = alice.chat().await;
+        let id = alice.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+        super::settings::long_history(&server, id, &chat, 1000).await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        c.goto(&format!("{}/chats/{chat}", server.base))
+            .await
+            .unwrap();
+        until(
+            c,
+            "the last message",
+            "return [...document.querySelectorAll('.msg.user')].pop()?.textContent === 'message 999'",
+        )
+        .await;
+        let count = "return document.querySelectorAll('.msg.user').length";
+        let first = js(c, count).await.as_i64().unwrap();
+        let page = llembas_server::history::PAGE_RUNS;
+        assert_eq!(first, page, "the first page is bounded");
+        assert_eq!(
+            js(c, "return document.querySelector('.msg.user').textContent").await,
+            json!(format!("message {}", 1000 - page))
+        );
+        // Scrolled up: the page before it, drawn above, the view kept where it was.
+        js(
+            c,
+            "document.querySelector('#log').scrollTop = 0; return true",
+        )
+        .await;
+        until(
+            c,
+            "an older page",
+            &format!(
+                "return document.querySelectorAll('.msg.user').length === {}",
+                2 * page
+            ),
+        )
+        .await;
+        assert_eq!(
+            js(c, "return document.querySelector('.msg.user').textContent").await,
+            json!(format!("message {}", 1000 - 2 * page))
+        );
+        assert!(
+            js(c, "return document.querySelector('#log').scrollTop")
+                .await
+                .as_f64()
+                .unwrap()
+                > 100.0,
+            "the view stays on what was read"
+        );
+        // The older page's runs are history: the chat stays idle.
+        assert_eq!(
+            js(c, "return document.body.dataset.running").await,
+            json!("no")
+        );
+        shot(c, "long-chat").await;
+    });
+}

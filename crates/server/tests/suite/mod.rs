@@ -12,6 +12,7 @@ mod pages;
 mod postgres;
 mod process;
 mod search;
+mod settings;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
