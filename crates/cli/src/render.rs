@@ -9,6 +9,7 @@ use harness_core::plan::Plan;
 use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQuestion};
 
 use harness_agent::Out;
+use harness_agent::title::call_title;
 
 pub mod markdown;
 
@@ -105,57 +106,6 @@ fn coloured_lines(text: &str, is_header: impl Fn(&str) -> bool, color: bool) -> 
         out.push('\n');
     }
     out
-}
-
-/// The one-line title of a call: what it does, per its block.
-pub fn call_title(name: &str, block: Block, args: &serde_json::Value) -> String {
-    let s = |k: &str| {
-        args.get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-    };
-    match block {
-        Block::Shell => format!("$ {}", s("command")),
-        Block::Edit if !s("patch").is_empty() => {
-            // A patch: the files its headers name.
-            let files: Vec<&str> = s("patch")
-                .lines()
-                .filter_map(|l| {
-                    ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
-                        .iter()
-                        .find_map(|h| l.strip_prefix(h))
-                })
-                .map(str::trim)
-                .collect();
-            format!("{name} {}", files.join(", "))
-        }
-        Block::Edit | Block::Read => format!("{name} {}", s("path")),
-        Block::Search => {
-            let path = s("path");
-            if path.is_empty() {
-                format!("{name} {}", s("pattern"))
-            } else {
-                format!("{name} {} in {path}", s("pattern"))
-            }
-        }
-        Block::Web => format!(
-            "{name} {}",
-            if s("url").is_empty() {
-                s("query")
-            } else {
-                s("url")
-            }
-        ),
-        Block::Task => format!("{name} {}", s("prompt").lines().next().unwrap_or("")),
-        _ => {
-            let a = args.to_string();
-            if a == "{}" {
-                name.to_owned()
-            } else {
-                format!("{name} {a}")
-            }
-        }
-    }
 }
 
 /// What a call says it is for (the spec's `purpose` argument), when it says.

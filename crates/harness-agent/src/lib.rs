@@ -87,8 +87,10 @@ pub mod protocol;
 mod runner;
 pub mod scripted;
 pub mod seams;
+pub mod slash;
 pub mod store;
 pub mod time;
+pub mod title;
 
 use std::sync::{Arc, Mutex};
 

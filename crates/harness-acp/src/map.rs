@@ -1,0 +1,254 @@
+//! How the runtime's events, saved transcripts and turn ends read in ACP: a tool call's kind,
+//! title and locations, an edit's diffs, a stop reason, the modes, and a saved conversation
+//! replayed as `session/update`s (`session/load`, a subagent's transcript).
+
+use std::path::{Component, Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, Meta, SessionMode, SessionModeState, SessionUpdate,
+    StopReason, TextContent, ToolCall as AcpCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use harness_core::protocol::{Block, Mode, Origin, Risk};
+use serde_json::{Value, json};
+
+/// `path` with `.` and `..` applied, lexically.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Whether `path` (lexically) lies under one of `roots`.
+pub fn inside_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    let p = lexical(path);
+    roots.iter().any(|r| p.starts_with(lexical(r)))
+}
+
+/// The session's modes as ACP lists them, `mode` current.
+pub fn mode_state(mode: Mode) -> SessionModeState {
+    let modes = Mode::ALL
+        .iter()
+        .map(|m| {
+            let name = match m {
+                Mode::Manual => "Manual",
+                Mode::Edit => "Edit",
+                Mode::Auto => "Auto",
+                Mode::Plan => "Plan",
+            };
+            SessionMode::new(m.as_str(), name)
+        })
+        .collect();
+    SessionModeState::new(mode.as_str(), modes)
+}
+
+/// A `_meta` object holding `{"lembas": v}`.
+pub fn meta(v: Value) -> Meta {
+    let mut m = Meta::new();
+    m.insert("lembas".into(), v);
+    m
+}
+
+/// A text content block.
+pub fn text_block(text: impl Into<String>) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text.into()))
+}
+
+/// The ACP kind of a call drawn as `block` (by its risk where the block says nothing).
+pub fn kind_of(block: Block, risk: Option<Risk>) -> ToolKind {
+    match block {
+        Block::Shell => ToolKind::Execute,
+        Block::Edit => ToolKind::Edit,
+        Block::Read => ToolKind::Read,
+        Block::Search => ToolKind::Search,
+        Block::Web => ToolKind::Fetch,
+        Block::Plan => ToolKind::Think,
+        _ => match risk {
+            Some(Risk::Read) => ToolKind::Read,
+            Some(Risk::Write) => ToolKind::Edit,
+            Some(Risk::Execute) => ToolKind::Execute,
+            _ => ToolKind::Other,
+        },
+    }
+}
+
+/// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
+pub fn replay_updates(
+    entries: &[harness_loop::transcript::Entry],
+    cwd: &Path,
+) -> Vec<SessionUpdate> {
+    use harness_loop::transcript::Entry;
+    let spec = harness_spec::Spec::embedded();
+    let mut out = Vec::new();
+    let mut edits = std::collections::HashSet::new();
+    for e in entries {
+        match e {
+            Entry::TurnStarted { text, origin, .. } | Entry::User { text, origin } => {
+                let mut chunk = ContentChunk::new(text_block(text.clone()));
+                if *origin == Origin::Machine {
+                    chunk = chunk.meta(meta(json!({"machine": true})));
+                }
+                out.push(SessionUpdate::UserMessageChunk(chunk));
+            }
+            Entry::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                if !reasoning.is_empty() {
+                    out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
+                        text_block(reasoning.clone()),
+                    )));
+                }
+                if !text.is_empty() {
+                    out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        text_block(text.clone()),
+                    )));
+                }
+                for call in tool_calls {
+                    let tool = spec.tool(&call.name);
+                    let block = tool.map(|t| t.block).unwrap_or(Block::Tool);
+                    let risk = tool.map(|t| t.risk);
+                    let title =
+                        harness_agent::title::call_title(&call.name, block, &call.arguments);
+                    if block == Block::Edit {
+                        edits.insert(call.id.clone());
+                    }
+                    let mut c = AcpCall::new(call.id.clone(), title)
+                        .kind(kind_of(block, risk))
+                        .status(ToolCallStatus::Pending)
+                        .raw_input(call.arguments.clone())
+                        .meta(meta(
+                            json!({"tool": call.name, "block": block, "risk": risk}),
+                        ));
+                    if let Some(l) = call_locations(&call.arguments, cwd) {
+                        c = c.locations(l);
+                    }
+                    out.push(SessionUpdate::ToolCall(c));
+                }
+            }
+            Entry::ToolResult {
+                call_id,
+                tool,
+                result_id,
+                text,
+                kind,
+                ..
+            } => {
+                let status = if *kind == harness_loop::context::InsertKind::Error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                // An edit is replayed with its diffs, as it was shown when it ran.
+                let diffs = if edits.contains(call_id) && status == ToolCallStatus::Completed {
+                    diffs_in(text, cwd)
+                } else {
+                    Vec::new()
+                };
+                let content = if diffs.is_empty() {
+                    vec![ToolCallContent::from(text_block(text.clone()))]
+                } else {
+                    diffs.into_iter().map(ToolCallContent::from).collect()
+                };
+                out.push(SessionUpdate::ToolCallUpdate(
+                    ToolCallUpdate::new(
+                        call_id.clone(),
+                        ToolCallUpdateFields::new().status(status).content(content),
+                    )
+                    .meta(meta(json!({"tool": tool, "result": result_id}))),
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The per-file diffs of an edit's saved result (its unified diff: `+++ b<path>` and hunks),
+/// each as the lines around the change before and after; the transcript keeps no whole file.
+pub fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
+    let mut out = Vec::new();
+    let mut current: Option<(PathBuf, String, String)> = None;
+    let mut in_hunk = false;
+    for line in text.lines() {
+        if let Some(path) = line.strip_prefix("+++ ") {
+            if let Some((p, old, new)) = current.take() {
+                out.push(Diff::new(p, new).old_text(old));
+            }
+            let path = path
+                .strip_prefix('b')
+                .filter(|p| p.starts_with('/'))
+                .unwrap_or(path);
+            let p = Path::new(path.trim());
+            current = Some((
+                if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    cwd.join(p)
+                },
+                String::new(),
+                String::new(),
+            ));
+            in_hunk = false;
+            continue;
+        }
+        let Some((_, old, new)) = current.as_mut() else {
+            continue;
+        };
+        if line.starts_with("@@") {
+            in_hunk = true;
+        } else if !in_hunk || line.starts_with("--- ") {
+            in_hunk = false;
+        } else if let Some(l) = line.strip_prefix('+') {
+            new.push_str(l);
+            new.push('\n');
+        } else if let Some(l) = line.strip_prefix('-') {
+            old.push_str(l);
+            old.push('\n');
+        } else {
+            let l = line.strip_prefix(' ').unwrap_or(line);
+            for side in [&mut *old, &mut *new] {
+                side.push_str(l);
+                side.push('\n');
+            }
+        }
+    }
+    if let Some((p, old, new)) = current {
+        out.push(Diff::new(p, new).old_text(old));
+    }
+    out
+}
+
+/// The location a call works on, from its `path` (relative to the session's directory).
+pub fn call_locations(args: &Value, cwd: &Path) -> Option<Vec<ToolCallLocation>> {
+    let path = args.get("path").and_then(Value::as_str)?;
+    if path.is_empty() {
+        return None;
+    }
+    let p = Path::new(path);
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    Some(vec![ToolCallLocation::new(lexical(&full))])
+}
+
+/// The ACP type of a stop reason harness-agent named.
+pub fn acp_stop(stop: &str) -> StopReason {
+    match stop {
+        "cancelled" => StopReason::Cancelled,
+        "max_tokens" => StopReason::MaxTokens,
+        "max_turn_requests" => StopReason::MaxTurnRequests,
+        _ => StopReason::EndTurn,
+    }
+}

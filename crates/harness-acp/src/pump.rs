@@ -1,0 +1,456 @@
+//! The pump: one session's [`Out`]s carried to the client as `session/update` notifications,
+//! `session/request_permission` requests, `_lembas/show` requests and the `_lembas` job and
+//! plan notifications, and a prompt's stop reason.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentChunk, CurrentModeUpdate, Diff, PermissionOption, PermissionOptionKind, Plan as AcpPlan,
+    PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionNotification, SessionUpdate, ToolCall as AcpCall,
+    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use harness_agent::{Ctl, Out};
+use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::agent::Responder;
+use crate::ext::{
+    JobNoteNotification, JobNotification, MachinePrompt, MachinePromptEnd, PlanStateNotification,
+    ShowRequest,
+};
+use crate::host::Host;
+use crate::map::{acp_stop, call_locations, kind_of, meta, text_block};
+
+/// Carries one session's outputs to the client.
+pub(crate) struct Pump {
+    pub(crate) session: String,
+    pub(crate) cx: ConnectionTo<Client>,
+    pub(crate) ops: mpsc::UnboundedSender<Ctl>,
+    pub(crate) pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
+    pub(crate) mode: Arc<Mutex<Mode>>,
+    pub(crate) running: Arc<Mutex<bool>>,
+    pub(crate) plan_state: bool,
+    pub(crate) jobs_cap: bool,
+    pub(crate) jobs: Arc<Mutex<std::collections::BTreeMap<u32, Value>>>,
+    pub(crate) machine: Arc<Mutex<Option<String>>>,
+    pub(crate) scope: Option<Value>,
+    /// The session's directory, for a call's relative path.
+    pub(crate) cwd: PathBuf,
+    /// Where the session's notices go.
+    pub(crate) host: Arc<dyn Host>,
+}
+
+/// What the Pump keeps of a call while it runs.
+struct CallSeen {
+    name: String,
+    block: Block,
+    title: String,
+    arguments: Value,
+    /// The diffs of the files it changed.
+    diffs: Vec<Diff>,
+    /// Its output so far, as it came.
+    output: String,
+}
+
+static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Now as `2026-11-29T20:14:03Z`.
+fn iso_now() -> String {
+    let t = harness_agent::time::now();
+    let day = harness_agent::time::format_time(t);
+    format!("{}T{}:{:02}Z", &day[..10], &day[11..], t % 60)
+}
+
+impl Pump {
+    fn job_changed(&self, job_id: &str, object: Value) {
+        if let (Ok(id), Ok(mut t)) = (job_id.parse::<u32>(), self.jobs.lock()) {
+            t.insert(id, object.clone());
+        }
+        if self.jobs_cap {
+            let _ = self.cx.send_notification(JobNotification(json!({
+                "sessionId": self.session, "job": object,
+            })));
+        }
+    }
+
+    fn update(&self, update: SessionUpdate) {
+        let _ = self
+            .cx
+            .send_notification(SessionNotification::new(self.session.clone(), update));
+    }
+
+    pub(crate) async fn run(self, mut rx: mpsc::UnboundedReceiver<Out>) {
+        let mut calls: HashMap<String, CallSeen> = HashMap::new();
+        while let Some(out) = rx.recv().await {
+            match out {
+                Out::ToolOutput { call_id, text } => {
+                    // A running command: in progress, its output so far.
+                    if let Some(c) = calls.get_mut(&call_id) {
+                        c.output.push_str(&text);
+                        let fields = ToolCallUpdateFields::new()
+                            .status(ToolCallStatus::InProgress)
+                            .content(vec![ToolCallContent::from(text_block(c.output.clone()))]);
+                        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                            call_id, fields,
+                        )));
+                    }
+                }
+                // Not offered over ACP; should one come, nobody answers it.
+                Out::Question { call_id, .. } => {
+                    let _ = self.ops.send(Ctl::Reply(call_id, None));
+                }
+                Out::Show {
+                    call_id,
+                    path,
+                    title,
+                    kind,
+                    language,
+                    line,
+                    content,
+                } => {
+                    let mut params = json!({
+                        "sessionId": self.session, "path": path, "title": title,
+                        "kind": kind, "content": content,
+                    });
+                    if let Some(l) = language {
+                        params["language"] = json!(l);
+                    }
+                    if let Some(l) = line {
+                        params["line"] = json!(l);
+                    }
+                    let cx = self.cx.clone();
+                    let ops = self.ops.clone();
+                    let _ = self.cx.spawn(async move {
+                        // `{"shown": false}`, an error or a dropped link: the viewer is gone.
+                        let shown = match cx.send_request(ShowRequest(params)).block_task().await {
+                            Ok(r) => r.0.get("shown").and_then(Value::as_bool) == Some(true),
+                            Err(_) => false,
+                        };
+                        let _ = ops.send(Ctl::Reply(call_id, shown.then(String::new)));
+                        Ok(())
+                    });
+                }
+                Out::Edit {
+                    call_id,
+                    path,
+                    before,
+                    after,
+                } => {
+                    let diff = Diff::new(PathBuf::from(path), after).old_text(before);
+                    let seen = calls.entry(call_id.clone()).or_insert_with(|| CallSeen {
+                        name: String::new(),
+                        block: Block::Edit,
+                        title: String::new(),
+                        arguments: Value::Null,
+                        diffs: Vec::new(),
+                        output: String::new(),
+                    });
+                    seen.diffs.push(diff);
+                    let content: Vec<ToolCallContent> = seen
+                        .diffs
+                        .iter()
+                        .cloned()
+                        .map(ToolCallContent::from)
+                        .collect();
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id,
+                        ToolCallUpdateFields::new().content(content),
+                    )));
+                }
+                Out::Event(e) => self.event(e, &mut calls),
+            }
+        }
+    }
+
+    fn event(&self, e: Event, calls: &mut HashMap<String, CallSeen>) {
+        match e {
+            Event::UserInput { text, origin } => {
+                if let Ok(mut r) = self.running.lock() {
+                    *r = true;
+                }
+                let prompted = self.pending.lock().map(|p| p.is_some()).unwrap_or(false);
+                if origin == Origin::Machine && !prompted {
+                    // A machine turn: announced, then streamed like any prompt.
+                    if self.jobs_cap {
+                        let n =
+                            MACHINE_TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        let pid = format!("m_{n}");
+                        if let Ok(mut m) = self.machine.lock() {
+                            *m = Some(pid.clone());
+                        }
+                        let _ = self.cx.send_notification(MachinePrompt(json!({
+                            "sessionId": self.session, "prompt": pid, "machine": true,
+                            "content": [{"type": "text", "text": text}],
+                        })));
+                    }
+                } else if origin == Origin::Machine {
+                    let chunk =
+                        ContentChunk::new(text_block(text)).meta(meta(json!({"machine": true})));
+                    self.update(SessionUpdate::UserMessageChunk(chunk));
+                }
+            }
+            Event::TextDelta { text } => self.update(SessionUpdate::AgentMessageChunk(
+                ContentChunk::new(text_block(text)),
+            )),
+            Event::ReasoningDelta { text } => self.update(SessionUpdate::AgentThoughtChunk(
+                ContentChunk::new(text_block(text)),
+            )),
+            Event::ToolCallStarted { call, block, .. } => {
+                let tool = harness_spec::Spec::embedded().tool(&call.name);
+                let risk = tool.map(|t| t.risk);
+                let title = harness_agent::title::call_title(&call.name, block, &call.arguments);
+                calls.insert(
+                    call.id.clone(),
+                    CallSeen {
+                        name: call.name.clone(),
+                        block,
+                        title: title.clone(),
+                        arguments: call.arguments.clone(),
+                        diffs: Vec::new(),
+                        output: String::new(),
+                    },
+                );
+                let mut lembas = json!({"tool": call.name, "block": block});
+                if let Some(r) = risk {
+                    lembas["risk"] = json!(r);
+                }
+                let scoped = harness_core::library::scope_call(
+                    &call.name,
+                    &call.arguments,
+                    self.scope.as_ref(),
+                );
+                if let Some(s) = scoped.scope {
+                    lembas["scope"] = s;
+                }
+                let mut c = AcpCall::new(call.id.clone(), title)
+                    .kind(kind_of(block, risk))
+                    .status(ToolCallStatus::Pending)
+                    .raw_input(call.arguments.clone())
+                    .meta(meta(lembas));
+                if let Some(l) = call_locations(&call.arguments, &self.cwd) {
+                    c = c.locations(l);
+                }
+                self.update(SessionUpdate::ToolCall(c));
+            }
+            Event::ToolCallAsked { call_id, question } => {
+                let mut options = vec![PermissionOption::new(
+                    "once",
+                    "Allow once",
+                    PermissionOptionKind::AllowOnce,
+                )];
+                if let Some(p) = &question.pattern {
+                    options.push(PermissionOption::new(
+                        "always",
+                        format!("Always allow {}", p.replace('\n', ", ")),
+                        PermissionOptionKind::AllowAlways,
+                    ));
+                }
+                options.push(PermissionOption::new(
+                    "no",
+                    "Refuse",
+                    PermissionOptionKind::RejectOnce,
+                ));
+                let seen = calls.get(&call_id);
+                let block = seen.map(|c| c.block).unwrap_or(Block::Tool);
+                let mut lembas = json!({
+                    "tool": question.tool,
+                    "risk": question.risk,
+                    "mode": self.mode.lock().map(|m| m.as_str()).unwrap_or("manual"),
+                });
+                match &question.pattern {
+                    Some(p) => lembas["always"] = json!(p),
+                    None => lembas["confirm"] = json!("always"),
+                }
+                lembas["subject"] = json!(question.subject);
+                if let Some(r) = &question.reason {
+                    lembas["reason"] = json!(r);
+                }
+                if let Some(c) = &question.change {
+                    lembas["change"] = json!(c);
+                }
+                // The call as the client drew it: its title and its input.
+                let mut fields = ToolCallUpdateFields::new()
+                    .title(
+                        seen.map(|c| c.title.clone())
+                            .unwrap_or_else(|| question.subject.clone()),
+                    )
+                    .kind(kind_of(block, Some(question.risk)))
+                    .status(ToolCallStatus::Pending);
+                if let Some(c) = seen {
+                    fields = fields.raw_input(c.arguments.clone());
+                    if let Some(l) = call_locations(&c.arguments, &self.cwd) {
+                        fields = fields.locations(l);
+                    }
+                }
+                let request = RequestPermissionRequest::new(
+                    self.session.clone(),
+                    ToolCallUpdate::new(call_id.clone(), fields),
+                    options,
+                )
+                .meta(meta(lembas));
+                let cx = self.cx.clone();
+                let ops = self.ops.clone();
+                let _ = self.cx.spawn(async move {
+                    let answer = match cx.send_request(request).block_task().await {
+                        Ok(r) => match r.outcome {
+                            RequestPermissionOutcome::Selected(s) => {
+                                match s.option_id.to_string().as_str() {
+                                    "once" => Answer::Once,
+                                    "always" => Answer::Always,
+                                    _ => Answer::Deny { feedback: None },
+                                }
+                            }
+                            _ => Answer::Deny { feedback: None },
+                        },
+                        Err(_) => Answer::Deny { feedback: None },
+                    };
+                    let _ = ops.send(Ctl::Op(Op::Answer { call_id, answer }));
+                    Ok(())
+                });
+            }
+            Event::ToolCallAnswered { call_id, answer } => {
+                if matches!(answer, Answer::Once | Answer::Always) {
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id,
+                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                    )));
+                }
+            }
+            Event::ToolCallFinished { result } => {
+                let status = if result.is_error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                let seen = calls.remove(&result.call_id);
+                // An edit keeps its diffs as its content; anything else shows its result.
+                let content = match &seen {
+                    Some(c) if !c.diffs.is_empty() && !result.is_error => {
+                        c.diffs.iter().cloned().map(ToolCallContent::from).collect()
+                    }
+                    // The result id is in the meta; the text is the result's own.
+                    _ => vec![ToolCallContent::from(text_block(result.body()))],
+                };
+                let fields = ToolCallUpdateFields::new().status(status).content(content);
+                let mut lembas = json!({"result": result.result_id});
+                if let Some(c) = &seen {
+                    lembas["tool"] = json!(c.name);
+                    lembas["block"] = json!(c.block);
+                }
+                self.update(SessionUpdate::ToolCallUpdate(
+                    ToolCallUpdate::new(result.call_id.clone(), fields).meta(meta(lembas)),
+                ));
+            }
+            Event::PlanChanged { plan } => {
+                if self.plan_state {
+                    let _ = self.cx.send_notification(PlanStateNotification {
+                        session_id: self.session.clone(),
+                        plan: serde_json::to_value(&plan).unwrap_or(Value::Null),
+                    });
+                } else {
+                    let mut entries = Vec::new();
+                    if let Some(p) = &plan {
+                        let v = serde_json::to_value(p).unwrap_or(Value::Null);
+                        for ph in v["phases"].as_array().into_iter().flatten() {
+                            for t in ph["tasks"].as_array().into_iter().flatten() {
+                                let status = match t["status"].as_str() {
+                                    Some("doing") => PlanEntryStatus::InProgress,
+                                    Some("done") | Some("dropped") => PlanEntryStatus::Completed,
+                                    _ => PlanEntryStatus::Pending,
+                                };
+                                entries.push(PlanEntry::new(
+                                    t["title"].as_str().unwrap_or_default(),
+                                    PlanEntryPriority::Medium,
+                                    status,
+                                ));
+                            }
+                        }
+                    }
+                    self.update(SessionUpdate::Plan(AcpPlan::new(entries)));
+                }
+            }
+            Event::ModeChanged { mode } => {
+                if let Ok(mut m) = self.mode.lock() {
+                    *m = mode;
+                }
+                self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    mode.as_str(),
+                )));
+            }
+            Event::Notice { text, .. } => self.host.notice(&text),
+            Event::JobStarted {
+                job_id,
+                kind,
+                title,
+            } => {
+                let object = json!({
+                    "id": job_id, "kind": kind, "state": "running", "title": title,
+                    "started": iso_now(),
+                });
+                self.job_changed(&job_id, object);
+            }
+            Event::JobEnded { job_id, end } => {
+                let mut object = self
+                    .jobs
+                    .lock()
+                    .ok()
+                    .and_then(|t| {
+                        job_id
+                            .parse::<u32>()
+                            .ok()
+                            .and_then(|id| t.get(&id).cloned())
+                    })
+                    .unwrap_or_else(|| json!({"id": job_id}));
+                let state = match &end {
+                    harness_core::protocol::JobEnd::Done { exit_code }
+                        if exit_code.is_none_or(|c| c == 0) =>
+                    {
+                        "done"
+                    }
+                    harness_core::protocol::JobEnd::Stopped => "stopped",
+                    _ => "failed",
+                };
+                object["state"] = json!(state);
+                object["ended"] = json!(iso_now());
+                if let harness_core::protocol::JobEnd::Done { exit_code: Some(c) } = end {
+                    object["exit_code"] = json!(c);
+                }
+                self.job_changed(&job_id, object);
+            }
+            Event::JobNote { job_id, text } if self.jobs_cap => {
+                let _ = self.cx.send_notification(JobNoteNotification(json!({
+                    "sessionId": self.session, "jobId": job_id, "note": "report", "text": text,
+                })));
+            }
+            Event::TurnEnded { reason } => {
+                if let Ok(mut r) = self.running.lock() {
+                    *r = false;
+                }
+                let responder = self.pending.lock().ok().and_then(|mut p| p.take());
+                if responder.is_none()
+                    && let Some(pid) = self.machine.lock().ok().and_then(|mut m| m.take())
+                {
+                    let stop = harness_agent::stop_reason(&reason).unwrap_or("refusal");
+                    let _ = self.cx.send_notification(MachinePromptEnd(json!({
+                        "sessionId": self.session, "prompt": pid, "stopReason": stop,
+                    })));
+                }
+                if let Some(responder) = responder {
+                    let _ = match harness_agent::stop_reason(&reason) {
+                        Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
+                        Err(message) => responder.respond_with_error(
+                            agent_client_protocol::Error::internal_error().data(json!(message)),
+                        ),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+}

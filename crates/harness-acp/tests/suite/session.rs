@@ -1,0 +1,184 @@
+//! A whole session driven through the crate over an in-memory duplex stream, with
+//! `agent-client-protocol`'s own client on the other end.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest,
+    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCallStatus, ToolKind,
+};
+use agent_client_protocol::{ByteStreams, Client};
+use harness_agent::Reply;
+use serde_json::json;
+use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+
+use super::{TestHost, info};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_runs_a_session_over_a_duplex_stream() {
+    let host = TestHost::new(vec![
+        Reply::call("launch", json!({})),
+        Reply::text("The rocket is up."),
+    ]);
+    // The agent's end and the client's end of one in-memory pipe.
+    let (agent_end, client_end) = tokio::io::duplex(64 * 1024);
+    let (agent_in, agent_out) = tokio::io::split(agent_end);
+    let agent = tokio::spawn(harness_acp::serve_stream(
+        host.clone(),
+        info(),
+        agent_in,
+        agent_out,
+    ));
+    let (client_in, client_out) = tokio::io::split(client_end);
+    let transport = ByteStreams::new(client_out.compat_write(), client_in.compat());
+
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
+    let (u, a) = (updates.clone(), asked.clone());
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                u.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |r: RequestPermissionRequest, responder, _cx| {
+                a.lock().unwrap().push(r);
+                responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("once")),
+                ))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx| {
+            let init = cx
+                .send_request(
+                    InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                        ClientCapabilities::new().meta(super::map::lembas(json!({
+                            "protocol": 2, "spec": "3.1.0", "capabilities": ["jobs"]
+                        }))),
+                    ),
+                )
+                .block_task()
+                .await?;
+            let agent_info = init.agent_info.clone().unwrap();
+            assert_eq!(agent_info.name, "test-agent");
+            assert_eq!(agent_info.version, "9.9.9");
+            let m = init.agent_capabilities.meta.clone().unwrap();
+            assert_eq!(m["lembas"]["instance"]["id"], "test-1");
+            assert_eq!(m["lembas"]["limits"]["roots"], json!(["/work"]));
+            assert_eq!(m["lembas"]["limits"]["models"], json!(["scripted"]));
+            assert!(init.agent_capabilities.load_session);
+
+            // A LLeMbas client keeps to the host's roots.
+            let err = cx
+                .send_request(NewSessionRequest::new("/elsewhere"))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(i32::from(err.code), -32041, "{err:?}");
+            // A session the host never saved.
+            let err = cx
+                .send_request(LoadSessionRequest::new("s_gone", "/work"))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(i32::from(err.code), -32002, "{err:?}");
+
+            let s = cx
+                .send_request(NewSessionRequest::new("/work"))
+                .block_task()
+                .await?;
+            assert_eq!(
+                s.modes.as_ref().unwrap().current_mode_id.to_string(),
+                "manual"
+            );
+            let r = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("launch the rocket"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(r.stop_reason, StopReason::EndTurn);
+            // A slash command is the agent's, not the model's.
+            let r = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("/mode"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(r.stop_reason, StopReason::EndTurn);
+            Ok(())
+        });
+    tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the ACP run took over 60 s")
+        .unwrap();
+    // The client is gone: the agent ends.
+    tokio::time::timeout(std::time::Duration::from_secs(60), agent)
+        .await
+        .expect("the agent did not end when the client closed")
+        .unwrap()
+        .unwrap();
+
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let lembas = &asked[0].meta.as_ref().unwrap()["lembas"];
+    assert_eq!(lembas["tool"], "launch");
+    assert_eq!(lembas["mode"], "manual");
+
+    let updates = updates.lock().unwrap().clone();
+    let call = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::ToolCall(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("a tool_call update");
+    assert_eq!(call.title, "launch");
+    // A tool the spec does not name (the world registered it) is of kind `other`.
+    assert_eq!(call.kind, ToolKind::Other);
+    assert_eq!(call.status, ToolCallStatus::Pending);
+    let statuses: Vec<ToolCallStatus> = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) if u.tool_call_id == call.tool_call_id => {
+                u.fields.status
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [ToolCallStatus::InProgress, ToolCallStatus::Completed],
+        "{updates:?}"
+    );
+    let said: String = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::AgentMessageChunk(c) => match &c.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said, "The rocket is up.mode: manual");
+    let commands = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands.clone()),
+            _ => None,
+        })
+        .expect("the slash commands advertised");
+    let names: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
+    assert_eq!(names, ["mode", "plan", "jobs", "compact", "recall"]);
+}

@@ -1,0 +1,123 @@
+//! The slash commands a person types into a front end (`/mode plan`, `/recall #id`, `!git
+//! status`): how a line reads, and the list `/help` shows. One reading for every front end —
+//! the terminal runs them all; ACP runs those that mean something there.
+
+use harness_core::protocol::Mode;
+
+/// The slash commands and what they do (for `/help`).
+pub const HELP: &str = "\
+/mode [manual|edit|auto|plan]  show or change the mode (Shift-Tab cycles it)
+/model [NAME]                   the model and endpoint, or switch to another model
+/plan                           the plan, as a card
+/jobs                           the session's background jobs
+/compact                        summarise the conversation to free context
+/recall #id                     show a stored tool result whole
+/rewind [N]                     go back to before turn N
+/new                            start a new session
+/resume [N|ID]                  go on with another session of this directory (a list to pick from)
+/status                         model, endpoint, mode, tokens, context, session
+/undo                           put back the files the last turn changed (with the file tools)
+@PATH (in a prompt)             attach a file's content (Tab completes the path)
+!COMMAND                        run a command (the model's permission rules); sent with your next prompt
+/help                           this list
+/quit                           leave (Ctrl-D too)";
+
+/// What the person typed, read as a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A prompt for the model.
+    Prompt(String),
+    /// `/mode` with an optional mode.
+    Mode(Option<Mode>),
+    /// `/model [NAME]`.
+    Model(Option<String>),
+    /// `/plan`.
+    Plan,
+    /// `/jobs`.
+    Jobs,
+    /// `/compact`.
+    Compact,
+    /// `/recall #id`.
+    Recall(String),
+    /// `/rewind [N]`.
+    Rewind(u32),
+    /// `/new`.
+    New,
+    /// `/resume [N|ID]`.
+    Resume(Option<String>),
+    /// `/status`.
+    Status,
+    /// `/undo`.
+    Undo,
+    /// `/help`.
+    Help,
+    /// `!command`: a shell command the person runs.
+    Shell(String),
+    /// `/quit`.
+    Quit,
+    /// Nothing to do.
+    Empty,
+    /// A command that is not one, with the line to show.
+    Unknown(String),
+}
+
+/// Reads a line of the prompt.
+pub fn parse_line(line: &str) -> Line {
+    let t = line.trim();
+    if t.is_empty() {
+        return Line::Empty;
+    }
+    if let Some(command) = t.strip_prefix('!') {
+        return match command.trim() {
+            "" => Line::Unknown("! needs a command, such as !git status".into()),
+            c => Line::Shell(c.to_owned()),
+        };
+    }
+    let Some(cmd) = t.strip_prefix('/') else {
+        return Line::Prompt(line.trim_end().to_owned());
+    };
+    let mut words = cmd.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let arg = words.next();
+    match name {
+        "mode" => match arg {
+            None => Line::Mode(None),
+            Some(m) => match m.parse::<Mode>() {
+                Ok(m) => Line::Mode(Some(m)),
+                Err(_) => Line::Unknown(format!(
+                    "unknown mode {m:?}: use manual, edit, auto or plan"
+                )),
+            },
+        },
+        "model" => Line::Model(arg.map(str::to_owned)),
+        "plan" => Line::Plan,
+        "jobs" => Line::Jobs,
+        "compact" => Line::Compact,
+        "recall" => match arg {
+            Some(id) => Line::Recall(if id.starts_with('#') {
+                id.to_owned()
+            } else {
+                format!("#{id}")
+            }),
+            None => Line::Unknown("/recall needs a result id, such as #a3f2".into()),
+        },
+        "rewind" => match arg.map(str::parse::<u32>) {
+            None => Line::Rewind(0),
+            Some(Ok(n)) => Line::Rewind(n),
+            Some(Err(_)) => Line::Unknown("/rewind takes a turn number".into()),
+        },
+        "new" => Line::New,
+        "resume" => Line::Resume(arg.map(str::to_owned)),
+        "status" => Line::Status,
+        "undo" => Line::Undo,
+        "help" | "?" => Line::Help,
+        "quit" | "exit" | "q" => Line::Quit,
+        other => Line::Unknown(format!("unknown command /{other}: /help lists them")),
+    }
+}
+
+/// The slash commands Tab completes.
+pub const COMMANDS: &[&str] = &[
+    "compact", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall", "resume",
+    "rewind", "status", "undo",
+];
