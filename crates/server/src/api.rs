@@ -209,6 +209,8 @@ async fn get_chat(
     Query(q): Query<ChatQuery>,
 ) -> Result<Json<Value>> {
     let row = chats::chat_row(&app.pool, &user, &id).await?;
+    // Every event given so far is read (on SQLite they reach the streams before the database).
+    app.hub.flush().await;
     let page =
         crate::history::page(&app.pool, user.id, &id, q.before, crate::history::PAGE_RUNS).await?;
     if q.before.is_some() {
@@ -219,7 +221,8 @@ async fn get_chat(
     let mut v = json!(row);
     if let Some(o) = v.as_object_mut() {
         if q.messages != Some(0) {
-            let messages = crate::store::load_entries(&app.pool, user.id, &id).await?;
+            let messages =
+                crate::store::load_entries(&app.pool, &app.transcripts, user.id, &id).await?;
             o.insert("messages".into(), json!(messages));
         }
         o.insert("events".into(), json!(page.events));
@@ -313,6 +316,7 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
             return Some((Ok(sse_event(&s)), f));
         }
         if f.replay {
+            f.app.hub.flush().await;
             match events_after(&f.app.pool, f.user_id, f.last, REPLAY_PAGE).await {
                 Ok(page) if !page.is_empty() => f.queued.extend(page),
                 Ok(_) => f.replay = false,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::db::Db;
+use crate::db::{Db, Stmt};
 use harness_agent::{CapacityGate, Ctl, Out, SessionBuilder};
 use harness_core::protocol::{Answer, Event, Mode, Op, Origin, SessionKind, TurnEnd};
 use harness_spec::Project;
@@ -247,6 +247,13 @@ pub struct ChatRow {
 
 /// The user's chat `id` (no other user's: theirs is "no such chat").
 pub async fn chat_row(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
+    // Whether it runs is read from rows the event log may still hold.
+    hub::flush(pool).await;
+    row_of(pool, user, id).await
+}
+
+/// The user's chat `id` as stored.
+async fn row_of(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
     let row: Option<(String, String, String, String, i64, i64)> = sqlx::query_as(
         "SELECT c.id, s.title, c.mode, c.model, c.created, s.updated FROM chats c JOIN agent_sessions s ON s.id = c.id WHERE c.id = $1 AND c.user_id = $2",
     )
@@ -281,9 +288,10 @@ pub async fn list(pool: &Db, user: &User) -> Result<Vec<ChatRow>> {
     .bind(user.id)
     .fetch_all(pool)
     .await?;
+    hub::flush(pool).await;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        out.push(chat_row(pool, user, &id).await?);
+        out.push(row_of(pool, user, &id).await?);
     }
     Ok(out)
 }
@@ -315,7 +323,11 @@ async fn builder(
     let world = crate::python::PageWorld::new(world, page);
     let link = model_link(app, model)?;
     Ok(SessionBuilder::new(link, Arc::new(world))
-        .store(Arc::new(SqlStore::new(app.pool.clone(), user.id)))
+        .store(Arc::new(SqlStore::new(
+            app.pool.clone(),
+            app.transcripts.clone(),
+            user.id,
+        )))
         .project(Project::Llembas)
         .kind(SessionKind::Chat)
         .mode(mode)
@@ -369,6 +381,7 @@ pub async fn create(
             .await?
             .as_deref(),
     );
+    app.hub.new_chat(&id);
     drive(app, user.id, &id, built, false, made);
     Ok(id)
 }
@@ -398,10 +411,10 @@ async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> 
         // Dropping the last handle of its channel ends the idle session.
         app.chats.remove(&chat.id, &l);
     }
-    let meta = find_meta(&app.pool, user.id, &chat.id)
+    let meta = find_meta(&app.pool, &app.transcripts, user.id, &chat.id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no chat {}", chat.id)))?;
-    let entries = load_entries(&app.pool, user.id, &chat.id).await?;
+    let entries = load_entries(&app.pool, &app.transcripts, user.id, &chat.id).await?;
     let mode = chat.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(&chat.id), page);
     let narrower = crate::world::chat_grants(&app.pool, &chat.id).await?;
@@ -590,15 +603,17 @@ async fn pump(
     };
     if let Out::Event(Event::ToolCallAsked { call_id, .. }) = &o {
         let id = random_id()?;
-        sqlx::query(
-            "INSERT INTO approvals (id, user_id, chat_id, run_id, call_id) VALUES ($1, $2, $3, $4, $5)",
+        crate::db::execute(
+            &app.pool,
+            sqlx::query(
+                "INSERT INTO approvals (id, user_id, chat_id, run_id, call_id) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&id)
+            .bind(user_id)
+            .bind(chat)
+            .bind(&run_id)
+            .bind(call_id),
         )
-        .bind(&id)
-        .bind(user_id)
-        .bind(chat)
-        .bind(&run_id)
-        .bind(call_id)
-        .execute(&app.pool)
         .await?;
         if let Some(obj) = value.as_object_mut() {
             obj.insert("approval".into(), Value::String(id));
@@ -626,13 +641,27 @@ async fn pump(
 
 /// Marks a run ended and says so on the stream.
 async fn end_run(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -> Result<()> {
-    sqlx::query("UPDATE runs SET status = $1, ended = $2 WHERE id = $3 AND status = 'running'")
-        .bind(status)
-        .bind(now())
-        .bind(run)
-        .execute(&app.pool)
-        .await?;
+    write(
+        app,
+        Stmt::new("UPDATE runs SET status = $1, ended = $2 WHERE id = $3 AND status = 'running'")
+            .text(Some(status))
+            .int(now())
+            .text(Some(run)),
+    )
+    .await?;
     say_ended(app, user_id, chat, run, status).await
+}
+
+/// Runs a statement that writes the runs' rows: on SQLite in order with the events, a moment
+/// later ([`Hub::write_later`]: the only process, whose own state says what runs); on
+/// PostgreSQL at once, for the other processes.
+async fn write(app: &App, stmt: Stmt) -> Result<()> {
+    if app.hub.shared() {
+        crate::db::execute(&app.pool, stmt.query()).await?;
+        Ok(())
+    } else {
+        app.hub.write_later(stmt)
+    }
 }
 
 /// Says on the chat's stream that a run ended.
@@ -672,17 +701,27 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         }
         *slot = Some(run_id.clone());
     }
-    let started = sqlx::query(
+    let started = Stmt::new(
         "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
     )
-    .bind(&run_id)
-    .bind(id)
-    .bind(user.id)
-    .bind(now())
-    .bind(&app.instance)
-    .bind(shared::lease_end(app))
-    .execute(&app.pool)
-    .await;
+    .text(Some(&run_id))
+    .text(Some(id))
+    .int(user.id)
+    .int(now())
+    .text(Some(&app.instance))
+    .int(shared::lease_end(app));
+    // On SQLite the chat's session (its run slot, taken above) is the one guard, and the row
+    // is stored with the run's first event; on PostgreSQL the row is the guard across
+    // processes (`runs_one_running`), written at once.
+    let started = if app.hub.shared() {
+        crate::db::execute(&app.pool, started.query())
+            .await
+            .map(drop)
+    } else {
+        app.hub
+            .write_later(started)
+            .map_err(|e| sqlx::Error::Protocol(e.to_string()))
+    };
     if let Err(e) = started {
         *live
             .run
@@ -740,6 +779,7 @@ pub async fn interrupt_all(app: &Arc<App>) -> Result<Vec<String>> {
         ended.await;
     }
     // A run whose session went before it could say its end is marked here.
+    app.hub.flush().await;
     for run in &cancelled {
         let row: Option<(String, i64)> = sqlx::query_as(
             "SELECT chat_id, user_id FROM runs WHERE id = $1 AND status = 'running'",
@@ -756,6 +796,7 @@ pub async fn interrupt_all(app: &Arc<App>) -> Result<Vec<String>> {
 
 /// Stops the user's run `id`.
 pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {
+    app.hub.flush().await;
     let row: Option<(String, String)> =
         sqlx::query_as("SELECT chat_id, status FROM runs WHERE id = $1 AND user_id = $2")
             .bind(id)
@@ -945,10 +986,10 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
 /// call gets its result), running until idle writes that down.
 async fn close_transcript(app: &Arc<App>, user: &User, chat: &str) -> Result<()> {
     let row = chat_row(&app.pool, user, chat).await?;
-    let Some(meta) = find_meta(&app.pool, user.id, chat).await? else {
+    let Some(meta) = find_meta(&app.pool, &app.transcripts, user.id, chat).await? else {
         return Ok(());
     };
-    let entries = load_entries(&app.pool, user.id, chat).await?;
+    let entries = load_entries(&app.pool, &app.transcripts, user.id, chat).await?;
     let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(chat), false);
     let narrower = crate::world::chat_grants(&app.pool, chat).await?;

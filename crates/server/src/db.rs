@@ -259,6 +259,126 @@ pub async fn begin_write(pool: &Db) -> std::result::Result<Write, sqlx::Error> {
     }
 }
 
+/// A value bound to a [`Stmt`].
+#[derive(Debug, Clone)]
+pub enum Arg {
+    /// An integer.
+    Int(i64),
+    /// A text, or NULL.
+    Text(Option<String>),
+}
+
+/// A statement that writes, with its values, owned: it can wait in a queue (the event log's
+/// writer stores it in order with the events, [`crate::chats::Hub::write_later`]).
+#[derive(Debug, Clone)]
+pub struct Stmt {
+    sql: std::borrow::Cow<'static, str>,
+    args: Vec<Arg>,
+}
+
+impl Stmt {
+    /// The statement `sql` (placeholders `$1`, `$2`, … bound in order).
+    pub fn new(sql: &'static str) -> Stmt {
+        Stmt {
+            sql: sql.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// `stmts` as few statements: each run of inserts of one text (`INSERT … VALUES (…)`)
+    /// becomes multi-row inserts of at most `rows` rows each (one statement for many rows, not
+    /// one each); the others as they are, in order.
+    pub fn merged(stmts: &[Stmt], rows: usize) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < stmts.len() {
+            let first = &stmts[i];
+            let Some(at) = first.sql.find(" VALUES (") else {
+                out.push(first.clone());
+                i += 1;
+                continue;
+            };
+            let tuple = &first.sql[at + " VALUES ".len()..];
+            let mut merged = first.clone();
+            let mut sql = first.sql.clone().into_owned();
+            let mut n = 1;
+            while n < rows.max(1) && i + n < stmts.len() && stmts[i + n].sql == first.sql {
+                sql.push_str(", ");
+                sql.push_str(&renumbered(tuple, merged.args.len()));
+                merged.args.extend(stmts[i + n].args.iter().cloned());
+                n += 1;
+            }
+            merged.sql = sql.into();
+            out.push(merged);
+            i += n;
+        }
+        out
+    }
+
+    /// Binds an integer next.
+    pub fn int(mut self, v: i64) -> Stmt {
+        self.args.push(Arg::Int(v));
+        self
+    }
+
+    /// Binds a text (or NULL) next.
+    pub fn text(mut self, v: Option<&str>) -> Stmt {
+        self.args.push(Arg::Text(v.map(str::to_owned)));
+        self
+    }
+
+    /// The query to run.
+    pub fn query(&self) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(self.sql.as_ref()));
+        for a in &self.args {
+            q = match a {
+                Arg::Int(v) => q.bind(*v),
+                Arg::Text(v) => q.bind(v.as_deref()),
+            };
+        }
+        q
+    }
+}
+
+/// `tuple` (`($1, $2, 'x', $3)`) with each placeholder `$N` as `$(N + offset)`.
+fn renumbered(tuple: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(tuple.len() + 8);
+    let mut chars = tuple.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        out.push(c);
+        if c != '$' {
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
+            digits.push(d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&digits),
+        }
+    }
+    out
+}
+
+/// Runs one statement that writes: on SQLite in the process's line of writers (see
+/// [`begin_write`]), never in SQLite's busy handler; on PostgreSQL as it is.
+pub async fn execute(
+    pool: &Db,
+    query: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+) -> std::result::Result<sqlx::any::AnyQueryResult, sqlx::Error> {
+    match Backend::of(pool) {
+        Backend::Sqlite => {
+            let mut tx = begin_write(pool).await?;
+            let done = query.execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(done)
+        }
+        Backend::Postgres => query.execute(pool).await,
+    }
+}
+
 /// A database URL as logs may show it: without its password.
 pub fn shown_url(url: &str) -> String {
     match url::Url::parse(url) {

@@ -215,6 +215,8 @@ pub struct App {
     pub links: std::sync::Mutex<std::collections::HashMap<String, Arc<harness_model::ModelClient>>>,
     /// The event log.
     pub hub: chats::Hub,
+    /// The chats' transcripts' writer.
+    pub transcripts: store::Transcripts,
     /// This process's name among those sharing the database (random, new at each start).
     pub instance: String,
     /// How long a run is this process's without a renewal.
@@ -263,6 +265,10 @@ impl App {
         self.stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let ended = chats::interrupt_all(self).await;
+        // The closed transcripts' last rows and the last events are stored before the process
+        // may end.
+        self.transcripts.flush().await;
+        self.hub.flush().await;
         self.closed.send_replace(true);
         Ok(ended?.len())
     }
@@ -326,6 +332,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
     );
     let app = Arc::new(App {
         hub: chats::Hub::new(pool.clone(), &instance),
+        transcripts: store::Transcripts::new(pool.clone()),
         instance,
         run_lease: config.run_lease,
         pool,

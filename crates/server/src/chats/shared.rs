@@ -182,17 +182,29 @@ pub fn lease_end(app: &App) -> i64 {
     now().saturating_add(i64::try_from(app.run_lease.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// Renews the leases of every run going on here at once (one statement, not one a run), then
+/// stops those another process took over meanwhile.
 async fn renew(app: &App) -> Result<()> {
-    for (chat, run) in app.chats.runs() {
-        let renewed = sqlx::query(
-            "UPDATE runs SET lease_until = $1 WHERE id = $2 AND owner = $3 AND status = 'running'",
-        )
-        .bind(lease_end(app))
-        .bind(&run)
-        .bind(&app.instance)
-        .execute(&app.pool)
-        .await?;
-        if renewed.rows_affected() == 0 && taken_over(app, &run).await? {
+    let runs = app.chats.runs();
+    if runs.is_empty() {
+        return Ok(());
+    }
+    crate::db::execute(
+        &app.pool,
+        sqlx::query("UPDATE runs SET lease_until = $1 WHERE owner = $2 AND status = 'running'")
+            .bind(lease_end(app))
+            .bind(&app.instance),
+    )
+    .await?;
+    let held: std::collections::HashSet<String> =
+        sqlx::query_scalar("SELECT id FROM runs WHERE owner = $1 AND status = 'running'")
+            .bind(&app.instance)
+            .fetch_all(&app.pool)
+            .await?
+            .into_iter()
+            .collect();
+    for (chat, run) in runs {
+        if !held.contains(&run) && taken_over(app, &run).await? {
             // Another process took it over (this one was away longer than its lease): it must
             // not go on writing beside the one that closed it.
             super::carry_out(app, &Act::Stop { chat, run })?;

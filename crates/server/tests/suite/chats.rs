@@ -259,7 +259,8 @@ async fn crash(db: Option<String>) {
     let mut stream = alice.events(None).await;
     let chat = alice.chat().await;
     let run = alice.say(&chat, "write a.txt").await;
-    stream.until(|e| e.kind() == "tool_call_asked").await;
+    let seen = stream.until(|e| e.kind() == "tool_call_asked").await;
+    let seen_last = seen.iter().map(|e| e.id).max().unwrap();
     drop(stream);
     server.crash();
 
@@ -293,6 +294,10 @@ async fn crash(db: Option<String>) {
     let run2 = alice.say(&chat, "again").await;
     let end = stream.until(run_end(&run2)).await;
     assert_eq!(end.last().unwrap().data["event"]["status"], "finished");
+    // No id a stream was given before the crash is given again (on SQLite an event reaches the
+    // streams a moment before it is stored; the ids are reserved ahead).
+    let first = end.iter().map(|e| e.id).min().unwrap();
+    assert!(first > seen_last, "{first} after {seen_last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

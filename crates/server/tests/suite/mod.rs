@@ -6,6 +6,7 @@ mod admin;
 mod browser;
 mod catalog;
 mod chats;
+mod db;
 mod files;
 mod memory;
 mod pages;
