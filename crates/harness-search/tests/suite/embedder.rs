@@ -65,3 +65,71 @@ fn texts_are_neither_cut_nor_padded_at_128_tokens_embedder() {
     // A query past the model's length is cut rather than refused.
     assert_eq!(e.embed_query(&over).unwrap().len(), 384);
 }
+
+/// Bytes this process has read so far (`rchar` of /proc/self/io: every read, files and /proc).
+fn bytes_read() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The probe [`a_query_is_embedded_without_reading_files_embedder`] runs in a process of its
+/// own: prints the bytes read while embedding five queries (a no-op unless asked).
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn probe_reads_while_embedding_embedder() {
+    if std::env::var_os("LLEMBAS_READ_PROBE").is_none() {
+        return;
+    }
+    let e = super::embedder();
+    e.embed_query("warm up").unwrap();
+    let before = bytes_read();
+    for q in [
+        "parse command line flags",
+        "a hash map",
+        "CBOR with serde",
+        "async IO",
+        "x",
+    ] {
+        e.embed_query(q).unwrap();
+    }
+    let after = bytes_read();
+    println!("probe read {} bytes", after - before);
+}
+
+/// Embedding reads no file: candle works out the thread count of every matrix product from
+/// /proc/cpuinfo unless `RAYON_NUM_THREADS` is set (`harness_search::embedder::THREADS_VAR`,
+/// which binaries set and `cargo xtask test` passes), ≈20 of a query's 39 ms. Counted in
+/// bytes read, in a process of its own (other tests read files meanwhile), not timed.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn a_query_is_embedded_without_reading_files_embedder() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "suite::embedder::probe_reads_while_embedding_embedder",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LLEMBAS_READ_PROBE", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let read: u64 = text
+        .lines()
+        .find_map(|l| l.split_once("probe read ").map(|(_, r)| r))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no probe figure in {text}"))
+        .parse()
+        .unwrap();
+    assert!(
+        read < 16 * 1024,
+        "embedding five queries read {read} bytes: is {} unset? (cargo xtask test sets it)",
+        harness_search::embedder::THREADS_VAR
+    );
+}

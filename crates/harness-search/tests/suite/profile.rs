@@ -59,7 +59,10 @@ fn the_embedders_hot_path_is_optimised_without_debug_assertions_in_dev() {
         .and_then(toml::Value::as_table);
     let mut wrong = Vec::new();
     for name in HOT {
-        assert!(locked.contains(&name), "{name} is not in Cargo.lock: the list is stale");
+        assert!(
+            locked.contains(&name),
+            "{name} is not in Cargo.lock: the list is stale"
+        );
         let section = packages.and_then(|p| p.get(name));
         let field = |k: &str| section.and_then(|s| s.get(k)).cloned();
         if field("opt-level") != Some(toml::Value::Integer(3))
@@ -74,6 +77,8 @@ fn the_embedders_hot_path_is_optimised_without_debug_assertions_in_dev() {
         "[profile.dev.package.NAME] lacks opt-level = 3, debug-assertions = false, overflow-checks = false for {wrong:?}"
     );
     // The search's own loops: optimised too.
-    let own = packages.and_then(|p| p.get("harness-search")).and_then(|s| s.get("opt-level"));
+    let own = packages
+        .and_then(|p| p.get("harness-search"))
+        .and_then(|s| s.get("opt-level"));
     assert_eq!(own, Some(&toml::Value::Integer(3)));
 }
