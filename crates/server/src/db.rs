@@ -259,6 +259,12 @@ pub async fn begin_write(pool: &Db) -> std::result::Result<Write, sqlx::Error> {
     }
 }
 
+/// The rows of one multi-row insert ([`Stmt::merged`]). Not more: SQLite's binding of a
+/// statement's parameters grows with the square of their number (sqlx looks each one's name
+/// up; with 200 events in one statement it was 60% of the server's time under load), and a few
+/// sizes of statement are prepared once and kept.
+pub const ROWS_PER_INSERT: usize = 16;
+
 /// A value bound to a [`Stmt`].
 #[derive(Debug, Clone)]
 pub enum Arg {

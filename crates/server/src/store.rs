@@ -86,9 +86,6 @@ impl Transcripts {
     }
 }
 
-/// The rows of one insert statement (see the event log's `ROWS_PER_INSERT`).
-const ROWS_PER_INSERT: usize = 16;
-
 /// Each session's last entry number, as this writer stored it (read once a session), by the
 /// session and its owner.
 type Lasts = std::collections::HashMap<(String, i64), i64>;
@@ -203,7 +200,7 @@ async fn store_batch(pool: &Db, jobs: &[&Job], lasts: &mut Lasts) -> Result<(), 
         }
     }
     let mut tx = crate::db::begin_write(pool).await?;
-    for c in Stmt::merged(&creates, ROWS_PER_INSERT) {
+    for c in Stmt::merged(&creates, crate::db::ROWS_PER_INSERT) {
         c.query().execute(&mut *tx).await?;
     }
     for (_, s) in &saves {
@@ -240,7 +237,7 @@ async fn store_batch(pool: &Db, jobs: &[&Job], lasts: &mut Lasts) -> Result<(), 
         }
         next.insert(key, n);
     }
-    for r in Stmt::merged(&rows, ROWS_PER_INSERT) {
+    for r in Stmt::merged(&rows, crate::db::ROWS_PER_INSERT) {
         r.query().execute(&mut *tx).await?;
     }
     tx.commit().await?;

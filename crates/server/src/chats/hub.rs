@@ -26,17 +26,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::{BROADCAST_CAPACITY, Stored};
 use crate::error::{Error, Result};
 
-/// Bound parameters of one stored event.
-const BINDS_PER_EVENT: usize = 6;
-
 /// The most events one writer's transaction stores.
 const MAX_BATCH: usize = 4_096;
-
-/// The rows of one insert statement. Not more: SQLite's binding of a statement's parameters
-/// grows with the square of their number (sqlx looks each one's name up; with a batch of 200
-/// events in one statement it was 60% of the server's time under load), and one size of
-/// statement is prepared once and kept.
-const ROWS_PER_INSERT: usize = 16;
 
 /// Ids reserved at a time on SQLite: one write of `sqlite_sequence` per this many events.
 const ID_BLOCK: i64 = 10_000;
@@ -397,7 +388,7 @@ async fn store(pool: &Db, local: &[Local]) -> Result<()> {
         }
     }
     let mut tx = crate::db::begin_write(pool).await?;
-    for w in Stmt::merged(&writes, ROWS_PER_INSERT) {
+    for w in Stmt::merged(&writes, crate::db::ROWS_PER_INSERT) {
         w.query().execute(&mut *tx).await?;
     }
     insert(&mut tx, &events).await?;
@@ -519,43 +510,24 @@ async fn store_shared(pool: &Db, instance: &str, batch: &[Pending]) -> Result<Ve
     Ok(stored)
 }
 
-/// Inserts `stored`, [`ROWS_PER_INSERT`] rows a statement.
+/// Inserts `stored` in multi-row inserts ([`crate::db::ROWS_PER_INSERT`] rows a statement).
 async fn insert(conn: &mut sqlx::AnyConnection, stored: &[Arc<Stored>]) -> Result<()> {
-    for rows in stored.chunks(ROWS_PER_INSERT) {
-        insert_rows(conn, rows).await?;
+    let rows: Vec<Stmt> = stored
+        .iter()
+        .map(|s| {
+            Stmt::new(
+                "INSERT INTO events (id, user_id, chat_id, run_id, seq, data) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .int(s.id)
+            .int(s.user_id)
+            .text(Some(&s.chat))
+            .text(s.run.as_deref())
+            .int(s.seq)
+            .text(Some(&s.event.to_string()))
+        })
+        .collect();
+    for r in Stmt::merged(&rows, crate::db::ROWS_PER_INSERT) {
+        r.query().execute(&mut *conn).await?;
     }
-    Ok(())
-}
-
-/// One multi-row insert of `stored`.
-async fn insert_rows(conn: &mut sqlx::AnyConnection, stored: &[Arc<Stored>]) -> Result<()> {
-    let mut sql =
-        String::from("INSERT INTO events (id, user_id, chat_id, run_id, seq, data) VALUES ");
-    for i in 0..stored.len() {
-        let b = i * BINDS_PER_EVENT;
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${}, ${})",
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6
-        ));
-    }
-    let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for s in stored {
-        insert = insert
-            .bind(s.id)
-            .bind(s.user_id)
-            .bind(&s.chat)
-            .bind(&s.run)
-            .bind(s.seq)
-            .bind(s.event.to_string());
-    }
-    insert.execute(&mut *conn).await?;
     Ok(())
 }
