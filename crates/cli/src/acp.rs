@@ -103,7 +103,7 @@ impl CliHost {
         let memory_api = req
             .memory_api
             .as_ref()
-            .and_then(crate::memory_api::Api::from_meta);
+            .and_then(harness_agent::memory_api::Api::from_meta);
         parts.exec.personal.scope = req.scope;
         if let Some(api) = &memory_api {
             parts.exec.personal.memory = None;
@@ -112,7 +112,9 @@ impl CliHost {
         let models: Arc<dyn ModelChoice> = Arc::new(parts.client.clone());
         let (setup, resume) = parts.into_setup();
         let memory_entries = match &memory_api {
-            Some(api) => Some(crate::memory_api::entries(api).await),
+            Some(api) => {
+                Some(harness_agent::memory_api::entries(&crate::memory_api::Http, api).await)
+            }
             None => None,
         };
         Ok(Opened {

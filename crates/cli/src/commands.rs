@@ -71,7 +71,7 @@ pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
                     "note: {} is not offered to a {} session of {} in mode {}",
                     tool.name,
                     kind,
-                    project_name(project),
+                    project.as_str(),
                     cx.mode
                 );
             }
@@ -110,13 +110,6 @@ pub fn permission(command: &PermissionCommand, settings: &Settings) -> Result<Ex
         harness_permission::render_check(&decision)
     )?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn project_name(p: Project) -> &'static str {
-    match p {
-        Project::Cli => "cli",
-        Project::Llembas => "llembas",
-    }
 }
 
 /// `llembas sessions`.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use harness_agent::commands::{bash_outcome, bash_timeouts};
+use harness_agent::commands::{bash_outcome, bash_seconds};
 use harness_agent::personal::PersonalTools;
 use harness_agent::{FileTools, PathMap};
 use harness_core::protocol::ToolCall;
@@ -38,7 +38,7 @@ pub struct Exec {
     pub spill: Arc<process::SpillDir>,
     /// The client instance's HTTP API the `memory` tool works on instead of the file
     /// (capability `memory`; the world runs those calls).
-    pub memory_api: Option<crate::memory_api::Api>,
+    pub memory_api: Option<harness_agent::memory_api::Api>,
 }
 
 fn arg_str<'a>(a: &'a Value, key: &str) -> Option<&'a str> {
@@ -108,11 +108,9 @@ impl Exec {
             .collect()
     }
 
-    /// How many skills the project and the person have.
-    pub fn skill_count(&self) -> usize {
-        self.view()
-            .map(|v| self.personal.skill_count(&v))
-            .unwrap_or(0)
+    /// The values of the person's own things (library, skills, memory) for the prompt.
+    pub fn personal_values(&self) -> std::collections::BTreeMap<String, String> {
+        self.personal.values(self.view().ok().as_deref())
     }
 
     /// A file for `show`, read through the view as `read` reads it.
@@ -184,17 +182,10 @@ impl Exec {
         let Some(command) = arg_str(a, "command") else {
             return Ran::Done(harness_agent::files::missing(call, "command"));
         };
-        let (default, max) = match bash_timeouts(harness_spec::Project::Cli) {
-            Ok(t) => t,
-            Err(e) => {
-                return Ran::Done(ToolOutcome::error(&call.id, e));
-            }
+        let seconds = match bash_seconds(harness_spec::Project::Cli, a) {
+            Ok(s) => s,
+            Err(e) => return Ran::Done(ToolOutcome::error(&call.id, e)),
         };
-        let seconds = a
-            .get("timeout")
-            .and_then(Value::as_u64)
-            .unwrap_or(default)
-            .clamp(1, max);
         let confined = !approved && self.spill.sandbox().is_some();
         let running = match process::spawn(command, &self.root, &self.spill, !approved, stream) {
             Ok(r) => r,

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
-use harness_agent::slash::{COMMANDS, HELP, Line, parse_line};
+use harness_agent::slash::{COMMANDS, HELP, Line, next_mode, parse_line};
 use harness_agent::{Ctl, Driver, Out, Query};
 
 /// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
@@ -98,16 +98,6 @@ impl rustyline::hint::Hinter for Completion {
 impl rustyline::highlight::Highlighter for Completion {}
 impl rustyline::validate::Validator for Completion {}
 impl rustyline::Helper for Completion {}
-
-/// The mode after `mode` in the Shift-Tab cycle.
-pub fn next_mode(mode: Mode) -> Mode {
-    match mode {
-        Mode::Manual => Mode::Edit,
-        Mode::Edit => Mode::Auto,
-        Mode::Auto => Mode::Plan,
-        Mode::Plan => Mode::Manual,
-    }
-}
 
 /// Shift-Tab: remember the line, ask for a mode change, end the read. The read ends as an
 /// accepted line (marked as a cycle), not an interrupt: rustyline keeps the keys it read past
@@ -525,17 +515,9 @@ async fn session_loop(
                 continue;
             }
             Line::Undo => {
-                let (restored, said) = undo(&std::mem::take(&mut changes));
-                println!("{said}");
-                if !restored.is_empty()
-                    && let Ok(cfg) = harness_loop::config::LoopConfig::embedded()
-                {
-                    ran.push(
-                        cfg.calls
-                            .person_undo
-                            .replace("{files}", &restored.join(", ")),
-                    );
-                }
+                let undone = harness_agent::undo::undo(&std::mem::take(&mut changes), &HostFiles);
+                println!("{}", undone.said);
+                ran.extend(undone.for_model());
                 continue;
             }
             Line::Help => {
@@ -562,7 +544,7 @@ async fn session_loop(
                             .read(&paint("allow? [y/n] ", Style::Yellow, color), "")
                             .await
                         {
-                            Read::Line(l) => crate::oneshot::parse_answer(&l, false),
+                            Read::Line(l) => harness_agent::typed::parse_answer(&l, false),
                             Read::Eof => break Next::Quit,
                             _ => None,
                         };
@@ -696,12 +678,12 @@ async fn session_loop(
                         spinner.stop();
                         view.show(&out);
                         let always = question.pattern.is_some();
-                        let keys = crate::oneshot::answer_keys(question);
+                        let keys = harness_agent::typed::answer_keys(question);
                         let answer = loop {
                             match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
-                                Read::Line(l) => match crate::oneshot::parse_answer(&l, always) {
+                                Read::Line(l) => match harness_agent::typed::parse_answer(&l, always) {
                                     Some(a) => break a,
-                                    None => println!("{}", crate::oneshot::NO_ALWAYS),
+                                    None => println!("{}", harness_agent::typed::NO_ALWAYS),
                                 },
                                 Read::Eof => break 'outer Next::Quit,
                                 _ => break harness_core::protocol::Answer::Deny { feedback: None },
@@ -715,7 +697,7 @@ async fn session_loop(
                         spinner.stop();
                         view.show(&out);
                         let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
-                            Read::Line(l) => Some(render::question_reply(&l, options)),
+                            Read::Line(l) => Some(harness_agent::typed::question_reply(&l, options)),
                             Read::Eof => break 'outer Next::Quit,
                             _ => None,
                         };
@@ -891,50 +873,21 @@ fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
     out
 }
 
-/// Puts back the files a turn changed (`changes` in order: path, before, after): each to its
-/// text before the turn's first change, a file the turn made removed; a file changed since is
-/// left as it is and said. The files put back, and what to tell the person.
-fn undo(changes: &[(String, String, String)]) -> (Vec<String>, String) {
-    if changes.is_empty() {
-        return (
-            Vec::new(),
-            "nothing to undo: the last turn changed no file with the file tools".into(),
-        );
+/// The undo's files: this machine's, by their real paths.
+struct HostFiles;
+
+impl harness_agent::undo::UndoFiles for HostFiles {
+    fn read(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(path).ok()
     }
-    // Per file: the text before its first change and after its last.
-    let mut files: Vec<(&str, &str, &str)> = Vec::new();
-    for (path, before, after) in changes {
-        match files.iter_mut().find(|f| f.0 == path) {
-            Some(f) => f.2 = after,
-            None => files.push((path, before, after)),
-        }
+
+    fn write(&self, path: &str, text: &str) -> Result<(), String> {
+        std::fs::write(path, text).map_err(|e| e.to_string())
     }
-    let mut restored = Vec::new();
-    let mut said = Vec::new();
-    for (path, before, after) in files {
-        let now = std::fs::read_to_string(path).unwrap_or_default();
-        if now != after {
-            said.push(format!("  {path}: changed since the turn, left as it is"));
-            continue;
-        }
-        let done = if before.is_empty() {
-            std::fs::remove_file(path).map(|()| "removed (the turn made it)")
-        } else {
-            std::fs::write(path, before).map(|()| "put back")
-        };
-        match done {
-            Ok(how) => {
-                said.push(format!("  {path}: {how}"));
-                restored.push(path.to_owned());
-            }
-            Err(e) => said.push(format!("  {path}: not put back: {e}")),
-        }
+
+    fn remove(&self, path: &str) -> Result<(), String> {
+        std::fs::remove_file(path).map_err(|e| e.to_string())
     }
-    said.insert(
-        0,
-        "undid the last turn's file changes (a command's changes are not undone):".into(),
-    );
-    (restored, said.join("\n"))
 }
 
 /// How many sessions `/resume` lists.
@@ -1177,50 +1130,5 @@ impl View {
         } else {
             String::new()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slash_commands_read_as_written() {
-        assert_eq!(parse_line("  "), Line::Empty);
-        assert_eq!(
-            parse_line("fix the bug\n"),
-            Line::Prompt("fix the bug".into())
-        );
-        assert_eq!(parse_line("/mode plan"), Line::Mode(Some(Mode::Plan)));
-        assert_eq!(
-            parse_line("/mode unrestricted"),
-            Line::Mode(Some(Mode::Auto))
-        );
-        assert_eq!(parse_line("/mode"), Line::Mode(None));
-        assert_eq!(parse_line("/recall a3f2"), Line::Recall("#a3f2".into()));
-        assert_eq!(parse_line("/rewind 2"), Line::Rewind(2));
-        assert_eq!(parse_line("/quit"), Line::Quit);
-        assert!(matches!(parse_line("/frob"), Line::Unknown(_)));
-        assert!(matches!(parse_line("/mode yolo"), Line::Unknown(_)));
-    }
-
-    #[test]
-    fn shift_tab_cycles_every_mode() {
-        let mut m = Mode::Manual;
-        let mut seen = vec![m];
-        for _ in 0..4 {
-            m = next_mode(m);
-            seen.push(m);
-        }
-        assert_eq!(
-            seen,
-            [
-                Mode::Manual,
-                Mode::Edit,
-                Mode::Auto,
-                Mode::Plan,
-                Mode::Manual
-            ]
-        );
     }
 }

@@ -7,7 +7,9 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use harness_core::protocol::{Answer, Event, Op, PermissionQuestion, TurnEnd};
+use harness_agent::oneshot::{Totals, head, succeeded};
+use harness_agent::typed::{NO_ALWAYS, parse_answer, question_reply};
+use harness_core::protocol::{Answer, Event, Op, PermissionQuestion};
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
@@ -23,36 +25,6 @@ pub enum Answers {
     /// Nobody: every question is answered no, with a note on stderr.
     Nobody,
 }
-
-/// Reads an answer line: yes, always (only where `always` is offered: else `None`, to ask
-/// again), or no with an optional note after `:` or a blank.
-pub fn parse_answer(line: &str, always: bool) -> Option<Answer> {
-    let t = line.trim();
-    let (word, rest) = match t.find([':', ' ']) {
-        Some(i) => (&t[..i], t[i + 1..].trim()),
-        None => (t, ""),
-    };
-    Some(match word.to_ascii_lowercase().as_str() {
-        "y" | "yes" | "once" => Answer::Once,
-        "a" | "always" if always => Answer::Always,
-        "a" | "always" => return None,
-        _ => Answer::Deny {
-            feedback: (!rest.is_empty()).then(|| rest.to_owned()),
-        },
-    })
-}
-
-/// The short form of the answers a question offers: `[y/a/n]`, or `[y/n]` without "always".
-pub fn answer_keys(question: &PermissionQuestion) -> &'static str {
-    if question.pattern.is_some() {
-        "[y/a/n]"
-    } else {
-        "[y/n]"
-    }
-}
-
-/// Said when `a` is typed where "always" is not offered.
-pub const NO_ALWAYS: &str = "\"always\" is not offered for this call: y or n";
 
 /// Runs one prompt to its end.
 pub async fn run(
@@ -103,13 +75,7 @@ pub async fn run(
     let mut totals = Totals::new();
     if output == OutputFormat::Json {
         // The stream opens with the session it belongs to.
-        let head = serde_json::json!({
-            "type": "session",
-            "session_id": id,
-            "model": model,
-            "resumed": fresh.is_none(),
-        });
-        writeln!(stdout, "{head}")?;
+        writeln!(stdout, "{}", head(&id, &model, fresh.is_none()))?;
         stdout.flush()?;
     }
     let mut stdin_lines = (answers == Answers::Stdin).then(|| {
@@ -136,7 +102,7 @@ pub async fn run(
                 if let Out::Question { call_id, options, .. } = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
-                        (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| crate::render::question_reply(&l, options)),
+                        (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| question_reply(&l, options)),
                         _ => None,
                     };
                     let _ = op_tx.send(Ctl::Reply(call_id.clone(), reply));
@@ -184,8 +150,7 @@ pub async fn run(
     let (driver, r) = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
     r?;
     let last = driver.last_end().cloned();
-    let failed = matches!(last, None | Some(TurnEnd::Error { .. }));
-    let kept = !(fresh.is_some() && failed && !totals.happened);
+    let kept = totals.kept(fresh.is_some(), last.as_ref());
     let session = match fresh {
         Some(dir) if !kept => {
             drop(driver);
@@ -200,7 +165,7 @@ pub async fn run(
         stdout.flush()?;
     }
     Ok(match last {
-        Some(TurnEnd::Finished) => {
+        _ if succeeded(last.as_ref()) => {
             eprintln!("llembas: session {id} (llembas --resume {id})");
             ExitCode::SUCCESS
         }
@@ -213,69 +178,6 @@ pub async fn run(
             ExitCode::FAILURE
         }
     })
-}
-
-/// What a run added up to, for the JSON stream's closing `result` line.
-struct Totals {
-    started: std::time::Instant,
-    requests: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    files: std::collections::BTreeSet<String>,
-    /// Whether the model did something (a word, a call) in the run.
-    happened: bool,
-}
-
-impl Totals {
-    fn new() -> Totals {
-        Totals {
-            started: std::time::Instant::now(),
-            requests: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            files: Default::default(),
-            happened: false,
-        }
-    }
-
-    fn note(&mut self, out: &Out) {
-        match out {
-            Out::Event(Event::ModelAnswered { usage }) => {
-                self.requests += 1;
-                if let Some(u) = usage {
-                    self.input_tokens += u.input_tokens;
-                    self.output_tokens += u.output_tokens;
-                }
-            }
-            Out::Edit { path, .. } => {
-                self.files.insert(path.clone());
-            }
-            Out::Event(
-                Event::TextDelta { .. }
-                | Event::ReasoningDelta { .. }
-                | Event::ToolCallStarted { .. }
-                | Event::PlanChanged { .. },
-            ) => self.happened = true,
-            _ => {}
-        }
-    }
-
-    /// The closing line: the session, why the run ended and what it took.
-    fn result(&self, id: &str, kept: bool, end: Option<&TurnEnd>) -> serde_json::Value {
-        serde_json::json!({
-            "type": "result",
-            "session_id": id,
-            "session_kept": kept,
-            "exit_reason": end.map_or(serde_json::json!({"kind": "not_run"}), |e| {
-                serde_json::to_value(e).unwrap_or_default()
-            }),
-            "is_error": !matches!(end, Some(TurnEnd::Finished)),
-            "requests": self.requests,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
-            "duration_ms": u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "files_changed": self.files,
-        })
-    }
 }
 
 async fn ask(
@@ -377,31 +279,4 @@ fn emit(
         },
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_read_as_written() {
-        assert_eq!(parse_answer("y", true), Some(Answer::Once));
-        assert_eq!(parse_answer(" yes\n", true), Some(Answer::Once));
-        assert_eq!(parse_answer("always", true), Some(Answer::Always));
-        assert_eq!(parse_answer("a", false), None, "always not offered");
-        assert_eq!(
-            parse_answer("n", true),
-            Some(Answer::Deny { feedback: None })
-        );
-        assert_eq!(
-            parse_answer("n: use cargo test instead", false),
-            Some(Answer::Deny {
-                feedback: Some("use cargo test instead".into())
-            })
-        );
-        assert_eq!(
-            parse_answer("", true),
-            Some(Answer::Deny { feedback: None })
-        );
-    }
 }

@@ -137,28 +137,6 @@ pub fn plan_card(plan: &Plan, color: bool) -> String {
     out
 }
 
-/// The reply to a `question` from what the person typed: an option's number picks it (several
-/// numbers, comma-separated, pick several), anything else is their own words.
-pub fn question_reply(line: &str, options: &[String]) -> String {
-    let t = line.trim();
-    let picked: Option<Vec<&String>> = t
-        .split(',')
-        .map(|p| {
-            p.trim()
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_sub(1))
-                .and_then(|i| options.get(i))
-        })
-        .collect();
-    match picked {
-        Some(p) if !p.is_empty() && !t.is_empty() => {
-            p.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        }
-        _ => t.to_owned(),
-    }
-}
-
 /// A question as the person reads it.
 pub fn question(q: &PermissionQuestion, color: bool) -> String {
     question_with(q, None, color)

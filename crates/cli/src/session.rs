@@ -139,18 +139,8 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         store,
         meta,
         resume,
-        capacity: process_capacity()?,
+        capacity: harness_agent::CapacityGate::process()?,
     })
-}
-
-/// The one capacity gate of this process: every session of an ACP agent shares it.
-fn process_capacity() -> Result<Arc<harness_agent::CapacityGate>> {
-    static GATE: std::sync::OnceLock<Arc<harness_agent::CapacityGate>> = std::sync::OnceLock::new();
-    if let Some(g) = GATE.get() {
-        return Ok(g.clone());
-    }
-    let g = Arc::new(harness_agent::CapacityGate::new()?);
-    Ok(GATE.get_or_init(|| g).clone())
 }
 
 /// The person's home directory (`/` when there is none).

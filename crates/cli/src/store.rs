@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
 pub use harness_agent::Meta;
 
@@ -117,95 +117,24 @@ impl Store {
 
     /// The session to resume: the one whose id is or starts with `id`, or the newest of `cwd`.
     pub fn find(&self, id: &str, cwd: &Path) -> Result<Meta> {
-        if id.is_empty() {
-            return self
-                .list(Some(cwd))?
-                .into_iter()
-                .next()
-                .with_context(|| format!("no saved session in {}", cwd.display()));
-        }
         let all = self.list(None)?;
-        let hits: Vec<&Meta> = all.iter().filter(|m| m.id.starts_with(id)).collect();
-        match hits.as_slice() {
-            [one] => Ok((*one).clone()),
-            [] => bail!("no saved session with id {id}"),
-            many => bail!(
-                "{} sessions start with {id}: {}",
-                many.len(),
-                many.iter()
-                    .map(|m| m.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
+        harness_agent::store::pick(&all, id, cwd)
+            .cloned()
+            .map_err(|e| anyhow::anyhow!(e))
     }
-}
 
-/// Words of a text, case folded.
-fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-impl Store {
-    /// `session_search`: the passages of saved sessions (what the person and the model said)
-    /// with the most of the query's words, best first, each with its session's title, date and
-    /// id. `skip` (the asking session) is left out.
+    /// `session_search` over every saved session but `skip` (harness-agent's ranking).
     pub fn search(&self, query: &str, limit: usize, skip: &str) -> String {
-        let q = words(query);
-        let mut hits: Vec<(usize, String)> = Vec::new();
-        for meta in self.list(None).unwrap_or_default() {
-            if meta.id == skip {
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(self.transcript(&meta.id)) else {
-                continue;
-            };
-            for line in text.lines() {
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                    continue;
-                };
-                let (who, said) = match v["type"].as_str() {
-                    Some("turn_started") | Some("user") => ("person", v["text"].as_str()),
-                    Some("assistant") => ("model", v["text"].as_str()),
-                    _ => continue,
-                };
-                let Some(said) = said.filter(|t| !t.trim().is_empty()) else {
-                    continue;
-                };
-                let w = words(said);
-                let score: usize = q.iter().map(|x| w.iter().filter(|y| *y == x).count()).sum();
-                if score > 0 {
-                    let passage: String = said.chars().take(400).collect();
-                    hits.push((
-                        score,
-                        format!(
-                            "{} — {} ({}, session {})\n  {who}: {}",
-                            if meta.title.is_empty() {
-                                "(untitled)"
-                            } else {
-                                &meta.title
-                            },
-                            meta.cwd.display(),
-                            format_time(meta.updated),
-                            meta.id,
-                            passage.replace('\n', "\n  ")
-                        ),
-                    ));
-                }
-            }
-        }
-        hits.sort_by_key(|h| std::cmp::Reverse(h.0));
-        hits.truncate(limit.clamp(1, 20));
-        if hits.is_empty() {
-            return "No earlier session matches.".into();
-        }
-        hits.into_iter()
-            .map(|(_, h)| h)
-            .collect::<Vec<_>>()
-            .join("\n\n")
+        let sessions = self
+            .list(None)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.id != skip)
+            .filter_map(|m| {
+                let entries = read_transcript(&self.transcript(&m.id)).ok()?;
+                Some((m, entries))
+            });
+        harness_agent::session_search::search(query, sessions, limit, skip)
     }
 }
 
@@ -330,123 +259,5 @@ impl harness_agent::SessionStore for Store {
 
     fn search(&self, query: &str, limit: usize, skip: &str) -> Option<String> {
         Some(Store::search(self, query, limit, skip))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_format_as_utc() {
-        assert_eq!(format_time(0), "1970-01-01 00:00");
-        assert_eq!(format_time(1_795_900_000), "2026-11-28 21:06");
-    }
-
-    #[test]
-    fn a_torn_tail_is_cut_aside_before_the_next_append_at_every_byte() {
-        use harness_agent::SessionStore;
-        use harness_core::protocol::{Origin, TurnEnd};
-        use harness_loop::transcript::{Entry, TranscriptWriter};
-        let old = vec![
-            Entry::TurnStarted {
-                turn: 1,
-                text: "list it — «ü»".into(),
-                origin: Origin::Person,
-                images: Vec::new(),
-            },
-            Entry::Assistant {
-                text: "two files\nand more".into(),
-                reasoning: String::new(),
-                tool_calls: Vec::new(),
-            },
-            Entry::TurnEnded {
-                reason: TurnEnd::Finished,
-            },
-        ];
-        let mut w = TranscriptWriter::new(Vec::new());
-        w.append_all(&old).unwrap();
-        let bytes = w.into_inner();
-        let new = Entry::Rewound { turn: 1 };
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::new(d.path().join("sessions"));
-        for cut in 0..=bytes.len() {
-            // A session killed mid-append at byte `cut`, then resumed: loaded, and appended to.
-            let meta = store.create(Path::new("/p"), "m").unwrap();
-            let path = store.transcript(&meta.id);
-            std::fs::write(&path, &bytes[..cut]).unwrap();
-            let loaded = SessionStore::load(&store, &meta.id).unwrap();
-            let n = bytes[..cut].iter().filter(|&&b| b == b'\n').count();
-            assert_eq!(loaded, old[..n], "cut at {cut}");
-            SessionStore::append(&store, &meta.id, std::slice::from_ref(&new)).unwrap();
-            let again = SessionStore::load(&store, &meta.id).unwrap();
-            let mut want = old[..n].to_vec();
-            want.push(new.clone());
-            assert_eq!(again, want, "cut at {cut}");
-            let valid = bytes[..cut]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |i| i + 1);
-            let aside = path.with_file_name("transcript.jsonl.torn-1");
-            if valid < cut {
-                assert_eq!(
-                    std::fs::read(&aside).unwrap(),
-                    &bytes[valid..cut],
-                    "cut at {cut}"
-                );
-            } else {
-                assert!(!aside.exists(), "cut at {cut}");
-            }
-            let _ = std::fs::remove_dir_all(store.dir(&meta.id));
-        }
-    }
-
-    #[test]
-    fn a_second_torn_tail_is_kept_beside_the_first() {
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("transcript.jsonl");
-        std::fs::write(&path, "{\"a\":1}\n{\"b\"").unwrap();
-        assert_eq!(
-            mend_torn_tail(&path).unwrap(),
-            Some(d.path().join("transcript.jsonl.torn-1"))
-        );
-        std::fs::write(&path, "{\"a\":1}\n{\"c").unwrap();
-        assert_eq!(
-            mend_torn_tail(&path).unwrap(),
-            Some(d.path().join("transcript.jsonl.torn-2"))
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n");
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("transcript.jsonl.torn-2")).unwrap(),
-            "{\"c"
-        );
-        assert_eq!(mend_torn_tail(&path).unwrap(), None);
-        assert_eq!(mend_torn_tail(&d.path().join("none")).unwrap(), None);
-    }
-
-    #[test]
-    fn create_list_find() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::new(d.path().join("sessions"));
-        assert!(store.list(None).unwrap().is_empty());
-        let a = store.create(Path::new("/p/a"), "m").unwrap();
-        let mut b = store.create(Path::new("/p/b"), "m").unwrap();
-        b.updated += 10;
-        b.title = "fix it".into();
-        store.save(&b).unwrap();
-        assert_eq!(
-            store.list(Some(Path::new("/p/a"))).unwrap(),
-            vec![a.clone()]
-        );
-        assert_eq!(store.list(None).unwrap()[0], b);
-        assert_eq!(store.find("", Path::new("/p/b")).unwrap(), b);
-        assert_eq!(store.find(&a.id, Path::new("/x")).unwrap(), a);
-        assert!(
-            store
-                .find("", Path::new("/nowhere"))
-                .unwrap_err()
-                .to_string()
-                .starts_with("no saved session in")
-        );
     }
 }

@@ -67,7 +67,12 @@ impl ToolWorld for HostWorld {
                     let Some(api) = &self.exec.memory_api else {
                         return Ran::Done(ToolOutcome::error(&call.id, "memory is unavailable"));
                     };
-                    let (output, is_error) = crate::memory_api::call(api, &call.arguments).await;
+                    let (output, is_error) = harness_agent::memory_api::call(
+                        &crate::memory_api::Http,
+                        api,
+                        &call.arguments,
+                    )
+                    .await;
                     Ran::Done(ToolOutcome::answer(&call.id, output, is_error))
                 }
                 _ => {
@@ -91,16 +96,7 @@ impl ToolWorld for HostWorld {
         values.insert("cwd".into(), self.exec.root().display().to_string());
         values.insert("platform".into(), std::env::consts::OS.into());
         values.insert("shell".into(), "bash".into());
-        if let Some(lib) = &self.exec.personal.library {
-            values.insert("library_summary".into(), lib.summary());
-        }
-        values.insert("skill_count".into(), self.exec.skill_count().to_string());
-        if let Some(m) = &self.exec.personal.memory {
-            values.insert(
-                "memory_entries".into(),
-                harness_agent::personal::memory_entries(m),
-            );
-        }
+        values.extend(self.exec.personal_values());
         values
     }
 

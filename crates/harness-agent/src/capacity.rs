@@ -28,6 +28,17 @@ impl CapacityGate {
         })
     }
 
+    /// The one gate of this process, made on first use: every session a process runs (an ACP
+    /// agent's several, a terminal's one after another) counts against the same slots.
+    pub fn process() -> Result<std::sync::Arc<CapacityGate>> {
+        static GATE: std::sync::OnceLock<std::sync::Arc<CapacityGate>> = std::sync::OnceLock::new();
+        if let Some(g) = GATE.get() {
+            return Ok(g.clone());
+        }
+        let g = std::sync::Arc::new(CapacityGate::new()?);
+        Ok(GATE.get_or_init(|| g).clone())
+    }
+
     /// Sets a server's slots (its model's or endpoint's `capacity`).
     pub fn set_slots(&self, server: &str, slots: u32) {
         if let Ok(mut s) = self.state.lock() {

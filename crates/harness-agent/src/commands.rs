@@ -20,6 +20,17 @@ pub fn bash_timeouts(project: Project) -> Result<(u64, u64), String> {
     Ok((var("timeout_default")?, var("timeout_max")?))
 }
 
+/// Seconds a foreground `bash` call runs before it is handed back as a job: its `timeout`
+/// argument (the spec's default without one), from 1 to the spec's most for `project`.
+pub fn bash_seconds(project: Project, args: &serde_json::Value) -> Result<u64, String> {
+    let (default, max) = bash_timeouts(project)?;
+    Ok(args
+        .get("timeout")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(default)
+        .clamp(1, max))
+}
+
 /// A finished command's result: its output, then its exit status; an error unless it exited 0.
 pub fn bash_outcome(call_id: &str, output: &str, exit: Exit) -> ToolOutcome {
     let status = match exit {

@@ -78,6 +78,8 @@ mod error;
 pub mod files;
 pub mod library;
 mod manager;
+pub mod memory_api;
+pub mod oneshot;
 pub mod output;
 pub mod perm;
 pub mod person;
@@ -87,10 +89,13 @@ pub mod protocol;
 mod runner;
 pub mod scripted;
 pub mod seams;
+pub mod session_search;
 pub mod slash;
 pub mod store;
 pub mod time;
 pub mod title;
+pub mod typed;
+pub mod undo;
 
 use std::sync::{Arc, Mutex};
 

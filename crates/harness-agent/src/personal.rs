@@ -76,6 +76,22 @@ impl PersonalTools {
         n
     }
 
+    /// The values these parts give the prompt and the offering: `library_summary` and
+    /// `memory_entries` where the library and the memory file are set, `skill_count` over
+    /// `project` (0 without one).
+    pub fn values(&self, project: Option<&View>) -> std::collections::BTreeMap<String, String> {
+        let mut values = std::collections::BTreeMap::new();
+        if let Some(lib) = &self.library {
+            values.insert("library_summary".into(), lib.summary());
+        }
+        let skills = project.map_or(0, |p| self.skill_count(p));
+        values.insert("skill_count".into(), skills.to_string());
+        if let Some(m) = &self.memory {
+            values.insert("memory_entries".into(), memory_entries(m));
+        }
+        values
+    }
+
     /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
     fn skills(&self, project: &View, tool: &str, a: &Value) -> Result<String, String> {
         use harness_fs::skills;

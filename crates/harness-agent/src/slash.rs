@@ -22,6 +22,17 @@ pub const HELP: &str = "\
 /help                           this list
 /quit                           leave (Ctrl-D too)";
 
+/// The mode after `mode` in the cycle a front end steps through (the terminal's Shift-Tab):
+/// manual, edit, auto, plan, and round again.
+pub fn next_mode(mode: Mode) -> Mode {
+    match mode {
+        Mode::Manual => Mode::Edit,
+        Mode::Edit => Mode::Auto,
+        Mode::Auto => Mode::Plan,
+        Mode::Plan => Mode::Manual,
+    }
+}
+
 /// What the person typed, read as a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {

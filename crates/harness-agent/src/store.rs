@@ -78,3 +78,28 @@ impl SessionStore for MemoryStore {
             .ok_or_else(|| format!("no session {id} in the store"))
     }
 }
+
+/// The session a person names to go on with (`--resume ID`, `/resume ID`) among `list` (newest
+/// first): the one whose id is `id` or starts with it — one only —, or with `id` empty the
+/// newest of `place`.
+pub fn pick<'a>(list: &'a [Meta], id: &str, place: &std::path::Path) -> Result<&'a Meta, String> {
+    if id.is_empty() {
+        return list
+            .iter()
+            .find(|m| m.cwd == place)
+            .ok_or_else(|| format!("no saved session in {}", place.display()));
+    }
+    let hits: Vec<&Meta> = list.iter().filter(|m| m.id.starts_with(id)).collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no saved session with id {id}")),
+        many => Err(format!(
+            "{} sessions start with {id}: {}",
+            many.len(),
+            many.iter()
+                .map(|m| m.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}

@@ -6,8 +6,11 @@ mod cli;
 mod compact;
 mod oneshot;
 mod patch;
+mod process;
 mod real_server;
 mod sandbox;
+mod settings;
+mod store;
 mod terminal;
 mod web;
 

@@ -3,10 +3,17 @@
 
 mod files;
 mod library;
+mod memory_api;
+mod oneshot;
 mod output;
 mod person;
 mod personal;
 mod runtime;
+mod session_search;
+mod sessions;
+mod slash;
+mod typed;
+mod undo;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use harness_agent::Exit;
-use harness_agent::commands::{bash_outcome, bash_timeouts};
+use harness_agent::commands::{bash_outcome, bash_seconds, bash_timeouts};
 use harness_agent::personal::{PersonalTools, memory, memory_entries, runtime_values};
 use harness_core::protocol::ToolCall;
 use harness_fs::{Access, HostBackend, HostOptions, Level, View};
@@ -26,6 +26,17 @@ fn memory_keeps_entries_in_its_file() {
 #[test]
 fn bash_rules_come_from_the_spec() {
     assert_eq!(bash_timeouts(Project::Cli), Ok((120, 600)));
+    // A call's timeout: the default without one, clamped to 1 ..= the most.
+    assert_eq!(
+        bash_seconds(Project::Cli, &json!({"command": "ls"})),
+        Ok(120)
+    );
+    assert_eq!(bash_seconds(Project::Cli, &json!({"timeout": 30})), Ok(30));
+    assert_eq!(bash_seconds(Project::Cli, &json!({"timeout": 0})), Ok(1));
+    assert_eq!(
+        bash_seconds(Project::Cli, &json!({"timeout": 9999})),
+        Ok(600)
+    );
     let done = bash_outcome("c1", "hi\n", Exit::Code(0));
     assert_eq!(
         (done.output.as_str(), done.is_error),
@@ -96,4 +107,23 @@ fn a_new_skill_goes_to_the_person_and_a_change_where_the_skill_is() {
         "lint — Lint it. (project)\ndeploy — How to deploy. (user)"
     );
     assert!(tools.run(&view, &call("read", json!({}))).is_none());
+}
+
+#[test]
+fn the_personal_values_are_those_of_the_parts_set() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("memory.json");
+    memory(&p, &json!({"action": "add", "text": "Prefers tabs."}));
+    let none = PersonalTools::default().values(None);
+    assert_eq!(
+        none,
+        std::collections::BTreeMap::from([("skill_count".to_owned(), "0".to_owned())])
+    );
+    let tools = PersonalTools {
+        memory: Some(p.clone()),
+        ..PersonalTools::default()
+    };
+    let values = tools.values(None);
+    assert_eq!(values["memory_entries"], memory_entries(&p));
+    assert!(!values.contains_key("library_summary"));
 }

@@ -939,3 +939,20 @@ async fn images_go_with_the_prompt_only_to_a_model_that_reads_them() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_process_has_one_gate_for_all_its_sessions() {
+    let a = harness_agent::CapacityGate::process().unwrap();
+    let b = harness_agent::CapacityGate::process().unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    // A slot one session holds is taken for the other.
+    let holder = harness_loop::capacity::Holder::Request("one-gate".into());
+    let never = harness_model::CancellationToken::new();
+    assert!(
+        a.acquire("one-gate-srv", &holder, &never, &mut |_| {})
+            .await
+    );
+    assert_eq!(b.in_use("one-gate-srv"), 1);
+    a.release("one-gate-srv", &holder);
+    assert_eq!(b.in_use("one-gate-srv"), 0);
+}
