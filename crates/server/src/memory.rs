@@ -111,20 +111,9 @@ fn load(file: &FsPath) -> Result<(Memory, Option<Vec<u8>>)> {
     }
 }
 
-/// The state as the API answers it.
+/// The state as the API answers it (harness-agent's, which the clients read).
 fn state(m: &Memory) -> Value {
-    let t = Target::Memory;
-    let entries: Vec<Value> = m
-        .entries(t)
-        .into_iter()
-        .map(|(id, text)| json!({"id": id, "text": text}))
-        .collect();
-    json!({
-        "target": t.as_str(),
-        "entries": entries,
-        "chars": m.usage(t),
-        "limit": m.limit(t),
-    })
+    harness_agent::memory_api::State::of(m, Target::Memory).to_json()
 }
 
 async fn read_memory(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Json<Value>> {
