@@ -471,6 +471,8 @@ class ChatView {
     this.seen = new Set();
     this.run = chat.running || null;
     this.cards = new Map();
+    // The chat's background jobs by id, each a card of the jobs panel.
+    this.jobs = new Map();
     this.turn = null;
     this.text = null;
     this.pending = null;
@@ -540,7 +542,13 @@ class ChatView {
     });
     const composer = $("div", { class: "composer" }, this.input, this.send,
       $("span", { class: "hint muted", text: "Enter sends · Shift-Enter new line · Esc stops" }));
-    this.main.append(head, alertBox, this.log, composer);
+    // The chat's background jobs (`task` in the background), running and ended, above the
+    // composer: they go on while the log scrolls.
+    this.jobsCount = $("span", { class: "count muted" });
+    this.jobsList = $("div", { class: "joblist" });
+    this.jobsPanel = $("section", { class: "jobs", id: "jobs", hidden: true, "aria-label": "Background jobs" },
+      $("div", { class: "jobshead" }, $("strong", { text: "Background jobs" }), this.jobsCount), this.jobsList);
+    this.main.append(head, alertBox, this.log, this.jobsPanel, composer);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && this.run) {
         ev.preventDefault();
@@ -718,6 +726,10 @@ class ChatView {
         if (!this.older) this.setRunning(s.run);
         break;
       case "user_input":
+        if (e.origin === "machine") {
+          this.machine(s.id, e.text || "");
+          break;
+        }
         if (!this.chat.title) {
           this.chat.title = e.text.split("\n")[0].slice(0, 80);
           this.title.textContent = this.chat.title;
@@ -817,15 +829,21 @@ class ChatView {
         this.chat.mode = e.mode;
         this.modeTag.value = e.mode;
         break;
-      case "job_started":
-        this.add($("p", { class: "notice", text: `Job ${e.job_id} started: ${e.title}` }));
+      case "job_started": {
+        const j = this.job(e.job_id);
+        j.kind.textContent = e.kind === "command" ? "command" : "subagent";
+        j.title.textContent = e.title || "";
+        this.add($("p", { class: "notice jobnote", "data-job": e.job_id, text: `Job ${e.job_id} started: ${e.title}` }));
         break;
+      }
       case "job_note":
-        this.add($("p", { class: "notice", text: `Job ${e.job_id}: ${e.text}` }));
+        this.jobLine(this.job(e.job_id), s.id * 100, e.text || "");
         break;
-      case "job_ended":
-        this.add($("p", { class: "notice", text: `Job ${e.job_id} ended (${(e.end && e.end.status) || "?"})` }));
+      case "job_ended": {
+        const j = this.jobEnded(this.job(e.job_id), e.end || {});
+        this.add($("p", { class: "notice jobnote", "data-job": e.job_id, text: `Job ${e.job_id} ${j.endText}` }));
         break;
+      }
       case "question":
         this.question(e);
         break;
@@ -868,6 +886,80 @@ class ChatView {
       default:
         break;
     }
+  }
+
+  // A background job's card in the jobs panel, made by its first event seen, whichever that
+  // is (an older page drawn later may tell its start after its end); cards stay in id order.
+  job(id) {
+    let j = this.jobs.get(id);
+    if (j) return j;
+    const kind = $("span", { class: "kind" });
+    const title = $("span", { class: "what", text: `job ${id}` });
+    const state = $("span", { class: "state", text: "running" });
+    const out = $("pre", { class: "out", hidden: true });
+    const node = $("div", { class: "job", "data-job": id, "data-state": "running" },
+      $("div", { class: "head" }, $("span", { class: "name", text: `#${id}` }), kind, title, state), out);
+    let at = this.jobsList.firstChild;
+    while (at && Number(at.dataset.job) < Number(id)) at = at.nextSibling;
+    this.jobsList.insertBefore(node, at);
+    j = { id, node, kind, title, state, out, lines: [], status: "running", endText: "" };
+    this.jobs.set(id, j);
+    this.jobsPanel.hidden = false;
+    this.drawJobsCount();
+    return j;
+  }
+
+  // A line of what a job said (a report, its reply): kept in the order of `id` (the event's id
+  // times 100, plus the mark's place in a message of several), the last shown.
+  jobLine(j, id, text) {
+    text = text.replace(/\s+$/, "");
+    if (!text || j.lines.some((l) => l.id === id || l.text === text)) return;
+    j.lines.push({ id, text });
+    j.lines.sort((a, b) => a.id - b.id);
+    j.out.textContent = j.lines.map((l) => l.text).join("\n");
+    j.out.hidden = false;
+    j.out.scrollTop = j.out.scrollHeight;
+  }
+
+  jobEnded(j, end) {
+    const status = end.status || "done";
+    j.status = status;
+    if (status === "failed") j.endText = `failed: ${end.message || "?"}`;
+    else if (status === "stopped") j.endText = "stopped";
+    else j.endText = typeof end.exit_code === "number" ? `done, exit code ${end.exit_code}` : "done";
+    j.state.textContent = j.endText;
+    j.state.className = status === "done" && !end.exit_code ? "state ok" : "state bad";
+    j.node.dataset.state = status;
+    this.drawJobsCount();
+    return j;
+  }
+
+  drawJobsCount() {
+    const running = [...this.jobs.values()].filter((j) => j.status === "running").length;
+    this.jobsCount.textContent = `${running} running · ${this.jobs.size - running} ended`;
+    document.body.dataset.jobsRunning = String(running);
+  }
+
+  // A message the harness wrote to the agent (a job's end or report woke it): drawn as the job's
+  // lines in its card, not as the person's words.
+  machine(id, text) {
+    this.turn = null;
+    this.text = null;
+    // One message may carry several marks (a report and the job's end, when both came while
+    // the agent was busy); each goes to its job.
+    const marks = /<job id="([^"]+)" kind="([^"]*)" state="([^"]*)">\n([^\n]*)\n([\s\S]*?)\n?<\/job>|<job-report id="([^"]+)">\n([\s\S]*?)\n?<\/job-report>/g;
+    let found = 0;
+    for (const m of text.matchAll(marks)) {
+      found += 1;
+      if (m[1] !== undefined) {
+        const j = this.job(m[1]);
+        if (j.title.textContent === `job ${m[1]}`) j.title.textContent = m[4];
+        this.jobLine(j, id * 100 + found, m[5]);
+      } else {
+        this.jobLine(this.job(m[6]), id * 100 + found, m[7]);
+      }
+    }
+    if (!found) this.add($("details", { class: "msg machine" }, $("summary", { text: "A message from the harness" }), $("pre", { text })));
   }
 
   toolStarted(call, block) {

@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator, key::Key};
-use harness_test_support::ScriptedServer;
+use harness_test_support::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 
 use super::{Server, run_end, text, tool_call};
@@ -1171,6 +1171,257 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
         assert!(
             warm["cached"].as_i64().unwrap() >= 2,
             "the assets come from the cache: {warm}"
+        );
+    });
+}
+
+/// A model for a chat and the subagents it starts, on a loopback port: a request whose first
+/// user message holds `marker` (the task handed to a subagent) is answered from `sub`, any other
+/// from `main`, each in order; a reply of `sub` marked `true` waits until [`Gated::open`].
+struct Gated {
+    base: String,
+    gate: tokio::sync::watch::Sender<bool>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+#[derive(Clone)]
+struct GatedState {
+    marker: &'static str,
+    main: std::sync::Arc<Mutex<std::collections::VecDeque<Reply>>>,
+    sub: std::sync::Arc<Mutex<std::collections::VecDeque<(bool, Reply)>>>,
+    gate: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Gated {
+    async fn start(marker: &'static str, main: Vec<Reply>, sub: Vec<(bool, Reply)>) -> Gated {
+        use axum::routing::{get, post};
+        let (gate, gate_rx) = tokio::sync::watch::channel(false);
+        let state = GatedState {
+            marker,
+            main: std::sync::Arc::new(Mutex::new(main.into())),
+            sub: std::sync::Arc::new(Mutex::new(sub.into())),
+            gate: gate_rx,
+        };
+        let app = axum::Router::new()
+            .route(
+                "/v1/models",
+                get(|| async {
+                    axum::Json(
+                        json!({"object": "list", "data": [{"id": "scripted", "object": "model"}]}),
+                    )
+                }),
+            )
+            .route("/v1/chat/completions", post(gated_reply))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Gated {
+            base: format!("http://{addr}/v1"),
+            gate,
+            _stop: stop,
+        }
+    }
+
+    /// Lets the gated replies go.
+    fn open(&self) {
+        let _ = self.gate.send(true);
+    }
+}
+
+async fn gated_reply(
+    axum::extract::State(s): axum::extract::State<GatedState>,
+    body: bytes::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    use futures_util::StreamExt as _;
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let first_user = v["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    let reply = if first_user.contains(s.marker) {
+        let next = s
+            .sub
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        if let Some((true, _)) = next {
+            let mut gate = s.gate.clone();
+            let _ = gate.wait_for(|open| *open).await;
+        }
+        next.map(|(_, r)| r)
+    } else {
+        s.main
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+    };
+    match reply {
+        Some(Reply::Sse { pieces, .. }) => {
+            let frames = futures_util::stream::iter(pieces).then(|p| async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Ok::<bytes::Bytes, std::convert::Infallible>(bytes::Bytes::from(p))
+            });
+            (
+                [("content-type", "text/event-stream")],
+                axum::body::Body::from_stream(frames),
+            )
+                .into_response()
+        }
+        _ => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "gated model: no reply left",
+        )
+            .into_response(),
+    }
+}
+
+#[test]
+fn a_background_job_is_shown_running_then_ended_live_and_after_a_reload() {
+    run(async {
+        let model = Gated::start(
+            "SUBTASK",
+            vec![
+                tool_call(
+                    "c1",
+                    "task",
+                    json!({"agent": "explore", "prompt": "SUBTASK: count the notes", "background": true}),
+                ),
+                text(&["Started ", "a job."]),
+                text(&["The job ", "counted 3 notes."]),
+                text(&["Noted."]),
+            ],
+            vec![
+                (
+                    false,
+                    tool_call("s1", "report", json!({"message": "looked at 3 files"})),
+                ),
+                (true, text(&["There are ", "3 notes."])),
+            ],
+        )
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base);
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#newmode")
+            .await
+            .select_by_value("auto")
+            .await
+            .unwrap();
+        new_chat(c).await;
+        say(c, "count the notes in the background").await;
+
+        // Running: its card in the jobs panel, with what it reported so far.
+        until(
+            c,
+            "the job running with its report",
+            "const j = document.querySelector('#jobs .job[data-job=\"1\"]'); \
+             return j && j.dataset.state === 'running' && j.querySelector('.out').textContent.includes('looked at 3 files')",
+        )
+        .await;
+        assert_eq!(
+            js(c, "return document.querySelector('#jobs').hidden").await,
+            false
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .job .what').textContent"
+            )
+            .await,
+            "SUBTASK: count the notes"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .job .kind').textContent"
+            )
+            .await,
+            "subagent"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .job .state').textContent"
+            )
+            .await,
+            "running"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .count').textContent"
+            )
+            .await,
+            "1 running · 0 ended"
+        );
+        shot(c, "job-running").await;
+
+        // Ended: its state and its reply's last lines, and the chat idle again.
+        model.open();
+        let ended = "const j = document.querySelector('#jobs .job[data-job=\"1\"]'); \
+             return j && j.dataset.state === 'done' && j.querySelector('.out').textContent.includes('There are 3 notes.')";
+        until(c, "the job ended with its reply", ended).await;
+        until(
+            c,
+            "the chat idle",
+            "return document.body.dataset.running === 'no' && document.body.dataset.jobsRunning === '0'",
+        )
+        .await;
+        let state = js(
+            c,
+            "return document.querySelector('#jobs .job .state').textContent",
+        )
+        .await;
+        assert_eq!(state, "done");
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .count').textContent"
+            )
+            .await,
+            "0 running · 1 ended"
+        );
+        // The harness's message to the agent is not drawn as the person's.
+        let said = js(
+            c,
+            "return [...document.querySelectorAll('.msg.user')].map(m => m.textContent)",
+        )
+        .await;
+        assert_eq!(said, json!(["count the notes in the background"]));
+        shot(c, "job-ended").await;
+
+        // After a reload the panel is drawn again from the chat's history.
+        c.refresh().await.unwrap();
+        until(c, "the ended job after a reload", ended).await;
+        let out = js(
+            c,
+            "return document.querySelector('#jobs .job .out').textContent",
+        )
+        .await;
+        assert_eq!(out, "looked at 3 files\nThere are 3 notes.");
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#jobs .job .state').textContent"
+            )
+            .await,
+            "done"
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('#jobs .job').length").await,
+            1
         );
     });
 }
