@@ -385,6 +385,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(api::routes(app.max_file_bytes))
         .merge(pages::routes())
         .with_state(app)
+        .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))
 }
 

@@ -14,6 +14,9 @@
 //!   list needs besides the core API ([`chats`]); `GET /api/view?path=` — a directory of the
 //!   user's view with each entry's level, for the files page ([`files`]).
 //!
+//! The server's answers are gzipped for a client that accepts it ([`compression`]), but for the
+//! SSE stream and what is compressed already.
+//!
 //! Every answer here carries a strict Content-Security-Policy (`default-src 'self'`, no inline
 //! script or style, no frames) and `X-Content-Type-Options: nosniff`.
 
@@ -25,6 +28,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest as _, Sha256};
+use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate};
 
 use crate::App;
 
@@ -89,6 +93,17 @@ pub fn routes() -> Router<Arc<App>> {
         .merge(show::routes())
         .merge(pyodide::routes())
         .merge(crate::settings::routes())
+}
+
+/// What the server gzips, for a client that accepts it: the pages, their assets and the API's
+/// JSON, Pyodide's wasm and scripts. Never the SSE stream (`text/event-stream`: each event must
+/// leave as it is written, not wait in a compressor's buffer), nor what is compressed already
+/// (images, zip archives such as Pyodide's `python_stdlib.zip` and wheels), nor a body of a few
+/// bytes (tower-http's default predicate, and zips).
+pub fn compression() -> tower_http::compression::CompressionLayer<impl Predicate> {
+    tower_http::compression::CompressionLayer::new()
+        .gzip(true)
+        .compress_when(DefaultPredicate::new().and(NotForContentType::const_new("application/zip")))
 }
 
 fn secure(response: &mut Response) {

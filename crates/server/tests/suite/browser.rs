@@ -1132,9 +1132,12 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
         let weigh = r"
             const all = [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')]
               .filter(e => !e.name.includes('/api/events'));
+            const js = all.find(e => e.name.endsWith('/app.js'));
             return { bytes: all.reduce((n, e) => n + e.transferSize, 0),
                      requests: all.length,
-                     cached: all.filter(e => e.transferSize === 0).length };";
+                     cached: all.filter(e => e.transferSize === 0).length,
+                     js: { sent: js?.transferSize ?? null, size: js?.decodedBodySize ?? null },
+                     each: all.map(e => [e.name.replace(location.origin, ''), e.transferSize, e.decodedBodySize]) };";
         c.goto(&format!("{}/chats/{chat}", server.base))
             .await
             .unwrap();
@@ -1171,6 +1174,15 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
         assert!(
             warm["cached"].as_i64().unwrap() >= 2,
             "the assets come from the cache: {warm}"
+        );
+        // Cold, the script came gzipped: well under half its size.
+        let (sent, size) = (
+            cold["js"]["sent"].as_i64().unwrap(),
+            cold["js"]["size"].as_i64().unwrap(),
+        );
+        assert!(
+            sent > 0 && sent * 2 < size,
+            "app.js: {sent} bytes sent for {size}"
         );
     });
 }

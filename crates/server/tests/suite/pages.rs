@@ -579,3 +579,116 @@ async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
         .await
         .expect("the awaited event did not come within a minute")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_assets_json_and_wasm_are_gzipped_but_not_zips_and_the_event_stream_still_streams() {
+    let model = ScriptedServer::start(vec![text(&["one ", "two ", "three"]).stalling()])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pyodide = dir.path().join("pyodide/314.0.7");
+    std::fs::create_dir_all(&pyodide).unwrap();
+    let wasm: Vec<u8> = b"\0asm"
+        .iter()
+        .copied()
+        .chain((0..20_000u32).flat_map(|i| (i % 7).to_le_bytes()))
+        .collect();
+    std::fs::write(pyodide.join("pyodide.asm.wasm"), &wasm).unwrap();
+    std::fs::write(pyodide.join("python_stdlib.zip"), vec![b'z'; 4096]).unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let chat = alice.chat().await;
+    let cookie = format!("llembas_session={}", alice.cookie.clone().unwrap());
+    let get = |path: &str| {
+        alice
+            .http
+            .get(format!("{}{path}", server.base))
+            .header("cookie", &cookie)
+            .header("accept-encoding", "gzip")
+            .send()
+    };
+    let gzipped = |h: &reqwest::header::HeaderMap| {
+        h.get("content-encoding").and_then(|v| v.to_str().ok()) == Some("gzip")
+    };
+
+    // The shell, its assets, the API's JSON and the wasm are sent gzipped, and smaller.
+    let r = get(&format!("/chats/{chat}")).await.unwrap();
+    assert!(gzipped(r.headers()), "{:?}", r.headers());
+    let shell = reqwest::get(format!("{}/chats", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let assets: Vec<String> = shell
+        .split('"')
+        .filter(|p| p.starts_with("/ui/"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(assets.len(), 2, "{shell}");
+    let mut paths = assets.clone();
+    paths.push(format!("/api/chats/{chat}"));
+    paths.push("/pyodide/314.0.7/pyodide.asm.wasm".into());
+    for path in &paths {
+        let plain = reqwest::Client::new()
+            .get(format!("{}{path}", server.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert!(!gzipped(plain.headers()), "{path} unasked");
+        let plain = plain.bytes().await.unwrap().len();
+        let r = get(path).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        let h = r.headers().clone();
+        assert!(gzipped(&h), "{path}: {h:?}");
+        assert!(
+            h["vary"].to_str().unwrap().contains("accept-encoding"),
+            "{path}: {h:?}"
+        );
+        let body = r.bytes().await.unwrap();
+        assert_eq!(&body[..2], &[0x1f, 0x8b], "{path}");
+        assert!(
+            body.len() < plain,
+            "{path}: {} of {plain} bytes",
+            body.len()
+        );
+    }
+    // A zip is compressed already: sent as it is.
+    let r = get("/pyodide/314.0.7/python_stdlib.zip").await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(!gzipped(r.headers()), "{:?}", r.headers());
+    assert_eq!(r.bytes().await.unwrap().len(), 4096);
+
+    // The event stream is never gzipped, so each event leaves as it comes: the answer's pieces
+    // arrive while the model still holds the stream open.
+    let resp = get("/api/events").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(!gzipped(resp.headers()), "{:?}", resp.headers());
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut events = super::Events {
+        body: Box::pin(resp.bytes_stream()),
+        buf: String::new(),
+    };
+    let run = alice.say(&chat, "count").await;
+    let got =
+        within(events.until(|e| e.kind() == "text_delta" && e.data["event"]["text"] == "three"))
+            .await;
+    let pieces: Vec<&str> = got
+        .iter()
+        .filter(|e| e.kind() == "text_delta")
+        .filter_map(|e| e.data["event"]["text"].as_str())
+        .collect();
+    assert_eq!(pieces, ["one ", "two ", "three"]);
+    assert!(!got.iter().any(|e| e.kind() == "run_ended"));
+    let (status, v) = alice
+        .post(&format!("/api/runs/{run}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{v}");
+    within(events.until(run_end(&run))).await;
+}
