@@ -1187,6 +1187,62 @@ fn a_chat_page_weighs_little_cold_and_less_warm() {
     });
 }
 
+#[test]
+fn the_time_from_the_send_click_to_the_first_streamed_token_in_the_page_is_measured() {
+    run(async {
+        const SENDS: usize = 5;
+        let replies = (0..SENDS)
+            .map(|_| text(&["First ", "piece ", "and more."]))
+            .collect();
+        let model = ScriptedServer::start(replies).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        page_open(c).await;
+        let mut times = Vec::new();
+        for i in 0..SENDS {
+            find(c, "#prompt")
+                .await
+                .send_keys(&format!("message {i}"))
+                .await
+                .unwrap();
+            js(c, "delete document.body.dataset.firstToken").await;
+            find(c, "#send").await.click().await.unwrap();
+            // Set when the first piece of the answer is drawn in the DOM, from the click's
+            // performance.now().
+            let ms = until(
+                c,
+                "the first token's time",
+                "return document.body.dataset.firstToken",
+            )
+            .await;
+            let ms: f64 = ms.as_str().unwrap().parse().unwrap();
+            let drawn = js(
+                c,
+                "return [...document.querySelectorAll('.answer')].at(-1)?.textContent",
+            )
+            .await;
+            assert!(drawn.as_str().unwrap().starts_with("First"), "{drawn}");
+            times.push(ms);
+            until(
+                c,
+                "the run's end",
+                "return document.body.dataset.running === 'no'",
+            )
+            .await;
+        }
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        eprintln!(
+            "send click to the first streamed token in the page, {SENDS} sends: {times:?} ms, median {} ms",
+            sorted[SENDS / 2]
+        );
+    });
+}
+
 /// A model for a chat and the subagents it starts, on a loopback port: a request whose first
 /// user message holds `marker` (the task handed to a subagent) is answered from `sub`, any other
 /// from `main`, each in order; a reply of `sub` marked `true` waits until [`Gated::open`].
