@@ -13,7 +13,7 @@ use crate::chats::Stored;
 use crate::db::Db;
 use crate::error::{Error, Result};
 
-/// The runs of one page of a chat's history.
+/// The runs of one page of a chat's history (neither the spec nor issue 17 names a page size).
 pub const PAGE_RUNS: i64 = 20;
 
 /// One page of a chat's history.
