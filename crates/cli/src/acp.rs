@@ -100,10 +100,7 @@ impl CliHost {
         let mut parts = crate::session::build(&settings, req.resume.as_deref())
             .await
             .map_err(|e| Error::Open(format!("{e:#}")))?;
-        let memory_api = req
-            .memory_api
-            .as_ref()
-            .and_then(harness_agent::memory_api::Api::from_meta);
+        let memory_api = req.memory_api.clone();
         parts.exec.personal.scope = req.scope;
         if let Some(api) = &memory_api {
             parts.exec.personal.memory = None;

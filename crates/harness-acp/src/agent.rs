@@ -611,7 +611,11 @@ async fn open_session(
     // Capability `memory`: the records are the client instance's, over its API.
     let memory_api = state
         .agreed("memory")
-        .then(|| lembas.get("api").cloned())
+        .then(|| {
+            lembas
+                .get("api")
+                .and_then(harness_agent::memory_api::Api::from_meta)
+        })
         .flatten();
     let opened = state
         .host

@@ -41,9 +41,10 @@ pub struct OpenRequest {
     /// The library scope of the chat (`_meta.lembas.scope`, read by
     /// `harness_core::library::scope_from_meta`).
     pub scope: Option<Value>,
-    /// The instance's memory API (`_meta.lembas.api`, only where capability `memory` was
-    /// agreed): the session's `memory` tool is to use it instead of a file of this device.
-    pub memory_api: Option<Value>,
+    /// The instance's memory API (`_meta.lembas.api` when well formed, only where capability
+    /// `memory` was agreed): the session's `memory` tool is to use it instead of a file of this
+    /// device.
+    pub memory_api: Option<harness_agent::memory_api::Api>,
 }
 
 /// A session the front end put together.

@@ -52,6 +52,8 @@ impl ToolWorld for Rocket {
 pub struct TestHost {
     pub script: Vec<Reply>,
     pub notices: Mutex<Vec<String>>,
+    /// The memory API of each session opened.
+    pub memory_apis: Mutex<Vec<Option<harness_agent::memory_api::Api>>>,
 }
 
 impl TestHost {
@@ -59,6 +61,7 @@ impl TestHost {
         Arc::new(TestHost {
             script,
             notices: Mutex::new(Vec::new()),
+            memory_apis: Mutex::new(Vec::new()),
         })
     }
 
@@ -108,6 +111,10 @@ impl Host for TestHost {
 
     fn open(&self, request: OpenRequest) -> BoxFuture<'_, Result<Opened, Error>> {
         Box::pin(async move {
+            self.memory_apis
+                .lock()
+                .unwrap()
+                .push(request.memory_api.clone());
             match &request.resume {
                 Some(id) => Err(Error::NoSavedSession(id.clone())),
                 None => self.setup(&request),

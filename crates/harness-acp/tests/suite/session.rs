@@ -182,3 +182,68 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
     let names: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, ["mode", "plan", "jobs", "compact", "recall"]);
 }
+
+/// Capability `memory`: a session's `_meta.lembas.api` reaches the host read as the memory
+/// API (a malformed one as none), and only where the capability was agreed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_api_reaches_the_host_read() {
+    for (capabilities, api, want) in [
+        (
+            json!(["memory"]),
+            json!({"url": "https://chat.example/api/lembas/v1/", "token": "lsk_s_1"}),
+            Some("https://chat.example/api/lembas/v1"),
+        ),
+        (
+            json!(["memory"]),
+            json!({"url": "ftp://x", "token": "t"}),
+            None,
+        ),
+        (
+            json!([]),
+            json!({"url": "https://chat.example/api/lembas/v1", "token": "lsk_s_1"}),
+            None,
+        ),
+    ] {
+        let host = TestHost::new(vec![Reply::text("ok")]);
+        let (agent_end, client_end) = tokio::io::duplex(64 * 1024);
+        let (agent_in, agent_out) = tokio::io::split(agent_end);
+        let agent = tokio::spawn(harness_acp::serve_stream(
+            host.clone(),
+            info(),
+            agent_in,
+            agent_out,
+        ));
+        let (client_in, client_out) = tokio::io::split(client_end);
+        let transport = ByteStreams::new(client_out.compat_write(), client_in.compat());
+        Client
+            .v1()
+            .connect_with(transport, async move |cx| {
+                cx.send_request(
+                    InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                        ClientCapabilities::new().meta(super::map::lembas(json!({
+                            "protocol": 2, "spec": "3.1.0", "capabilities": capabilities
+                        }))),
+                    ),
+                )
+                .block_task()
+                .await?;
+                cx.send_request(
+                    NewSessionRequest::new("/work").meta(super::map::lembas(json!({"api": api}))),
+                )
+                .block_task()
+                .await?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let got: Vec<Option<String>> = host
+            .memory_apis
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_ref().map(|a| a.url.clone()))
+            .collect();
+        assert_eq!(got, vec![want.map(str::to_owned)]);
+        agent.abort();
+    }
+}
