@@ -11,7 +11,7 @@
 //! would give.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use harness_fs::chunk::{chunk_chars, index_text};
 use serde::{Deserialize, Serialize};
@@ -253,7 +253,7 @@ struct Scratch {
 /// The index of one root.
 pub struct Index<S: Store> {
     store: S,
-    embedder: Option<Embedder>,
+    embedder: Option<Arc<Embedder>>,
     params: Params,
     files: Vec<Option<File>>,
     free_files: Vec<usize>,
@@ -295,7 +295,13 @@ impl<S: Store> Index<S> {
     /// Opens the index over what `store` holds; `embedder` is `None` where the model's files
     /// are absent (words alone, and every answer says so).
     pub fn open(store: S, embedder: Option<Embedder>, params: Params) -> Result<Self> {
-        let dim = embedder.as_ref().map_or(0, Embedder::dim);
+        Self::open_shared(store, embedder.map(Arc::new), params)
+    }
+
+    /// As [`Index::open`], with an embedder shared with its owner (who embeds queries and cuts
+    /// files with it without holding the index: [`Index::known`], [`cut`], [`Index::apply`]).
+    pub fn open_shared(store: S, embedder: Option<Arc<Embedder>>, params: Params) -> Result<Self> {
+        let dim = embedder.as_deref().map_or(0, Embedder::dim);
         let mut index = Index {
             store,
             embedder,
@@ -325,7 +331,17 @@ impl<S: Store> Index<S> {
 
     /// The embedder, where installed.
     pub fn embedder(&self) -> Option<&Embedder> {
-        self.embedder.as_ref()
+        self.embedder.as_deref()
+    }
+
+    /// The embedder, shared, where installed.
+    pub fn shared_embedder(&self) -> Option<Arc<Embedder>> {
+        self.embedder.clone()
+    }
+
+    /// The numbers it indexes and ranks with.
+    pub fn params(&self) -> &Params {
+        &self.params
     }
 
     /// Pieces indexed.
@@ -357,108 +373,56 @@ impl<S: Store> Index<S> {
     /// Indexes `text` as the file `path` (added or changed): an unchanged file does nothing,
     /// and of a changed one only the pieces whose text changed are embedded again.
     pub fn update(&mut self, path: &str, text: &str) -> Result<Update> {
-        let hash = sha256(text);
+        let Some(known) = self.known(path, text) else {
+            return Ok(Update {
+                unchanged: true,
+                pieces: self.pieces_of(path),
+                ..Update::default()
+            });
+        };
+        let c = cut(self.embedder.as_deref(), &self.params, &known, path, text)?;
+        self.apply(c)
+    }
+
+    fn pieces_of(&self, path: &str) -> usize {
+        self.by_path
+            .get(path)
+            .and_then(|&i| self.files[i].as_ref())
+            .map_or(0, |f| f.stored.pieces.len())
+    }
+
+    /// What [`cut`] needs to know of the file `path` as indexed before it is given `text`:
+    /// `None` when it is indexed with that very text already (nothing to do), else the vectors
+    /// of its pieces by their hash (kept for the pieces whose text is unchanged). Quick: made
+    /// under a lock held on the index, the cutting and embedding after it is let go.
+    pub fn known(&self, path: &str, text: &str) -> Option<Known> {
         let by_tokens = self.embedder.is_some();
         let old = self
             .by_path
             .get(path)
             .and_then(|&i| self.files[i].as_ref())
             .map(|f| &f.stored);
-        if old.is_some_and(|o| o.hash == hash && o.by_tokens == by_tokens) {
-            return Ok(Update {
-                unchanged: true,
-                pieces: old.map_or(0, |o| o.pieces.len()),
-                ..Update::default()
-            });
+        if old.is_some_and(|o| o.by_tokens == by_tokens && o.hash == sha256(text)) {
+            return None;
         }
-        let known: HashMap<&str, &Vec<f32>> = old
-            .map(|o| {
-                o.pieces
-                    .iter()
-                    .filter_map(|p| p.vector.as_ref().map(|v| (p.hash.as_str(), v)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        Some(Known {
+            vectors: old
+                .map(|o| {
+                    o.pieces
+                        .iter()
+                        .filter_map(|p| p.vector.clone().map(|v| (p.hash.clone(), v)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
 
-        let mut line_starts = vec![0];
-        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        let lines = |start: usize, end: usize| {
-            (
-                line_of(&line_starts, start),
-                line_of(&line_starts, end.saturating_sub(1).max(start)),
-            )
-        };
-        let mut update = Update::default();
-        let mut pieces = Vec::new();
-        match &self.embedder {
-            Some(embedder) => {
-                let mut embed = |piece: &str, _tokens: usize| {
-                    if let Some(v) = known.get(sha256(piece).as_str()) {
-                        update.reused += 1;
-                        return Ok((*v).clone());
-                    }
-                    let v = embedder.embed(piece)?;
-                    update.embedded += 1;
-                    Ok(v)
-                };
-                let indexed = index_text(
-                    embedder.counter(),
-                    text,
-                    self.params.piece_tokens,
-                    self.params.overlap_tokens,
-                    &mut embed,
-                )
-                .map_err(|source| Error::Chunk {
-                    path: path.to_string(),
-                    source,
-                })?;
-                for ix in indexed {
-                    let piece_text = ix.piece.text(text);
-                    let (start_line, end_line) = lines(ix.piece.byte_start, ix.piece.byte_end);
-                    pieces.push(StoredPiece {
-                        hash: sha256(piece_text),
-                        start_line,
-                        end_line,
-                        text: piece_text.to_string(),
-                        vector: ix.vector,
-                    });
-                }
-            }
-            None => {
-                let ranges = chunk_chars(text, self.params.piece_chars, self.params.overlap_chars)
-                    .map_err(|source| Error::Chunk {
-                        path: path.to_string(),
-                        source,
-                    })?;
-                // Character ranges to byte ranges.
-                let bytes: Vec<usize> = text
-                    .char_indices()
-                    .map(|(b, _)| b)
-                    .chain([text.len()])
-                    .collect();
-                for (s, e) in ranges {
-                    let (bs, be) = (bytes[s], bytes[e]);
-                    let piece_text = &text[bs..be];
-                    let (start_line, end_line) = lines(bs, be);
-                    pieces.push(StoredPiece {
-                        hash: sha256(piece_text),
-                        start_line,
-                        end_line,
-                        text: piece_text.to_string(),
-                        vector: None,
-                    });
-                }
-            }
-        }
-        update.pieces = pieces.len();
-        let file = StoredFile {
-            path: path.to_string(),
-            hash,
-            by_tokens,
-            pieces,
-        };
+    /// Puts a file [`cut`] made into the index (and its store), in place of what it held of
+    /// that path.
+    pub fn apply(&mut self, cut: Cut) -> Result<Update> {
+        let Cut { file, update } = cut;
         self.store.put(&file)?;
-        self.drop_file(path);
+        self.drop_file(&file.path);
         self.insert(file);
         Ok(update)
     }
@@ -792,6 +756,126 @@ impl<S: Store> Index<S> {
         }
         self.sort_desc(best);
     }
+}
+
+/// What an index knows of a file before it changes ([`Index::known`]): the vectors of its
+/// pieces by the hash of their text. `Known::default()` knows nothing: every piece is embedded
+/// anew (a rebuild).
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    vectors: HashMap<String, Vec<f32>>,
+}
+
+/// A file cut into pieces, each embedded where the embedder is installed, ready for
+/// [`Index::apply`].
+#[derive(Debug, Clone)]
+pub struct Cut {
+    file: StoredFile,
+    update: Update,
+}
+
+impl Cut {
+    /// The file as the index will hold it.
+    pub fn file(&self) -> &StoredFile {
+        &self.file
+    }
+}
+
+/// Cuts `text` (the file `path`) into pieces and embeds those `known` has no vector for, with
+/// `embedder` (`None`: pieces by the character rule, no vectors): the work of an update, done
+/// without the index, which [`Index::apply`] then takes.
+pub fn cut(
+    embedder: Option<&Embedder>,
+    params: &Params,
+    known: &Known,
+    path: &str,
+    text: &str,
+) -> Result<Cut> {
+    let hash = sha256(text);
+    let by_tokens = embedder.is_some();
+    let known = &known.vectors;
+    let mut line_starts = vec![0];
+    line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+    let lines = |start: usize, end: usize| {
+        (
+            line_of(&line_starts, start),
+            line_of(&line_starts, end.saturating_sub(1).max(start)),
+        )
+    };
+    let mut update = Update::default();
+    let mut pieces = Vec::new();
+    match embedder {
+        Some(embedder) => {
+            let mut embed = |piece: &str, _tokens: usize| {
+                if let Some(v) = known.get(sha256(piece).as_str()) {
+                    update.reused += 1;
+                    return Ok((*v).clone());
+                }
+                let v = embedder.embed(piece)?;
+                update.embedded += 1;
+                Ok(v)
+            };
+            let indexed = index_text(
+                embedder.counter(),
+                text,
+                params.piece_tokens,
+                params.overlap_tokens,
+                &mut embed,
+            )
+            .map_err(|source| Error::Chunk {
+                path: path.to_string(),
+                source,
+            })?;
+            for ix in indexed {
+                let piece_text = ix.piece.text(text);
+                let (start_line, end_line) = lines(ix.piece.byte_start, ix.piece.byte_end);
+                pieces.push(StoredPiece {
+                    hash: sha256(piece_text),
+                    start_line,
+                    end_line,
+                    text: piece_text.to_string(),
+                    vector: ix.vector,
+                });
+            }
+        }
+        None => {
+            let ranges =
+                chunk_chars(text, params.piece_chars, params.overlap_chars).map_err(|source| {
+                    Error::Chunk {
+                        path: path.to_string(),
+                        source,
+                    }
+                })?;
+            // Character ranges to byte ranges.
+            let bytes: Vec<usize> = text
+                .char_indices()
+                .map(|(b, _)| b)
+                .chain([text.len()])
+                .collect();
+            for (s, e) in ranges {
+                let (bs, be) = (bytes[s], bytes[e]);
+                let piece_text = &text[bs..be];
+                let (start_line, end_line) = lines(bs, be);
+                pieces.push(StoredPiece {
+                    hash: sha256(piece_text),
+                    start_line,
+                    end_line,
+                    text: piece_text.to_string(),
+                    vector: None,
+                });
+            }
+        }
+    }
+    update.pieces = pieces.len();
+    Ok(Cut {
+        file: StoredFile {
+            path: path.to_string(),
+            hash,
+            by_tokens,
+            pieces,
+        },
+        update,
+    })
 }
 
 /// The dot product, eight lanes at a time (the compiler makes them one vector instruction).

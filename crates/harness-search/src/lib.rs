@@ -19,6 +19,7 @@ pub mod words;
 pub use embedder::Embedder;
 pub use error::{Error, Result};
 pub use index::{
-    Answer, Hit, Index, MemoryStore, Params, Ranking, Store, StoredFile, StoredPiece, Update,
+    Answer, Cut, Hit, Index, Known, MemoryStore, Params, Ranking, Store, StoredFile, StoredPiece,
+    Update, cut,
 };
 pub use store::FileStore;

@@ -39,6 +39,15 @@ pub fn routes() -> Router<Arc<App>> {
             get(get_grants).put(put_grants),
         )
         .route("/api/admin/models", get(get_models).put(put_models))
+        .route("/api/admin/search/rebuild", post(rebuild_search))
+}
+
+/// `POST /api/admin/search/rebuild`: the search index of the tree built anew in the
+/// background, every file cut and embedded again (202; 403 for a user who is not an admin).
+async fn rebuild_search(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Response> {
+    admin(&user)?;
+    app.search.rebuild(app.backend.clone());
+    Ok((StatusCode::ACCEPTED, Json(json!({"rebuilding": true}))).into_response())
 }
 
 /// The signed-in user, when an admin.

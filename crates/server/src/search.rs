@@ -6,14 +6,21 @@
 //! The index lives in memory (loaded from the rows at start); a change through the chat's file
 //! tools or an upload calls [`ServerSearch::file_changed`], which re-cuts the file only when its
 //! content hash changed, embeds only its changed pieces, and writes the file's rows in one
-//! transaction. Portable SQL only (`$N` placeholders; integers, text, bytes), for SQLite and
-//! PostgreSQL alike.
+//! transaction; a directory (moved, say) is indexed file by file under its new name. At start
+//! [`ServerSearch::catch_up`] walks the tree in the background and indexes what changed since
+//! the last run (by content hash), and [`ServerSearch::rebuild`] (the admin's
+//! `POST /api/admin/search/rebuild`) indexes it all anew. The index's lock is held only to look
+//! a file up, to put its pieces in and to rank: queries and pieces are embedded outside it.
+//! Portable SQL only (`$N` placeholders; integers, text, bytes), for SQLite and PostgreSQL
+//! alike.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use harness_fs::{Backend, VPath, View};
-use harness_search::{Answer, Embedder, Index, Params, Ranking, Store, StoredFile, StoredPiece};
+use harness_fs::{Backend, Kind, VPath, View};
+use harness_search::{
+    Answer, Embedder, Index, Known, Params, Ranking, Store, StoredFile, StoredPiece,
+};
 use sqlx::Row as _;
 
 use crate::db::{Db, begin_write};
@@ -193,6 +200,17 @@ pub struct ServerSearch {
     pool: Db,
     root: String,
     index: Mutex<Index<Journal>>,
+    /// The index's embedder, shared: queries and pieces are embedded without its lock.
+    embedder: Option<Arc<Embedder>>,
+    params: Params,
+    /// One change at a time, from reading the file to writing its rows: a file's later change
+    /// is never overtaken by an earlier one. Searches never wait for it.
+    changing: tokio::sync::Mutex<()>,
+    /// The walks of the tree asked for ([`ServerSearch::catch_up`], [`ServerSearch::rebuild`])
+    /// and not yet done.
+    walks: tokio::sync::watch::Sender<usize>,
+    /// One walk at a time.
+    walking: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for ServerSearch {
@@ -216,23 +234,36 @@ impl ServerSearch {
             None => None,
         };
         let params = Params::embedded().map_err(search_err)?;
-        let index = Index::open(
+        let embedder = embedder.map(Arc::new);
+        let index = Index::open_shared(
             Journal {
                 loaded,
                 pending: Vec::new(),
             },
-            embedder,
-            params,
+            embedder.clone(),
+            params.clone(),
         )
         .map_err(search_err)?;
         Ok(ServerSearch {
             pool,
             root: root.to_string(),
             index: Mutex::new(index),
+            embedder,
+            params,
+            changing: tokio::sync::Mutex::new(()),
+            walks: tokio::sync::watch::Sender::new(0),
+            walking: tokio::sync::Mutex::new(()),
         })
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Index<Journal>>> {
+    /// The embedder, where installed.
+    pub fn embedder(&self) -> Option<&Embedder> {
+        self.embedder.as_deref()
+    }
+
+    /// The index, locked (searches wait while it is held; the embedding of their query does
+    /// not).
+    pub fn lock(&self) -> Result<std::sync::MutexGuard<'_, Index<Journal>>> {
         self.index
             .lock()
             .map_err(|_| Error::Stored("the search index is poisoned".into()))
@@ -245,38 +276,143 @@ impl ServerSearch {
     }
 
     /// Indexes the file `path` of `tree` again after a change (a tool's write, an upload, a
-    /// removal): read whole from the tree, not through any user's view; gone, not text, or too
-    /// large, it leaves the index. Only a changed file is cut again, and of it only the changed
-    /// pieces are embedded. Its rows are written before this returns.
+    /// removal, a move): read whole from the tree, not through any user's view; gone, not text,
+    /// or too large, it leaves the index; a directory (one moved here, say) is indexed file by
+    /// file, and what was indexed under it and is no longer there leaves. Only a changed file is
+    /// cut again, and of it only the changed pieces are embedded. Its rows are written before
+    /// this returns.
     pub async fn file_changed(&self, tree: &dyn Backend, path: &str) -> Result<()> {
+        let vpath = VPath::parse(path);
+        let _one = self.changing.lock().await;
+        match tree.stat(&vpath).ok().flatten().map(|m| m.kind) {
+            Some(Kind::Dir) => {
+                let files = files_under(tree, &vpath);
+                for f in &files {
+                    self.index_file(tree, f, false).await?;
+                }
+                let prefix = format!("{}/", vpath.as_str().trim_end_matches('/'));
+                let gone = self.indexed(|p| p.starts_with(&prefix) && !files.contains(p))?;
+                self.forget(gone).await
+            }
+            Some(Kind::File) => self.index_file(tree, vpath.as_str(), false).await,
+            None => {
+                // Gone (a directory too: what was indexed under it goes with it).
+                let prefix = format!("{}/", vpath.as_str().trim_end_matches('/'));
+                let gone = self.indexed(|p| p == vpath.as_str() || p.starts_with(&prefix))?;
+                self.forget(gone).await
+            }
+        }
+    }
+
+    /// The paths indexed that `which` picks.
+    fn indexed(&self, which: impl Fn(&str) -> bool) -> Result<Vec<String>> {
+        Ok(self
+            .lock()?
+            .paths()
+            .filter(|p| which(p))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Takes `paths` out of the index and their rows out of the database.
+    async fn forget(&self, paths: Vec<String>) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut index = self.lock()?;
+            for p in &paths {
+                index.remove(p).map_err(search_err)?;
+            }
+        }
+        let pending = self.take_pending()?;
+        write(&self.pool, &self.root, pending).await
+    }
+
+    /// Indexes the file `path` as `tree` holds it now (`anew`: every piece embedded again,
+    /// changed or not): the file looked up under the index's lock, cut and embedded without it,
+    /// then put in under it again and its rows written. The caller holds `changing`.
+    async fn index_file(&self, tree: &dyn Backend, path: &str, anew: bool) -> Result<()> {
         let vpath = VPath::parse(path);
         let text = tree
             .read(&vpath)
             .ok()
             .filter(|b| b.len() <= MAX_INDEXED_BYTES)
             .and_then(|b| String::from_utf8(b).ok());
-        {
-            let mut index = self.lock()?;
-            match text {
-                Some(t) => {
-                    index.update(vpath.as_str(), &t).map_err(search_err)?;
-                }
-                None => {
-                    // Gone (a directory too: what was indexed under it goes with it).
-                    let prefix = format!("{}/", vpath.as_str().trim_end_matches('/'));
-                    let gone: Vec<String> = index
-                        .paths()
-                        .filter(|p| *p == vpath.as_str() || p.starts_with(&prefix))
-                        .map(str::to_string)
-                        .collect();
-                    for p in gone {
-                        index.remove(&p).map_err(search_err)?;
-                    }
-                }
-            }
-        }
+        let Some(text) = text else {
+            return self.forget(self.indexed(|p| p == vpath.as_str())?).await;
+        };
+        let known = if anew {
+            Some(Known::default())
+        } else {
+            self.lock()?.known(vpath.as_str(), &text)
+        };
+        let Some(known) = known else {
+            return Ok(()); // unchanged
+        };
+        let (embedder, params, name) = (
+            self.embedder.clone(),
+            self.params.clone(),
+            vpath.as_str().to_string(),
+        );
+        let cut = tokio::task::spawn_blocking(move || {
+            harness_search::cut(embedder.as_deref(), &params, &known, &name, &text)
+        })
+        .await
+        .map_err(|e| Error::Stored(format!("search index: {path}: {e}")))?
+        .map_err(search_err)?;
+        self.lock()?.apply(cut).map_err(search_err)?;
         let pending = self.take_pending()?;
         write(&self.pool, &self.root, pending).await
+    }
+
+    /// Walks `tree` in the background and indexes what changed since the index was last told
+    /// (files added, changed or removed while the server was down: by content hash, so an
+    /// unchanged file costs its reading only). Called at start.
+    pub fn catch_up(self: &Arc<Self>, tree: Arc<dyn Backend>) {
+        self.walk(tree, false);
+    }
+
+    /// Indexes the whole of `tree` anew in the background: every file cut and embedded again,
+    /// the files no longer there forgotten (`POST /api/admin/search/rebuild`).
+    pub fn rebuild(self: &Arc<Self>, tree: Arc<dyn Backend>) {
+        self.walk(tree, true);
+    }
+
+    /// Waits until the walks asked for so far are done.
+    pub async fn settled(&self) {
+        let mut rx = self.walks.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    fn walk(self: &Arc<Self>, tree: Arc<dyn Backend>, anew: bool) {
+        self.walks.send_modify(|n| *n += 1);
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _one = me.walking.lock().await;
+            if let Err(e) = me.walk_now(tree.as_ref(), anew).await {
+                eprintln!("llembas-server: search index: walking the tree: {e}");
+            }
+            me.walks.send_modify(|n| *n = n.saturating_sub(1));
+        });
+    }
+
+    async fn walk_now(&self, tree: &dyn Backend, anew: bool) -> Result<()> {
+        let tree_files = files_under(tree, &VPath::root());
+        for f in &tree_files {
+            let _one = self.changing.lock().await;
+            if let Err(e) = self.index_file(tree, f, anew).await {
+                eprintln!("llembas-server: search index: {f}: {e}");
+            }
+        }
+        // What is indexed and was not in the tree: gone, unless it came since the walk began.
+        let _one = self.changing.lock().await;
+        let gone = self.indexed(|p| !tree_files.contains(p))?;
+        let gone = gone
+            .into_iter()
+            .filter(|p| !matches!(tree.stat(&VPath::parse(p)), Ok(Some(m)) if m.kind == Kind::File))
+            .collect();
+        self.forget(gone).await
     }
 
     /// Searches as the `search` tool does: the best passages of the files `view` lets its user
@@ -296,11 +432,25 @@ impl ServerSearch {
                 .is_none_or(|w| vp.as_str() == w.as_str() || vp.starts_with(w))
                 && view.access().visible(&vp)
         };
+        // The query is embedded first; the lock is held only to rank.
+        let vector = match &self.embedder {
+            Some(e) => Some(e.embed_query(query).map_err(search_err)?),
+            None => None,
+        };
         let index = self.lock()?;
-        index
-            .search(query, limit, Ranking::Combined, &see)
-            .map_err(search_err)
+        Ok(index.search_with(query, vector.as_deref(), limit, Ranking::Combined, &see))
     }
+}
+
+/// The files under `dir` in `tree` (itself, if a file), by path.
+fn files_under(tree: &dyn Backend, dir: &VPath) -> std::collections::BTreeSet<String> {
+    let found = Mutex::new(std::collections::BTreeSet::new());
+    let _ = tree.scan_paths(dir, &|_, _| true, None, &|p| {
+        if let Ok(mut f) = found.lock() {
+            f.insert(p.as_str().to_string());
+        }
+    });
+    found.into_inner().unwrap_or_default()
 }
 
 /// The paths a successful call of a file tool changed, as its arguments name them (relative

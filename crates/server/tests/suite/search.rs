@@ -256,3 +256,287 @@ async fn an_upload_is_indexed_for_the_chats_search() {
         .unwrap();
     assert!(found.contains("/home/alice/up.md:1-1"), "{found}");
 }
+
+/// What `user`'s view of the server's tree finds for `query` (the chats' search, without the
+/// chat).
+fn found(server: &super::Server, grant: &str, query: &str) -> Vec<String> {
+    let view = View::new(
+        server.app.backend.clone(),
+        Access::new().grant(grant, Level::Ro),
+    );
+    server
+        .app
+        .search
+        .search(&view, query, None, 10)
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.path)
+        .collect()
+}
+
+/// The files the server's index holds in its rows, with their text.
+async fn indexed(server: &super::Server) -> Vec<(String, String)> {
+    load(&server.app.pool, TREE_ROOT)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| {
+            let text: String = f.pieces.iter().map(|p| p.text.as_str()).collect();
+            (f.path, text.trim_end().to_string())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_on_disk_is_indexed_at_start_and_an_admin_rebuilds_the_index() {
+    use super::Server;
+    use harness_test_support::ScriptedServer;
+    use serde_json::json;
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("files/shared");
+    std::fs::create_dir_all(shared.join("notes")).unwrap();
+    std::fs::write(
+        shared.join("before.md"),
+        "The zeppelin hangar opens at dawn.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        shared.join("notes/gone.md"),
+        "The walrus choir sings on Sundays.\n",
+    )
+    .unwrap();
+    // Files on disk before the server ever started are indexed at start, in the background.
+    let server = Server::start(dir.path(), &model.base_url());
+    server.app.search.settled().await;
+    assert_eq!(
+        found(&server, "/shared", "zeppelin hangar")[0],
+        "/shared/before.md"
+    );
+    assert_eq!(
+        found(&server, "/shared", "walrus choir")[0],
+        "/shared/notes/gone.md"
+    );
+    // What changes on disk while the server is down is indexed at the next start (by content
+    // hash: the changed file cut again, the removed one forgotten).
+    server.crash();
+    std::fs::write(
+        shared.join("before.md"),
+        "The blimp garage closes at dusk.\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(shared.join("notes")).unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    server.app.search.settled().await;
+    assert_eq!(
+        found(&server, "/shared", "blimp garage")[0],
+        "/shared/before.md"
+    );
+    let rows = indexed(&server).await;
+    assert_eq!(
+        rows,
+        [(
+            "/shared/before.md".to_string(),
+            "The blimp garage closes at dusk.".to_string()
+        )]
+    );
+
+    // A file put on disk behind the server's back is found once an admin rebuilds the index;
+    // a user may not.
+    std::fs::write(
+        shared.join("behind.md"),
+        "The narwhal ferry leaves at noon.\n",
+    )
+    .unwrap();
+    assert!(!found(&server, "/shared", "narwhal ferry").contains(&"/shared/behind.md".to_string()));
+    let mut alice = server.user("alice").await;
+    let (status, body) = alice.post("/api/admin/search/rebuild", json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    llembas_server::auth::create_user(
+        &server.app.pool,
+        "root",
+        "root-password",
+        llembas_server::auth::Role::Admin,
+    )
+    .await
+    .unwrap();
+    let mut root = server.login("root", "root-password").await;
+    let (status, body) = root.post("/api/admin/search/rebuild", json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    server.app.search.settled().await;
+    assert_eq!(
+        found(&server, "/shared", "narwhal ferry")[0],
+        "/shared/behind.md"
+    );
+    assert_eq!(
+        found(&server, "/shared", "blimp garage")[0],
+        "/shared/before.md"
+    );
+    // Alice still sees only what her view holds.
+    let view = View::new(
+        server.app.backend.clone(),
+        Access::new().grant("/home/alice", Level::Commit),
+    );
+    assert!(
+        server
+            .app
+            .search
+            .search(&view, "narwhal ferry", None, 10)
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_moved_is_found_under_its_new_name_and_not_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = llembas_server::db::open(&llembas_server::db::sqlite_url(
+        &dir.path().join("db.sqlite"),
+    ))
+    .await
+    .unwrap();
+    let tree = tree();
+    tree.mkdir(&VPath::parse("/home/alice/docs")).unwrap();
+    tree.add_file(
+        &VPath::parse("/home/alice/docs/plan.md"),
+        "The zeppelin hangar opens at dawn.\n",
+    )
+    .unwrap();
+    let search = ServerSearch::open(pool.clone(), TREE_ROOT, None)
+        .await
+        .unwrap();
+    search
+        .file_changed(tree.as_ref(), "/home/alice/docs/plan.md")
+        .await
+        .unwrap();
+    let alice = view(&tree, "alice");
+    assert_eq!(
+        paths(&search.search(&alice, "zeppelin hangar", None, 10).unwrap()),
+        vec!["/home/alice/docs/plan.md"]
+    );
+    // `mv docs papers`: the chat's hook tells the index of both paths the call names.
+    tree.rename(
+        &VPath::parse("/home/alice/docs"),
+        &VPath::parse("/home/alice/papers"),
+    )
+    .unwrap();
+    let args = serde_json::json!({"from": "/home/alice/docs", "to": "/home/alice/papers"});
+    for p in changed_paths("mv", &args) {
+        search.file_changed(tree.as_ref(), &p).await.unwrap();
+    }
+    assert_eq!(
+        paths(&search.search(&alice, "zeppelin hangar", None, 10).unwrap()),
+        vec!["/home/alice/papers/plan.md"]
+    );
+    // The rows too.
+    let rows = load(&pool, TREE_ROOT).await.unwrap();
+    let stored: Vec<&str> = rows.iter().map(|f| f.path.as_str()).collect();
+    assert!(stored.contains(&"/home/alice/papers/plan.md"), "{stored:?}");
+    assert!(!stored.contains(&"/home/alice/docs/plan.md"), "{stored:?}");
+}
+
+/// The query is embedded before the index is locked: a search whose index is held by another
+/// (a file being put in, another search ranking) embeds its query meanwhile, and ranks once the
+/// index is let go. Counted in texts embedded, not timed.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn a_search_embeds_its_query_while_the_index_is_held_embedder() {
+    let Some(model) = llembas_server::search::embedder_dir() else {
+        panic!("LLEMBAS_EMBEDDER_DIR is not set: run with `cargo xtask test`");
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree();
+    let search = rt.block_on(async {
+        let pool = llembas_server::db::open(&llembas_server::db::sqlite_url(
+            &dir.path().join("db.sqlite"),
+        ))
+        .await
+        .unwrap();
+        let search = ServerSearch::open(pool, TREE_ROOT, Some(&model))
+            .await
+            .unwrap();
+        for (path, _) in FILES {
+            search.file_changed(tree.as_ref(), path).await.unwrap();
+        }
+        Arc::new(search)
+    });
+    let embedder = search.embedder().unwrap();
+    let held = search.lock().unwrap();
+    let before = embedder.embedded();
+    let (s2, bob) = (search.clone(), view(&tree, "bob"));
+    let other = std::thread::spawn(move || {
+        s2.search(&bob, "failed sign-in attempts lock the account", None, 10)
+            .unwrap()
+    });
+    let since = std::time::Instant::now();
+    while embedder.embedded() == before {
+        assert!(
+            since.elapsed() < std::time::Duration::from_secs(120),
+            "the search did not embed its query while the index was held"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(held);
+    let answer = other.join().unwrap();
+    assert_eq!(paths(&answer)[0], "/shared/auth.md");
+    assert!(answer.note.is_none(), "{:?}", answer.note);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_the_tree_is_indexed_at_start_an_upload_is_found_and_the_rows_kept() {
+    use super::Server;
+    use harness_test_support::ScriptedServer;
+    let url = super::postgres::Postgres::get().database("search").await;
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("files/shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(
+        shared.join("before.md"),
+        "The zeppelin hangar opens at dawn.\n",
+    )
+    .unwrap();
+    let server = Server::start_on(dir.path(), &model.base_url(), Some(&url));
+    server.app.search.settled().await;
+    assert_eq!(
+        found(&server, "/shared", "zeppelin hangar")[0],
+        "/shared/before.md"
+    );
+    let mut alice = server.user("alice").await;
+    let (status, body) = alice
+        .put(
+            "/api/files/content?path=/home/alice/up.md",
+            "The narwhal ferry leaves at noon.\n",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        found(&server, "/home/alice", "narwhal ferry")[0],
+        "/home/alice/up.md"
+    );
+    // The rows in PostgreSQL: reopened from them, the same answers.
+    let pool = llembas_server::db::open(&url).await.unwrap();
+    let rows = load(&pool, TREE_ROOT).await.unwrap();
+    let stored: Vec<&str> = rows.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(stored, vec!["/home/alice/up.md", "/shared/before.md"]);
+    let again = ServerSearch::open(pool, TREE_ROOT, None).await.unwrap();
+    let shared_view = View::new(
+        server.app.backend.clone(),
+        Access::new().grant("/shared", Level::Ro),
+    );
+    assert_eq!(
+        paths(
+            &again
+                .search(&shared_view, "zeppelin hangar", None, 10)
+                .unwrap()
+        ),
+        vec!["/shared/before.md"]
+    );
+}
