@@ -30,6 +30,10 @@ pub const COOKIE: &str = "llembas_session";
 /// How long a sign-in lasts without being used (sliding: every use extends it).
 pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How stale a session's `last_seen` may be before a request moves it (and its idle end) on:
+/// not every request writes to the database.
+pub const SESSION_TOUCH: Duration = Duration::from_secs(5 * 60);
+
 /// Failed sign-ins allowed per account and per address in [`LOGIN_WINDOW`].
 pub const LOGIN_FAILURES: u32 = 10;
 
@@ -540,21 +544,36 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
     } else if let Some(token) = cookie_token(headers) {
         check_origin(method, headers)?;
         let hash = token_hash(&token);
-        let user = user_by(
-            &app.pool,
-            "SELECT u.id, u.username, u.role, u.disabled FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2",
-            &hash,
-        )
-        .await?
-        .ok_or_else(|| Error::Unauthorized("not signed in (the session ended)".into()))?;
         let t = now();
-        sqlx::query("UPDATE sessions SET last_seen = $1, expires = $2 WHERE token_hash = $3")
-            .bind(t)
-            .bind(t + SESSION_IDLE.as_secs() as i64)
-            .bind(hash)
-            .execute(&app.pool)
+        let row: Option<(i64, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT u.id, u.username, u.role, u.disabled, s.last_seen FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2",
+        )
+        .bind(&hash)
+        .bind(t)
+        .fetch_optional(&app.pool)
+        .await?;
+        let (id, username, role, disabled, last_seen) =
+            row.ok_or_else(|| Error::Unauthorized("not signed in (the session ended)".into()))?;
+        if t - last_seen >= SESSION_TOUCH.as_secs() as i64 {
+            // A write a request, in the line of the database's writers, only this often: the
+            // session's idle end moves on by a few minutes more or less.
+            crate::db::execute(
+                &app.pool,
+                sqlx::query(
+                    "UPDATE sessions SET last_seen = $1, expires = $2 WHERE token_hash = $3",
+                )
+                .bind(t)
+                .bind(t + SESSION_IDLE.as_secs() as i64)
+                .bind(hash),
+            )
             .await?;
-        user
+        }
+        let user = User {
+            id,
+            username,
+            role: Role::parse(&role)?,
+        };
+        (user, disabled != 0)
     } else {
         return Err(Error::Unauthorized("not signed in".into()));
     };

@@ -26,7 +26,7 @@ const BROADCAST_CAPACITY: usize = 4096;
 
 mod hub;
 mod shared;
-pub use hub::Hub;
+pub use hub::{Hub, flush};
 pub use shared::{Act, keep_leases, listen};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
@@ -249,11 +249,23 @@ pub struct ChatRow {
 pub async fn chat_row(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
     // Whether it runs is read from rows the event log may still hold.
     hub::flush(pool).await;
-    row_of(pool, user, id).await
+    row_of(pool, user, id, true).await
 }
 
-/// The user's chat `id` as stored.
-async fn row_of(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
+/// The user's chat `id` for a new run. On SQLite this process alone runs chats, and its own
+/// state says what runs: no wait for the event log to store the runs' rows (200 messages sent
+/// at once each waited for a commit of their own). On PostgreSQL the rows say it.
+async fn row_for_run(app: &App, user: &User, id: &str) -> Result<ChatRow> {
+    if app.hub.shared() {
+        return chat_row(&app.pool, user, id).await;
+    }
+    let mut row = row_of(&app.pool, user, id, false).await?;
+    row.running = app.chats.run_of(id);
+    Ok(row)
+}
+
+/// The user's chat `id` as stored; `runs`: with the run going on, from the runs' rows.
+async fn row_of(pool: &Db, user: &User, id: &str, runs: bool) -> Result<ChatRow> {
     let row: Option<(String, String, String, String, i64, i64)> = sqlx::query_as(
         "SELECT c.id, s.title, c.mode, c.model, c.created, s.updated FROM chats c JOIN agent_sessions s ON s.id = c.id WHERE c.id = $1 AND c.user_id = $2",
     )
@@ -263,12 +275,16 @@ async fn row_of(pool: &Db, user: &User, id: &str) -> Result<ChatRow> {
     .await?;
     let (id, title, mode, model, created, updated) =
         row.ok_or_else(|| Error::NotFound(format!("no chat {id}")))?;
-    let running: Option<String> = sqlx::query_scalar(
-        "SELECT id FROM runs WHERE chat_id = $1 AND status = 'running' ORDER BY created DESC LIMIT 1",
-    )
-    .bind(&id)
-    .fetch_optional(pool)
-    .await?;
+    let running: Option<String> = if runs {
+        sqlx::query_scalar(
+            "SELECT id FROM runs WHERE chat_id = $1 AND status = 'running' ORDER BY created DESC LIMIT 1",
+        )
+        .bind(&id)
+        .fetch_optional(pool)
+        .await?
+    } else {
+        None
+    };
     Ok(ChatRow {
         id,
         title,
@@ -291,7 +307,7 @@ pub async fn list(pool: &Db, user: &User) -> Result<Vec<ChatRow>> {
     hub::flush(pool).await;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        out.push(row_of(pool, user, &id).await?);
+        out.push(row_of(pool, user, &id, true).await?);
     }
     Ok(out)
 }
@@ -683,7 +699,7 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         return Err(Error::BadRequest("the message is empty".into()));
     }
     app.refuse_when_stopping()?;
-    let chat = chat_row(&app.pool, user, id).await?;
+    let chat = row_for_run(app, user, id).await?;
     if let Some(r) = &chat.running {
         // Before a session is built: one built beside a run of another process would read
         // its transcript half-written.

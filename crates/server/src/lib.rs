@@ -391,6 +391,23 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn(log_request))
 }
 
+/// Connections the kernel holds for the server before it accepts them. The standard library's
+/// (and tokio's) 128 is too few for a page of many users opening at once: a connection past it
+/// is dropped and its client tries again only a second later.
+const BACKLOG: u32 = 1024;
+
+/// A listener on `addr` with a [`BACKLOG`] of waiting connections.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves; then stops accepting, interrupts the
 /// runs going on ([`App::stop`]), ends the event streams and waits for the open requests.
 pub async fn serve(
@@ -515,9 +532,7 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
             None => {}
         }
         let app = open(&config).await?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let listener = bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener
             .local_addr()
             .context("cannot read the bound address")?;

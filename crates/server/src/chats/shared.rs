@@ -66,9 +66,10 @@ pub async fn publish(app: &App, act: &Act) -> Result<()> {
         return Ok(());
     }
     let text = serde_json::to_string(act).map_err(|e| Error::Stored(e.to_string()))?;
+    // `INSTANCE ACT`: this process carries out its own acts itself, not once more on its notice.
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(ACTS_CHANNEL)
-        .bind(text)
+        .bind(format!("{} {text}", app.instance))
         .execute(&app.pool)
         .await?;
     Ok(())
@@ -100,10 +101,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             };
             let result = match notice.channel() {
                 EVENTS_CHANNEL => events_notice(&app, notice.payload()).await,
-                _ => match serde_json::from_str::<Act>(notice.payload()) {
-                    Ok(act) => super::carry_out(&app, &act),
-                    Err(e) => Err(Error::Stored(format!("an act on a chat: {e}"))),
-                },
+                _ => acts_notice(&app, notice.payload()),
             };
             if let Err(e) = result {
                 eprintln!("llembas-server: database notices: {e}");
@@ -111,6 +109,19 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// `INSTANCE ACT`: a person's act on a chat, carried out here when another process sent it.
+fn acts_notice(app: &App, payload: &str) -> Result<()> {
+    let (from, act) = payload
+        .split_once(' ')
+        .ok_or_else(|| Error::Stored(format!("an act notice {payload:?}")))?;
+    if from == app.instance {
+        return Ok(());
+    }
+    let act = serde_json::from_str::<Act>(act)
+        .map_err(|e| Error::Stored(format!("an act on a chat: {e}")))?;
+    super::carry_out(app, &act)
 }
 
 /// `INSTANCE USER FIRST LAST`: another process stored these events of the user.

@@ -269,3 +269,51 @@ async fn a_burst_of_sign_ins_hashes_no_more_at_once_than_there_are_cores() {
         "{peak} hashes at once on {cores} cores"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_moves_the_session_on_only_when_it_was_last_seen_long_ago() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let hash = llembas_server::db::token_hash(alice.cookie.as_ref().unwrap());
+    let now = llembas_server::db::now();
+    let seen = |hash: String| {
+        let pool = server.app.pool.clone();
+        async move {
+            sqlx::query_as::<_, (i64, i64)>(
+                "SELECT last_seen, expires FROM sessions WHERE token_hash = $1",
+            )
+            .bind(hash)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let set = |last: i64| {
+        let (pool, hash) = (server.app.pool.clone(), hash.clone());
+        async move {
+            sqlx::query("UPDATE sessions SET last_seen = $1 WHERE token_hash = $2")
+                .bind(last)
+                .bind(hash)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    // Seen a minute ago: a request writes nothing (not a write to the database a request).
+    set(now - 60).await;
+    let before = seen(hash.clone()).await;
+    assert_eq!(alice.get("/api/auth/me").await.0, 200);
+    assert_eq!(seen(hash.clone()).await, before);
+    // Seen longer ago than SESSION_TOUCH: the request moves it and its idle end on.
+    let long_ago = now - llembas_server::auth::SESSION_TOUCH.as_secs() as i64 - 1;
+    set(long_ago).await;
+    assert_eq!(alice.get("/api/auth/me").await.0, 200);
+    let (last, expires) = seen(hash.clone()).await;
+    assert!(last >= now, "last_seen {last} not moved on from {long_ago}");
+    assert!(
+        expires >= last + llembas_server::auth::SESSION_IDLE.as_secs() as i64,
+        "{expires}"
+    );
+}

@@ -663,6 +663,8 @@ fn a_write_is_asked_in_the_page_survives_a_reload_and_is_approved_with_its_diff(
             "# Notes\nhello from the page\n"
         );
         // Every event of the chat shown once: the page's last is the chat's last.
+        // Stored a moment after they were sent: read once the log's writer has caught up.
+        llembas_server::chats::flush(&server.app.pool).await;
         let last: i64 = sqlx::query_scalar("SELECT MAX(id) FROM events WHERE chat_id = $1")
             .bind(&chat)
             .fetch_one(&server.app.pool)
@@ -796,6 +798,8 @@ fn a_reload_mid_answer_continues_the_stream_without_loss_or_repeat_and_esc_stops
         )
         .await;
         find(c, "p.notice[id^='stopped-']").await;
+        // Stored a moment after they were sent: read once the log's writer has caught up.
+        llembas_server::chats::flush(&server.app.pool).await;
         let ids: Vec<i64> =
             sqlx::query_scalar("SELECT id FROM events WHERE chat_id = $1 ORDER BY id")
                 .bind(&chat)

@@ -177,6 +177,8 @@ async fn stream_resumed(db: Option<String>) {
     let mut stream = alice.events(Some(last)).await;
     seen.extend(stream.until(run_end(&run)).await);
 
+    // Stored a moment after they were sent: read once the log's writer has caught up.
+    llembas_server::chats::flush(&server.app.pool).await;
     let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events WHERE chat_id = $1 ORDER BY id")
         .bind(&chat)
         .fetch_all(&server.app.pool)
@@ -226,6 +228,8 @@ async fn stream_resumed(db: Option<String>) {
     drop(bobs);
     bobs = bob.events(None).await;
     let _ = &mut bobs;
+    // Stored a moment after they were sent: read once the log's writer has caught up.
+    llembas_server::chats::flush(&server.app.pool).await;
     let n: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM events WHERE user_id = (SELECT id FROM users WHERE username = 'bob')",
     )
@@ -410,6 +414,8 @@ async fn many_runs(db: Option<String>) {
                 .map(|e| e.data["seq"].as_i64().unwrap())
                 .collect();
             assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+            // Stored a moment after they were sent: read once the log's writer has caught up.
+            llembas_server::chats::flush(&server.app.pool).await;
             let stored: Vec<i64> =
                 sqlx::query_scalar("SELECT seq FROM events WHERE chat_id = $1 ORDER BY id")
                     .bind(chat)

@@ -174,6 +174,8 @@ async fn a_chat_is_renamed_and_deleted_by_its_owner_only_and_the_name_stays() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(alice.get(&path).await.0, 404);
     assert_eq!(alice.get("/api/chats").await.1, json!([]));
+    // Stored a moment after they were sent: read once the log's writer has caught up.
+    llembas_server::chats::flush(&server.app.pool).await;
     let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE chat_id = $1")
         .bind(&chat)
         .fetch_one(&server.app.pool)
@@ -223,6 +225,20 @@ async fn a_chat_whose_run_goes_on_is_neither_renamed_nor_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chats_mode_is_changed_by_its_owner_and_a_live_session_switches_at_once() {
+    mode_changed(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_chats_mode_is_changed_once_by_its_owner_not_again_by_its_own_notice() {
+    mode_changed(Some(
+        super::postgres::Postgres::get()
+            .database("mode_changed")
+            .await,
+    ))
+    .await;
+}
+
+async fn mode_changed(db: Option<String>) {
     let model = ScriptedServer::start(vec![
         text(&["Hello."]),
         tool_call("c1", "write", json!({"path": "a.txt", "content": "a\n"})),
@@ -231,7 +247,7 @@ async fn a_chats_mode_is_changed_by_its_owner_and_a_live_session_switches_at_onc
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.user("alice").await;
     let mut bob = server.user("bob").await;
     let mut stream = alice.events(None).await;
@@ -270,6 +286,13 @@ async fn a_chats_mode_is_changed_by_its_owner_and_a_live_session_switches_at_onc
         std::fs::read_to_string(server.tree().join("home/alice/a.txt")).unwrap(),
         "a\n"
     );
+    // Switched once: on PostgreSQL the process's own notice of the act is not carried out again.
+    let switched: Vec<_> = changed
+        .iter()
+        .chain(&events)
+        .filter(|e| e.kind() == "mode_changed")
+        .collect();
+    assert_eq!(switched.len(), 1, "{switched:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
