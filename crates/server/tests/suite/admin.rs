@@ -3,17 +3,9 @@
 //! grants, the models users may use — none of which reads another user's chats.
 
 use harness_test_support::ScriptedServer;
-use llembas_server::auth::{Role, create_user};
 use serde_json::{Value, json};
 
 use super::{Client, Server, text};
-
-async fn admin(server: &Server) -> Client {
-    create_user(&server.app.pool, "root", "root-password", Role::Admin)
-        .await
-        .unwrap();
-    server.login("root", "root-password").await
-}
 
 async fn user_id(c: &mut Client) -> i64 {
     c.get("/api/auth/me").await.1["id"].as_i64().unwrap()
@@ -125,7 +117,7 @@ async fn sign_ups_are_off_by_default_and_pending_until_an_admin_approves() {
         .patch(&format!("/api/admin/users/{eve}"), json!({"role": "user"}))
         .await;
     assert_eq!(status, 403);
-    let mut root = admin(&server).await;
+    let mut root = server.admin().await;
     let (_, users) = root.get("/api/admin/users").await;
     let listed = users
         .as_array()
@@ -153,7 +145,7 @@ async fn an_admin_manages_accounts_grants_and_models_and_reads_no_ones_chats() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &model.base_url());
     let mut alice = server.user("alice").await;
-    let mut root = admin(&server).await;
+    let mut root = server.admin().await;
     let root_id = user_id(&mut root).await;
 
     // Users: a user may not list or add them; an admin may.

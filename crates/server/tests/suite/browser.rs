@@ -1957,15 +1957,7 @@ fn a_chats_model_is_picked_in_its_head_and_its_context_use_is_shown() {
                 m.context = Some(32_768);
             }
         });
-        llembas_server::auth::create_user(
-            &server.app.pool,
-            "root",
-            "root-password",
-            llembas_server::auth::Role::Admin,
-        )
-        .await
-        .unwrap();
-        let mut root = server.login("root", "root-password").await;
+        let mut root = server.admin().await;
         let (status, _) = root
             .put_json(
                 "/api/admin/models",

@@ -105,6 +105,14 @@ impl Server {
         self.login(name, &password).await
     }
 
+    /// Adds the admin `root` and signs in as it.
+    pub async fn admin(&self) -> Client {
+        create_user(&self.app.pool, "root", "root-password", Role::Admin)
+            .await
+            .unwrap();
+        self.login("root", "root-password").await
+    }
+
     /// Signs in.
     pub async fn login(&self, name: &str, password: &str) -> Client {
         let mut c = Client::anonymous(&self.base);

@@ -353,15 +353,7 @@ async fn the_tree_on_disk_is_indexed_at_start_and_an_admin_rebuilds_the_index() 
     let mut alice = server.user("alice").await;
     let (status, body) = alice.post("/api/admin/search/rebuild", json!({})).await;
     assert_eq!(status, 403, "{body}");
-    llembas_server::auth::create_user(
-        &server.app.pool,
-        "root",
-        "root-password",
-        llembas_server::auth::Role::Admin,
-    )
-    .await
-    .unwrap();
-    let mut root = server.login("root", "root-password").await;
+    let mut root = server.admin().await;
     let (status, body) = root.post("/api/admin/search/rebuild", json!({})).await;
     assert_eq!(status, 202, "{body}");
     server.app.search.settled().await;

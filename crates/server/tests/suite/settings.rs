@@ -2,17 +2,9 @@
 //! context use, and a long chat's history a page at a time — each with two users.
 
 use harness_test_support::ScriptedServer;
-use llembas_server::auth::{Role, create_user};
 use serde_json::{Value, json};
 
-use super::{Client, Server, run_end, text};
-
-async fn admin(server: &Server) -> Client {
-    create_user(&server.app.pool, "root", "root-password", Role::Admin)
-        .await
-        .unwrap();
-    server.login("root", "root-password").await
-}
+use super::{Server, run_end, text};
 
 /// The system message of the model's request `n`.
 fn system_of(model: &ScriptedServer, n: usize) -> String {
@@ -155,7 +147,7 @@ async fn a_chats_model_is_chosen_among_the_allowed_by_its_owner_and_its_context_
             m.context = Some(32_768);
         }
     });
-    let mut root = admin(&server).await;
+    let mut root = server.admin().await;
     let mut alice = server.user("alice").await;
     let mut bob = server.user("bob").await;
     let (status, _) = root
