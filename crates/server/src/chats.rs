@@ -558,6 +558,11 @@ async fn pump(
     o: Out,
 ) -> Result<()> {
     let run_id = current(run);
+    if waits_for_person(&o) {
+        // What the person is asked about is in the transcript before the page shows it: a crash
+        // while the question waits closes the call with a result, not a turn without it.
+        app.transcripts.flush().await;
+    }
     let mut value = match &o {
         Out::Event(e) => serde_json::to_value(e).map_err(|e| Error::Stored(e.to_string()))?,
         Out::Edit {
@@ -653,6 +658,14 @@ async fn pump(
         ended?;
     }
     Ok(())
+}
+
+/// Whether the run waits on a person after this (a permission, a question, the viewer).
+fn waits_for_person(o: &Out) -> bool {
+    matches!(
+        o,
+        Out::Event(Event::ToolCallAsked { .. }) | Out::Question { .. } | Out::Show { .. }
+    )
 }
 
 /// Marks a run ended and says so on the stream.
