@@ -1061,18 +1061,19 @@ impl Driver {
     /// becomes that summary and the table of reads, and the dedupe table empties. `Ok(Err)`
     /// says why nothing was compacted.
     pub async fn compact(&mut self) -> Result<std::result::Result<String, String>> {
-        let cfg = LoopConfig::embedded()?.context.compaction.clone();
-        let history = self.session.history();
-        if history.is_empty() {
-            return Ok(Err("nothing to compact yet".into()));
-        }
-        let before = history.len();
-        let before_tokens = approx_tokens(history);
+        let Some(request) = self.session.summary_request() else {
+            return Ok(Err(if self.session.history().is_empty() {
+                "nothing to compact yet".into()
+            } else {
+                "calls are being run".into()
+            }));
+        };
+        let before = self.session.history().len();
+        let before_tokens = approx_tokens(self.session.history());
         let mut messages = vec![Message::System {
             text: self.system_text()?,
         }];
-        messages.extend(history.iter().cloned());
-        messages.push(Message::user(cfg.request.clone()));
+        messages.extend(request.messages);
         let chat = ChatRequest {
             messages,
             // The tools stay listed (the prompt's cache holds) but none may be called.
@@ -1106,12 +1107,7 @@ impl Driver {
                 .unwrap_or_else(|| completion.finish.reason.as_str().to_owned());
             return Ok(Err(format!("the model gave no summary: {why}")));
         }
-        let summary = completion.text.trim();
-        if summary.is_empty() {
-            return Ok(Err("the model gave no summary".into()));
-        }
-        let text = harness_loop::config::fill(&cfg.summary, &[("summary", summary)]);
-        match self.session.compact(&text) {
+        match self.session.compact_with_answer(&completion.text) {
             Ok(_) => {
                 self.flush_log()?;
                 self.emit(Event::Compacted {
@@ -1120,7 +1116,7 @@ impl Driver {
                 });
                 Ok(Ok(format!(
                     "compacted: {before} messages became a summary of {} characters",
-                    summary.chars().count()
+                    completion.text.trim().chars().count()
                 )))
             }
             Err(e) => Ok(Err(e.to_string())),

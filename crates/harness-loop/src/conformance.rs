@@ -1,4 +1,4 @@
-//! The runners of the `context` and `jobs` conformance areas (formats in each file's `about`).
+//! The runners of the `context`, `jobs` and `loop` conformance areas (formats in each file's `about`).
 //!
 //! Each case's `expect` is a list with one object per step. A step's actual result is reported
 //! with the keys its expected object names (and always its `kind` or `decision`), so a case
@@ -19,7 +19,11 @@ use crate::session::{
 
 /// The runners this crate provides.
 pub fn conformance_runners() -> Vec<Box<dyn AreaRunner>> {
-    vec![Box::new(ContextRunner), Box::new(JobsRunner)]
+    vec![
+        Box::new(ContextRunner),
+        Box::new(JobsRunner),
+        Box::new(LoopRunner),
+    ]
 }
 
 /// Area `context`.
@@ -595,4 +599,223 @@ impl crate::session::Permissions for AskFor {
             change: None,
         })
     }
+}
+
+/// Area `loop`: the rules of one session's run that the other areas do not hold — which calls
+/// of a model's batch run side by side (`parallel`), the servers' slots (`capacity`), and the
+/// compaction's request and what replaces the history (`context.compaction`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoopRunner;
+
+impl AreaRunner for LoopRunner {
+    fn area(&self) -> &'static str {
+        "loop"
+    }
+
+    fn run(&self, case: &Value) -> Outcome {
+        let mut cfg = match config() {
+            Ok(c) => c,
+            Err(o) => return o,
+        };
+        if let Some(calls) = case.get("calls").and_then(Value::as_array) {
+            return run_batches(cfg, calls, case);
+        }
+        if let Some(setup) = case.get("capacity") {
+            if let Some(n) = setup.get("default").and_then(Value::as_u64) {
+                cfg.capacity.default_concurrent_requests = n as u32;
+            }
+            if let Some(b) = setup.get("subagents_count").and_then(Value::as_bool) {
+                cfg.capacity.subagents_count = b;
+            }
+            return run_capacity(cfg, setup, case);
+        }
+        if let Some(setup) = case.get("compaction") {
+            return run_compaction(cfg, setup, case);
+        }
+        Outcome::malformed("a loop case needs `calls`, `capacity` or `compaction`")
+    }
+}
+
+/// A session of the CLI whose permissions allow every call but those of `ask`.
+fn case_session(cfg: LoopConfig, ask: Vec<String>) -> Session {
+    Session::new(SessionSetup {
+        config: cfg,
+        project: harness_spec::Project::Cli,
+        budget: None,
+        id: "conformance".into(),
+        catalog: Box::new(CaseCatalog),
+        permissions: Box::new(AskFor(ask)),
+        subagent: false,
+        hygiene: true,
+    })
+}
+
+/// The case's calls as a model's answer, ids `call_1`, `call_2`, ...
+fn model_calls(calls: &[Value]) -> ModelOutput {
+    let tool_calls = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: format!("call_{}", i + 1),
+            name: c.get("name").and_then(Value::as_str).unwrap_or("").into(),
+            arguments: c.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        })
+        .collect();
+    ModelOutput {
+        tool_calls,
+        ..ModelOutput::default()
+    }
+}
+
+/// `calls`: a model's answer of these calls in a session that allows them all; `expect`
+/// `{runs: [{calls: [names in order], parallel}]}`, every run of tools until the next request.
+fn run_batches(cfg: LoopConfig, calls: &[Value], case: &Value) -> Outcome {
+    let mut session = case_session(cfg, Vec::new());
+    let mut runs = Vec::new();
+    let mut next = session.handle(Input::Prompt { text: "go".into() });
+    next = next.and_then(|_| session.handle(Input::Model(model_calls(calls))));
+    loop {
+        let actions = match next {
+            Ok(a) => a,
+            Err(e) => return Outcome::compare(case, json!({"error": e.to_string()})),
+        };
+        let Some((calls, parallel)) = actions.into_iter().find_map(|a| match a {
+            Action::RunTools { calls, parallel } => Some((calls, parallel)),
+            _ => None,
+        }) else {
+            break;
+        };
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        runs.push(json!({"calls": names, "parallel": parallel}));
+        let results = calls
+            .iter()
+            .map(|c| ToolOutcome::ok(c.id.clone(), "ok"))
+            .collect();
+        next = session.handle(Input::ToolResults(results));
+    }
+    Outcome::compare(case, json!({"runs": runs}))
+}
+
+/// A holder written `request:ID` or `subagent:ID`.
+fn holder(text: &str) -> Option<crate::capacity::Holder> {
+    use crate::capacity::Holder;
+    match text.split_once(':')? {
+        ("request", id) => Some(Holder::Request(id.into())),
+        ("subagent", id) => Some(Holder::Subagent(id.into())),
+        _ => None,
+    }
+}
+
+fn holder_text(h: &crate::capacity::Holder) -> String {
+    use crate::capacity::Holder;
+    match h {
+        Holder::Request(id) => format!("request:{id}"),
+        Holder::Subagent(id) => format!("subagent:{id}"),
+    }
+}
+
+/// `capacity` {slots?: {server: n}, default?, subagents_count?}: `steps` of `{acquire: {server,
+/// who}}`, `{release: {server, who}}` or `{available: server}`; expected per step `{admit: now}`,
+/// `{admit: queued, position}`, `{admitted: [who, in order]}` or `{available: n}`.
+fn run_capacity(cfg: LoopConfig, setup: &Value, case: &Value) -> Outcome {
+    use crate::capacity::{Admit, Capacity};
+    let mut cap = Capacity::new(cfg.capacity);
+    for (server, n) in setup
+        .get("slots")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        cap.set_slots(server, n.as_u64().unwrap_or(1) as u32);
+    }
+    let Some(steps) = case.get("steps").and_then(Value::as_array) else {
+        return Outcome::malformed("a capacity case needs `steps`");
+    };
+    let mut actual = Vec::new();
+    for (k, step) in steps.iter().enumerate() {
+        let who = |op: &Value| -> Option<(String, crate::capacity::Holder)> {
+            let server = op.get("server")?.as_str()?.to_owned();
+            Some((server, holder(op.get("who")?.as_str()?)?))
+        };
+        let got = if let Some(op) = step.get("acquire") {
+            let Some((server, h)) = who(op) else {
+                return Outcome::malformed(format!("step {k}: acquire needs server and who"));
+            };
+            match cap.acquire(&server, h) {
+                Admit::Now => json!({"admit": "now"}),
+                Admit::Queued { position } => json!({"admit": "queued", "position": position}),
+            }
+        } else if let Some(op) = step.get("release") {
+            let Some((server, h)) = who(op) else {
+                return Outcome::malformed(format!("step {k}: release needs server and who"));
+            };
+            let admitted: Vec<String> = cap.release(&server, &h).iter().map(holder_text).collect();
+            json!({"admitted": admitted})
+        } else if let Some(server) = step.get("available").and_then(Value::as_str) {
+            json!({"available": cap.available(server)})
+        } else {
+            return Outcome::malformed(format!("step {k}: acquire, release or available"));
+        };
+        actual.push(got);
+    }
+    Outcome::compare(case, Value::Array(actual))
+}
+
+/// `compaction` {turns: [{prompt, answer}], open_call?: {name, arguments}, answer}: the turns are
+/// held (each prompt answered in text), then, with `open_call`, one more prompt whose answer is
+/// that call, left asked about; then the compaction's request is taken and `answer` given to it.
+/// Expect `{request: {messages, last, tools} | null, history?: [texts], error?}`.
+fn run_compaction(cfg: LoopConfig, setup: &Value, case: &Value) -> Outcome {
+    let mut session = case_session(cfg, vec!["bash".into()]);
+    let said = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    for turn in setup
+        .get("turns")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let text = said(turn, "prompt");
+        let answer = ModelOutput {
+            text: said(turn, "answer"),
+            ..ModelOutput::default()
+        };
+        if let Err(e) = session
+            .handle(Input::Prompt { text })
+            .and_then(|_| session.handle(Input::Model(answer)))
+        {
+            return Outcome::malformed(format!("a turn was refused: {e}"));
+        }
+    }
+    if let Some(call) = setup.get("open_call")
+        && let Err(e) = session
+            .handle(Input::Prompt { text: "go".into() })
+            .and_then(|_| session.handle(Input::Model(model_calls(std::slice::from_ref(call)))))
+    {
+        return Outcome::malformed(format!("the open call was refused: {e}"));
+    }
+    let text_of = |m: &Message| match m {
+        Message::User { text, .. } | Message::Assistant { text, .. } => text.clone(),
+        Message::Tool { text, .. } | Message::System { text } => text.clone(),
+    };
+    let mut got = Map::new();
+    let request = session.summary_request().map(|r| {
+        json!({
+            "messages": r.messages.len(),
+            "last": r.messages.last().map(text_of),
+            "tools": r.tools,
+        })
+    });
+    got.insert("request".into(), request.clone().unwrap_or(Value::Null));
+    if request.is_some() {
+        match session.compact_with_answer(&said(setup, "answer")) {
+            Ok(_) => {
+                let history: Vec<String> = session.history().iter().map(text_of).collect();
+                got.insert("history".into(), json!(history));
+            }
+            Err(e) => {
+                got.insert("error".into(), json!(e.to_string()));
+            }
+        }
+    }
+    Outcome::compare(case, Value::Object(got))
 }

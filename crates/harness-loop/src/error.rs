@@ -35,6 +35,9 @@ pub enum Error {
         /// The run's state.
         state: String,
     },
+    /// The model's answer to a compaction's request had no text.
+    #[error("the model gave no summary")]
+    NoSummary,
     /// A rewind to a turn the session does not have.
     #[error("cannot rewind to turn {turn}: the session has {turns} turn(s)")]
     Rewind {

@@ -1462,6 +1462,39 @@ impl Session {
             .collect()
     }
 
+    /// The compaction's request (`context.md` §8): the history as it is, then the user message
+    /// `context.compaction.request`. Its `tools` is false: none may be called (the driver may
+    /// still list them, with `tool_choice: none`, so the prompt's cache holds). `None` when there
+    /// is nothing to compact yet, or while calls are being asked about or run.
+    pub fn summary_request(&self) -> Option<ModelRequest> {
+        if self.history.is_empty() || !matches!(self.phase, Phase::Idle | Phase::Model) {
+            return None;
+        }
+        let mut messages = self.history.clone();
+        messages.push(Message::user_from(
+            self.cfg.context.compaction.request.clone(),
+            Origin::Machine,
+        ));
+        Some(ModelRequest {
+            step: self.turn.as_ref().map_or(0, |t| t.requests),
+            messages,
+            tools: false,
+            wrap_up: false,
+        })
+    }
+
+    /// Compaction with the model's answer to [`Session::summary_request`]: the answer, trimmed,
+    /// in `context.compaction.summary`, followed by the table of reads, becomes the history
+    /// (see [`Session::compact`]). An empty answer compacts nothing.
+    pub fn compact_with_answer(&mut self, answer: &str) -> Result<String> {
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return Err(Error::NoSummary);
+        }
+        let text = fill(&self.cfg.context.compaction.summary, &[("summary", answer)]);
+        self.compact(&text)
+    }
+
     /// Compaction: the history becomes `summary` followed by the table of reads; the dedupe
     /// tables empty. Returns the text the model now sees. Allowed while idle, and while a step
     /// waits for the model (then send [`Session::request_again`]); refused while calls are being

@@ -20,3 +20,8 @@ fn context_area() {
 fn jobs_area() {
     area("jobs");
 }
+
+#[test]
+fn loop_area() {
+    area("loop");
+}
