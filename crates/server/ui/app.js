@@ -73,8 +73,98 @@ function inline(text) {
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Code, highlighted: one tokenizer a family of languages. Each token is a text node in a span,
+// so nothing of the code is ever read as HTML.
+
+const WORDS = {
+  rust: "as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move mut pub ref return self Self static struct super trait true type unsafe use where while",
+  js: "async await break case catch class const continue debugger default delete do else export extends false finally for from function if import in instanceof let new null of return static super switch this throw true try typeof undefined var void while with yield",
+  python: "and as assert async await break class continue def del elif else except False finally for from global if import in is lambda None nonlocal not or pass raise return self True try while with yield",
+  go: "break case chan const continue default defer else fallthrough false for func go goto if import interface map nil package range return select struct switch true type var",
+  c: "auto bool break case catch char class const constexpr continue default delete do double else enum explicit extern false float for friend goto if inline int long namespace new nullptr operator private protected public return short signed sizeof static struct switch template this throw true try typedef typename union unsigned using virtual void volatile while",
+  java: "abstract boolean break byte case catch char class const continue default do double else enum extends false final finally float for fun if implements import in instanceof int interface is long namespace new null object override package private protected public return short static string super switch this throw throws true try using val var void volatile when while",
+  sh: "case do done elif else esac exit export fi for function if in local readonly return set shift source then unset until while",
+  sql: "add all alter and as asc begin by commit create default delete desc distinct drop exists from group having in index inner insert into is join key left limit not null offset on or order outer primary references right rollback select set table union update values where",
+  json: "false null true",
+  toml: "false true",
+};
+const LANG = {
+  rs: "rust", rust: "rust", js: "js", javascript: "js", ts: "js", typescript: "js", jsx: "js",
+  tsx: "js", mjs: "js", py: "python", python: "python", python3: "python", go: "go",
+  golang: "go", c: "c", h: "c", cpp: "c", "c++": "c", cc: "c", hpp: "c", java: "java",
+  kotlin: "java", kt: "java", cs: "java", csharp: "java", swift: "java", sh: "sh", bash: "sh",
+  shell: "sh", zsh: "sh", console: "sh", sql: "sql", json: "json", jsonc: "json",
+  toml: "toml", yaml: "toml", yml: "toml", ini: "toml",
+};
+const DQ = String.raw`"(?:\\.|[^"\\\n])*"`;
+const SQ = String.raw`'(?:\\.|[^'\\\n])*'`;
+const BQ = String.raw`\x60(?:\\[\s\S]|[^\x60\\])*\x60`;
+const SLASH = String.raw`\/\/[^\n]*|\/\*[\s\S]*?\*\/`;
+const HASH = String.raw`#[^\n]*`;
+// In a shell a comment starts a word: `${#list}` and `a#b` are none.
+const SH_HASH = String.raw`(?<![^\s;&|(])#[^\n]*`;
+const SYNTAX = {
+  rust: [SLASH, String.raw`b?"(?:\\[\s\S]|[^"\\])*"|b?'(?:\\.|[^\\'\n])'`],
+  js: [SLASH, `${DQ}|${SQ}|${BQ}`],
+  python: [HASH, String.raw`[rbfRBF]{0,2}(?:"{3}[\s\S]*?"{3}|'{3}[\s\S]*?'{3}|` + `${DQ}|${SQ})`],
+  go: [SLASH, `${DQ}|${SQ}|` + String.raw`\x60[^\x60]*\x60`],
+  c: [SLASH, `${DQ}|${SQ}`],
+  java: [SLASH, `${DQ}|${SQ}`],
+  sh: [SH_HASH, String.raw`"(?:\\[\s\S]|[^"\\])*"|'[^']*'`],
+  sql: [String.raw`--[^\n]*`, String.raw`'(?:''|[^'])*'`],
+  json: [null, DQ],
+  toml: [HASH, `${DQ}|${SQ}`],
+};
+const NUMBER = String.raw`\b(?:0[xob][\da-fA-F_]+|\d[\d_]*(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?)(?:[a-z]\w*)?\b`;
+// Longer code is drawn plain: highlighting it again at every streamed piece would cost.
+const HIGHLIGHT_MAX = 100000;
+const tokenizers = new Map();
+
+function tokenizer(lang) {
+  const family = LANG[(lang || "").toLowerCase()];
+  if (!family) return null;
+  if (!tokenizers.has(family)) {
+    const [comment, string] = SYNTAX[family];
+    const re = new RegExp(`(${comment || "(?!)"})|(${string})|(${NUMBER})|([A-Za-z_]\\w*)`, "g");
+    tokenizers.set(family, {
+      re,
+      words: new Set(WORDS[family].split(" ")),
+      caseless: family === "sql",
+      types: family !== "sql" && family !== "sh",
+    });
+  }
+  return tokenizers.get(family);
+}
+
+/** The code as text nodes, its comments, strings, numbers, keywords and type names in spans. */
+export function highlight(code, lang) {
+  const out = document.createDocumentFragment();
+  const t = code.length <= HIGHLIGHT_MAX ? tokenizer(lang) : null;
+  if (!t) {
+    out.append(code);
+    return out;
+  }
+  let at = 0;
+  for (const m of code.matchAll(t.re)) {
+    let cls = m[1] ? "hl-com" : m[2] ? "hl-str" : m[3] ? "hl-num" : null;
+    if (m[4]) {
+      if (t.words.has(t.caseless ? m[4].toLowerCase() : m[4])) cls = "hl-kw";
+      else if (t.types && /^[A-Z][a-z]/.test(m[4])) cls = "hl-ty";
+    }
+    if (!cls) continue;
+    if (m.index > at) out.append(code.slice(at, m.index));
+    out.append($("span", { class: cls, text: m[0] }));
+    at = m.index + m[0].length;
+  }
+  if (at < code.length) out.append(code.slice(at));
+  return out;
+}
+
 function codeBlock(code, lang) {
-  const pre = $("pre", {}, $("code", { class: lang ? `language-${lang}` : null, text: code }));
+  const inner = $("code", { class: lang ? `language-${lang}` : null });
+  inner.append(highlight(code, lang));
+  const pre = $("pre", {}, inner);
   const copy = $("button", {
     class: "copy", type: "button", text: "Copy", title: "Copy the code",
     onclick: async () => {

@@ -517,6 +517,13 @@ fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
         )
         .await;
         assert_eq!(code, "fn main() {\n    println!(\"hi\");\n}");
+        // Highlighted: its keyword and its string in spans of their own, the text left whole.
+        let spans = js(
+            c,
+            "return [...document.querySelectorAll('.answer pre code span')].map(s => s.className + ' ' + s.textContent)",
+        )
+        .await;
+        assert_eq!(spans, json!(["hl-kw fn", "hl-str \"hi\""]));
         // The model's HTML is text: no element made of it, no script run, no unsafe link.
         assert_eq!(js(c, "return window.pwned === undefined").await, true);
         assert_eq!(
@@ -573,6 +580,13 @@ fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
             .await,
             "none"
         );
+        // The title keeps a line of its own beside the menu button; the pickers wrap below.
+        let width = js(
+            c,
+            "return document.querySelector('#title').getBoundingClientRect().width",
+        )
+        .await;
+        assert!(width.as_f64().unwrap() > 250.0, "the title is {width} px wide");
         shot(c, "chat-streamed-phone").await;
         find(c, "main .menu").await.click().await.unwrap();
         until(
