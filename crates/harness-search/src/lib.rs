@@ -20,6 +20,6 @@ pub use embedder::Embedder;
 pub use error::{Error, Result};
 pub use index::{
     Answer, Cut, Hit, Index, Known, MemoryStore, Params, Ranking, Store, StoredFile, StoredPiece,
-    Update, cut,
+    Update, cut, cut_all,
 };
 pub use store::FileStore;

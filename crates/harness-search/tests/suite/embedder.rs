@@ -87,6 +87,10 @@ fn probe_reads_while_embedding_embedder() {
     }
     if let Some(done) = BEFORE_MAIN_SET.get() {
         println!("probe set before main: {done:?}");
+        println!(
+            "probe elementwise threads: {:?}",
+            std::env::var(harness_search::embedder::ELEMWISE_THREADS_VAR).ok()
+        );
     }
     let e = super::embedder();
     e.embed_query("warm up").unwrap();
@@ -134,7 +138,8 @@ fn run_probe(probe: &str, threads: Option<&str>) -> String {
         "--test-threads=1",
     ])
     .env("LLEMBAS_READ_PROBE", probe)
-    .env_remove(harness_search::embedder::THREADS_VAR);
+    .env_remove(harness_search::embedder::THREADS_VAR)
+    .env_remove(harness_search::embedder::ELEMWISE_THREADS_VAR);
     if let Some(t) = threads {
         cmd.env(harness_search::embedder::THREADS_VAR, t);
     }
@@ -165,6 +170,11 @@ fn a_query_is_embedded_without_reading_files_once_main_set_the_threads_embedder(
         harness_search::embedder::thread_count()
     );
     assert!(text.contains(&want), "{text}");
+    // candle's elementwise pool: its caller does the work itself (no spinning on a busy core).
+    assert!(
+        text.contains("probe elementwise threads: Some(\"1\")"),
+        "{text}"
+    );
     let read = probe_read(&text);
     assert!(read < 16 * 1024, "embedding five queries read {read} bytes");
     // Set already, it is kept; with another thread running it is left alone.
@@ -197,4 +207,63 @@ fn a_query_is_embedded_without_reading_files_embedder() {
         "embedding five queries read {read} bytes with {}={threads}",
         harness_search::embedder::THREADS_VAR
     );
+}
+
+/// Texts embedded side by side ([`harness_search::Embedder::embed_many`]) get the vectors each
+/// gets alone, in their order, a text past the model's length refused in its place.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn texts_embedded_side_by_side_get_the_vectors_of_each_alone_embedder() {
+    let e = super::embedder();
+    let over = "word ".repeat(e.max_tokens() + 1);
+    let texts = [
+        "a hash map",
+        over.as_str(),
+        "parse command line flags",
+        "the quick brown fox jumps over the lazy dog",
+    ];
+    let got = e.embed_many(&texts);
+    assert_eq!(got.len(), texts.len());
+    assert!(got[1].is_err());
+    for (i, t) in texts.iter().enumerate().filter(|&(i, _)| i != 1) {
+        let (a, b) = (got[i].as_ref().unwrap(), e.embed(t).unwrap());
+        assert!(cosine(a, &b) > 0.99999, "{t:?}");
+    }
+}
+
+/// A query is embedded on a thread of its own, not on rayon's pool: with every thread of that
+/// pool held (pieces being embedded, say), a query is still embedded. Embedding it on the pool
+/// (candle's matrix products and softmax hand their work to it) waited for a free thread: here
+/// forever. The wait is bounded so a failure ends the test instead of hanging it.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn a_query_is_embedded_while_rayons_pool_is_held_embedder() {
+    let e = std::sync::Arc::new(super::embedder());
+    let threads = rayon::current_num_threads();
+    let started = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(held));
+    for _ in 0..threads {
+        let (started, held) = (started.clone(), held.clone());
+        rayon::spawn(move || {
+            started.wait();
+            // Every thread of the pool waits here until the query is embedded.
+            let _ = held.lock().unwrap().recv();
+        });
+    }
+    started.wait();
+    let (done, answer) = std::sync::mpsc::channel();
+    let query = e.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(
+            query
+                .embed_query("parse command line flags")
+                .map(|v| v.len()),
+        );
+    });
+    let got = answer.recv_timeout(std::time::Duration::from_secs(300));
+    for _ in 0..threads {
+        let _ = release.send(());
+    }
+    assert_eq!(got.unwrap().unwrap(), 384);
 }

@@ -257,3 +257,119 @@ fn the_ranking_numbers_are_the_spec_s() {
         .unwrap();
     assert!(words.hits.len() > 1, "{:?}", paths(&words));
 }
+
+/// The pieces of `text` as harness-fs's index_text makes them with the embedder asked piece
+/// after piece (the way a file was cut before its pieces were embedded side by side): ranges,
+/// vectors (`None` for a single token refused).
+fn one_by_one(e: &Embedder, params: &Params, text: &str) -> Vec<(String, Option<Vec<f32>>)> {
+    let mut embed = |piece: &str, _tokens: usize| e.embed(piece);
+    harness_fs::chunk::index_text(
+        e.counter(),
+        text,
+        params.piece_tokens,
+        params.overlap_tokens,
+        &mut embed,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|ix| (ix.piece.text(text).to_string(), ix.vector))
+    .collect()
+}
+
+fn assert_same_pieces(
+    got: &harness_search::StoredFile,
+    want: &[(String, Option<Vec<f32>>)],
+    what: &str,
+) {
+    let texts: Vec<&str> = got.pieces.iter().map(|p| p.text.as_str()).collect();
+    let want_texts: Vec<&str> = want.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts, want_texts, "{what}");
+    for (p, (_, v)) in got.pieces.iter().zip(want) {
+        let (a, b) = (p.vector.as_ref().unwrap(), v.as_ref().unwrap());
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{what}: a vector differs by {diff}");
+    }
+}
+
+/// Files cut together ([`harness_search::cut_all`], their new pieces embedded side by side)
+/// get the pieces and vectors of the embedder asked piece after piece, refusals included: with
+/// pieces of 600 tokens (past the model's 510) every first cut is refused by the tokenizer's
+/// count, before any embedding, and split as the embedder's refusal split it.
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn files_cut_together_get_the_pieces_and_vectors_of_one_by_one_embedder() {
+    let e = super::embedder();
+    let long: String = (0..80)
+        .map(|i| format!("Line {i} says something about caches, queues and parsers, number {i}.\n"))
+        .collect();
+    let files = [
+        ("long.md", long.as_str()),
+        ("auth.md", TREE[0].1),
+        ("budget.md", TREE[1].1),
+        ("empty.md", ""),
+    ];
+    for piece_tokens in [480, 600] {
+        let params = Params {
+            piece_tokens,
+            ..Params::embedded().unwrap()
+        };
+        let known = harness_search::Known::default();
+        let jobs: Vec<_> = files.iter().map(|&(p, t)| (&known, p, t)).collect();
+        let cuts = harness_search::cut_all(Some(&e), &params, &jobs).unwrap();
+        assert_eq!(cuts.len(), files.len());
+        for (c, (path, text)) in cuts.iter().zip(files) {
+            let want = one_by_one(&e, &params, text);
+            assert_same_pieces(c.file(), &want, &format!("{path} at {piece_tokens}"));
+        }
+        let long_pieces = cuts[0].file().pieces.len();
+        if piece_tokens == 600 {
+            // Refused and split: more pieces than windows of 600.
+            assert!(long_pieces >= 3, "{long_pieces}");
+        }
+    }
+}
+
+/// [`Index::update_all`] leaves the index [`Index::update`] file after file leaves, and says
+/// the same of each file (unchanged, pieces, embedded, reused).
+#[test]
+#[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+fn updating_all_at_once_is_updating_one_after_the_other_embedder() {
+    let e = std::sync::Arc::new(super::embedder());
+    let params = Params::embedded().unwrap();
+    let open = || Index::open_shared(MemoryStore::new(), Some(e.clone()), params.clone()).unwrap();
+    let (mut together, mut apart) = (open(), open());
+    let changed: Vec<(&str, String)> = TREE
+        .iter()
+        .map(|&(p, t)| (p, t.replace("account", "profile")))
+        .collect();
+    for round in [
+        TREE.to_vec(),
+        // One changed, one as it was, one new.
+        vec![
+            (TREE[0].0, changed[0].1.as_str()),
+            TREE[1],
+            ("docs/new.md", "A new page about the budget's approval."),
+        ],
+    ] {
+        let got = together.update_all(&round).unwrap();
+        let want: Vec<_> = round
+            .iter()
+            .map(|(p, t)| apart.update(p, t).unwrap())
+            .collect();
+        assert_eq!(got, want);
+    }
+    assert_eq!(together.piece_count(), apart.piece_count());
+    for q in ["failed sign-in", "money for hosting", "approval"] {
+        assert_eq!(
+            together
+                .search(q, 10, Ranking::Combined, &|_| true)
+                .unwrap(),
+            apart.search(q, 10, Ranking::Combined, &|_| true).unwrap(),
+            "{q}"
+        );
+    }
+}
