@@ -586,7 +586,10 @@ fn a_chat_streams_the_answer_as_safe_markdown_with_code_to_copy() {
             "return document.querySelector('#title').getBoundingClientRect().width",
         )
         .await;
-        assert!(width.as_f64().unwrap() > 250.0, "the title is {width} px wide");
+        assert!(
+            width.as_f64().unwrap() > 250.0,
+            "the title is {width} px wide"
+        );
         shot(c, "chat-streamed-phone").await;
         find(c, "main .menu").await.click().await.unwrap();
         until(
