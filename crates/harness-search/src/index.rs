@@ -896,6 +896,28 @@ pub fn cut_all(
     Ok(out)
 }
 
+/// `text`'s pieces by the model's tokenizer, each vector answered by `embed` (`path` names the
+/// file in an error).
+fn token_pieces(
+    embedder: &Embedder,
+    params: &Params,
+    path: &str,
+    text: &str,
+    embed: &mut harness_fs::chunk::Embed<'_>,
+) -> Result<Vec<harness_fs::chunk::Indexed>> {
+    index_text(
+        embedder.counter(),
+        text,
+        params.piece_tokens,
+        params.overlap_tokens,
+        embed,
+    )
+    .map_err(|source| Error::Chunk {
+        path: path.to_string(),
+        source,
+    })
+}
+
 /// A file's pieces by the model's tokenizer, before its new pieces are embedded ([`cut_all`]).
 struct Plan {
     /// The pieces; a vector left empty is one to embed.
@@ -930,17 +952,7 @@ fn plan(
         embedded += 1;
         Ok(Vec::new())
     };
-    let indexed = index_text(
-        embedder.counter(),
-        text,
-        params.piece_tokens,
-        params.overlap_tokens,
-        &mut embed,
-    )
-    .map_err(|source| Error::Chunk {
-        path: path.to_string(),
-        source,
-    })?;
+    let indexed = token_pieces(embedder, params, path, text, &mut embed)?;
     Ok(Plan {
         pieces: indexed.len(),
         indexed,
@@ -1037,17 +1049,7 @@ fn cut_one_by_one(
                 update.embedded += 1;
                 Ok(v)
             };
-            let indexed = index_text(
-                embedder.counter(),
-                text,
-                params.piece_tokens,
-                params.overlap_tokens,
-                &mut embed,
-            )
-            .map_err(|source| Error::Chunk {
-                path: path.to_string(),
-                source,
-            })?;
+            let indexed = token_pieces(embedder, params, path, text, &mut embed)?;
             for ix in indexed {
                 let piece_text = ix.piece.text(text);
                 let (start_line, end_line) = lines.of(ix.piece.byte_start, ix.piece.byte_end);
