@@ -442,7 +442,7 @@ async fn session_loop(
             Read::Cycle(l) => {
                 mode = next_mode(mode);
                 let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
-                drain(&mut out_rx, &mut view, &spinner);
+                mode = await_mode(&mut out_rx, &mut view, &spinner, mode).await;
                 initial = l;
                 continue;
             }
@@ -573,7 +573,7 @@ async fn session_loop(
             Line::Mode(Some(m)) => {
                 mode = m;
                 let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
-                drain(&mut out_rx, &mut view, &spinner);
+                mode = await_mode(&mut out_rx, &mut view, &spinner, mode).await;
                 continue;
             }
             Line::Compact => {
@@ -945,14 +945,28 @@ fn waiting_label(out: &Out) -> Option<String> {
 }
 
 /// Shows what arrived while idle (a mode change, a job's wake-up).
-fn drain(rx: &mut mpsc::UnboundedReceiver<Out>, view: &mut View, spinner: &Spinner) {
-    // The driver answers a mode change at once; give it a moment.
-    std::thread::sleep(Duration::from_millis(20));
-    while let Ok(out) = rx.try_recv() {
+/// After a mode change was asked: draws what the driver sends until it says the mode it is in
+/// now, and answers that mode. The driver answers at once; the wait is bounded so that one gone
+/// quiet cannot hold the prompt (then the mode asked for stands).
+async fn await_mode(
+    rx: &mut mpsc::UnboundedReceiver<Out>,
+    view: &mut View,
+    spinner: &Spinner,
+    asked: Mode,
+) -> Mode {
+    let deadline = tokio::time::Instant::now() + MODE_ANSWER_WAIT;
+    while let Ok(Some(out)) = tokio::time::timeout_at(deadline, rx.recv()).await {
         spinner.stop();
         view.show(&out);
+        if let Out::Event(Event::ModeChanged { mode }) = out {
+            return mode;
+        }
     }
+    asked
 }
+
+/// The longest a mode change waits for the driver's answer before the prompt comes back.
+const MODE_ANSWER_WAIT: Duration = Duration::from_secs(2);
 
 /// How outputs are drawn on the terminal.
 struct View {
