@@ -974,24 +974,18 @@ fn finish(
     indexed
         .into_iter()
         .map(|ix| {
-            let piece_text = ix.piece.text(text);
-            let hash = sha256(piece_text);
             let vector = match ix.vector {
-                Some(v) if v.is_empty() => Some(
-                    made.get(hash.as_str())
-                        .or_else(|| known.get(&hash))?
-                        .clone(),
-                ),
+                Some(v) if v.is_empty() => {
+                    let hash = sha256(ix.piece.text(text));
+                    Some(
+                        made.get(hash.as_str())
+                            .or_else(|| known.get(&hash))?
+                            .clone(),
+                    )
+                }
                 v => v,
             };
-            let (start_line, end_line) = lines.of(ix.piece.byte_start, ix.piece.byte_end);
-            Some(StoredPiece {
-                hash,
-                start_line,
-                end_line,
-                text: piece_text.to_string(),
-                vector,
-            })
+            Some(lines.piece(text, ix.piece.byte_start, ix.piece.byte_end, vector))
         })
         .collect()
 }
@@ -1004,6 +998,19 @@ impl Lines {
         let mut starts = vec![0];
         starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Lines(starts)
+    }
+
+    /// The piece of `text` at the bytes `start..end` as stored: its hash, lines and text.
+    fn piece(&self, text: &str, start: usize, end: usize, vector: Option<Vec<f32>>) -> StoredPiece {
+        let piece_text = text.get(start..end).unwrap_or("");
+        let (start_line, end_line) = self.of(start, end);
+        StoredPiece {
+            hash: sha256(piece_text),
+            start_line,
+            end_line,
+            text: piece_text.to_string(),
+            vector,
+        }
     }
 
     /// The first and last line (1-based) of the bytes `start..end`.
@@ -1051,15 +1058,7 @@ fn cut_one_by_one(
             };
             let indexed = token_pieces(embedder, params, path, text, &mut embed)?;
             for ix in indexed {
-                let piece_text = ix.piece.text(text);
-                let (start_line, end_line) = lines.of(ix.piece.byte_start, ix.piece.byte_end);
-                pieces.push(StoredPiece {
-                    hash: sha256(piece_text),
-                    start_line,
-                    end_line,
-                    text: piece_text.to_string(),
-                    vector: ix.vector,
-                });
+                pieces.push(lines.piece(text, ix.piece.byte_start, ix.piece.byte_end, ix.vector));
             }
         }
         None => {
@@ -1077,16 +1076,7 @@ fn cut_one_by_one(
                 .chain([text.len()])
                 .collect();
             for (s, e) in ranges {
-                let (bs, be) = (bytes[s], bytes[e]);
-                let piece_text = &text[bs..be];
-                let (start_line, end_line) = lines.of(bs, be);
-                pieces.push(StoredPiece {
-                    hash: sha256(piece_text),
-                    start_line,
-                    end_line,
-                    text: piece_text.to_string(),
-                    vector: None,
-                });
+                pieces.push(lines.piece(text, bytes[s], bytes[e], None));
             }
         }
     }
