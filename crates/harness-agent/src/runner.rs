@@ -123,6 +123,11 @@ pub struct Driver {
     /// Whether the store answers `session_search`.
     searches: bool,
     offering: Offering<'static>,
+    /// The offering's tools as the model is sent them, made once an offering (and shared by
+    /// every request until the offering changes), with the characters they take.
+    specs: std::sync::OnceLock<(Arc<[ToolSpec]>, usize)>,
+    /// The system text, assembled again only when what it is made of changed.
+    assembled: std::sync::Mutex<prompt::Assembled<'static>>,
     personality: Option<String>,
     instructions: Vec<InstructionFile>,
     values: BTreeMap<String, String>,
@@ -335,6 +340,8 @@ impl Driver {
             client: setup.model,
             model_name: setup.model_name,
             offering,
+            specs: std::sync::OnceLock::new(),
+            assembled: std::sync::Mutex::new(prompt::Assembled::new(Spec::embedded())),
             perms,
             world,
             spawner: setup.jobs,
@@ -386,7 +393,18 @@ impl Driver {
             }
             driver.emit(event);
         }
+        driver.prepare();
         Ok(driver)
+    }
+
+    /// Makes what each request sends of the offering (the tools, the system text) before the
+    /// first request, when the offering was made: a session's first request then only shapes
+    /// its messages (200 messages sent at once to new chats spent a quarter of the server's
+    /// time making both).
+    fn prepare(&self) {
+        let _ = self.specs_and_size();
+        // An error here is said by the request that needs the text.
+        let _ = self.system_text();
     }
 
     /// The catalogue's offering for the session as it is now.
@@ -405,7 +423,11 @@ impl Driver {
             loaded: &loaded,
         });
         match made {
-            Ok(o) => self.offering = o,
+            Ok(o) => {
+                self.offering = o;
+                self.specs = std::sync::OnceLock::new();
+                self.prepare();
+            }
             Err(e) => self.notice(Level::Warning, format!("cannot offer the tools: {e}")),
         }
     }
@@ -974,9 +996,11 @@ impl Driver {
         let mut names = self.offering.names();
         names.extend(self.registered.iter().map(|r| r.name.as_str()));
         let plan = self.plan.lock().ok().and_then(|p| p.plan.clone());
-        let text = prompt::assemble(
-            Spec::embedded(),
-            &PromptInput {
+        let text = self
+            .assembled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .text(&PromptInput {
                 project: self.project,
                 kind: self.kind,
                 mode: self.perms.mode(),
@@ -987,8 +1011,7 @@ impl Driver {
                 plan: plan.as_ref(),
                 prototypes: self.prototypes.as_ref(),
                 values: &self.values,
-            },
-        )?;
+            })?;
         Ok(text)
     }
 
@@ -1025,10 +1048,7 @@ impl Driver {
         let percent = LoopConfig::embedded()?.context.compaction.near_full_percent;
         // The tools offered take room too (their schemas as sent, four characters a token).
         let tools: usize = if request.tools && self.client.model().tools {
-            self.tool_specs()
-                .iter()
-                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-                .sum()
+            self.specs_and_size().1
         } else {
             0
         };
@@ -1125,21 +1145,33 @@ impl Driver {
 
     /// The offered tools as the model link sends them (harness-model leaves them out for a
     /// model whose metadata says it calls no tools).
-    fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.offering
-            .tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: t.parameters.clone(),
-            })
-            .chain(self.registered.iter().map(|r| ToolSpec {
-                name: r.name.clone(),
-                description: r.description.clone(),
-                parameters: r.parameters.clone(),
-            }))
-            .collect()
+    fn tool_specs(&self) -> Arc<[ToolSpec]> {
+        self.specs_and_size().0.clone()
+    }
+
+    fn specs_and_size(&self) -> &(Arc<[ToolSpec]>, usize) {
+        self.specs.get_or_init(|| {
+            let specs: Arc<[ToolSpec]> = self
+                .offering
+                .tools
+                .iter()
+                .map(|t| ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                })
+                .chain(self.registered.iter().map(|r| ToolSpec {
+                    name: r.name.clone(),
+                    description: r.description.clone(),
+                    parameters: r.parameters.clone(),
+                }))
+                .collect();
+            let size = specs
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+                .sum();
+            (specs, size)
+        })
     }
 
     async fn call_model(&mut self, request: ModelRequest) -> Result<Input> {
@@ -1152,7 +1184,7 @@ impl Driver {
             tools: if request.tools {
                 self.tool_specs()
             } else {
-                Vec::new()
+                Arc::default()
             },
             tool_choice: if request.tools {
                 None

@@ -5,6 +5,7 @@
 //! history's calls and results as plain text.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 pub use harness_core::message::Message;
 use serde::{Deserialize, Serialize};
@@ -57,9 +58,10 @@ pub enum ToolChoice {
 pub struct ChatRequest {
     /// The conversation.
     pub messages: Vec<Message>,
-    /// The tools offered.
+    /// The tools offered: shared, for a session sends the same ones with each request (a clone
+    /// of the request copies none of them).
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// The tool choice (None: not sent).
     #[serde(default)]
     pub tool_choice: Option<ToolChoice>,
@@ -298,10 +300,27 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
-/// Our estimate of a body's prompt tokens: its characters over `chars_per_token`.
+/// Our estimate of a body's prompt tokens: its characters (as compact JSON) over
+/// `chars_per_token`. Counted as it is written out, without making the text.
 pub fn estimate_tokens(body: &Value, chars_per_token: u64) -> u64 {
-    let chars = body.to_string().chars().count() as u64;
-    chars.div_ceil(chars_per_token.max(1))
+    let mut chars = CharCount(0);
+    // Writing to a counter cannot fail, nor can a `Value` refuse to be written.
+    let _ = serde_json::to_writer(&mut chars, body);
+    chars.0.div_ceil(chars_per_token.max(1))
+}
+
+/// Counts the characters of UTF-8 written to it (every byte but continuation bytes).
+struct CharCount(u64);
+
+impl std::io::Write for CharCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.iter().filter(|b| (**b & 0xC0) != 0x80).count() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Builds the body of one request.
@@ -521,6 +540,16 @@ mod tests {
             assert_eq!(w, wire_id(id, 0));
         }
         assert_ne!(wire_id("x", 0), wire_id("x", 1));
+    }
+
+    #[test]
+    fn the_estimate_counts_the_characters_of_the_compact_body() {
+        let body = json!({"messages": [{"role": "user", "content": "héllo — 日本 \"q\"\n🦀"}],
+            "tools": [{"name": "é", "n": 1.5}], "stream": true});
+        let chars = body.to_string().chars().count() as u64;
+        assert_eq!(estimate_tokens(&body, 1), chars);
+        assert_eq!(estimate_tokens(&body, 4), chars.div_ceil(4));
+        assert_eq!(estimate_tokens(&body, 0), chars);
     }
 
     #[test]

@@ -243,6 +243,10 @@ pub struct ChatRow {
     pub updated: i64,
     /// The run going on, if any.
     pub running: Option<String>,
+    /// The personality preset its user's sessions are built with (`None`: the default), read
+    /// with the row.
+    #[serde(skip)]
+    pub personality: Option<String>,
 }
 
 /// The user's chat `id` (no other user's: theirs is "no such chat").
@@ -266,14 +270,15 @@ async fn row_for_run(app: &App, user: &User, id: &str) -> Result<ChatRow> {
 
 /// The user's chat `id` as stored; `runs`: with the run going on, from the runs' rows.
 async fn row_of(pool: &Db, user: &User, id: &str, runs: bool) -> Result<ChatRow> {
-    let row: Option<(String, String, String, String, i64, i64)> = sqlx::query_as(
-        "SELECT c.id, s.title, c.mode, c.model, c.created, s.updated FROM chats c JOIN agent_sessions s ON s.id = c.id WHERE c.id = $1 AND c.user_id = $2",
+    type Row = (String, String, String, String, i64, i64, Option<String>);
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT c.id, s.title, c.mode, c.model, c.created, s.updated, u.personality FROM chats c JOIN agent_sessions s ON s.id = c.id LEFT JOIN user_settings u ON u.user_id = c.user_id WHERE c.id = $1 AND c.user_id = $2",
     )
     .bind(id)
     .bind(user.id)
     .fetch_optional(pool)
     .await?;
-    let (id, title, mode, model, created, updated) =
+    let (id, title, mode, model, created, updated, personality) =
         row.ok_or_else(|| Error::NotFound(format!("no chat {id}")))?;
     let running: Option<String> = if runs {
         sqlx::query_scalar(
@@ -293,6 +298,7 @@ async fn row_of(pool: &Db, user: &User, id: &str, runs: bool) -> Result<ChatRow>
         created,
         updated,
         running,
+        personality: personality.filter(|p| p != "default"),
     })
 }
 
@@ -407,12 +413,7 @@ pub async fn create(
 /// built again, so what it offers follows what holds (`display`, `page`).
 async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> {
     let page = app.pages.attached(&chat.id);
-    let made = made_of(
-        &chat.model,
-        crate::settings::personality(&app.pool, user.id)
-            .await?
-            .as_deref(),
-    );
+    let made = made_of(&chat.model, chat.personality.as_deref());
     if let Some(l) = app.chats.get(&chat.id)
         && current(&l.run).is_none()
         && ran_elsewhere(app, &chat.id, l.built).await?

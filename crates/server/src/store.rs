@@ -149,6 +149,8 @@ fn refused(job: &Job, error: &str) {
 async fn store_batch(pool: &Db, jobs: &[&Job], lasts: &mut Lasts) -> Result<(), sqlx::Error> {
     use crate::db::Stmt;
     let mut creates = Vec::new();
+    // A session made here has no entry yet: its first entries need no read of its last number.
+    let mut next = Lasts::new();
     let mut saves: Vec<(&str, Stmt)> = Vec::new();
     let mut appends = Vec::new();
     for job in jobs {
@@ -160,16 +162,19 @@ async fn store_batch(pool: &Db, jobs: &[&Job], lasts: &mut Lasts) -> Result<(), 
                 at,
                 model,
                 ..
-            } => creates.push(
-                Stmt::new(
-                    "INSERT INTO agent_sessions (id, user_id, cwd, created, updated, title, model) VALUES ($1, $2, $3, $4, $4, '', $5)",
-                )
-                .text(Some(id))
-                .int(*user_id)
-                .text(Some(place))
-                .int(*at)
-                .text(Some(model)),
-            ),
+            } => {
+                next.insert((id.clone(), *user_id), 0);
+                creates.push(
+                    Stmt::new(
+                        "INSERT INTO agent_sessions (id, user_id, cwd, created, updated, title, model) VALUES ($1, $2, $3, $4, $4, '', $5)",
+                    )
+                    .text(Some(id))
+                    .int(*user_id)
+                    .text(Some(place))
+                    .int(*at)
+                    .text(Some(model)),
+                );
+            }
             Job::Save {
                 id,
                 user_id,
@@ -206,7 +211,6 @@ async fn store_batch(pool: &Db, jobs: &[&Job], lasts: &mut Lasts) -> Result<(), 
     for (_, s) in &saves {
         s.query().execute(&mut *tx).await?;
     }
-    let mut next = Lasts::new();
     let mut rows = Vec::new();
     for (id, user_id, texts) in appends {
         let key = (id.clone(), user_id);

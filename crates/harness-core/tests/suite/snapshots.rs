@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use harness_core::offer::{Holds, OfferContext, offer};
 use harness_core::plan::Plan;
-use harness_core::prompt::{InstructionFile, PromptInput, Prototype, PrototypeHandoff, assemble};
+use harness_core::prompt::{
+    Assembled, InstructionFile, PromptInput, Prototype, PrototypeHandoff, assemble,
+};
 use harness_core::protocol::{Mode, Project, SessionKind};
 use harness_spec::Spec;
 use serde_json::{Value, json};
@@ -116,6 +118,106 @@ fn sample_plan() -> Plan {
             {"title": "Use it in upload()", "status": "doing"}]}]
     }))
     .unwrap()
+}
+
+/// The text kept from one request to the next is [`assemble`]'s for the input of each: a
+/// change of any input (mode, tools, plan, personality, values, ...) gives the new text.
+#[test]
+fn a_kept_system_text_follows_every_change_of_its_input() {
+    let spec = Spec::embedded();
+    let plan = sample_plan();
+    let instructions = [InstructionFile {
+        path: "/home/ana/src/AGENTS.md".into(),
+        text: "Use tabs.".into(),
+    }];
+    let handoff = PrototypeHandoff {
+        instance: "2.0.0".into(),
+        prototypes: vec![Prototype {
+            title: "Pricing page".into(),
+            path: "/home/ana/src/site/proto/pricing.html".into(),
+            description: None,
+        }],
+    };
+    let vals = values();
+    let mut other_vals = vals.clone();
+    other_vals.insert(
+        "memory_entries".into(),
+        "- the user writes British English".into(),
+    );
+    // With a display, so that `show` is offered and the prototypes are put in.
+    let mut c = context(Project::Cli, SessionKind::Agent, Mode::Edit);
+    c.holds.display = true;
+    let offered = offer(spec, &c).unwrap();
+    let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+    // Without the library's tools (the library block goes).
+    let fewer: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !n.starts_with("note") && !n.starts_with("knowledge"))
+        .collect();
+    let base = PromptInput {
+        project: Project::Cli,
+        kind: SessionKind::Agent,
+        mode: Mode::Edit,
+        subagent: None,
+        personality: None,
+        offered: &names,
+        instructions: &[],
+        plan: None,
+        prototypes: None,
+        values: &vals,
+    };
+    let inputs = [
+        base.clone(),
+        base.clone(),
+        PromptInput {
+            mode: Mode::Plan,
+            ..base.clone()
+        },
+        PromptInput {
+            mode: Mode::Plan,
+            plan: Some(&plan),
+            ..base.clone()
+        },
+        PromptInput {
+            personality: Some("concise"),
+            ..base.clone()
+        },
+        PromptInput {
+            offered: &fewer,
+            ..base.clone()
+        },
+        PromptInput {
+            instructions: &instructions,
+            ..base.clone()
+        },
+        PromptInput {
+            values: &other_vals,
+            ..base.clone()
+        },
+        PromptInput {
+            subagent: Some("explore"),
+            ..base.clone()
+        },
+        PromptInput {
+            prototypes: Some(&handoff),
+            ..base.clone()
+        },
+        base.clone(),
+    ];
+    let mut kept = Assembled::new(spec);
+    let mut texts = Vec::new();
+    for input in &inputs {
+        let text = kept.text(input).unwrap();
+        assert_eq!(text, assemble(spec, input).unwrap());
+        texts.push(text);
+    }
+    // Each change above changes the text (the first and the last are the same input).
+    for (i, t) in texts.iter().enumerate().take(texts.len() - 1).skip(2) {
+        assert_ne!(*t, texts[0], "input {i} gave the first text");
+    }
+    assert_eq!(texts[0], texts[1]);
+    assert_eq!(texts[0], texts[texts.len() - 1]);
 }
 
 #[test]

@@ -266,7 +266,8 @@ async fn a_conversation_is_shaped_for_strict_servers() {
             parameters: json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
                 "additionalProperties": false, "properties": {"path": {"type": "string", "description": "Path", "default": "."}},
                 "required": ["path"]}),
-        }],
+        }]
+        .into(),
         tool_choice: Some(ToolChoice::Auto),
         temperature: Some(0.0),
         ..ChatRequest::default()
@@ -708,7 +709,7 @@ async fn effort_tool_choice_and_key_follow_the_server() {
         parameters: json!({"type": "object", "properties": {}}),
     };
     let request = ChatRequest {
-        tools: vec![tool, other],
+        tools: vec![tool, other].into(),
         tool_choice: Some(ToolChoice::Named("read".into())),
         effort: Some("high".into()),
         ..ask("go")
@@ -953,7 +954,8 @@ fn history_with_a_call() -> ChatRequest {
             name: "read".into(),
             description: "Read a file.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         tool_choice: Some(ToolChoice::Auto),
         ..ChatRequest::default()
     }

@@ -88,7 +88,8 @@ async fn real_model_streams_and_completes() {
             name: "read".into(),
             description: "Read a file.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        }],
+        }]
+        .into(),
         tool_choice: Some(ToolChoice::Auto),
         ..ask("Show me src/main.rs")
     };

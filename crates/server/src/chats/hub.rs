@@ -267,6 +267,17 @@ impl Hub {
         }
     }
 
+    /// Makes the log ready to number events (on SQLite, reads the last id given and reserves
+    /// the first block of ids): at the start, so that the first events do not wait for it (200
+    /// messages sent at once to a server just started all waited for the one reservation, in
+    /// the line of the database's writers).
+    pub async fn ready(&self) -> Result<()> {
+        if self.shared {
+            return Ok(());
+        }
+        self.reserve_more().await
+    }
+
     /// Reads the last id given (at the start) and reserves the next block of ids.
     async fn reserve_more(&self) -> Result<()> {
         let _one = self.reserving.lock().await;
