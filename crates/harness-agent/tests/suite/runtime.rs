@@ -592,6 +592,10 @@ async fn a_manager_runs_several_sessions_at_once() {
     let (got_a, got_b) = tokio::join!(until_end(&mut outa), until_end(&mut outb));
     assert_eq!(text(&got_a), "from a");
     assert_eq!(text(&got_b), "from b");
+    // Sessions offered the same tools send one shared copy of them.
+    let (sent_a, sent_b) = (a.requests(), b.requests());
+    assert!(!sent_a[0].tools.is_empty());
+    assert!(Arc::ptr_eq(&sent_a[0].tools, &sent_b[0].tools));
     assert_eq!(manager.ids().len(), 2);
     assert!(manager.close(&ida).await.unwrap().is_ok());
     assert!(!manager.send(&ida, Ctl::Op(Op::Cancel)));
