@@ -5,7 +5,7 @@
 //! history's calls and results as plain text.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 pub use harness_core::message::Message;
 use serde::{Deserialize, Serialize};
@@ -323,6 +323,35 @@ impl std::io::Write for CharCount {
     }
 }
 
+/// A tool as the wire takes it, its schema kept to `keys`.
+fn tool_json(t: &ToolSpec, keys: &[String]) -> Value {
+    json!({"type": "function", "function": {
+        "name": t.name,
+        "description": t.description,
+        "parameters": plain_schema(&t.parameters, keys),
+    }})
+}
+
+/// A set of tools shaped for the wire, kept while the set is in use: a session sends the same
+/// set with each of its requests (and sessions offered the same tools share one set), so each
+/// is shaped once, not at every request.
+fn shaped_tools(tools: &Arc<[ToolSpec]>, keys: &[String]) -> Arc<Vec<Value>> {
+    type Shaped = (Weak<[ToolSpec]>, Vec<String>, Arc<Vec<Value>>);
+    static SHAPED: Mutex<Vec<Shaped>> = Mutex::new(Vec::new());
+    let mut shaped = SHAPED.lock().unwrap_or_else(PoisonError::into_inner);
+    // A set still held is never freed (nor its place reused) while it is kept here.
+    shaped.retain(|(set, _, _)| set.strong_count() > 0);
+    if let Some((_, _, wire)) = shaped
+        .iter()
+        .find(|(set, k, _)| std::ptr::addr_eq(set.as_ptr(), Arc::as_ptr(tools)) && k == keys)
+    {
+        return wire.clone();
+    }
+    let wire = Arc::new(tools.iter().map(|t| tool_json(t, keys)).collect::<Vec<_>>());
+    shaped.push((Arc::downgrade(tools), keys.to_vec(), wire.clone()));
+    wire
+}
+
 /// Builds the body of one request.
 pub fn shape_request(
     quirks: &Quirks,
@@ -479,16 +508,16 @@ pub fn shape_request(
             }
             Some(ToolChoice::None) | None => None,
         };
-        let tools: Vec<Value> = tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": plain_schema(&t.parameters, &rules.schema_keys),
-                }})
-            })
-            .collect();
+        let tools: Vec<Value> = if tools.len() == request.tools.len() {
+            shaped_tools(&request.tools, &rules.schema_keys)
+                .as_ref()
+                .clone()
+        } else {
+            tools
+                .iter()
+                .map(|t| tool_json(t, &rules.schema_keys))
+                .collect()
+        };
         body.insert("tools".into(), Value::Array(tools));
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
@@ -550,6 +579,32 @@ mod tests {
         assert_eq!(estimate_tokens(&body, 1), chars);
         assert_eq!(estimate_tokens(&body, 4), chars.div_ceil(4));
         assert_eq!(estimate_tokens(&body, 0), chars);
+    }
+
+    #[test]
+    fn a_set_of_tools_is_shaped_once_for_each_set_of_schema_keys() {
+        let set: Arc<[ToolSpec]> = vec![ToolSpec {
+            name: "fetch".into(),
+            description: "Fetches a page.".into(),
+            parameters: json!({"type": "object", "properties": {
+                "url": {"type": ["string", "null"], "format": "uri"}}}),
+        }]
+        .into();
+        let keys = |k: &[&str]| -> Vec<String> { k.iter().map(|s| (*s).to_owned()).collect() };
+        let (rich, plain) = (
+            keys(&["type", "properties", "format"]),
+            keys(&["type", "properties"]),
+        );
+        let a = shaped_tools(&set, &rich);
+        let b = shaped_tools(&set, &plain);
+        assert!(Arc::ptr_eq(&a, &shaped_tools(&set, &rich)));
+        let url = |w: &Arc<Vec<Value>>| w[0]["function"]["parameters"]["properties"]["url"].clone();
+        assert_eq!(url(&a), json!({"type": "string", "format": "uri"}));
+        assert_eq!(url(&b), json!({"type": "string"}));
+        // An equal set made anew is shaped alike; each is what shaping one tool gives.
+        let again: Arc<[ToolSpec]> = set.to_vec().into();
+        assert_eq!(*shaped_tools(&again, &rich), *a);
+        assert_eq!(a[0], tool_json(&set[0], &rich));
     }
 
     #[test]
