@@ -169,26 +169,6 @@ pub struct Driver {
     job_wait: Option<std::time::Duration>,
 }
 
-/// One copy of each set of tool specs in use: sessions offered the same tools (a server's
-/// chats) share it, instead of keeping one each (about 120 kB a session).
-fn shared_specs(specs: Vec<ToolSpec>) -> Arc<[ToolSpec]> {
-    static SETS: Mutex<Vec<std::sync::Weak<[ToolSpec]>>> = Mutex::new(Vec::new());
-    let mut sets = SETS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    sets.retain(|set| set.strong_count() > 0);
-    if let Some(same) = sets
-        .iter()
-        .filter_map(std::sync::Weak::upgrade)
-        .find(|set| **set == *specs)
-    {
-        return same;
-    }
-    let set: Arc<[ToolSpec]> = specs.into();
-    sets.push(Arc::downgrade(&set));
-    set
-}
-
 /// The built-in subagents (`prompts/agents/`).
 pub const AGENTS: &[&str] = &["explore", "general"];
 
@@ -1186,7 +1166,7 @@ impl Driver {
                     parameters: r.parameters.clone(),
                 }))
                 .collect();
-            let specs = shared_specs(specs);
+            let specs = harness_model::shape::shared_tools(specs);
             let size = specs
                 .iter()
                 .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())

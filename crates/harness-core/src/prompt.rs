@@ -276,35 +276,23 @@ impl OwnedInput {
         }
     }
 
-    /// Whether `input` is this one (every field compared: a field added to [`PromptInput`]
-    /// must be added here).
+    /// Whether `input` is this one ([`OwnedInput::of`] names every field of [`PromptInput`];
+    /// each is compared here).
     fn is(&self, input: &PromptInput<'_>) -> bool {
-        let PromptInput {
-            project,
-            kind,
-            mode,
-            subagent,
-            personality,
-            offered,
-            instructions,
-            plan,
-            prototypes,
-            values,
-        } = *input;
-        self.project == project
-            && self.kind == kind
-            && self.mode == mode
-            && self.subagent.as_deref() == subagent
-            && self.personality.as_deref() == personality
+        self.project == input.project
+            && self.kind == input.kind
+            && self.mode == input.mode
+            && self.subagent.as_deref() == input.subagent
+            && self.personality.as_deref() == input.personality
             && self
                 .offered
                 .iter()
                 .map(String::as_str)
-                .eq(offered.iter().copied())
-            && self.instructions == instructions
-            && self.plan.as_ref() == plan
-            && self.prototypes.as_ref() == prototypes
-            && self.values == *values
+                .eq(input.offered.iter().copied())
+            && self.instructions == input.instructions
+            && self.plan.as_ref() == input.plan
+            && self.prototypes.as_ref() == input.prototypes
+            && self.values == *input.values
     }
 }
 

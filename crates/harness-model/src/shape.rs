@@ -323,6 +323,25 @@ impl std::io::Write for CharCount {
     }
 }
 
+/// One copy of each set of tools in use: sessions offered the same tools (a server's chats)
+/// share it, instead of keeping one each (about 120 kB a session), and it is shaped for the
+/// wire once.
+pub fn shared_tools(tools: Vec<ToolSpec>) -> Arc<[ToolSpec]> {
+    static SETS: Mutex<Vec<Weak<[ToolSpec]>>> = Mutex::new(Vec::new());
+    let mut sets = SETS.lock().unwrap_or_else(PoisonError::into_inner);
+    sets.retain(|set| set.strong_count() > 0);
+    if let Some(same) = sets
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|set| **set == *tools)
+    {
+        return same;
+    }
+    let set: Arc<[ToolSpec]> = tools.into();
+    sets.push(Arc::downgrade(&set));
+    set
+}
+
 /// A tool as the wire takes it, its schema kept to `keys`.
 fn tool_json(t: &ToolSpec, keys: &[String]) -> Value {
     json!({"type": "function", "function": {
@@ -605,6 +624,10 @@ mod tests {
         let again: Arc<[ToolSpec]> = set.to_vec().into();
         assert_eq!(*shaped_tools(&again, &rich), *a);
         assert_eq!(a[0], tool_json(&set[0], &rich));
+        // Equal sets come back from `shared_tools` as one, another set as itself.
+        let one = shared_tools(set.to_vec());
+        assert!(Arc::ptr_eq(&one, &shared_tools(set.to_vec())));
+        assert!(!Arc::ptr_eq(&one, &shared_tools(Vec::new())));
     }
 
     #[test]
