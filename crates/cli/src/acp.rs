@@ -31,10 +31,9 @@ pub fn run(settings: Settings) -> Result<ExitCode> {
         ),
     };
     let host = Arc::new(CliHost { settings });
-    runtime.block_on(async {
-        crate::process::end_on_signals();
+    runtime.block_on(crate::process::ending_on_signals(async {
         harness_acp::serve_stream(host, info, tokio::io::stdin(), tokio::io::stdout()).await
-    })?;
+    }))?;
     Ok(ExitCode::SUCCESS)
 }
 

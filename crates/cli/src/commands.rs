@@ -177,17 +177,15 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
             if prompt.trim().is_empty() {
                 bail!("the prompt is empty");
             }
-            runtime.block_on(async {
-                crate::process::end_on_signals();
+            runtime.block_on(crate::process::ending_on_signals(async {
                 let parts = session::build(&settings, args.resume.as_deref()).await?;
                 oneshot::run(parts, prompt, settings.output, answers, args.job_wait).await
-            })
+            }))
         }
-        None => runtime.block_on(async {
-            crate::process::end_on_signals();
+        None => runtime.block_on(crate::process::ending_on_signals(async {
             let parts = session::build(&settings, args.resume.as_deref()).await?;
             crate::interactive::run(settings.clone(), parts).await
-        }),
+        })),
     }
 }
 

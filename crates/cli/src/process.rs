@@ -536,9 +536,16 @@ pub fn end_left_by(id: &str) -> usize {
     end_marked(SESSION_VAR, id, true)
 }
 
-/// Ends everything this process started when it is told to end (SIGTERM, SIGHUP), then exits
-/// as the signal would (128 + its number). Needs a tokio runtime.
-pub fn end_on_signals() {
+/// The exit code of the signal being handled (128 + its number), once one came; 0 before.
+static ENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Runs `work`, and ends everything this process started when it is told to end (SIGTERM,
+/// SIGHUP), then exits as the signal would (128 + its number). Once a signal came, the end of
+/// `work` is not the process's: ending a command can let the run go on and finish before the
+/// handler is done, and the process then still exits as the signal says, not with the run's
+/// status. Needs a tokio runtime.
+pub async fn ending_on_signals<T>(work: impl std::future::Future<Output = T>) -> T {
+    use std::sync::atomic::Ordering;
     use tokio::signal::unix::{SignalKind, signal};
     for (kind, code) in [(SignalKind::terminate(), 143), (SignalKind::hangup(), 129)] {
         let Ok(mut s) = signal(kind) else {
@@ -546,11 +553,19 @@ pub fn end_on_signals() {
         };
         tokio::spawn(async move {
             if s.recv().await.is_some() {
+                // Before anything is ended: what ending it lets finish sees the signal.
+                ENDING.store(code, Ordering::SeqCst);
                 let _ = tokio::task::spawn_blocking(end_all).await;
                 std::process::exit(code);
             }
         });
     }
+    let out = work.await;
+    if ENDING.load(Ordering::SeqCst) != 0 {
+        // The handler exits the process.
+        std::future::pending::<()>().await;
+    }
+    out
 }
 
 fn signal_group(pid: u32, sig: rustix::process::Signal) {

@@ -950,6 +950,42 @@ async fn no_process_outlives_its_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_decides_the_exit_even_when_the_run_ends_first() {
+    // At SIGTERM the command's shell ends at once, so the run goes on to its end, while a child
+    // that ignores SIGTERM holds the handler for its grace period before SIGKILL: llembas still
+    // exits as the signal says, and nothing it started is left.
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "(trap '' TERM; echo $BASHPID > stubborn.pid; sleep 44) & echo $$ > sh.pid; sleep 45", "timeout": 600}),
+        ),
+        text(&["Back again."]),
+    ])
+    .await
+    .unwrap();
+    let mut child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
+        .spawn()
+        .unwrap();
+    let shell = pid_in(&sb, "sh.pid").await;
+    let stubborn = pid_in(&sb, "stubborn.pid").await;
+    let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(
+        !alive(shell),
+        "the command's shell outlived a SIGTERM of llembas"
+    );
+    assert!(
+        !alive(stubborn),
+        "a child ignoring SIGTERM outlived llembas"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_session_ends_what_a_killed_run_left_and_says_the_call_was_interrupted() {
     let sb = Sandbox::new();
     let (server, mut child, pid) = long_command(&sb, "k.pid", 43).await;
