@@ -918,6 +918,13 @@ async fn long_command(
     (server, child, pid)
 }
 
+/// Sends SIGTERM to a llembas process and waits for its end.
+async fn terminated(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+    let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
+    child.wait().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_process_outlives_its_run() {
     // A command that leaves a process behind answers at once; the run's end ends it.
@@ -942,9 +949,7 @@ async fn no_process_outlives_its_run() {
     // SIGTERM: llembas ends its command's processes and exits as the signal says.
     let (_server, mut child, fg) = long_command(&sb, "fg.pid", 42).await;
     assert!(alive(fg));
-    let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
-    rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
-    let status = child.wait().await.unwrap();
+    let status = terminated(&mut child).await;
     assert_eq!(status.code(), Some(143), "{status:?}");
     assert!(!alive(fg), "the command outlived a SIGTERM of llembas");
 }
@@ -971,9 +976,7 @@ async fn a_signal_decides_the_exit_even_when_the_run_ends_first() {
         .unwrap();
     let shell = pid_in(&sb, "sh.pid").await;
     let stubborn = pid_in(&sb, "stubborn.pid").await;
-    let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
-    rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
-    let status = child.wait().await.unwrap();
+    let status = terminated(&mut child).await;
     assert_eq!(status.code(), Some(143), "{status:?}");
     assert!(
         !alive(shell),
