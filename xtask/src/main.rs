@@ -14,6 +14,7 @@ use serde_json::Value;
 
 mod bench_server;
 mod bench_tokens;
+mod disk;
 mod pyodide;
 mod real_model;
 mod runners;
@@ -160,11 +161,13 @@ fn test() -> Result<ExitCode> {
         ),
     ];
     let mut failed = Vec::new();
+    disk::report("start");
     pyodide::install_for_tests();
     for (name, args) in steps {
         if !cargo(args)? {
             failed.push(name);
         }
+        disk::report(&format!("after {name}"));
     }
     if !real_model_tests()? {
         failed.push("real-model");
@@ -186,6 +189,7 @@ fn test() -> Result<ExitCode> {
     if code != ExitCode::SUCCESS {
         failed.push("conformance");
     }
+    disk::report("end");
     if failed.is_empty() {
         println!("test suite: all steps passed");
         Ok(ExitCode::SUCCESS)
