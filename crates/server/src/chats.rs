@@ -27,7 +27,7 @@ const BROADCAST_CAPACITY: usize = 4096;
 mod hub;
 mod shared;
 pub use hub::{Hub, flush};
-pub use shared::{Act, keep_leases, listen};
+pub use shared::{Act, answer_ask, keep_leases, listen, record_ask};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
@@ -564,6 +564,8 @@ async fn pump(
         // while the question waits closes the call with a result, not a turn without it.
         app.transcripts.flush().await;
     }
+    // What a page is asked to answer (on a shared database recorded before the page hears of it).
+    let mut asked = None;
     let mut value = match &o {
         Out::Event(e) => serde_json::to_value(e).map_err(|e| Error::Stored(e.to_string()))?,
         Out::Edit {
@@ -590,6 +592,7 @@ async fn pump(
                 )?),
                 None => None,
             };
+            asked = ask.clone().map(|id| (id, crate::page::AskKind::Question));
             json!({"type": "question", "call_id": call_id, "question": question, "options": options, "ask": ask})
         }
         Out::Show {
@@ -617,12 +620,16 @@ async fn pump(
                 }
                 None => None,
             };
+            asked = ask.clone().map(|id| (id, crate::page::AskKind::Show));
             json!({"type": "show", "call_id": call_id, "path": path, "title": title, "kind": kind, "language": language, "line": line, "ask": ask})
         }
         Out::ToolOutput { call_id, text } => {
             json!({"type": "tool_output", "call_id": call_id, "text": text})
         }
     };
+    if let Some((id, kind)) = asked {
+        record_ask(app, &id, user_id, chat, run_id.as_deref(), kind).await?;
+    }
     if let Out::Event(Event::ToolCallAsked { call_id, .. }) = &o {
         let id = random_id()?;
         crate::db::execute(
@@ -679,7 +686,13 @@ async fn end_run(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -
             .text(Some(run)),
     )
     .await?;
-    say_ended(app, user_id, chat, run, status).await
+    let said = say_ended(app, user_id, chat, run, status).await;
+    // Nothing waits for them now; a row left behind only takes room (an answer to it is refused,
+    // its run having ended).
+    if let Err(e) = shared::forget_asks(app, run).await {
+        eprintln!("llembas-server: forgetting the asks of the run {run}: {e}");
+    }
+    said
 }
 
 /// Runs a statement that writes the runs' rows: on SQLite in order with the events, a moment
@@ -879,6 +892,8 @@ pub fn carry_out(app: &App, act: &Act) -> Result<()> {
             call_id: call_id.clone(),
             answer: answer_of(answer, note.clone())?,
         }),
+        // Read from the database first: `shared::take_reply`.
+        Act::Reply { .. } => return Ok(()),
         Act::Mode { mode, .. } => Ctl::Op(Op::SetMode {
             mode: mode
                 .parse::<Mode>()

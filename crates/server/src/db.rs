@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 7] = match backend {
+    let steps: [(i64, &str, &'static str); 8] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -84,6 +84,11 @@ fn migrator(backend: Backend) -> Migrator {
                 7,
                 "user_settings",
                 include_str!("../migrations/sqlite/0007_user_settings.sql"),
+            ),
+            (
+                8,
+                "asks",
+                include_str!("../migrations/sqlite/0008_asks.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -121,6 +126,11 @@ fn migrator(backend: Backend) -> Migrator {
                 7,
                 "user_settings",
                 include_str!("../migrations/postgres/0007_user_settings.sql"),
+            ),
+            (
+                8,
+                "asks",
+                include_str!("../migrations/postgres/0008_asks.sql"),
             ),
         ],
     };

@@ -13,10 +13,13 @@
 //! - a `python` run: `POST /api/python/{id}` with the run's result ([`crate::python`]).
 //!
 //! The asks live in memory: a run does not outlive its process, and a restart marks it
-//! interrupted.
+//! interrupted. On a database several processes share, each ask also has a row in its `asks`
+//! table, so that a page connected to another process can answer it: the row decides which
+//! answer counts, and the answer goes to the process whose run waits
+//! ([`crate::chats::answer_ask`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use harness_agent::Ctl;
 use tokio::sync::{mpsc, oneshot};
@@ -36,6 +39,22 @@ pub enum AskKind {
 }
 
 impl AskKind {
+    /// Its name in the `asks` table of a shared database.
+    pub fn name(self) -> &'static str {
+        match self {
+            AskKind::Question => "question",
+            AskKind::Show => "show",
+            AskKind::Python => "python",
+        }
+    }
+
+    /// The kind named `name` ([`AskKind::name`]).
+    pub fn named(name: &str) -> Option<AskKind> {
+        [AskKind::Question, AskKind::Show, AskKind::Python]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+
     fn noun(self) -> &'static str {
         match self {
             AskKind::Question => "question",
@@ -73,6 +92,17 @@ struct Inner {
 #[derive(Default)]
 pub struct Pages {
     inner: Mutex<Inner>,
+    /// Where the ids of asks answered for want of a page go (on a shared database, to be marked
+    /// answered in its `asks` table: see [`Pages::on_settle`]).
+    settled: OnceLock<mpsc::UnboundedSender<String>>,
+}
+
+/// The error for an answer that finds nothing waiting.
+pub fn not_waiting(kind: AskKind, id: &str) -> Error {
+    Error::NotFound(format!(
+        "no {} {id} waits for an answer (answered already, or its run ended)",
+        kind.noun()
+    ))
 }
 
 /// A page of a chat, open while this lives (an event stream holds it).
@@ -143,12 +173,26 @@ impl Pages {
                 .map(|(id, _)| id.clone())
                 .collect();
             ids.into_iter()
-                .filter_map(|id| inner.asks.remove(&id))
+                .filter_map(|id| inner.asks.remove(&id).map(|a| (id, a)))
                 .collect::<Vec<_>>()
         };
-        for a in gone {
+        for (id, a) in gone {
+            if let Some(settled) = self.settled.get() {
+                let _ = settled.send(id);
+            }
             answer(a.answerer, a.call_id, None);
         }
+    }
+
+    /// Sends to `tx`, from now on, the id of every ask answered because no page of its chat is
+    /// left open, so that an answer to it reaching another process is refused as well.
+    pub fn on_settle(&self, tx: mpsc::UnboundedSender<String>) {
+        let _ = self.settled.set(tx);
+    }
+
+    /// Whether the ask `id` waits here.
+    pub fn waits(&self, id: &str) -> bool {
+        self.lock().asks.contains_key(id)
     }
 
     /// Waits for a page's answer: the ask's id.
@@ -190,10 +234,7 @@ impl Pages {
             }
         };
         let Some(a) = ask else {
-            return Err(Error::NotFound(format!(
-                "no {} {id} waits for an answer (answered already, or its run ended)",
-                kind.noun()
-            )));
+            return Err(not_waiting(kind, id));
         };
         answer(a.answerer, a.call_id, value);
         Ok(())

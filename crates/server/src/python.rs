@@ -136,6 +136,19 @@ impl PageWorld {
             Ok(id) => id,
             Err(e) => return ToolOutcome::error(&call.id, e.to_string()),
         };
+        let run = app.chats.run_of(chat);
+        let recorded = crate::chats::record_ask(
+            &app,
+            &ask,
+            self.link.user_id,
+            chat,
+            run.as_deref(),
+            AskKind::Python,
+        )
+        .await;
+        if let Err(e) = recorded {
+            return ToolOutcome::error(&call.id, e.to_string());
+        }
         let event = json!({
             "type": "python",
             "call_id": call.id,
@@ -146,7 +159,6 @@ impl PageWorld {
             "timeout": a.get("timeout").and_then(Value::as_u64),
             "cwd": self.inner.place(),
         });
-        let run = app.chats.run_of(chat);
         if let Err(e) = app
             .hub
             .append(self.link.user_id, chat, run.as_deref(), event)

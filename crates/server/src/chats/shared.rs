@@ -2,19 +2,22 @@
 //! runs it (a lease in its `runs` row, renewed while it runs, taken over as interrupted once it
 //! runs out), and what one process must tell the others goes by PostgreSQL's `LISTEN/NOTIFY`:
 //! the events it stored (so a page connected to another process sees them) and the person's
-//! acts on a chat another process runs (stop, an approval's answer, a mode). Nothing else runs
-//! beside the database. What a run waits for from a page of its chat (a `question`'s answer,
-//! `show`, `python`) is answered through the process that runs it (see [`crate::page`]).
+//! acts on a chat another process runs (stop, an approval's answer, a page's answer, a mode).
+//! Nothing else runs beside the database. What a run waits for from a page of its chat (a
+//! `question`'s answer, `show`, `python`) has a row in the `asks` table, which takes the first
+//! answer whichever process it reaches (see [`crate::page`]).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sqlx::postgres::PgListener;
 
 use super::hub::EVENTS_CHANNEL;
 use crate::App;
 use crate::db::now;
 use crate::error::{Error, Result};
+use crate::page::AskKind;
 
 /// The channel of the person's acts on chats: [`Act`] as JSON.
 pub const ACTS_CHANNEL: &str = "llembas_acts";
@@ -41,6 +44,14 @@ pub enum Act {
         /// What the person said with a `no`.
         note: Option<String>,
     },
+    /// A page answered an ask of the chat's run: the answer is in the ask's row of `asks`
+    /// (a notice holds at most 8,000 bytes; a `python` run's result may be longer).
+    Reply {
+        /// The chat.
+        chat: String,
+        /// The ask.
+        ask: String,
+    },
     /// The chat's mode changed.
     Mode {
         /// The chat.
@@ -54,7 +65,10 @@ impl Act {
     /// The chat it is for.
     pub fn chat(&self) -> &str {
         match self {
-            Act::Stop { chat, .. } | Act::Answer { chat, .. } | Act::Mode { chat, .. } => chat,
+            Act::Stop { chat, .. }
+            | Act::Answer { chat, .. }
+            | Act::Reply { chat, .. }
+            | Act::Mode { chat, .. } => chat,
         }
     }
 }
@@ -84,6 +98,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
         .await
         .map_err(|e| Error::Database(format!("{}: {e}", crate::db::shown_url(&url))))?;
     listener.listen_all([EVENTS_CHANNEL, ACTS_CHANNEL]).await?;
+    settle_asks(&app);
     let mut closed = app.closed.subscribe();
     tokio::spawn(async move {
         loop {
@@ -101,7 +116,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             };
             let result = match notice.channel() {
                 EVENTS_CHANNEL => events_notice(&app, notice.payload()).await,
-                _ => acts_notice(&app, notice.payload()),
+                _ => acts_notice(&app, notice.payload()).await,
             };
             if let Err(e) = result {
                 eprintln!("llembas-server: database notices: {e}");
@@ -112,7 +127,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
 }
 
 /// `INSTANCE ACT`: a person's act on a chat, carried out here when another process sent it.
-fn acts_notice(app: &App, payload: &str) -> Result<()> {
+async fn acts_notice(app: &App, payload: &str) -> Result<()> {
     let (from, act) = payload
         .split_once(' ')
         .ok_or_else(|| Error::Stored(format!("an act notice {payload:?}")))?;
@@ -121,7 +136,133 @@ fn acts_notice(app: &App, payload: &str) -> Result<()> {
     }
     let act = serde_json::from_str::<Act>(act)
         .map_err(|e| Error::Stored(format!("an act on a chat: {e}")))?;
-    super::carry_out(app, &act)
+    match &act {
+        Act::Reply { ask, .. } => take_reply(app, ask).await,
+        _ => super::carry_out(app, &act),
+    }
+}
+
+/// Records the ask `id` of a run of `chat` in the `asks` table of a shared database (before the
+/// page hears of it), so that a page connected to any process can answer it. On SQLite the
+/// process's own [`crate::page::Pages`] is all there is.
+pub async fn record_ask(
+    app: &App,
+    id: &str,
+    user_id: i64,
+    chat: &str,
+    run: Option<&str>,
+    kind: AskKind,
+) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO asks (id, user_id, chat_id, run_id, kind) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(chat)
+    .bind(run)
+    .bind(kind.name())
+    .execute(&app.pool)
+    .await?;
+    Ok(())
+}
+
+/// Answers the user's ask `id` of `kind` with what the page sent (`None`: nothing, as a viewer
+/// that did not open). Another user's ask, one answered already and one whose run ended are
+/// "no such" (404). On a shared database the ask's row takes the first answer, whichever
+/// process it reaches, and the process whose run waits for it is told.
+pub async fn answer_ask(
+    app: &App,
+    user_id: i64,
+    id: &str,
+    kind: AskKind,
+    value: Option<Value>,
+) -> Result<()> {
+    if !app.hub.shared() {
+        return app.pages.answer(user_id, id, kind, value);
+    }
+    let text = serde_json::to_string(&value).map_err(|e| Error::Stored(e.to_string()))?;
+    let chat: Option<String> = sqlx::query_scalar(
+        "UPDATE asks SET answered = 1, answer = $1 \
+         WHERE id = $2 AND user_id = $3 AND kind = $4 AND answered = 0 \
+         AND run_id IN (SELECT id FROM runs WHERE status = 'running') RETURNING chat_id",
+    )
+    .bind(text)
+    .bind(id)
+    .bind(user_id)
+    .bind(kind.name())
+    .fetch_optional(&app.pool)
+    .await?;
+    let Some(chat) = chat else {
+        return Err(crate::page::not_waiting(kind, id));
+    };
+    if app.pages.waits(id) {
+        return app.pages.answer(user_id, id, kind, value);
+    }
+    let reply = Act::Reply {
+        chat,
+        ask: id.to_owned(),
+    };
+    publish(app, &reply).await
+}
+
+/// Another process took a page's answer to the ask `ask`: if it waits here, the answer is read
+/// from its row and given to it.
+async fn take_reply(app: &App, ask: &str) -> Result<()> {
+    if !app.pages.waits(ask) {
+        return Ok(());
+    }
+    let row: Option<(i64, String, Option<String>)> =
+        sqlx::query_as("SELECT user_id, kind, answer FROM asks WHERE id = $1")
+            .bind(ask)
+            .fetch_optional(&app.pool)
+            .await?;
+    let Some((user_id, kind, Some(answer))) = row else {
+        return Ok(());
+    };
+    let kind = AskKind::named(&kind)
+        .ok_or_else(|| Error::Stored(format!("the ask {ask} has an unknown kind {kind:?}")))?;
+    let value: Option<Value> = serde_json::from_str(&answer)
+        .map_err(|e| Error::Stored(format!("the answer to the ask {ask}: {e}")))?;
+    match app.pages.answer(user_id, ask, kind, value) {
+        // Answered here meanwhile, for want of a page.
+        Err(Error::NotFound(_)) => Ok(()),
+        other => other,
+    }
+}
+
+/// Marks answered in `asks` what this process answers for want of a page (a `show` or a
+/// `python` run once no page of its chat is open), so that a late answer through another process
+/// is refused as it is here.
+fn settle_asks(app: &Arc<App>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    app.pages.on_settle(tx);
+    let pool = app.pool.clone();
+    tokio::spawn(async move {
+        while let Some(id) = rx.recv().await {
+            let marked = sqlx::query("UPDATE asks SET answered = 1 WHERE id = $1")
+                .bind(&id)
+                .execute(&pool)
+                .await;
+            if let Err(e) = marked {
+                eprintln!("llembas-server: marking the ask {id} answered: {e}");
+            }
+        }
+    });
+}
+
+/// Forgets the asks of the run `run`, ended (a late answer finds no row: "no such").
+pub async fn forget_asks(app: &App, run: &str) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    sqlx::query("DELETE FROM asks WHERE run_id = $1")
+        .bind(run)
+        .execute(&app.pool)
+        .await?;
+    Ok(())
 }
 
 /// `INSTANCE USER FIRST LAST`: another process stored these events of the user.

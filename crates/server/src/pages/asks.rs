@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::App;
 use crate::auth::{Authed, Body};
+use crate::chats::answer_ask;
 use crate::error::{Error, Result};
 use crate::page::AskKind;
 
@@ -46,12 +47,14 @@ async fn question(
     if answer.is_empty() {
         return Err(Error::BadRequest("the answer is empty".into()));
     }
-    app.pages.answer(
+    answer_ask(
+        &app,
         user.id,
         &id,
         AskKind::Question,
         Some(Value::String(answer.to_owned())),
-    )?;
+    )
+    .await?;
     Ok(Json(json!({"question": id})))
 }
 
@@ -67,7 +70,7 @@ async fn show(
     Body(body): Body<ShowBody>,
 ) -> Result<Json<Value>> {
     let value = body.opened.then(|| Value::String("opened".into()));
-    app.pages.answer(user.id, &id, AskKind::Show, value)?;
+    answer_ask(&app, user.id, &id, AskKind::Show, value).await?;
     Ok(Json(json!({"show": id})))
 }
 
@@ -82,7 +85,6 @@ async fn python(
             "the run's result must be a JSON object".into(),
         ));
     }
-    app.pages
-        .answer(user.id, &id, AskKind::Python, Some(body))?;
+    answer_ask(&app, user.id, &id, AskKind::Python, Some(body)).await?;
     Ok(Json(json!({"python": id})))
 }

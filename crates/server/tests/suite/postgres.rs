@@ -4,8 +4,8 @@
 //! removes its directory when the test binary ends. On it: the chat suite's flows (through
 //! [`super::chats`]), both migration trees giving one schema, two processes racing a fresh
 //! database's migrations, and two server processes serving one user: a run started through
-//! one, streamed, answered and stopped through the other, and taken over as interrupted when
-//! its process dies.
+//! one, streamed, answered and stopped through the other, its question answered through the
+//! other, and taken over as interrupted when its process dies.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt as _;
@@ -355,6 +355,70 @@ async fn two_server_processes_serve_one_user_a_run_of_one_followed_answered_and_
         2,
         "one transcript with both turns: {kinds:?}"
     );
+}
+
+/// What the last tool result said to the model, in a request's body.
+fn last_tool_result(body: &serde_json::Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_else(|| panic!("no tool result in {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_of_a_run_of_one_process_is_answered_once_through_the_other() {
+    let url = Postgres::get().database("asks").await;
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "q1",
+            "question",
+            json!({"question": "Which colour?", "options": ["red", "green"]}),
+        ),
+        text(&["Green ", "it is."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let on_db = ["--database-url", url.as_str()];
+    add_user_on(dir.path(), &on_db, "alice", "alice-password");
+    add_user_on(dir.path(), &on_db, "bob", "bob-password");
+    let p = pair(dir.path(), &url, &model.base_url());
+    let mut on_a = p.a.login("alice", "alice-password").await;
+    let mut on_b = p.b.login("alice", "alice-password").await;
+    let mut bob_on_b = p.b.login("bob", "bob-password").await;
+
+    // The page is B's; the chat's run is A's.
+    let mut stream = on_b.events(None).await;
+    let chat = on_a.chat().await;
+    let run = on_a.say(&chat, "pick a colour").await;
+    let asked = stream.until(|e| e.kind() == "question").await;
+    let ask = asked.last().unwrap().data["event"]["ask"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = |answer: &str| json!({ "answer": answer });
+    let (status, body) = bob_on_b
+        .post(&format!("/api/questions/{ask}"), answer("red"))
+        .await;
+    assert_eq!(status, 404, "no question of bob's: {body}");
+    let (status, body) = on_b
+        .post(&format!("/api/questions/{ask}"), answer("green"))
+        .await;
+    assert_eq!(status, 200, "answered through B: {body}");
+    // The first answer counts, whichever process the second reaches.
+    for client in [&mut on_a, &mut on_b] {
+        let (status, body) = client
+            .post(&format!("/api/questions/{ask}"), answer("red"))
+            .await;
+        assert_eq!(status, 404, "answered already: {body}");
+    }
+    let seen = stream.until(run_end(&run)).await;
+    assert_eq!(seen.last().unwrap().data["event"]["status"], "finished");
+    let said = last_tool_result(&model.bodies()[1]);
+    assert!(said.contains("green") && !said.contains("red"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
