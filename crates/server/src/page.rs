@@ -92,9 +92,24 @@ struct Inner {
 #[derive(Default)]
 pub struct Pages {
     inner: Mutex<Inner>,
-    /// Where the ids of asks answered for want of a page go (on a shared database, to be marked
-    /// answered in its `asks` table: see [`Pages::on_settle`]).
-    settled: OnceLock<mpsc::UnboundedSender<String>>,
+    /// Where the asks answered for want of a page go (on a shared database, to be marked
+    /// answered in its `asks` table before their run hears: see [`Pages::on_settle`]).
+    settled: OnceLock<mpsc::UnboundedSender<Settled>>,
+}
+
+/// An ask answered for want of a page: nobody is left to open a `show`'s file or run `python`.
+pub struct Settled {
+    /// The ask's id.
+    pub id: String,
+    answerer: Answerer,
+    call_id: String,
+}
+
+impl Settled {
+    /// Tells the run that nobody answered.
+    pub fn answer(self) {
+        answer(self.answerer, self.call_id, None);
+    }
 }
 
 /// The error for an answer that finds nothing waiting.
@@ -177,16 +192,26 @@ impl Pages {
                 .collect::<Vec<_>>()
         };
         for (id, a) in gone {
-            if let Some(settled) = self.settled.get() {
-                let _ = settled.send(id);
+            let settled = Settled {
+                id,
+                answerer: a.answerer,
+                call_id: a.call_id,
+            };
+            match self.settled.get() {
+                Some(tx) => {
+                    if let Err(unsent) = tx.send(settled) {
+                        unsent.0.answer();
+                    }
+                }
+                None => settled.answer(),
             }
-            answer(a.answerer, a.call_id, None);
         }
     }
 
-    /// Sends to `tx`, from now on, the id of every ask answered because no page of its chat is
-    /// left open, so that an answer to it reaching another process is refused as well.
-    pub fn on_settle(&self, tx: mpsc::UnboundedSender<String>) {
+    /// Sends to `tx`, from now on, every ask to be answered because no page of its chat is left
+    /// open, instead of answering it: the receiver marks it answered where an answer reaching
+    /// another process is refused as well, then answers it ([`Settled::answer`]).
+    pub fn on_settle(&self, tx: mpsc::UnboundedSender<Settled>) {
         let _ = self.settled.set(tx);
     }
 

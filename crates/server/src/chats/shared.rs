@@ -17,7 +17,7 @@ use super::hub::EVENTS_CHANNEL;
 use crate::App;
 use crate::db::now;
 use crate::error::{Error, Result};
-use crate::page::AskKind;
+use crate::page::{AskKind, Settled};
 
 /// The channel of the person's acts on chats: [`Act`] as JSON.
 pub const ACTS_CHANNEL: &str = "llembas_acts";
@@ -234,21 +234,25 @@ async fn take_reply(app: &App, ask: &str) -> Result<()> {
 }
 
 /// Marks answered in `asks` what this process answers for want of a page (a `show` or a
-/// `python` run once no page of its chat is open), so that a late answer through another process
-/// is refused as it is here.
+/// `python` run once no page of its chat is open), then answers it: a late answer through
+/// another process is refused as it is here, from before the run goes on.
 fn settle_asks(app: &Arc<App>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Settled>();
     app.pages.on_settle(tx);
     let pool = app.pool.clone();
     tokio::spawn(async move {
-        while let Some(id) = rx.recv().await {
+        while let Some(settled) = rx.recv().await {
             let marked = sqlx::query("UPDATE asks SET answered = 1 WHERE id = $1")
-                .bind(&id)
+                .bind(&settled.id)
                 .execute(&pool)
                 .await;
             if let Err(e) = marked {
-                eprintln!("llembas-server: marking the ask {id} answered: {e}");
+                eprintln!(
+                    "llembas-server: marking the ask {} answered: {e}",
+                    settled.id
+                );
             }
+            settled.answer();
         }
     });
 }

@@ -340,7 +340,7 @@ async fn the_view_route_gives_levels_of_the_users_own_view_only() {
 }
 
 /// The event stream of a page showing `chat` (it holds the chat's page while it is open).
-async fn page_stream(c: &Client, chat: &str) -> super::Events {
+pub(super) async fn page_stream(c: &Client, chat: &str) -> super::Events {
     let resp = c
         .http
         .get(format!("{}/api/events?chat={chat}", c.base))

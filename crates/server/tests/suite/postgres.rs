@@ -5,7 +5,8 @@
 //! [`super::chats`]), both migration trees giving one schema, two processes racing a fresh
 //! database's migrations, and two server processes serving one user: a run started through
 //! one, streamed, answered and stopped through the other, its question answered through the
-//! other, and taken over as interrupted when its process dies.
+//! other (once), a `show` settled when its page went refused through the other, and taken over
+//! as interrupted when its process dies.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt as _;
@@ -419,6 +420,51 @@ async fn a_question_of_a_run_of_one_process_is_answered_once_through_the_other()
     assert_eq!(seen.last().unwrap().data["event"]["status"], "finished");
     let said = last_tool_result(&model.bodies()[1]);
     assert!(said.contains("green") && !said.contains("red"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_show_answered_when_its_page_went_is_refused_through_the_other_process() {
+    let url = Postgres::get().database("settled").await;
+    let model = ScriptedServer::start(vec![
+        tool_call("s1", "show", json!({"path": "notes.md"})),
+        text(&["Still ", "going"]).stalling(),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    add_user_on(
+        dir.path(),
+        &["--database-url", &url],
+        "alice",
+        "alice-password",
+    );
+    std::fs::write(dir.path().join("files/home/alice/notes.md"), "# Notes\n").unwrap();
+    let p = pair(dir.path(), &url, &model.base_url());
+    let mut on_a = p.a.login("alice", "alice-password").await;
+    let mut on_b = p.b.login("alice", "alice-password").await;
+
+    // A page of the chat is open on A, which runs it (so `show` is offered); B streams too.
+    let mut stream = on_b.events(None).await;
+    let chat = on_a.chat().await;
+    let page = super::pages::page_stream(&on_a, &chat).await;
+    let run = on_a.say(&chat, "show me my notes").await;
+    let shown = stream.until(|e| e.kind() == "show").await;
+    let show = &shown.last().unwrap().data["event"];
+    let (ask, call) = (show["ask"].as_str().unwrap(), show["call_id"].clone());
+    // The page goes: the call answers that the viewer is gone, and its ask is settled for
+    // every process before the run goes on.
+    drop(page);
+    stream
+        .until(|e| e.kind() == "tool_call_finished" && e.data["event"]["result"]["call_id"] == call)
+        .await;
+    let (status, body) = on_b
+        .post(&format!("/api/shows/{ask}"), json!({"opened": true}))
+        .await;
+    assert_eq!(status, 404, "answered already, for want of a page: {body}");
+    let (status, body) = on_b.post(&format!("/api/runs/{run}/stop"), json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    let end = stream.until(run_end(&run)).await;
+    assert_eq!(end.last().unwrap().data["event"]["status"], "stopped");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
