@@ -20,7 +20,7 @@ use serde_json::json;
 use sqlx::Connection as _;
 
 use super::process::{Process, add_user_on};
-use super::{run_end, text, tool_call};
+use super::{Client, run_end, text, tool_call};
 
 /// The test binary's PostgreSQL server.
 pub struct Postgres {
@@ -252,23 +252,41 @@ async fn two_processes_racing_a_fresh_databases_migrations_both_start() {
 }
 
 /// Two server processes on one database and one data directory.
+/// Two server processes on one fresh database and one data directory (leases of 2 s), with
+/// alice signed in on each.
 struct Pair {
     a: Process,
     b: Process,
+    on_a: Client,
+    on_b: Client,
+    dir: tempfile::TempDir,
 }
 
-fn pair(data: &Path, url: &str, model: &str) -> Pair {
-    let args = ["--database-url", url, "--run-lease", "2"];
+/// [`Pair`] on the fresh database `name` against `model`; `others` (name, password) are made
+/// users beside alice.
+async fn pair(name: &str, model: &ScriptedServer, others: &[(&str, &str)]) -> Pair {
+    let url = Postgres::get().database(name).await;
+    let dir = tempfile::tempdir().unwrap();
+    for (user, password) in [("alice", "alice-password")].iter().chain(others) {
+        add_user_on(dir.path(), &["--database-url", &url], user, password);
+    }
+    let args = ["--database-url", url.as_str(), "--run-lease", "2"];
+    let a = Process::start_with(dir.path(), &model.base_url(), &args);
+    let b = Process::start_with(dir.path(), &model.base_url(), &args);
+    let on_a = a.login("alice", "alice-password").await;
+    let on_b = b.login("alice", "alice-password").await;
     Pair {
-        a: Process::start_with(data, model, &args),
-        b: Process::start_with(data, model, &args),
+        a,
+        b,
+        on_a,
+        on_b,
+        dir,
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_server_processes_serve_one_user_a_run_of_one_followed_answered_and_stopped_through_the_other()
  {
-    let url = Postgres::get().database("pair").await;
     let model = ScriptedServer::start(vec![
         tool_call(
             "c1",
@@ -280,16 +298,13 @@ async fn two_server_processes_serve_one_user_a_run_of_one_followed_answered_and_
     ])
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    add_user_on(
-        dir.path(),
-        &["--database-url", &url],
-        "alice",
-        "alice-password",
-    );
-    let p = pair(dir.path(), &url, &model.base_url());
-    let mut on_a = p.a.login("alice", "alice-password").await;
-    let mut on_b = p.b.login("alice", "alice-password").await;
+    let Pair {
+        mut on_a,
+        mut on_b,
+        dir,
+        a: _a,
+        b: _b,
+    } = pair("pair", &model, &[]).await;
 
     // The stream is B's; the chat and its run are A's.
     let mut stream = on_b.events(None).await;
@@ -371,7 +386,6 @@ fn last_tool_result(body: &serde_json::Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_of_a_run_of_one_process_is_answered_once_through_the_other() {
-    let url = Postgres::get().database("asks").await;
     let model = ScriptedServer::start(vec![
         tool_call(
             "q1",
@@ -382,14 +396,9 @@ async fn a_question_of_a_run_of_one_process_is_answered_once_through_the_other()
     ])
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let on_db = ["--database-url", url.as_str()];
-    add_user_on(dir.path(), &on_db, "alice", "alice-password");
-    add_user_on(dir.path(), &on_db, "bob", "bob-password");
-    let p = pair(dir.path(), &url, &model.base_url());
-    let mut on_a = p.a.login("alice", "alice-password").await;
-    let mut on_b = p.b.login("alice", "alice-password").await;
+    let p = pair("asks", &model, &[("bob", "bob-password")]).await;
     let mut bob_on_b = p.b.login("bob", "bob-password").await;
+    let (mut on_a, mut on_b) = (p.on_a, p.on_b);
 
     // The page is B's; the chat's run is A's.
     let mut stream = on_b.events(None).await;
@@ -424,24 +433,20 @@ async fn a_question_of_a_run_of_one_process_is_answered_once_through_the_other()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_show_answered_when_its_page_went_is_refused_through_the_other_process() {
-    let url = Postgres::get().database("settled").await;
     let model = ScriptedServer::start(vec![
         tool_call("s1", "show", json!({"path": "notes.md"})),
         text(&["Still ", "going"]).stalling(),
     ])
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    add_user_on(
-        dir.path(),
-        &["--database-url", &url],
-        "alice",
-        "alice-password",
-    );
+    let Pair {
+        mut on_a,
+        mut on_b,
+        dir,
+        a: _a,
+        b: _b,
+    } = pair("settled", &model, &[]).await;
     std::fs::write(dir.path().join("files/home/alice/notes.md"), "# Notes\n").unwrap();
-    let p = pair(dir.path(), &url, &model.base_url());
-    let mut on_a = p.a.login("alice", "alice-password").await;
-    let mut on_b = p.b.login("alice", "alice-password").await;
 
     // A page of the chat is open on A, which runs it (so `show` is offered); B streams too.
     let mut stream = on_b.events(None).await;
@@ -469,20 +474,16 @@ async fn a_show_answered_when_its_page_went_is_refused_through_the_other_process
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_process_dies_is_taken_over_as_interrupted_by_the_other() {
-    let url = Postgres::get().database("takeover").await;
     let model = ScriptedServer::start(vec![text(&["Never ", "ends"]).stalling()])
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    add_user_on(
-        dir.path(),
-        &["--database-url", &url],
-        "alice",
-        "alice-password",
-    );
-    let Pair { a, b } = pair(dir.path(), &url, &model.base_url());
-    let mut on_a = a.login("alice", "alice-password").await;
-    let mut on_b = b.login("alice", "alice-password").await;
+    let Pair {
+        a,
+        b: _b,
+        mut on_a,
+        mut on_b,
+        dir: _dir,
+    } = pair("takeover", &model, &[]).await;
     let mut stream = on_b.events(None).await;
     let chat = on_a.chat().await;
     let run = on_a.say(&chat, "talk").await;
