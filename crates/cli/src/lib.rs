@@ -16,6 +16,7 @@ pub mod memory_api;
 pub mod oneshot;
 pub mod process;
 pub mod render;
+pub mod sandbox;
 pub mod session;
 pub mod settings;
 pub mod store;

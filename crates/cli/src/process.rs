@@ -16,6 +16,7 @@ use harness_agent::OutputSink;
 use harness_agent::output::HeldOutput;
 use tokio::sync::{Notify, watch};
 
+pub use crate::sandbox::{Sandbox, landlock_works};
 pub use harness_agent::Exit;
 
 /// How often output waiting to be shown is passed on.
@@ -40,113 +41,6 @@ fn run_mark() -> &'static str {
     })
 }
 
-/// The OS sandbox of a session's commands: a Landlock ruleset made once (writes only under the
-/// writable roots, reads everywhere but the unreadable paths, the network as the policy says),
-/// applied in each child before it runs the command.
-pub struct Sandbox {
-    ruleset: landlock::RulesetCreated,
-    refused_note: String,
-}
-
-impl std::fmt::Debug for Sandbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox").finish_non_exhaustive()
-    }
-}
-
-/// The Landlock version asked for (best effort: an older kernel enforces what it knows).
-const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V5;
-
-/// Whether this kernel enforces Landlock: tried on a thread of its own, which ends.
-pub fn landlock_works() -> bool {
-    use landlock::{
-        AccessFs, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus,
-        path_beneath_rules,
-    };
-    std::thread::spawn(|| {
-        let read = AccessFs::from_read(LANDLOCK_ABI);
-        let status = Ruleset::default()
-            .handle_access(read)
-            .and_then(|r| r.create())
-            .and_then(|r| r.add_rules(path_beneath_rules(["/"], read)))
-            .and_then(|r| r.restrict_self());
-        matches!(status, Ok(s) if s.ruleset != RulesetStatus::NotEnforced)
-    })
-    .join()
-    .unwrap_or(false)
-}
-
-/// The paths a command may read, as Landlock rules (it grants, never denies): `/`, opened up
-/// along the way to each unreadable path so that everything beside them is granted and they
-/// are not; the directories on the way get only listing.
-fn read_roots(unreadable: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    fn walk(dir: &Path, denied: &[PathBuf], full: &mut Vec<PathBuf>, list: &mut Vec<PathBuf>) {
-        if denied.iter().any(|d| d == dir) {
-            return;
-        }
-        if !denied.iter().any(|d| d.starts_with(dir)) {
-            full.push(dir.to_path_buf());
-            return;
-        }
-        list.push(dir.to_path_buf());
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            walk(&e.path(), denied, full, list);
-        }
-    }
-    let denied: Vec<PathBuf> = unreadable
-        .iter()
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .collect();
-    let (mut full, mut list) = (Vec::new(), Vec::new());
-    walk(Path::new("/"), &denied, &mut full, &mut list);
-    (full, list)
-}
-
-impl Sandbox {
-    /// The sandbox of `c`, made once for a session.
-    pub fn new(
-        c: &harness_permission::sandbox::Confinement,
-        refused_note: &str,
-    ) -> Result<Sandbox> {
-        use landlock::{
-            Access as _, AccessFs, AccessNet, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _,
-            path_beneath_rules,
-        };
-        let all = AccessFs::from_all(LANDLOCK_ABI);
-        let read = AccessFs::from_read(LANDLOCK_ABI);
-        let unreadable: Vec<PathBuf> = c.unreadable.iter().map(PathBuf::from).collect();
-        let (readable, listable) = read_roots(&unreadable);
-        let writable: Vec<PathBuf> = c
-            .writable
-            .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect();
-        let mut ruleset = Ruleset::default().handle_access(all)?;
-        if !c.network {
-            ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
-        }
-        let ruleset = ruleset
-            .create()?
-            .add_rules(path_beneath_rules(&readable, read))?
-            .add_rules(path_beneath_rules(&listable, AccessFs::ReadDir))?
-            .add_rules(path_beneath_rules(&writable, all))?;
-        Ok(Sandbox {
-            ruleset,
-            refused_note: refused_note.to_owned(),
-        })
-    }
-
-    /// The note for the result of a sandboxed command that failed with a permission error.
-    pub fn note_for(&self, output: &str, exit: Exit) -> Option<&str> {
-        let refused =
-            output.contains("Permission denied") || output.contains("Operation not permitted");
-        (exit != Exit::Code(0) && refused).then_some(self.refused_note.as_str())
-    }
-}
-
 /// A session's commands: their session (for [`end_left_by`]), their sandbox, and where they
 /// spill their output, `<dir>/<n>.out`, numbered as they start.
 #[derive(Debug, Default)]
@@ -155,6 +49,7 @@ pub struct SpillDir {
     session: String,
     next: std::sync::atomic::AtomicU32,
     sandbox: Option<Sandbox>,
+    hidden: Vec<String>,
 }
 
 impl SpillDir {
@@ -165,6 +60,7 @@ impl SpillDir {
             session: String::new(),
             next: std::sync::atomic::AtomicU32::new(1),
             sandbox: None,
+            hidden: Vec::new(),
         }
     }
 
@@ -176,6 +72,14 @@ impl SpillDir {
             sandbox,
             ..SpillDir::new(Some(dir))
         }
+    }
+
+    /// The same, its commands started without the environment variables `hidden` (the keys
+    /// the harness itself uses: a command has no business with the model's key).
+    #[must_use]
+    pub fn hiding(mut self, hidden: Vec<String>) -> SpillDir {
+        self.hidden = hidden;
+        self
     }
 
     /// The sandbox its commands run in (unless the person approved them).
@@ -192,6 +96,22 @@ impl SpillDir {
     pub fn next(&self) -> Option<PathBuf> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.dir.as_ref().map(|d| d.join(format!("{n}.out")))
+    }
+}
+
+/// Starts the command in a session of its own, which makes it the leader of its own process
+/// group (stopped as one) and leaves it no controlling terminal: it cannot open `/dev/tty` to
+/// read the person's keys or push its own into llembas's prompt.
+#[allow(unsafe_code)]
+fn new_session(cmd: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the child between fork and exec, and calls only `setsid`,
+    // which is async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
     }
 }
 
@@ -230,12 +150,8 @@ pub fn spawn(
     stream: Option<OutputSink>,
 ) -> Result<Running> {
     let spill = owner.next();
-    let mut ruleset = match owner.sandbox() {
-        Some(s) if confined => Some(
-            s.ruleset
-                .try_clone()
-                .context("cannot prepare the sandbox for the command")?,
-        ),
+    let confine = match owner.sandbox() {
+        Some(s) if confined => Some(s.for_command()?),
         _ => None,
     };
     let limits = harness_agent::output::OutputLimits::embedded()?;
@@ -253,18 +169,19 @@ pub fn spawn(
         .env("GIT_TERMINAL_PROMPT", "0")
         .env(RUN_VAR, run_mark())
         .env(SESSION_VAR, owner.session())
-        .process_group(0)
         .kill_on_drop(false);
-    let mut child = match ruleset.take() {
-        // Landlock confines the thread that asks and what it starts: a thread of its own, which
-        // ends after starting the command, confines only the command.
-        Some(ruleset) => {
+    for var in &owner.hidden {
+        cmd.env_remove(var);
+    }
+    new_session(&mut cmd);
+    let mut child = match confine {
+        // The sandbox confines the thread that asks and what it starts: a thread of its own,
+        // which ends after starting the command, confines only the command.
+        Some(confine) => {
             let runtime = tokio::runtime::Handle::current();
             std::thread::spawn(move || {
                 let _in_runtime = runtime.enter();
-                ruleset
-                    .restrict_self()
-                    .context("cannot put the command in the sandbox")?;
+                confine.enter()?;
                 let child = cmd.spawn().context("cannot start bash");
                 drop(cmd);
                 child

@@ -116,11 +116,14 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             (meta, Some(entries))
         }
     };
-    exec.spill = Arc::new(crate::process::SpillDir::for_session(
-        store.dir(&meta.id).join("output"),
-        &meta.id,
-        sandbox(settings, &root)?,
-    ));
+    exec.spill = Arc::new(
+        crate::process::SpillDir::for_session(
+            store.dir(&meta.id).join("output"),
+            &meta.id,
+            sandbox(settings, &root)?,
+        )
+        .hiding(settings.key_variables.clone()),
+    );
     if resume.is_some() {
         let ended = crate::process::end_left_by(&meta.id);
         if ended > 0 {

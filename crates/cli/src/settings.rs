@@ -126,6 +126,8 @@ pub struct Settings {
     pub sandbox: Option<bool>,
     /// Whether sandboxed commands may use the network (`None`: the spec's default).
     pub sandbox_network: Option<bool>,
+    /// The variables that hold the model's key, kept from the commands' environment.
+    pub key_variables: Vec<String>,
 }
 
 /// Reads a mode's name as the person typed it.
@@ -168,6 +170,14 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
     }
 
     let model = resolve_model(args, env, &config, &dirs)?;
+    let key_variables = harness_model::settings::key_variables(
+        &model_flags(args),
+        &harness_model::settings::EndpointTable {
+            endpoints: &config.endpoints,
+            default: config.default_endpoint.as_deref(),
+            file: "",
+        },
+    );
     let (mut sandbox, sandbox_network) = match config.sandbox {
         None => (None, None),
         Some(SandboxConfig::Switch(on)) => (Some(on), None),
@@ -182,6 +192,7 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
     Ok(Settings {
         sandbox,
         sandbox_network,
+        key_variables,
         model,
         mode,
         cwd,
@@ -192,18 +203,22 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
     })
 }
 
+fn model_flags(args: &Args) -> harness_model::settings::ModelFlags {
+    harness_model::settings::ModelFlags {
+        endpoint: args.endpoint.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+    }
+}
+
 fn resolve_model(
     args: &Args,
     env: &dyn Env,
     config: &ConfigFile,
     dirs: &Dirs,
 ) -> Result<std::result::Result<ModelSettings, String>> {
-    let flags = harness_model::settings::ModelFlags {
-        endpoint: args.endpoint.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        api_key_env: args.api_key_env.clone(),
-    };
+    let flags = model_flags(args);
     let file = dirs.config_file.display().to_string();
     let table = harness_model::settings::EndpointTable {
         endpoints: &config.endpoints,

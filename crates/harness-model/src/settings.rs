@@ -113,6 +113,25 @@ fn setup(message: String) -> Error {
     Error::Setup(message)
 }
 
+/// The variables that may hold a model server's key: `OPENAI_API_KEY`, the one `--api-key-env`
+/// names and every endpoint's `api_key_env`, each once. A front end keeps them out of the
+/// environment of the commands it runs: the key is the harness's, not the model's.
+pub fn key_variables(flags: &ModelFlags, table: &EndpointTable<'_>) -> Vec<String> {
+    let mut vars = vec!["OPENAI_API_KEY".to_owned()];
+    let named = flags.api_key_env.iter().chain(
+        table
+            .endpoints
+            .values()
+            .filter_map(|e| e.api_key_env.as_ref()),
+    );
+    for var in named {
+        if !vars.contains(var) {
+            vars.push(var.clone());
+        }
+    }
+    vars
+}
+
 /// Merges flags, environment and the config file's endpoints. `Ok(None)`: no model server is
 /// named anywhere (the front end says [`NO_MODEL`] when it needs one).
 pub fn resolve(
