@@ -107,11 +107,17 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         &home_dir(),
         settings.rules.clone(),
     );
-    let store = Store::new(settings.dirs.sessions());
+    let mut store = Store::new(settings.dirs.sessions());
     let (meta, resume) = match resume {
-        None => (store.create(&root, &name)?, None),
+        None => {
+            let meta = store.create(&root, &name)?;
+            store.hold(&meta.id)?;
+            (meta, None)
+        }
         Some(id) => {
             let meta = store.find(id, &root)?;
+            // Held before anything of it is read or ended: another process may be running it.
+            store.hold(&meta.id)?;
             let entries = read_transcript(&store.transcript(&meta.id))?;
             (meta, Some(entries))
         }

@@ -15,11 +15,16 @@ use anyhow::{Context as _, Result};
 
 pub use harness_agent::Meta;
 
-/// The sessions directory.
+/// The sessions directory, and the session this process holds (see [`Store::hold`]).
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    held: Option<std::sync::Arc<std::fs::File>>,
 }
+
+/// How long a session that this very process still holds (a session just left, whose driver
+/// is ending) is waited for before it is refused.
+const OWN_HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A short stable hex digest of a text (an instance id from a path).
 pub fn short_hash(text: &str) -> String {
@@ -37,7 +42,50 @@ pub use harness_agent::time::{format_time, now};
 impl Store {
     /// The store under `root` (created when the first session is).
     pub fn new(root: PathBuf) -> Store {
-        Store { root }
+        Store { root, held: None }
+    }
+
+    /// Holds the session `id` for this process, as long as this store (or a clone) lives: an
+    /// exclusive OS lock on its `lock` file, which the system releases however the process
+    /// ends. Refused, naming the process that holds it, while another does: two processes on one
+    /// session would run its calls twice and interleave its transcript.
+    pub fn hold(&mut self, id: &str) -> Result<()> {
+        use std::io::{Read as _, Seek as _, Write as _};
+        let path = self.dir(id).join("lock");
+        let mut file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let deadline = std::time::Instant::now() + OWN_HOLD_WAIT;
+        loop {
+            if file.try_lock().is_ok() {
+                break;
+            }
+            let mut holder = String::new();
+            let _ = file.rewind().and_then(|()| file.read_to_string(&mut holder));
+            let holder = holder.trim();
+            let ours = holder == std::process::id().to_string();
+            if !ours || std::time::Instant::now() >= deadline {
+                let who = if holder.is_empty() {
+                    "another process".to_owned()
+                } else {
+                    format!("process {holder}")
+                };
+                anyhow::bail!(
+                    "session {id} is open in another llembas ({who}): end that one first, or start a new session"
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        self.held = Some(std::sync::Arc::new(file));
+        Ok(())
     }
 
     /// A new session's directory and metadata.

@@ -1670,3 +1670,38 @@ async fn the_model_is_a_config_option() {
     let bodies = server.bodies();
     assert_eq!(bodies.last().unwrap()["model"], "other", "{bodies:?}");
 }
+
+/// `session/load` of a session another llembas is running is refused with the text naming it,
+/// and leaves that run alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_a_session_another_process_runs_is_refused() {
+    use agent_client_protocol::v1::schema::LoadSessionRequest;
+    let sb = Sandbox::new();
+    let (_server, mut first, _fg) = super::oneshot::long_command(&sb, "fg.pid", 44).await;
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let holder = first.id().unwrap();
+    let server = ScriptedServer::start(vec![]).await.unwrap();
+    let root = sb.root();
+    plain_client(&sb, &server.base_url(), async move |cx| {
+        let err = cx
+            .send_request(LoadSessionRequest::new(id.clone(), root))
+            .block_task()
+            .await
+            .unwrap_err();
+        let text = format!("{err:?}");
+        assert!(
+            text.contains(&format!(
+                "session {id} is open in another llembas (process {holder})"
+            )),
+            "{text}"
+        );
+        Ok(())
+    })
+    .await;
+    let status = super::oneshot::terminated(&mut first).await;
+    assert_eq!(status.code(), Some(143), "{status:?}");
+}

@@ -895,7 +895,7 @@ async fn pid_in(sb: &Sandbox, file: &str) -> i32 {
 
 /// A one-shot run whose model starts a long command writing its pid to `file`: the server, the
 /// running llembas and the command's pid.
-async fn long_command(
+pub(super) async fn long_command(
     sb: &Sandbox,
     file: &str,
     seconds: u32,
@@ -919,7 +919,7 @@ async fn long_command(
 }
 
 /// Sends SIGTERM to a llembas process and waits for its end.
-async fn terminated(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+pub(super) async fn terminated(child: &mut tokio::process::Child) -> std::process::ExitStatus {
     let me = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
     rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
     child.wait().await.unwrap()
@@ -1212,4 +1212,41 @@ async fn ctrl_c_is_heard_while_a_command_floods_its_output() {
             .ends_with("killed by signal 15"),
         "{result}"
     );
+}
+
+/// One session, one process: while a llembas runs a session, a second `--resume` of it is
+/// refused, naming the process that holds it, and ends nothing of the first's; once the first
+/// is gone the session resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_runs_in_one_process_at_a_time() {
+    let sb = Sandbox::new();
+    let (_server, mut first, fg) = long_command(&sb, "fg.pid", 43).await;
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let server = ScriptedServer::start(vec![text(&["Second."]), text(&["Resumed."])])
+        .await
+        .unwrap();
+    let second = sb
+        .run(&server.base_url(), &["--resume", &id, "-p", "hi"], "")
+        .await;
+    assert_ne!(second.code, 0, "{second:?}");
+    assert!(
+        second.stderr.contains(&format!(
+            "session {id} is open in another llembas (process {}): end that one first, or start a new session",
+            first.id().unwrap()
+        )),
+        "{second:?}"
+    );
+    assert!(server.bodies().is_empty(), "the second process asked the model");
+    assert!(alive(fg), "the second process ended the first's command");
+    let status = terminated(&mut first).await;
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    let again = sb
+        .run(&server.base_url(), &["--resume", &id, "-p", "hi"], "")
+        .await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stdout.contains("Second."), "{again:?}");
 }
