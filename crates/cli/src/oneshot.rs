@@ -94,8 +94,15 @@ pub async fn run(
     // One listener for the whole run: a Ctrl-C that comes while output is being drawn is kept
     // for the next turn of the loop, never lost between two listeners.
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut stopped_for_signal = false;
     let result = loop {
         tokio::select! {
+            () = crate::process::ending_notice(), if !stopped_for_signal => {
+                // The signal's handler ends the commands and the process: the run stops here,
+                // its call recorded as interrupted, instead of taking its next step.
+                stopped_for_signal = true;
+                let _ = op_tx.send(Ctl::Op(Op::Cancel));
+            }
             out = out_rx.recv() => {
                 let Some(out) = out else { continue };
                 totals.note(&out);

@@ -456,6 +456,27 @@ pub fn end_left_by(id: &str) -> usize {
 /// The exit code of the signal being handled (128 + its number), once one came; 0 before.
 static ENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// Told when a signal came (see [`ending_notice`]).
+static ENDING_NOTICE: Notify = Notify::const_new();
+
+/// The text of a call refused because a signal told llembas to end.
+pub const ENDING_TEXT: &str = "not run: llembas was told to end (a signal) and starts nothing new";
+
+/// Whether a signal told this process to end: from then on nothing new starts (no command, no
+/// file change), whatever the run was doing.
+pub fn ending() -> bool {
+    ENDING.load(std::sync::atomic::Ordering::SeqCst) != 0
+}
+
+/// Waits until a signal tells this process to end, for a front end to stop its run.
+pub async fn ending_notice() {
+    let notified = ENDING_NOTICE.notified();
+    if ending() {
+        return;
+    }
+    notified.await;
+}
+
 /// Runs `work`, and ends everything this process started when it is told to end (SIGTERM,
 /// SIGHUP), then exits as the signal would (128 + its number). Once a signal came, the end of
 /// `work` is not the process's: ending a command can let the run go on and finish before the
@@ -472,6 +493,7 @@ pub async fn ending_on_signals<T>(work: impl std::future::Future<Output = T>) ->
             if s.recv().await.is_some() {
                 // Before anything is ended: what ending it lets finish sees the signal.
                 ENDING.store(code, Ordering::SeqCst);
+                ENDING_NOTICE.notify_waiters();
                 let _ = tokio::task::spawn_blocking(end_all).await;
                 std::process::exit(code);
             }

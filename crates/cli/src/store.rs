@@ -65,7 +65,9 @@ impl Store {
                 break;
             }
             let mut holder = String::new();
-            let _ = file.rewind().and_then(|()| file.read_to_string(&mut holder));
+            let _ = file
+                .rewind()
+                .and_then(|()| file.read_to_string(&mut holder));
             let holder = holder.trim();
             let ours = holder == std::process::id().to_string();
             if !ours || std::time::Instant::now() >= deadline {

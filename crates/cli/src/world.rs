@@ -41,6 +41,9 @@ impl ToolWorld for HostWorld {
 
     fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
         Box::pin(async move {
+            if crate::process::ending() {
+                return Ran::Done(ToolOutcome::error(&call.id, crate::process::ENDING_TEXT));
+            }
             match call.name.as_str() {
                 "bash" => {
                     self.exec
@@ -128,6 +131,9 @@ impl HostJobs {
 impl HostJobs {
     /// Starts a job, in the sandbox when `confined`.
     fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, String> {
+        if crate::process::ending() {
+            return Err(crate::process::ENDING_TEXT.to_owned());
+        }
         crate::process::spawn(command, &self.root, &self.spill, confined, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
             .map_err(|e| format!("{e:#}"))

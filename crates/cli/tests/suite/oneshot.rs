@@ -1240,7 +1240,10 @@ async fn a_session_runs_in_one_process_at_a_time() {
         )),
         "{second:?}"
     );
-    assert!(server.bodies().is_empty(), "the second process asked the model");
+    assert!(
+        server.bodies().is_empty(),
+        "the second process asked the model"
+    );
     assert!(alive(fg), "the second process ended the first's command");
     let status = terminated(&mut first).await;
     assert_eq!(status.code(), Some(143), "{status:?}");
@@ -1249,4 +1252,37 @@ async fn a_session_runs_in_one_process_at_a_time() {
         .await;
     assert_eq!(again.code, 0, "{again:?}");
     assert!(again.stdout.contains("Second."), "{again:?}");
+}
+
+/// After SIGTERM nothing new starts: a command's end lets the run go on while the handler waits
+/// out a child that ignores SIGTERM, and the model's next call (a write) is not carried out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_signal_no_new_call_runs() {
+    let sb = Sandbox::new();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "(trap '' TERM; echo $BASHPID > stubborn.pid; sleep 46) & echo $$ > sh.pid; sleep 47", "timeout": 600}),
+        ),
+        tool_call(
+            "c2",
+            "write",
+            json!({"path": "AFTER.txt", "content": "landed after the signal\n"}),
+        ),
+        tool_call("c3", "bash", json!({"command": "touch AFTER2.txt"})),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let mut child = sb
+        .command(&server.base_url(), &["--mode", "auto", "-p", "go"])
+        .spawn()
+        .unwrap();
+    pid_in(&sb, "sh.pid").await;
+    pid_in(&sb, "stubborn.pid").await;
+    let status = terminated(&mut child).await;
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(!sb.project.path().join("AFTER.txt").exists());
+    assert!(!sb.project.path().join("AFTER2.txt").exists());
 }
