@@ -173,16 +173,48 @@ pub fn replay_updates(
     out
 }
 
-/// The per-file diffs of an edit's saved result (its unified diff: `+++ b<path>` and hunks),
-/// each as the lines around the change before and after; the transcript keeps no whole file.
+/// The per-file diffs of an edit's saved result or of a change asked about (a unified diff:
+/// `+++ b<path>` and hunks, or an `apply_patch` patch), each as the lines around the change
+/// before and after; the transcript keeps no whole file.
 pub fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
+    // A file the change creates (`--- /dev/null`) has no old text.
+    let diff = |(p, old, new, created): (PathBuf, String, String, bool)| {
+        let d = Diff::new(p, new);
+        if created { d } else { d.old_text(old) }
+    };
     let mut out = Vec::new();
-    let mut current: Option<(PathBuf, String, String)> = None;
+    let mut current: Option<(PathBuf, String, String, bool)> = None;
     let mut in_hunk = false;
+    let mut created = false;
     for line in text.lines() {
+        if line == "--- /dev/null" {
+            created = true;
+        }
+        // apply_patch's own form: `*** Add File: p` (every line added), `*** Update File: p`
+        // (hunks after `@@`), `*** Move to: q`; a deleted file has no text to show.
+        if let Some(marker) = line.strip_prefix("*** ") {
+            let file = marker
+                .strip_prefix("Add File: ")
+                .map(|p| (p, true))
+                .or_else(|| marker.strip_prefix("Update File: ").map(|p| (p, false)));
+            if let Some(moved) = marker.strip_prefix("Move to: ")
+                && let Some((p, ..)) = current.as_mut()
+            {
+                *p = cwd.join(moved.trim());
+            } else if marker.starts_with("Delete File: ") || file.is_some() {
+                if let Some(c) = current.take() {
+                    out.push(diff(c));
+                }
+                if let Some((p, added)) = file {
+                    current = Some((cwd.join(p.trim()), String::new(), String::new(), added));
+                    in_hunk = added;
+                }
+            }
+            continue;
+        }
         if let Some(path) = line.strip_prefix("+++ ") {
-            if let Some((p, old, new)) = current.take() {
-                out.push(Diff::new(p, new).old_text(old));
+            if let Some(c) = current.take() {
+                out.push(diff(c));
             }
             let path = path
                 .strip_prefix('b')
@@ -197,11 +229,12 @@ pub fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
                 },
                 String::new(),
                 String::new(),
+                std::mem::take(&mut created),
             ));
             in_hunk = false;
             continue;
         }
-        let Some((_, old, new)) = current.as_mut() else {
+        let Some((_, old, new, _)) = current.as_mut() else {
             continue;
         };
         if line.starts_with("@@") {
@@ -222,8 +255,8 @@ pub fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
             }
         }
     }
-    if let Some((p, old, new)) = current {
-        out.push(Diff::new(p, new).old_text(old));
+    if let Some(c) = current {
+        out.push(diff(c));
     }
     out
 }

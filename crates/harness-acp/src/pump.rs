@@ -288,6 +288,22 @@ impl Pump {
                         fields = fields.locations(l);
                     }
                 }
+                // The change to review as ACP's own diff content, as a plain client (Zed) draws
+                // it: on the call before the question, and on the question's call.
+                let diffs = question
+                    .change
+                    .as_deref()
+                    .map(|c| crate::map::diffs_in(c, &self.cwd))
+                    .unwrap_or_default();
+                if !diffs.is_empty() {
+                    let content: Vec<ToolCallContent> =
+                        diffs.into_iter().map(ToolCallContent::from).collect();
+                    self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call_id.clone(),
+                        ToolCallUpdateFields::new().content(content.clone()),
+                    )));
+                    fields = fields.content(content);
+                }
                 let request = RequestPermissionRequest::new(
                     self.session.clone(),
                     ToolCallUpdate::new(call_id.clone(), fields),

@@ -1536,6 +1536,21 @@ async fn an_editor_gets_what_it_expects() {
         q.tool_call.fields.locations.as_deref().map(<[_]>::len),
         Some(1)
     );
+    // The change to review is ACP's own diff content on the question's call (a plain client
+    // shows no `_meta`), a new file with no old text, and on an update of the call before it.
+    let asked_diff = q.tool_call.fields.content.clone().unwrap_or_default();
+    assert!(
+        matches!(&asked_diff[..], [ToolCallContent::Diff(d)]
+            if d.path == root.join("new.txt") && d.new_text == "one\ntwo\n" && d.old_text.is_none()),
+        "{asked_diff:?}"
+    );
+    assert!(
+        updates.iter().any(|n| matches!(&n.update,
+            SessionUpdate::ToolCallUpdate(u) if u.tool_call_id.to_string() == c1
+                && u.fields.status.is_none()
+                && u.fields.content.as_deref() == Some(&asked_diff[..]))),
+        "no update with the diff before the question"
+    );
     let running: Vec<_> = updates
         .iter()
         .filter_map(|n| match &n.update {

@@ -46,3 +46,34 @@ fn stop_reasons_and_saved_diffs() {
     assert_eq!(diffs[0].old_text.as_deref(), Some("keep\nold\n"));
     assert_eq!(diffs[0].new_text, "keep\nnew\n");
 }
+
+/// A change asked about shows as ACP diffs whatever its form: a new file's (`--- /dev/null`)
+/// has no old text; an `apply_patch` patch gives one diff per added or updated file, a moved
+/// file under its new path, and its markers are no part of the text.
+#[test]
+fn asked_changes_as_diffs() {
+    let work = Path::new("/work");
+    let created = diffs_in(
+        "--- /dev/null\n+++ /work/n.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n",
+        work,
+    );
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].path, PathBuf::from("/work/n.txt"));
+    assert_eq!(created[0].old_text, None);
+    assert_eq!(created[0].new_text, "a\nb\n");
+    let patch = "*** Begin Patch\n*** Add File: docs/u.md\n+one\n+two\n*** Update File: src/app.py\n*** Move to: src/main.py\n@@ def handle(request):\n     user = load(request)\n-    return render(user)\n+    return render(user, 1)\n*** End of File\n*** Delete File: old.py\n*** End Patch\n";
+    let diffs = diffs_in(patch, work);
+    assert_eq!(diffs.len(), 2, "{diffs:?}");
+    assert_eq!(diffs[0].path, PathBuf::from("/work/docs/u.md"));
+    assert_eq!(diffs[0].old_text, None);
+    assert_eq!(diffs[0].new_text, "one\ntwo\n");
+    assert_eq!(diffs[1].path, PathBuf::from("/work/src/main.py"));
+    assert_eq!(
+        diffs[1].old_text.as_deref(),
+        Some("    user = load(request)\n    return render(user)\n")
+    );
+    assert_eq!(
+        diffs[1].new_text,
+        "    user = load(request)\n    return render(user, 1)\n"
+    );
+}
