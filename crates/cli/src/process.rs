@@ -102,17 +102,12 @@ impl SpillDir {
 /// Starts the command in a session of its own, which makes it the leader of its own process
 /// group (stopped as one) and leaves it no controlling terminal: it cannot open `/dev/tty` to
 /// read the person's keys or push its own into llembas's prompt.
-#[allow(unsafe_code)]
-fn new_session(cmd: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the child between fork and exec, and calls only `setsid`,
-    // which is async-signal-safe; it allocates nothing and touches no lock.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
-        });
-    }
+fn new_session(cmd: &mut std::process::Command) {
+    crate::sandbox::in_child(cmd, || {
+        rustix::process::setsid()
+            .map(drop)
+            .map_err(std::io::Error::from)
+    });
 }
 
 /// A running (or ended) shell command.
@@ -173,15 +168,16 @@ pub fn spawn(
     for var in &owner.hidden {
         cmd.env_remove(var);
     }
-    new_session(&mut cmd);
+    new_session(cmd.as_std_mut());
     let mut child = match confine {
-        // The sandbox confines the thread that asks and what it starts: a thread of its own,
-        // which ends after starting the command, confines only the command.
+        // The system-call filter confines the thread that asks and what it starts: a thread of
+        // its own, which ends after starting the command, confines only the command.
         Some(confine) => {
+            let filter = confine.install(cmd.as_std_mut());
             let runtime = tokio::runtime::Handle::current();
             std::thread::spawn(move || {
                 let _in_runtime = runtime.enter();
-                confine.enter()?;
+                filter.enter()?;
                 let child = cmd.spawn().context("cannot start bash");
                 drop(cmd);
                 child

@@ -12,9 +12,14 @@
 //!   network is off. No `TIOCSTI`/`TIOCLINUX` (pushing keystrokes into a terminal), no io_uring
 //!   (whose operations bypass both filters).
 //!
+//! - **A mount namespace** where the workspace is a repository: its `.git/hooks` and
+//!   `.git/config` read-only ([`git_guard`]).
+//!
 //! Codex's Linux sandbox pairs Landlock with a seccomp filter of network calls in the same way;
 //! Claude Code's sandbox refuses the creation of Unix sockets with seccomp under bubblewrap. A
 //! command the person approved when asked runs outside all of this.
+
+mod git_guard;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -165,6 +170,8 @@ pub struct Sandbox {
     ruleset: landlock::RulesetCreated,
     filter: BpfProgram,
     refused_note: String,
+    /// The workspace whose repository is guarded, when this system allows the guard.
+    guarded: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -177,12 +184,31 @@ impl std::fmt::Debug for Sandbox {
 pub struct Confine {
     ruleset: landlock::RulesetCreated,
     filter: BpfProgram,
+    git: Option<git_guard::GitGuard>,
+}
+
+/// The system-call filter of a command, for the thread that starts it ([`Filter::enter`]).
+pub struct Filter(BpfProgram);
+
+/// Runs `f` in the command's process between fork and exec (after what was set before).
+#[allow(unsafe_code)]
+pub(crate) fn in_child(
+    cmd: &mut std::process::Command,
+    f: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: every closure given here only makes system calls (setsid, unshare, mount, open
+    // and write of /proc files, Landlock's): async-signal-safe, no allocation, no lock.
+    unsafe {
+        cmd.pre_exec(f);
+    }
 }
 
 impl Sandbox {
-    /// The sandbox of `c`, made once for a session.
+    /// The sandbox of `c`, made once for a session working in `workspace`.
     pub fn new(
         c: &harness_permission::sandbox::Confinement,
+        workspace: &Path,
         refused_note: &str,
     ) -> Result<Sandbox> {
         use landlock::{
@@ -213,7 +239,14 @@ impl Sandbox {
             ruleset,
             filter: seccomp_filter(c.network)?,
             refused_note: refused_note.to_owned(),
+            guarded: git_guard::works().then(|| workspace.to_path_buf()),
         })
+    }
+
+    /// Whether the workspace's `.git/hooks` and `.git/config` are read-only to commands (this
+    /// system lets a command have a mount namespace of its own).
+    pub fn guards_git(&self) -> bool {
+        self.guarded.is_some()
     }
 
     /// What the next command is put in.
@@ -224,25 +257,45 @@ impl Sandbox {
                 .try_clone()
                 .context("cannot prepare the sandbox for the command")?,
             filter: self.filter.clone(),
+            git: self.guarded.as_deref().and_then(git_guard::GitGuard::plan),
         })
     }
 
     /// The note for the result of a sandboxed command that failed with a permission error.
     pub fn note_for(&self, output: &str, exit: Exit) -> Option<&str> {
-        let refused =
-            output.contains("Permission denied") || output.contains("Operation not permitted");
+        let refused = output.contains("Permission denied")
+            || output.contains("Operation not permitted")
+            || output.contains("Read-only file system");
         (exit != Exit::Code(0) && refused).then_some(self.refused_note.as_str())
     }
 }
 
 impl Confine {
-    /// Confines the calling thread, and all it starts from now on. Call it on a thread of its
-    /// own that ends after starting the command: the rest of llembas stays free.
-    pub fn enter(self) -> Result<()> {
-        self.ruleset
-            .restrict_self()
-            .context("cannot put the command in the sandbox")?;
-        seccompiler::apply_filter(&self.filter)
+    /// Puts `cmd` in the sandbox: its process, between fork and exec, gets the repository's
+    /// guard and then Landlock (which forbids mounting from then on). What is left is the
+    /// system-call filter, for the thread that starts the command.
+    pub fn install(self, cmd: &mut std::process::Command) -> Filter {
+        let mut ruleset = Some(self.ruleset);
+        let git = self.git;
+        in_child(cmd, move || {
+            if let Some(g) = &git {
+                g.apply()?;
+            }
+            if let Some(r) = ruleset.take() {
+                r.restrict_self()
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+            }
+            Ok(())
+        });
+        Filter(self.filter)
+    }
+}
+
+impl Filter {
+    /// Filters the calling thread's system calls, and those of all it starts from now on. Call
+    /// it on a thread of its own that ends after starting the command.
+    pub fn enter(&self) -> Result<()> {
+        seccompiler::apply_filter(&self.0)
             .context("cannot put the command's system calls in the sandbox")?;
         Ok(())
     }

@@ -180,5 +180,9 @@ fn sandbox(settings: &Settings, root: &std::path::Path) -> Result<Option<crate::
         },
         settings.sandbox_network,
     );
-    crate::process::Sandbox::new(&confinement, &spec.texts.refused_note).map(Some)
+    let sandbox = crate::process::Sandbox::new(&confinement, root, &spec.texts.refused_note)?;
+    if !sandbox.guards_git() && root.join(".git").is_dir() {
+        eprintln!("llembas: {}", spec.texts.git_unguarded);
+    }
+    Ok(Some(sandbox))
 }

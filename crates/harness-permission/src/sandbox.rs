@@ -20,6 +20,9 @@ pub struct SandboxTexts {
     pub off: String,
     /// The notice when the kernel cannot sandbox.
     pub unavailable: String,
+    /// The notice when the system lets no command have a mount namespace of its own, so that
+    /// the repository's hooks and config stay writable to sandboxed commands.
+    pub git_unguarded: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -292,3 +292,83 @@ fn with_the_network_on_tcp_goes_out_and_unix_sockets_still_do_not() {
     );
     assert_eq!(probe_line(r, "key"), "key: absent person's own");
 }
+
+/// In a repository, a sandboxed command cannot plant a hook, change `.git/config` (a
+/// `core.hooksPath` or `core.fsmonitor` the person's own git would run) or swap `.git` for one
+/// of its own; `git add` and `git commit` still work in the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_plant_git_hooks_or_config() {
+    let sb = Sandbox::new();
+    let git = |args: &[&str]| {
+        let s = std::process::Command::new("git")
+            .args(args)
+            .current_dir(sb.project.path())
+            .env("HOME", sb.home.path())
+            .status()
+            .unwrap();
+        assert!(s.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let config = std::fs::read_to_string(sb.project.path().join(".git/config")).unwrap();
+    sb.write("a.txt", "a\n");
+    sb.write(
+        "hook.sh",
+        "echo 'touch HOOKED' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo hook=$?\n",
+    );
+    sb.write(
+        "config.sh",
+        "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> .git/config; echo config=$?\n",
+    );
+    sb.write(
+        "swap.sh",
+        "mv .git .git-old; echo moved=$?; rm -rf .git/hooks; echo removed=$?\n",
+    );
+    let server = ScriptedServer::start(vec![
+        // Scripts, as a model would write them: the floor cannot see what they do.
+        tool_call("c1", "bash", json!({"command": "sh hook.sh"})),
+        tool_call("c2", "bash", json!({"command": "sh config.sh"})),
+        tool_call("c3", "bash", json!({"command": "sh swap.sh"})),
+        tool_call(
+            "c4",
+            "bash",
+            json!({"command": "git add a.txt && git -c user.name=a -c user.email=a@b commit -qm one && echo committed"}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["--mode", "auto", "-p", "go"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    if !llembas_cli::process::landlock_works() {
+        return;
+    }
+    if run.stderr.contains("no command have a mount namespace") {
+        // This system allows no mount namespace: said once, and nothing else to check.
+        return;
+    }
+    let bodies = server.bodies();
+    let results = tool_results(bodies.last().unwrap());
+    assert!(
+        results[0].contains("Read-only file system"),
+        "{}",
+        results[0]
+    );
+    assert!(!sb.project.path().join(".git/hooks/pre-commit").exists());
+    assert!(
+        results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
+    assert!(!results[1].contains("config=0"), "{}", results[1]);
+    assert_eq!(
+        std::fs::read_to_string(sb.project.path().join(".git/config")).unwrap(),
+        config
+    );
+    assert!(!results[2].contains("moved=0"), "{}", results[2]);
+    assert!(sb.project.path().join(".git/hooks").is_dir());
+    assert!(!sb.project.path().join(".git-old").exists());
+    assert!(results[3].contains("committed"), "{}", results[3]);
+    assert!(!sb.project.path().join("HOOKED").exists());
+}
