@@ -76,6 +76,9 @@ pub(crate) struct Wrapper {
     pub joins: bool,
     #[serde(default)]
     pub stdin_operands: bool,
+    /// Options that set a replace string (`-I R`, `-iR`, `--replace[=R]`; `{}` when none given).
+    #[serde(default)]
+    pub replace_options: Vec<String>,
     /// When given, every option of the wrapper is one of these, `value_options`, `no_command`
     /// or `split_options`; any other makes the command it runs uncertain (asked).
     #[serde(default)]
@@ -169,6 +172,78 @@ pub(crate) struct Hardline {
     pub command_variables: Vec<String>,
     pub git_config_commands: String,
     pub awk: RawAwk,
+    pub program_commands: Vec<RawProgramCommands>,
+    pub config_options: Vec<RawConfigOptions>,
+    pub git_command_options: Vec<GitCommandOptions>,
+    pub output_options: BTreeMap<String, Vec<String>>,
+    pub listings: Listings,
+    pub expansions: RawExpansions,
+    pub name_operands: BTreeMap<String, Vec<String>>,
+}
+
+/// A program's own command language (a pager's `+cmd`, an editor's `-c cmd`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawProgramCommands {
+    pub programs: Vec<String>,
+    #[serde(default)]
+    pub options: Vec<String>,
+    #[serde(default)]
+    pub plus: bool,
+    pub escape: String,
+    pub safe: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct ProgramCommands {
+    pub options: Vec<String>,
+    pub plus: bool,
+    pub escape: Regex,
+    pub safe: Regex,
+}
+
+/// Options that set a named setting, some of whose settings are commands (`ssh -o ProxyCommand=`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawConfigOptions {
+    pub programs: Vec<String>,
+    pub options: Vec<String>,
+    pub keys: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct ConfigOptions {
+    pub options: Vec<String>,
+    pub keys: Regex,
+}
+
+/// git subcommands' options whose value is a command (`grep -O`, `fetch --upload-pack`).
+#[derive(Debug, Deserialize, Clone)]
+pub(crate) struct GitCommandOptions {
+    pub subcommands: Vec<String>,
+    #[serde(default)]
+    pub options: Vec<String>,
+    #[serde(default)]
+    pub attached: Vec<String>,
+    #[serde(default)]
+    pub rest: bool,
+}
+
+/// Commands whose output lists paths, and the commands that pass a listing on.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Listings {
+    pub producers: BTreeMap<String, String>,
+    pub filters: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawExpansions {
+    pub runs: String,
+    pub unknown: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct Expansions {
+    pub runs: Regex,
+    pub unknown: Regex,
 }
 
 #[derive(Debug, Deserialize)]
@@ -341,6 +416,13 @@ pub(crate) struct Data {
     pub command_variables: Vec<String>,
     pub git_config_commands: Regex,
     pub awk: Awk,
+    pub program_commands: HashMap<String, ProgramCommands>,
+    pub config_options: HashMap<String, ConfigOptions>,
+    pub git_command_options: Vec<GitCommandOptions>,
+    pub output_options: BTreeMap<String, Vec<String>>,
+    pub listings: Listings,
+    pub expansions: Expansions,
+    pub name_operands: BTreeMap<String, Vec<String>>,
     pub git_read_pairs: Vec<String>,
     pub safe_assignments: Vec<String>,
     pub arity_examples: Vec<(String, Option<String>)>,
@@ -471,7 +553,48 @@ impl Data {
                 read: p.read,
             });
         }
+        let mut program_commands = HashMap::new();
+        for pc in &hard.program_commands {
+            for p in &pc.programs {
+                program_commands.insert(
+                    p.clone(),
+                    ProgramCommands {
+                        options: pc.options.clone(),
+                        plus: pc.plus,
+                        escape: regex("hardline.json", "program_commands.escape", &pc.escape)?,
+                        safe: regex("hardline.json", "program_commands.safe", &pc.safe)?,
+                    },
+                );
+            }
+        }
+        let mut config_options = HashMap::new();
+        for co in &hard.config_options {
+            for p in &co.programs {
+                config_options.insert(
+                    p.clone(),
+                    ConfigOptions {
+                        options: co.options.clone(),
+                        keys: regex("hardline.json", "config_options.keys", &co.keys)?,
+                    },
+                );
+            }
+        }
+        let expansions = Expansions {
+            runs: regex("hardline.json", "expansions.runs", &hard.expansions.runs)?,
+            unknown: regex(
+                "hardline.json",
+                "expansions.unknown",
+                &hard.expansions.unknown,
+            )?,
+        };
         let data = Data {
+            program_commands,
+            config_options,
+            git_command_options: hard.git_command_options,
+            output_options: hard.output_options,
+            listings: hard.listings,
+            expansions,
+            name_operands: hard.name_operands,
             unparseable: hard.unparseable.clone(),
             unknown_program: hard.unknown_program.clone(),
             wrappers: hard

@@ -79,7 +79,7 @@ impl Data {
             "root_home_or_system" => root || home || system,
             "outside_or_workspace_or_dynamic" => {
                 if w.dynamic
-                    && (w.text.starts_with('$') || w.text.starts_with("${") || w.text.is_empty())
+                    && (w.text.starts_with('$') || w.text.starts_with('`') || w.text.is_empty())
                 {
                     return true;
                 }
@@ -283,6 +283,8 @@ pub(crate) fn write_targets(part: &Part) -> Vec<&Word> {
     match part.program.as_str() {
         "rm" | "rmdir" | "touch" | "mkdir" | "shred" | "tee" | "unlink" | "mv" | "truncate" => ops,
         "chmod" | "chown" | "chgrp" | "setfacl" => ops.into_iter().skip(1).collect(),
+        // `ln TARGET` makes the link in the current directory: its one operand is only read
+        "ln" if ops.len() == 1 => Vec::new(),
         "cp" | "install" | "ln" | "rsync" | "scp" => {
             if let Some(pos) = args
                 .iter()
@@ -310,7 +312,7 @@ pub(crate) fn target_text(w: &Word) -> &str {
     w.text.strip_prefix("of=").unwrap_or(&w.text)
 }
 
-fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
+pub(crate) fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
     let mut i = 0;
     while i < texts.len() {
         let t = texts[i];

@@ -292,11 +292,41 @@ impl Engine {
     fn variants(&self, command: &str, cwd: &str, place: &Place<'_>) -> Vec<Analysis> {
         let raw = shell::analyse(&self.data, command, cwd, place.home, place.workspace);
         let plain = normalise::plain(&self.data.steps, command);
-        if plain == command || raw.too_big {
-            return vec![raw];
+        let mut out = vec![];
+        if plain != command && !raw.too_big {
+            out.push(shell::analyse(
+                &self.data,
+                &plain,
+                cwd,
+                place.home,
+                place.workspace,
+            ));
         }
-        let p = shell::analyse(&self.data, &plain, cwd, place.home, place.workspace);
-        vec![raw, p]
+        // as `bash -c` would get it: an execve argument ends at its first NUL
+        if let Some(nul) = command.find('\0')
+            && !raw.too_big
+        {
+            let cut = &command[..nul];
+            out.push(shell::analyse(
+                &self.data,
+                cut,
+                cwd,
+                place.home,
+                place.workspace,
+            ));
+            let plain_cut = normalise::plain(&self.data.steps, cut);
+            if plain_cut != cut {
+                out.push(shell::analyse(
+                    &self.data,
+                    &plain_cut,
+                    cwd,
+                    place.home,
+                    place.workspace,
+                ));
+            }
+        }
+        out.insert(0, raw);
+        out
     }
 
     /// Decides one call.
@@ -599,6 +629,9 @@ impl Engine {
                 .into_iter()
                 .map(|w| floor::target_text(w).to_owned()),
         );
+        if let Some(opts) = d.output_options.get(&part.program) {
+            writes.extend(shell::option_values(part.args(), opts));
+        }
         let mut noisy_write = false;
         for t in &writes {
             let path = paths::resolve(&part.cwd, t);
@@ -642,18 +675,7 @@ impl Engine {
                 .filter(|r| !r.write)
                 .map(|r| r.target.text.clone()),
         );
-        if matches!(
-            part.program.as_str(),
-            "cp" | "scp" | "rsync" | "mv" | "tar" | "zip" | "curl"
-        ) {
-            let ops = floor::operands(part.args());
-            let n = ops.len().saturating_sub(1);
-            reads.extend(
-                ops.iter()
-                    .take(n.max(if part.program == "curl" { ops.len() } else { 0 }))
-                    .map(|w| w.text.trim_start_matches('@').to_owned()),
-            );
-        }
+        reads.extend(sources(part));
         for t in &reads {
             let path = paths::resolve(&part.cwd, t);
             if d.quiet_targets.contains(&path) || path.starts_with("/dev/fd/") {
@@ -1082,6 +1104,85 @@ fn risk_words(risk: Risk, outside: bool) -> &'static str {
     }
 }
 
+/// The paths a copying or linking command reads: every operand but the destination (all of them
+/// with `-t DIR`; ln's lone operand). A link is read like its target, since it makes the target
+/// readable under another name; a relative symbolic link's target is also taken from the link's
+/// directory, where it points.
+fn sources(part: &Part) -> Vec<String> {
+    let program = part.program.as_str();
+    if !matches!(
+        program,
+        "cp" | "scp" | "rsync" | "mv" | "tar" | "zip" | "curl" | "ln" | "link" | "install"
+    ) {
+        return Vec::new();
+    }
+    let args = part.args();
+    let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+    let target_dir: Option<&str> = texts.iter().enumerate().find_map(|(i, t)| {
+        if *t == "-t" || *t == "--target-directory" {
+            texts.get(i + 1).copied()
+        } else {
+            t.strip_prefix("--target-directory=")
+        }
+    });
+    let ops = floor::operands(args);
+    let mut out: Vec<String> = match target_dir {
+        Some(dir) => {
+            let mut skipped = false;
+            ops.iter()
+                .filter(|w| {
+                    if !skipped && w.text == dir {
+                        skipped = true;
+                        return false;
+                    }
+                    true
+                })
+                .map(|w| w.text.clone())
+                .collect()
+        }
+        None if program == "curl" => ops.iter().map(|w| w.text.clone()).collect(),
+        None if matches!(program, "ln" | "link") && ops.len() == 1 => vec![ops[0].text.clone()],
+        None => ops
+            .iter()
+            .take(ops.len().saturating_sub(1))
+            .map(|w| w.text.clone())
+            .collect(),
+    };
+    for t in &mut out {
+        *t = t.trim_start_matches('@').to_owned();
+    }
+    let symbolic = program == "ln"
+        && texts.iter().any(|t| {
+            *t == "--symbolic" || (t.starts_with('-') && !t.starts_with("--") && t.contains('s'))
+        });
+    let link_at = target_dir.or(if ops.len() >= 2 {
+        ops.last().map(|w| w.text.as_str())
+    } else {
+        None
+    });
+    if symbolic && let Some(at) = link_at {
+        let at = paths::resolve(&part.cwd, at);
+        let parent = at
+            .rsplit_once('/')
+            .map(|(p, _)| p)
+            .unwrap_or("/")
+            .to_owned();
+        let relative: Vec<String> = out
+            .iter()
+            .filter(|t| !t.starts_with('/'))
+            .cloned()
+            .collect();
+        for t in relative {
+            out.push(paths::resolve(&at, &t));
+            out.push(paths::resolve(
+                if parent.is_empty() { "/" } else { &parent },
+                &t,
+            ));
+        }
+    }
+    out
+}
+
 /// The first of a read command's `unless` flags (the forms that do more than read) among words.
 fn unless_hit<'r>(rc: &'r data::ReadCommand, texts: &[&str]) -> Option<&'r str> {
     for u in &rc.unless {
@@ -1097,7 +1198,8 @@ fn unless_hit<'r>(rc: &'r data::ReadCommand, texts: &[&str]) -> Option<&'r str> 
             } else if u.ends_with('=') {
                 t.starts_with(u.as_str())
             } else if u.len() == 2 && !u.starts_with("--") {
-                *t == u
+                // `-o`, `-ofile`, `-so`: the flag alone, with its value attached, or in a group
+                t.starts_with(u.as_str())
                     || (t.starts_with('-')
                         && !t.starts_with("--")
                         && t[1..].contains(&u[1..])

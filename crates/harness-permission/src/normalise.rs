@@ -199,7 +199,11 @@ fn decode_ansi_c_text(text: &str) -> String {
         if q == Q::None && rest.starts_with("$'") {
             let body = &rest[2..];
             if let Some(end) = find_ansi_c_end(body) {
-                let decoded = decode_ansi_c(&body[..end]);
+                let mut decoded = decode_ansi_c(&body[..end]);
+                // bash ends the string at a NUL
+                if let Some(nul) = decoded.find('\0') {
+                    decoded.truncate(nul);
+                }
                 out.push('\'');
                 out.push_str(&decoded.replace('\'', "'\\''"));
                 out.push('\'');

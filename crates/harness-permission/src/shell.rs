@@ -25,6 +25,8 @@ pub(crate) struct Word {
     pub fetched: bool,
     /// It holds an unquoted glob (`*`, `?`, `[...]`) or a brace it could not expand.
     pub glob: bool,
+    /// It holds a transformation of text known only when it runs (`${x@E}`, `${x@A}`).
+    pub transform: bool,
 }
 
 /// A redirection of a command.
@@ -74,6 +76,8 @@ impl Part {
 enum Output {
     Literal(String),
     Fetched,
+    /// Paths under these start points (`find /`): each start point and everything under it.
+    Listing(Vec<String>),
     Unknown,
 }
 
@@ -333,9 +337,18 @@ impl<'a> Ctx<'a> {
                     let mut hc = k.walk();
                     let mut body_text = String::new();
                     let mut quoted = false;
-                    for h in k.named_children(&mut hc) {
+                    let kids: Vec<Node<'_>> = k.named_children(&mut hc).collect();
+                    let unquoted = !kids.iter().any(|h| {
+                        h.kind() == "heredoc_start" && text(*h, src).contains(['\'', '"', '\\'])
+                    });
+                    for h in kids {
                         match h.kind() {
-                            "heredoc_body" => body_text.push_str(text(h, src)),
+                            "heredoc_body" => {
+                                if unquoted {
+                                    self.heredoc_body(h, src, st);
+                                }
+                                body_text.push_str(text(h, src))
+                            }
                             "heredoc_start" => {
                                 let t = text(h, src);
                                 quoted = t.contains('\'') || t.contains('"') || t.contains('\\');
@@ -486,11 +499,17 @@ impl<'a> Ctx<'a> {
                 }
                 "heredoc_redirect" => {
                     let mut hc = k.walk();
-                    let body: String = k
-                        .named_children(&mut hc)
-                        .filter(|h| h.kind() == "heredoc_body")
-                        .map(|h| text(h, src).to_owned())
-                        .collect();
+                    let kids: Vec<Node<'_>> = k.named_children(&mut hc).collect();
+                    let unquoted = !kids.iter().any(|h| {
+                        h.kind() == "heredoc_start" && text(*h, src).contains(['\'', '"', '\\'])
+                    });
+                    let mut body = String::new();
+                    for h in kids.into_iter().filter(|h| h.kind() == "heredoc_body") {
+                        if unquoted {
+                            self.heredoc_body(h, src, st);
+                        }
+                        body.push_str(text(h, src));
+                    }
                     feed = Some(Output::Literal(body));
                 }
                 "command_name" => {
@@ -585,6 +604,7 @@ impl<'a> Ctx<'a> {
             let mut no_command = false;
             let mut split_payload: Option<String> = None;
             let mut positionals = w.positionals;
+            let mut replace: Option<String> = None;
             while i < argv.len() {
                 let a = argv[i].text.as_str();
                 if a == "--" {
@@ -622,6 +642,18 @@ impl<'a> Ctx<'a> {
                                 split_payload = Some(rest.to_owned());
                             }
                             stop = true;
+                            break;
+                        }
+                        if has(&w.replace_options, c) {
+                            let takes = has(&w.value_options, c);
+                            replace = Some(if !rest.is_empty() {
+                                rest.to_owned()
+                            } else if takes {
+                                step = 2;
+                                argv.get(i + 1).map(|w| w.text.clone()).unwrap_or_default()
+                            } else {
+                                "{}".to_owned()
+                            });
                             break;
                         }
                         if has(&w.value_options, c) {
@@ -665,6 +697,15 @@ impl<'a> Ctx<'a> {
                         break;
                     }
                     let takes = w.value_options.iter().any(|f| f == name);
+                    if w.replace_options.iter().any(|f| f == name) {
+                        replace = Some(match a.split_once('=') {
+                            Some((_, v)) => v.to_owned(),
+                            None if takes => {
+                                argv.get(i + 1).map(|w| w.text.clone()).unwrap_or_default()
+                            }
+                            None => "{}".to_owned(),
+                        });
+                    }
                     if !takes
                         && let Some(flags) = &w.flags
                         && !flags.iter().any(|f| f == name)
@@ -698,6 +739,11 @@ impl<'a> Ctx<'a> {
                 self.script(&joined, &mut inner);
                 rest.clear();
             }
+            if w.joins && w.stdin_operands && !rest.is_empty() {
+                // `parallel CMD ::: ARGS` (or ARGS from stdin): each ARG goes into CMD
+                self.parallel(&rest, replace.as_deref(), stdin, st);
+                rest.clear();
+            }
             if w.joins && !rest.is_empty() {
                 let joined = rest
                     .iter()
@@ -709,27 +755,47 @@ impl<'a> Ctx<'a> {
                 self.script(&joined, &mut inner);
                 rest.clear();
             }
-            if w.stdin_operands {
+            if w.stdin_operands && !w.joins {
                 if rest.is_empty() {
                     rest.push(Word {
                         text: "echo".into(),
                         ..Word::default()
                     });
                 }
-                stdin_words = match stdin {
-                    Some(Output::Literal(t)) => t
-                        .split_whitespace()
-                        .map(|x| Word {
-                            text: x.to_owned(),
-                            ..Word::default()
+                stdin_words = stdin_operand_words(stdin);
+                // `xargs -I% rm -f %`: every operand goes where the replace string is
+                if let Some(r) = replace.as_deref().filter(|r| !r.is_empty())
+                    && rest.iter().any(|x| x.text.contains(r))
+                {
+                    let mut variants: Vec<Vec<Word>> = stdin_words
+                        .iter()
+                        .map(|sw| {
+                            rest.iter()
+                                .map(|x| {
+                                    if x.text.contains(r) {
+                                        Word {
+                                            text: x.text.replace(r, &sw.text),
+                                            dynamic: true,
+                                            glob: x.glob || sw.glob,
+                                            ..x.clone()
+                                        }
+                                    } else {
+                                        x.clone()
+                                    }
+                                })
+                                .collect()
                         })
-                        .collect(),
-                    _ => vec![Word {
-                        text: "$STDIN".into(),
-                        dynamic: true,
-                        ..Word::default()
-                    }],
-                };
+                        .collect();
+                    stdin_words.clear();
+                    if let Some(last) = variants.pop() {
+                        for v in variants {
+                            let mut tmp = st.clone();
+                            tmp.depth += 1;
+                            self.simple(v, redirects.clone(), &mut tmp, None, wrappers.clone());
+                        }
+                        rest = last;
+                    }
+                }
             }
             if rest.is_empty() {
                 // The wrapper alone (`env`, `nohup`): the wrapper itself is the command.
@@ -1010,15 +1076,32 @@ impl<'a> Ctx<'a> {
             output = stdin.cloned().unwrap_or(Output::Unknown);
         }
         if let Some(opts) = self.data.command_options.get(&program) {
-            for v in option_values(&args, opts) {
+            for v in command_option_values(&args, opts) {
                 part.inline_code = true;
                 let mut tmp = st.clone();
                 tmp.depth += 1;
                 self.script(&v, &mut tmp);
             }
         }
+        if part.argv.iter().any(|w| w.transform) {
+            part.inline_code = true;
+        }
+        self.program_commands(&mut part, &args, st);
+        self.config_options(&mut part, &args, st);
+        self.name_operands(&mut part, &args, st);
+        if program == "sed" {
+            self.sed(&mut part, &args, st);
+        }
+        if let Some(method) = self.data.listings.producers.get(&program) {
+            output = Output::Listing(listed(method, &args));
+        } else if self.data.listings.filters.contains(&program)
+            && let Some(Output::Listing(l)) = stdin
+        {
+            output = Output::Listing(l.clone());
+        }
         if program == "git" {
             self.git_config(&mut part, &args, st);
+            self.git_commands(&mut part, &args, st, &wrappers);
         }
         if program == "cd" && !part.dynamic {
             let target = args
@@ -1154,6 +1237,18 @@ impl<'a> Ctx<'a> {
             } else {
                 a.strip_prefix("-c").map(str::to_owned)
             };
+            // `--config-env=KEY=VAR`: the value is a variable's, known only when it runs
+            let env_kv = if a == "--config-env" {
+                args.get(j + 1).map(|w| w.text.as_str())
+            } else {
+                a.strip_prefix("--config-env=")
+            };
+            if let Some((k, _)) = env_kv.and_then(|kv| kv.split_once('='))
+                && self.data.git_config_commands.is_match(k)
+                && !part.findings.contains(&"uncertain")
+            {
+                part.findings.push("uncertain");
+            }
             if let Some(kv) = kv
                 && let Some((k, v)) = kv.split_once('=')
                 && (v.starts_with('!') || self.data.git_config_commands.is_match(k))
@@ -1174,6 +1269,305 @@ impl<'a> Ctx<'a> {
             }
             j += 1;
         }
+    }
+
+    /// Reads a command found inside another one's text (an option's value, a pager's `!cmd`).
+    /// Where the text is cut from something larger its edges are uncertain: a reading that fails
+    /// is asked (finding `uncertain`) instead of refusing the whole command as unreadable.
+    fn extracted(&mut self, part: &mut Part, text: &str, st: &State) {
+        if self.extract(text, st) && !part.findings.contains(&"uncertain") {
+            part.findings.push("uncertain");
+        }
+        part.inline_code = true;
+    }
+
+    /// Reads `text` one level down; whether it could not be read (the flag is not kept).
+    fn extract(&mut self, text: &str, st: &State) -> bool {
+        let before = self.out.unparseable;
+        let mut inner = st.clone();
+        inner.depth += 1;
+        self.script(text, &mut inner);
+        let bad = self.out.unparseable && !before;
+        if bad {
+            self.out.unparseable = false;
+        }
+        bad
+    }
+
+    /// A part standing for something a word does when it runs (`${x@P}`), with its finding.
+    fn flag_part(&mut self, text: &str, st: &State, finding: &'static str) {
+        self.push(Part {
+            program: text.to_owned(),
+            argv: vec![Word {
+                text: text.to_owned(),
+                ..Word::default()
+            }],
+            cwd: st.cwd.clone(),
+            findings: vec![finding],
+            ..Part::default()
+        });
+    }
+
+    /// A program's own command language: a pager's `+!cmd`, an editor's `-c '!cmd'`.
+    fn program_commands(&mut self, part: &mut Part, args: &[Word], st: &State) {
+        let data: &'a Data = self.data;
+        let Some(pc) = data.program_commands.get(&part.program) else {
+            return;
+        };
+        let mut values: Vec<String> = Vec::new();
+        if pc.plus {
+            for a in args {
+                if a.text == "--" {
+                    break;
+                }
+                if let Some(v) = a.text.strip_prefix('+') {
+                    values.push(v.strip_prefix('+').unwrap_or(v).to_owned());
+                }
+            }
+        }
+        values.extend(option_values(args, &pc.options));
+        for v in values {
+            let runs: Vec<String> = pc
+                .escape
+                .captures_iter(&v)
+                .filter_map(|c| c.get(1).map(|m| m.as_str().trim().to_owned()))
+                .filter(|t| !t.is_empty())
+                .collect();
+            for cmd in runs {
+                self.extracted(part, &cmd, st);
+            }
+            if data.exec_calls.is_match(&v) {
+                let before = self.out.unparseable;
+                let mut inner = st.clone();
+                inner.depth += 1;
+                self.exec_calls(&v, &mut inner);
+                if self.out.unparseable && !before {
+                    self.out.unparseable = false;
+                }
+                part.inline_code = true;
+            }
+            if !pc.safe.is_match(&v) {
+                part.inline_code = true;
+                if !part.findings.contains(&"uncertain") {
+                    part.findings.push("uncertain");
+                }
+            }
+        }
+    }
+
+    /// `ssh -o ProxyCommand=CMD` and the like: settings that are commands.
+    fn config_options(&mut self, part: &mut Part, args: &[Word], st: &State) {
+        let data: &'a Data = self.data;
+        let Some(co) = data.config_options.get(&part.program) else {
+            return;
+        };
+        for v in option_values(args, &co.options) {
+            let v = v.trim();
+            let Some(at) = v.find(|c: char| c == '=' || c.is_whitespace()) else {
+                continue;
+            };
+            let (key, rest) = v.split_at(at);
+            let value = rest.trim_start_matches(|c: char| c == '=' || c.is_whitespace());
+            if co.keys.is_match(key) && !value.is_empty() && !value.eq_ignore_ascii_case("none") {
+                self.extracted(part, value, st);
+            }
+        }
+    }
+
+    /// Words bash evaluates as a name or arithmetic (`printf -v 'a[$(cmd)]'`, `read`, `unset`):
+    /// a substitution in their text runs.
+    fn name_operands(&mut self, part: &mut Part, args: &[Word], st: &State) {
+        let data: &'a Data = self.data;
+        let Some(opts) = data.name_operands.get(&part.program) else {
+            return;
+        };
+        let texts: Vec<String> = if opts.is_empty() {
+            args.iter()
+                .filter(|w| !w.dynamic)
+                .map(|w| w.text.clone())
+                .collect()
+        } else {
+            option_values(args, opts)
+        };
+        for t in texts {
+            if let Some(at) = t.find("$(").or_else(|| t.find('`')) {
+                self.extracted(part, &format!(": {}", &t[at..]), st);
+                if !part.findings.contains(&"expansion_runs") {
+                    part.findings.push("expansion_runs");
+                }
+            }
+        }
+    }
+
+    /// sed's `e CMD` and `s///e` run commands; `w FILE` (and the `w` flag) write files, `r FILE`
+    /// reads one.
+    fn sed(&mut self, part: &mut Part, args: &[Word], st: &State) {
+        let mut scripts = option_values(args, &["-e".to_owned(), "--expression".to_owned()]);
+        let from_file = args
+            .iter()
+            .any(|a| a.text == "-f" || a.text.starts_with("--file"));
+        if scripts.is_empty()
+            && !from_file
+            && let Some(first) = args.iter().find(|a| !a.text.starts_with('-'))
+        {
+            scripts.push(first.text.clone());
+        }
+        for sc in scripts {
+            let e = sed_effects(&sc);
+            if e.pattern_space {
+                part.inline_code = true;
+                if !part.findings.contains(&"uncertain") {
+                    part.findings.push("uncertain");
+                }
+            }
+            for cmd in e.runs {
+                self.extracted(part, &cmd, st);
+            }
+            for (file, write) in e
+                .writes
+                .into_iter()
+                .map(|f| (f, true))
+                .chain(e.reads.into_iter().map(|f| (f, false)))
+            {
+                part.redirects.push(Redirect {
+                    target: Word {
+                        text: file,
+                        ..Word::default()
+                    },
+                    write,
+                });
+            }
+        }
+    }
+
+    /// git options whose value is a command (`grep -O`, `fetch --upload-pack`, `rebase -x`)
+    /// and subcommands that run the rest (`bisect run`).
+    fn git_commands(&mut self, part: &mut Part, args: &[Word], st: &State, wrappers: &[String]) {
+        let data: &'a Data = self.data;
+        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+        let Some((i, sub)) = crate::floor::git_sub(&texts) else {
+            return;
+        };
+        let rest = &args[i + 1..];
+        for entry in &data.git_command_options {
+            for s in &entry.subcommands {
+                let mut words = s.split(' ');
+                if words.next() != Some(sub.as_str()) {
+                    continue;
+                }
+                let more: Vec<&str> = words.collect();
+                if rest.len() < more.len() || rest.iter().zip(&more).any(|(w, m)| w.text != *m) {
+                    continue;
+                }
+                let after = &rest[more.len()..];
+                if entry.rest {
+                    if after.len() == 1 {
+                        self.extracted(part, &after[0].text, st);
+                    } else if !after.is_empty() {
+                        part.inline_code = true;
+                        let mut tmp = st.clone();
+                        tmp.depth += 1;
+                        let mut w = wrappers.to_vec();
+                        w.push("git".into());
+                        self.simple(after.to_vec(), Vec::new(), &mut tmp, None, w);
+                    }
+                    continue;
+                }
+                let mut values = option_values(after, &entry.options);
+                for a in after {
+                    if a.text == "--" {
+                        break;
+                    }
+                    for o in &entry.attached {
+                        let v = if o.starts_with("--") {
+                            a.text
+                                .strip_prefix(o.as_str())
+                                .and_then(|r| r.strip_prefix('='))
+                        } else {
+                            a.text.strip_prefix(o.as_str()).filter(|r| !r.is_empty())
+                        };
+                        values.extend(v.map(str::to_owned));
+                    }
+                }
+                for v in values {
+                    self.extracted(part, &v, st);
+                }
+            }
+        }
+    }
+
+    /// `parallel CMD ::: ARGS`, `... | parallel CMD`: CMD with each ARG put in (or appended).
+    fn parallel(
+        &mut self,
+        rest: &[Word],
+        replace: Option<&str>,
+        stdin: Option<&Output>,
+        st: &State,
+    ) {
+        let sep = rest.iter().position(|w| w.text.starts_with(":::"));
+        let (cmd, operands) = match sep {
+            Some(p) if rest[p].text.starts_with("::::") => (&rest[..p], stdin_operand_words(None)),
+            Some(p) => (
+                &rest[..p],
+                rest[p + 1..]
+                    .iter()
+                    .filter(|w| !w.text.starts_with(":::"))
+                    .cloned()
+                    .collect(),
+            ),
+            None => (rest, stdin_operand_words(stdin)),
+        };
+        let text = cmd
+            .iter()
+            .map(|w| w.text.clone())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let r = replace.filter(|r| !r.is_empty()).unwrap_or("{}");
+        let marks = [r, "{.}", "{/}", "{//}", "{/.}"];
+        for op in operands.iter().take(64) {
+            let word = script_word(op);
+            let line = if cmd.is_empty() {
+                op.text.clone()
+            } else if marks.iter().any(|m| text.contains(m)) {
+                marks.iter().fold(text.clone(), |t, m| t.replace(m, &word))
+            } else {
+                format!("{text} {word}")
+            };
+            let mut inner = st.clone();
+            inner.depth += 1;
+            self.script(&line, &mut inner);
+        }
+    }
+
+    /// The substitutions and expansions in an unquoted heredoc's body run.
+    fn heredoc_body(&mut self, body: Node<'_>, src: &[u8], st: &State) {
+        let mut c = body.walk();
+        let kids: Vec<Node<'_>> = body.named_children(&mut c).collect();
+        for k in kids {
+            if matches!(
+                k.kind(),
+                "expansion" | "simple_expansion" | "command_substitution"
+            ) {
+                let mut inner = st.clone();
+                let _ = self.word(k, src, &mut inner);
+            }
+        }
+    }
+
+    /// Walks a substitution's commands; what the last one writes.
+    fn substitution_output(&mut self, node: Node<'_>, src: &[u8], st: &mut State) -> Output {
+        let mut c = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut c).collect();
+        let mut last = Output::Unknown;
+        for k in kids {
+            if k.is_error() || k.is_missing() {
+                self.out.unparseable = true;
+            }
+            if k.is_named() {
+                last = self.walk(k, src, st, None);
+            }
+        }
+        last
     }
 
     fn feed_stdin(
@@ -1345,6 +1739,8 @@ impl<'a> Ctx<'a> {
             "ansi_c_string" => {
                 let raw = text(node, src);
                 let inner = raw.get(2..raw.len().saturating_sub(1)).unwrap_or("");
+                // a NUL is kept here and ends the word (`assemble`): the argument as execve gets
+                // it; bash's own reading, the string ending there, is the plain spelling's
                 out.push(Frag {
                     text: decode_ansi_c(inner),
                     quoted: true,
@@ -1426,7 +1822,24 @@ impl<'a> Ctx<'a> {
                 let before = self.out.parts.len();
                 let mut inner = st.clone();
                 inner.depth += 1;
-                self.children(node, src, &mut inner);
+                let output = self.substitution_output(node, src, &mut inner);
+                if let Output::Listing(paths) = output
+                    && !quoted
+                {
+                    // `rm -rf $(find /)`: the listed paths
+                    let words = listing_words(&paths);
+                    out.push(Frag {
+                        text: words
+                            .iter()
+                            .map(|w| w.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        split: true,
+                        dynamic: true,
+                        ..Frag::default()
+                    });
+                    return;
+                }
                 let new = &self.out.parts[before..];
                 let fetched = new.iter().any(|p| FETCHERS.contains(&p.program.as_str()));
                 let literal = if new.len() == 1
@@ -1449,6 +1862,7 @@ impl<'a> Ctx<'a> {
                         quoted,
                         fetched,
                         glob: false,
+                        transform: false,
                     }),
                     None => out.push(Frag {
                         text: text(node, src).to_owned(),
@@ -1456,6 +1870,7 @@ impl<'a> Ctx<'a> {
                         quoted,
                         fetched,
                         glob: false,
+                        transform: false,
                         split: false,
                     }),
                 }
@@ -1474,6 +1889,7 @@ impl<'a> Ctx<'a> {
                     quoted,
                     fetched,
                     glob: false,
+                    transform: false,
                     split: false,
                 });
             }
@@ -1500,6 +1916,42 @@ impl<'a> Ctx<'a> {
     }
 
     fn expansion(
+        &mut self,
+        raw: &str,
+        node: Node<'_>,
+        src: &[u8],
+        st: &mut State,
+        quoted: bool,
+        out: &mut Vec<Frag>,
+    ) {
+        let data: &'a Data = self.data;
+        let first = out.len();
+        let before = self.out.parts.len();
+        self.expansion_value(raw, node, src, st, quoted, out);
+        if !raw.starts_with("${") {
+            return;
+        }
+        if data.expansions.runs.is_match(raw) {
+            // `${x@P}`, `${!x}`: the value is run as shell code
+            self.flag_part(raw, st, "expansion_runs");
+        } else if data.expansions.unknown.is_match(raw) {
+            for f in &mut out[first..] {
+                f.transform = true;
+                f.dynamic = true;
+            }
+        }
+        if self.out.parts.len() == before
+            && let Some(at) = raw.find("$(").or_else(|| raw.find('`'))
+        {
+            // an operand kept as text (`${x#$(cmd)}`) still runs its substitution
+            let cmd = format!(": {}", raw[at..].trim_end_matches('}'));
+            if self.extract(&cmd, st) {
+                self.flag_part(raw, st, "uncertain");
+            }
+        }
+    }
+
+    fn expansion_value(
         &mut self,
         raw: &str,
         node: Node<'_>,
@@ -1536,6 +1988,7 @@ impl<'a> Ctx<'a> {
                 quoted,
                 fetched: false,
                 glob: false,
+                transform: false,
             });
             return;
         }
@@ -1581,6 +2034,7 @@ impl<'a> Ctx<'a> {
                     quoted,
                     fetched: false,
                     glob: false,
+                    transform: false,
                 });
             } else {
                 out.push(Frag {
@@ -1590,6 +2044,7 @@ impl<'a> Ctx<'a> {
                     quoted,
                     fetched: false,
                     glob: false,
+                    transform: false,
                 });
             }
             return;
@@ -1602,6 +2057,7 @@ impl<'a> Ctx<'a> {
                 quoted,
                 fetched: false,
                 glob: false,
+                transform: false,
             });
             return;
         }
@@ -1614,6 +2070,7 @@ impl<'a> Ctx<'a> {
                 quoted,
                 fetched: false,
                 glob: false,
+                transform: false,
             }),
             None => out.push(Frag {
                 text: raw.to_owned(),
@@ -1622,9 +2079,222 @@ impl<'a> Ctx<'a> {
                 quoted,
                 fetched: false,
                 glob: false,
+                transform: false,
             }),
         }
     }
+}
+
+/// The words a command fed by stdin gets (xargs, parallel): a literal's words, a listing's paths
+/// (each start point and everything under it), or one word known only when it runs.
+fn stdin_operand_words(stdin: Option<&Output>) -> Vec<Word> {
+    match stdin {
+        Some(Output::Literal(t)) => t
+            .split_whitespace()
+            .map(|x| Word {
+                text: x.to_owned(),
+                ..Word::default()
+            })
+            .collect(),
+        Some(Output::Listing(paths)) => listing_words(paths),
+        _ => vec![Word {
+            text: "$STDIN".into(),
+            dynamic: true,
+            ..Word::default()
+        }],
+    }
+}
+
+/// A listing's paths as words: `S` and `S/*` for each start point.
+fn listing_words(paths: &[String]) -> Vec<Word> {
+    paths
+        .iter()
+        .flat_map(|p| {
+            [
+                Word {
+                    text: p.clone(),
+                    dynamic: true,
+                    ..Word::default()
+                },
+                Word {
+                    text: format!("{}/*", p.trim_end_matches('/')),
+                    dynamic: true,
+                    glob: true,
+                    ..Word::default()
+                },
+            ]
+        })
+        .collect()
+}
+
+/// The start points a listing command lists (`listings.producers`).
+fn listed(method: &str, args: &[Word]) -> Vec<String> {
+    let found: Vec<String> = match method {
+        "root" => return vec!["/".to_owned()],
+        "find" => args
+            .iter()
+            .skip_while(|a| matches!(a.text.as_str(), "-H" | "-L" | "-P"))
+            .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+            .map(|a| a.text.clone())
+            .collect(),
+        _ => crate::floor::operands(args)
+            .into_iter()
+            .skip(1)
+            .map(|w| w.text.clone())
+            .collect(),
+    };
+    if found.is_empty() {
+        vec![".".to_owned()]
+    } else {
+        found
+    }
+}
+
+/// A word put back into a command line: a pattern or an unknown stays as it is, text is quoted.
+fn script_word(w: &Word) -> String {
+    if w.glob || (w.dynamic && w.text.starts_with('$')) {
+        w.text.clone()
+    } else {
+        shell_quote(&w.text)
+    }
+}
+
+/// What a sed script does beyond editing its stream.
+#[derive(Debug, Default)]
+struct SedEffects {
+    /// Commands it runs (`e CMD`; an `s///e` replacement, the likely command).
+    runs: Vec<String>,
+    /// It runs its pattern space (`e` alone, the `e` flag): a command known only when it runs.
+    pattern_space: bool,
+    writes: Vec<String>,
+    reads: Vec<String>,
+}
+
+/// The index just past the closing `delim` of a sed regex or replacement starting at `from`.
+fn sed_delimited(c: &[char], from: usize, delim: char) -> usize {
+    let mut j = from;
+    while j < c.len() {
+        if c[j] == '\\' {
+            j += 2;
+            continue;
+        }
+        if c[j] == delim {
+            return j + 1;
+        }
+        j += 1;
+    }
+    c.len()
+}
+
+/// Reads a sed script's commands for the ones that run, write or read.
+fn sed_effects(script: &str) -> SedEffects {
+    let c: Vec<char> = script.chars().collect();
+    let mut e = SedEffects::default();
+    let to_eol = |from: usize| -> (String, usize) {
+        let mut j = from.min(c.len());
+        while j < c.len() && c[j] != '\n' {
+            j += 1;
+        }
+        (c[from.min(j)..j].iter().collect(), j)
+    };
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch.is_whitespace() || matches!(ch, ';' | '{' | '}' | '!' | ',' | '$' | '~' | '+') {
+            i += 1;
+            continue;
+        }
+        if ch.is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        if ch == '/' || ch == '\\' {
+            // an address: /re/ or \cREc, then its I and M flags
+            let (delim, from) = if ch == '/' {
+                ('/', i + 1)
+            } else {
+                (c.get(i + 1).copied().unwrap_or('/'), i + 2)
+            };
+            i = sed_delimited(&c, from, delim);
+            while i < c.len() && matches!(c[i], 'I' | 'M') {
+                i += 1;
+            }
+            continue;
+        }
+        i += 1;
+        match ch {
+            '#' | 'a' | 'i' | 'c' => loop {
+                let (line, j) = to_eol(i);
+                i = j + 1;
+                if !line.ends_with('\\') || i >= c.len() {
+                    break;
+                }
+            },
+            ':' | 'b' | 't' | 'T' | 'v' => {
+                while i < c.len() && c[i] != ';' && c[i] != '\n' {
+                    i += 1;
+                }
+            }
+            'r' | 'R' | 'w' | 'W' => {
+                let (file, j) = to_eol(i);
+                i = j;
+                let file = file.trim().to_owned();
+                if !file.is_empty() {
+                    if matches!(ch, 'w' | 'W') {
+                        e.writes.push(file);
+                    } else {
+                        e.reads.push(file);
+                    }
+                }
+            }
+            'e' => {
+                let (cmd, j) = to_eol(i);
+                i = j;
+                let cmd = cmd.trim();
+                if cmd.is_empty() {
+                    e.pattern_space = true;
+                } else {
+                    e.runs.push(cmd.to_owned());
+                }
+            }
+            's' | 'y' => {
+                let Some(&delim) = c.get(i) else { break };
+                let re_end = sed_delimited(&c, i + 1, delim);
+                let rep_end = sed_delimited(&c, re_end, delim);
+                let replacement: String = c
+                    [re_end.min(c.len())..rep_end.saturating_sub(1).max(re_end).min(c.len())]
+                    .iter()
+                    .collect();
+                i = rep_end;
+                if ch == 'y' {
+                    continue;
+                }
+                while i < c.len() {
+                    match c[i] {
+                        'e' => {
+                            e.pattern_space = true;
+                            e.runs.push(
+                                replacement.replace(&format!("\\{delim}"), &delim.to_string()),
+                            );
+                            i += 1;
+                        }
+                        'w' => {
+                            let (file, j) = to_eol(i + 1);
+                            i = j;
+                            let file = file.trim().to_owned();
+                            if !file.is_empty() {
+                                e.writes.push(file);
+                            }
+                        }
+                        'g' | 'p' | 'i' | 'I' | 'm' | 'M' | '0'..='9' => i += 1,
+                        _ => break,
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    e
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1635,6 +2305,7 @@ struct Frag {
     quoted: bool,
     fetched: bool,
     glob: bool,
+    transform: bool,
 }
 
 /// Whether an unquoted word's source holds a pattern the shell expands (`*`, `?`, `[...]`).
@@ -1751,12 +2422,14 @@ fn assemble(frags: Vec<Frag>) -> Vec<Word> {
                     cur.text.push_str(p);
                     cur.dynamic |= f.dynamic;
                     cur.fetched |= f.fetched;
+                    cur.transform |= f.transform;
                     cur.glob |= f.dynamic && has_glob(p);
                     has = true;
                 }
             }
             if f.text.is_empty() && f.dynamic {
                 cur.dynamic = true;
+                cur.transform |= f.transform;
             }
         } else {
             cur.text.push_str(&f.text);
@@ -1764,11 +2437,18 @@ fn assemble(frags: Vec<Frag>) -> Vec<Word> {
             cur.quoted |= f.quoted;
             cur.fetched |= f.fetched;
             cur.glob |= f.glob;
+            cur.transform |= f.transform;
             has = has || f.quoted || !f.text.is_empty() || f.dynamic;
         }
     }
     if has {
         words.push(cur);
+    }
+    // an argument ends at its first NUL, as execve passes it
+    for w in &mut words {
+        if let Some(nul) = w.text.find('\0') {
+            w.text.truncate(nul);
+        }
     }
     words
 }
@@ -1783,6 +2463,7 @@ fn join_words(ws: Vec<Word>) -> Word {
         w.dynamic |= x.dynamic;
         w.quoted |= x.quoted;
         w.fetched |= x.fetched;
+        w.transform |= x.transform;
     }
     w
 }
@@ -1835,8 +2516,28 @@ fn unescape_dq(raw: &str) -> String {
     out
 }
 
-/// The values given to any of `opts` (`-c V`, `-cV`, `-qc V`, `--command=V`, `--command V`).
-fn option_values(args: &[Word], opts: &[String]) -> Vec<String> {
+/// The values of `command_options`: an option written `--opt=prefix` gives only the values that
+/// start with `prefix`, without it (`--checkpoint-action=exec=CMD`).
+fn command_option_values(args: &[Word], opts: &[String]) -> Vec<String> {
+    let mut plain: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for o in opts {
+        match o.split_once('=') {
+            Some((name, prefix)) => out.extend(
+                option_values(args, &[name.to_owned()])
+                    .into_iter()
+                    .filter_map(|v| v.strip_prefix(prefix).map(str::to_owned)),
+            ),
+            None => plain.push(o.clone()),
+        }
+    }
+    out.extend(option_values(args, &plain));
+    out
+}
+
+/// The values given to any of `opts` (`-c V`, `-cV`, `-qc V`, `--command=V`, `--command V`, and
+/// single-dash long options: `-TT V`, `-fprint V`).
+pub(crate) fn option_values(args: &[Word], opts: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let mut j = 0;
     while j < args.len() {
@@ -1856,6 +2557,16 @@ fn option_values(args: &[Word], opts: &[String]) -> Vec<String> {
                     out.push(v.to_owned());
                 }
             }
+        } else if a.starts_with('-')
+            && a.len() > 2
+            && opts
+                .iter()
+                .any(|o| o.len() > 2 && !o.starts_with("--") && a == o)
+        {
+            if let Some(v) = args.get(j + 1) {
+                out.push(v.text.clone());
+            }
+            j += 1;
         } else if a.starts_with('-') && a.len() > 1 {
             for (pos, c) in a.char_indices().skip(1) {
                 if opts
