@@ -12,7 +12,7 @@ async fn spec_and_tools_as_a_chat_sees_them() {
     let server = Server::start(dir.path(), &model.base_url());
     let mut c = Client::anonymous(&server.base);
     let (_, spec) = c.get("/api/spec").await;
-    assert_eq!(spec["version"], "3.1.1-draft");
+    assert_eq!(spec["version"], "3.2.0-draft");
     assert_eq!(spec["sha256"], Spec::embedded().sha256());
 
     let names = |v: &serde_json::Value| -> Vec<String> {
@@ -60,6 +60,6 @@ async fn spec_and_tools_as_a_chat_sees_them() {
     let (status, page) = c.get("/").await;
     assert_eq!(status, 200);
     let page = page.as_str().unwrap();
-    assert!(page.contains("3.1.1-draft"), "{page}");
+    assert!(page.contains("3.2.0-draft"), "{page}");
     assert!(page.contains("plan mode"), "{page}");
 }
