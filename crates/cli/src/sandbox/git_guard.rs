@@ -155,14 +155,8 @@ fn write_proc(path: &std::ffi::CStr, text: &[u8]) -> std::io::Result<()> {
 pub fn works() -> bool {
     static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *WORKS.get_or_init(|| {
-        let Ok(dir) = std::env::temp_dir()
-            .join(format!("llembas-guard-{}", std::process::id()))
-            .canonicalize()
-            .or_else(|_| {
-                let d = std::env::temp_dir().join(format!("llembas-guard-{}", std::process::id()));
-                std::fs::create_dir_all(&d).and_then(|()| d.canonicalize())
-            })
-        else {
+        let dir = std::env::temp_dir().join(format!("llembas-guard-{}", std::process::id()));
+        let Ok(dir) = std::fs::create_dir_all(&dir).and_then(|()| dir.canonicalize()) else {
             return false;
         };
         let guard = bind(&dir, true).map(|b| GitGuard::with_binds(vec![b]));
