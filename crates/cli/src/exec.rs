@@ -2,10 +2,11 @@
 //! rooted at the working directory, `bash` as a real process, and the plan tools on the
 //! session's plan. The texts a model reads come from the core crates; this module moves bytes.
 //!
-//! The host backend shows the working directory as `/`. The model is told the real directory
-//! (its shell runs there), so paths are mapped both ways: an absolute path inside the working
-//! directory, a relative path, or a path of the view go in; the paths of answers come back as
-//! real absolute paths.
+//! A path a call names is resolved against the working directory by the harness's one resolver
+//! (`~` the home directory) and the call acts on that absolute path: inside the working
+//! directory through the host backend rooted there (shown as `/`, locked while calls run), on
+//! the rest of the disk through the host backend of the whole disk — the same rules, no link
+//! followed. Answers name real absolute paths (`harness_agent::DiskFiles`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use harness_agent::commands::{bash_outcome, bash_seconds};
 use harness_agent::personal::PersonalTools;
-use harness_agent::{FileTools, PathMap};
+use harness_agent::{DiskFiles, PathMap, Side};
 use harness_core::protocol::ToolCall;
 use harness_fs::{HostBackend, HostOptions, Level, VPath, View};
 
@@ -31,7 +32,9 @@ pub struct Exec {
     /// The view while some call uses it: the host backend (and its lock on the directory) is
     /// held only while calls run, so other sessions in the same directory can work too.
     open: Mutex<std::sync::Weak<View>>,
-    files: FileTools,
+    /// The rest of the disk, opened on its first use (it takes no lock).
+    disk: std::sync::OnceLock<Arc<View>>,
+    files: DiskFiles,
     /// The library, the memory file and the skills.
     pub personal: PersonalTools,
     /// Where commands' output past memory goes.
@@ -51,7 +54,8 @@ impl Exec {
         let exec = Exec {
             root: root.to_path_buf(),
             open: Mutex::new(std::sync::Weak::new()),
-            files: FileTools::new(),
+            disk: std::sync::OnceLock::new(),
+            files: DiskFiles::new(&root.display().to_string(), &crate::session::home_dir()),
             personal: PersonalTools::default(),
             spill: Arc::new(process::SpillDir::new(None)),
             memory_api: None,
@@ -91,6 +95,24 @@ impl Exec {
         Ok(v)
     }
 
+    /// The view of `side`: the working directory's, or the whole disk's.
+    fn view_of(&self, side: Side) -> std::result::Result<Arc<View>, harness_fs::Error> {
+        match side {
+            Side::Dir => self.view(),
+            Side::Disk => {
+                if let Some(v) = self.disk.get() {
+                    return Ok(v.clone());
+                }
+                let backend = HostBackend::open_disk(HostOptions::default())?;
+                let v = Arc::new(View::new(
+                    Arc::new(backend),
+                    harness_fs::Access::new().grant("/", Level::Commit),
+                ));
+                Ok(self.disk.get_or_init(|| v).clone())
+            }
+        }
+    }
+
     /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first, from
     /// the repository's top down to the working directory, by their real paths.
     pub fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
@@ -118,8 +140,18 @@ impl Exec {
         &self,
         path: &str,
     ) -> std::result::Result<harness_agent::ShownFile, String> {
-        let view = self.view().map_err(|e| e.to_string())?;
-        self.files.read_for_show(&view, self, path)
+        self.files.read_for_show(&|side| self.view_of(side), path)
+    }
+
+    /// What a file call would answer without running when a precondition of its own fails
+    /// (`harness_agent::FileTools::precheck`), on the side its path lies on.
+    pub fn precheck(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        self.files.precheck(&|side| self.view_of(side), call)
+    }
+
+    /// A path a call names as the absolute path it acts on.
+    pub fn resolve(&self, path: &str) -> String {
+        self.files.dir_paths().resolve(path)
     }
 
     /// The working directory.
@@ -127,25 +159,9 @@ impl Exec {
         &self.root
     }
 
-    /// A path as the model gave it, as a path of the view.
-    pub fn to_view(&self, input: &str) -> String {
-        let p = Path::new(input);
-        if p.is_absolute()
-            && let Ok(rel) = p.strip_prefix(&self.root)
-        {
-            return format!("/{}", rel.display());
-        }
-        input.to_owned()
-    }
-
-    /// A path of the view as the real path.
+    /// A path of the working directory's view as the real path.
     pub fn to_host(&self, p: &VPath) -> String {
-        let rel = p.as_str().trim_start_matches('/');
-        if rel.is_empty() {
-            self.root.display().to_string()
-        } else {
-            self.root.join(rel).display().to_string()
-        }
+        self.files.dir_paths().shown(p)
     }
 
     fn error(&self, call: &ToolCall, e: harness_fs::Error) -> ToolOutcome {
@@ -154,14 +170,14 @@ impl Exec {
 
     /// Runs a call that is not bash (bash needs the runtime: [`Exec::bash`]).
     pub fn run_sync(&self, call: &ToolCall) -> ToolOutcome {
+        if let Some(out) = self.files.run(&|side| self.view_of(side), call) {
+            return out;
+        }
         let view = match self.view() {
             Ok(v) => v,
             Err(e) => return self.error(call, e),
         };
         let view = &*view;
-        if let Some(out) = self.files.run(view, self, call) {
-            return out;
-        }
         let mut out = self.personal.run(view, call).unwrap_or_else(|| {
             ToolOutcome::error(&call.id, format!("{} cannot run in llembas", call.name))
         });
@@ -218,17 +234,5 @@ impl Exec {
                 Ran::Done(finished(exit))
             }
         }
-    }
-}
-
-/// The host backend shows the working directory as `/`; the model and the person know real
-/// paths.
-impl PathMap for Exec {
-    fn to_view(&self, input: &str) -> String {
-        Exec::to_view(self, input)
-    }
-
-    fn shown(&self, p: &VPath) -> String {
-        self.to_host(p)
     }
 }

@@ -110,6 +110,14 @@ impl ToolWorld for HostWorld {
     fn place(&self) -> String {
         self.exec.root().display().to_string()
     }
+
+    fn precheck(&self, call: &ToolCall) -> Option<String> {
+        self.exec.precheck(call).map(|out| out.output)
+    }
+
+    fn resolve(&self, path: &str) -> String {
+        self.exec.resolve(path)
+    }
 }
 
 /// Background commands as processes of this machine, in the working directory.

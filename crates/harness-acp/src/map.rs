@@ -261,19 +261,17 @@ pub fn diffs_in(text: &str, cwd: &Path) -> Vec<Diff> {
     out
 }
 
-/// The location a call works on, from its `path` (relative to the session's directory).
+/// The location a call works on: its `path` resolved against the session's directory by the
+/// one resolver (`~` the home directory), the absolute path the call acts on.
 pub fn call_locations(args: &Value, cwd: &Path) -> Option<Vec<ToolCallLocation>> {
     let path = args.get("path").and_then(Value::as_str)?;
     if path.is_empty() {
         return None;
     }
-    let p = Path::new(path);
-    let full = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        cwd.join(p)
-    };
-    Some(vec![ToolCallLocation::new(lexical(&full))])
+    let home = std::env::home_dir().unwrap_or_else(|| PathBuf::from("/"));
+    let full =
+        harness_core::path::resolve_home(&cwd.to_string_lossy(), &home.to_string_lossy(), path);
+    Some(vec![ToolCallLocation::new(PathBuf::from(full))])
 }
 
 /// The ACP type of a stop reason harness-agent named.

@@ -2,9 +2,12 @@
 //! `apply_patch`, `glob`, `grep` and `list`, with their answers as the model reads them and the
 //! read ledger that guards writes. Any backend serves: the CLI's host directory, a chat's view
 //! of the server's tree, an embedder's in-memory tree. Paths go in and come out through a
-//! [`PathMap`], so answers name paths as the person knows them.
+//! [`PathMap`], so answers name paths as the person knows them. On a machine's disk
+//! ([`DiskFiles`]) a call runs in the session's directory or on the rest of the disk, as the
+//! path it names resolves; either way it acts on that one absolute path.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use harness_core::protocol::ToolCall;
 use harness_fs::tools::{self as fst, EditSpec, GrepMode, GrepOptions, Ledger};
@@ -21,6 +24,238 @@ pub trait PathMap: Send + Sync {
     fn to_view(&self, input: &str) -> String;
     /// A path of the view as the person knows it.
     fn shown(&self, p: &VPath) -> String;
+    /// Where `glob`, `grep` and `list` work when the call names no path, as the model would
+    /// write it: the view's root unless the map says otherwise.
+    fn here(&self) -> &str {
+        "/"
+    }
+}
+
+/// A directory of a machine's disk seen as the view's `/` (the host backend rooted there): a
+/// path is resolved against the directory by the one resolver (`~` the home directory), and
+/// one inside it is the view path it names there. Answers name real absolute paths.
+#[derive(Debug, Clone)]
+pub struct DirPaths {
+    root: String,
+    home: String,
+}
+
+impl DirPaths {
+    /// The directory `root` (absolute), `~` being `home`.
+    pub fn new(root: &str, home: &str) -> DirPaths {
+        DirPaths {
+            root: harness_core::path::resolve("/", root),
+            home: home.to_owned(),
+        }
+    }
+
+    /// `input` as the absolute path it names.
+    pub fn resolve(&self, input: &str) -> String {
+        harness_core::path::resolve_home(&self.root, &self.home, input)
+    }
+
+    /// Whether `input` names a path in the directory.
+    pub fn holds(&self, input: &str) -> bool {
+        harness_core::path::inside(&self.resolve(input), &self.root)
+    }
+}
+
+impl PathMap for DirPaths {
+    /// A path inside the directory as the view's; any other as its absolute path (which the
+    /// view would take as inside: [`DiskFiles`] never sends one here).
+    fn to_view(&self, input: &str) -> String {
+        let abs = self.resolve(input);
+        match abs.strip_prefix(&self.root) {
+            _ if self.root == "/" => abs,
+            Some("") => "/".to_owned(),
+            Some(rest) if rest.starts_with('/') => rest.to_owned(),
+            _ => abs,
+        }
+    }
+
+    fn shown(&self, p: &VPath) -> String {
+        harness_core::path::resolve(&self.root, p.as_str().trim_start_matches('/'))
+    }
+
+    fn here(&self) -> &str {
+        "."
+    }
+}
+
+/// The whole disk seen as the view's `/` ([`harness_fs::HostBackend::open_disk`]): a path is
+/// resolved against the session's directory by the one resolver and is the view path itself.
+#[derive(Debug, Clone)]
+pub struct AbsolutePaths(DirPaths);
+
+impl PathMap for AbsolutePaths {
+    fn to_view(&self, input: &str) -> String {
+        self.0.resolve(input)
+    }
+
+    fn shown(&self, p: &VPath) -> String {
+        p.as_str().to_owned()
+    }
+
+    fn here(&self) -> &str {
+        "."
+    }
+}
+
+/// Which of a machine's two views a call runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The session's directory (its own backend).
+    Dir,
+    /// The rest of the disk.
+    Disk,
+}
+
+/// The file tools of a session on a machine's disk: its directory through one view, the rest of
+/// the disk through another, each with its read ledger. A call runs in the view its paths
+/// resolve into (by the one resolver, as the permission engine resolved them), so the path the
+/// person was asked about is the path the answer names and the file touched.
+#[derive(Debug)]
+pub struct DiskFiles {
+    dir: DirPaths,
+    disk: AbsolutePaths,
+    in_dir: FileTools,
+    on_disk: FileTools,
+}
+
+impl DiskFiles {
+    /// The file tools of a session working in `root` (absolute), `~` being `home`.
+    pub fn new(root: &str, home: &str) -> DiskFiles {
+        let dir = DirPaths::new(root, home);
+        DiskFiles {
+            disk: AbsolutePaths(dir.clone()),
+            dir,
+            in_dir: FileTools::new(),
+            on_disk: FileTools::new(),
+        }
+    }
+
+    /// The session's directory's paths.
+    pub fn dir_paths(&self) -> &DirPaths {
+        &self.dir
+    }
+
+    /// Where `call` runs: in the directory when every path it names lies there (a call that
+    /// names none, or whose arguments cannot be read, too: it answers why there), else on the
+    /// disk. A patch that changes files on both sides is refused: the text to answer.
+    pub fn side(&self, call: &ToolCall) -> Result<Side, String> {
+        let by = |inside: bool| if inside { Side::Dir } else { Side::Disk };
+        match call.name.as_str() {
+            "apply_patch" => {
+                let Some(Ok(patch)) = call
+                    .arguments
+                    .get("patch")
+                    .and_then(Value::as_str)
+                    .map(harness_fs::patch::Patch::parse)
+                else {
+                    return Ok(Side::Dir);
+                };
+                let mut outside = Vec::new();
+                let mut inside = false;
+                for op in &patch.ops {
+                    for raw in op.paths() {
+                        // An absolute path outside is refused by the patch's own rule.
+                        if Path::new(raw).is_absolute() || self.dir.holds(raw) {
+                            inside = true;
+                        } else {
+                            outside.push(self.dir.resolve(raw));
+                        }
+                    }
+                }
+                match outside.first() {
+                    None => Ok(Side::Dir),
+                    Some(_) if !inside => Ok(Side::Disk),
+                    Some(first) => Err(format!(
+                        "apply_patch: the patch changes files both inside {} and outside it \
+                         ({first}); send one patch for each. Nothing was changed.",
+                        self.dir.root
+                    )),
+                }
+            }
+            _ => match call.arguments.get("path") {
+                Some(Value::String(p)) => Ok(by(self.dir.holds(p))),
+                _ => Ok(Side::Dir),
+            },
+        }
+    }
+
+    /// The side a path for `show` is read on.
+    pub fn side_of(&self, path: &str) -> Side {
+        if self.dir.holds(path) {
+            Side::Dir
+        } else {
+            Side::Disk
+        }
+    }
+
+    /// The view, paths and tools of a side.
+    fn of(&self, side: Side) -> (&dyn PathMap, &FileTools) {
+        match side {
+            Side::Dir => (&self.dir, &self.in_dir),
+            Side::Disk => (&self.disk, &self.on_disk),
+        }
+    }
+
+    /// Runs `call` in the view `views` opens for its side; `None` when it is not a file tool.
+    pub fn run(
+        &self,
+        views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
+        call: &ToolCall,
+    ) -> Option<ToolOutcome> {
+        if !FileTools::NAMES.contains(&call.name.as_str()) {
+            return None;
+        }
+        self.on_side(views, call, |files, view, paths| {
+            files.run(view, paths, call)
+        })
+    }
+
+    /// [`FileTools::precheck`] in the view of `call`'s side.
+    pub fn precheck(
+        &self,
+        views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
+        call: &ToolCall,
+    ) -> Option<ToolOutcome> {
+        if !FileTools::NAMES.contains(&call.name.as_str()) {
+            return None;
+        }
+        self.on_side(views, call, |files, view, paths| {
+            files.precheck(view, paths, call)
+        })
+    }
+
+    fn on_side(
+        &self,
+        views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
+        call: &ToolCall,
+        f: impl FnOnce(&FileTools, &View, &dyn PathMap) -> Option<ToolOutcome>,
+    ) -> Option<ToolOutcome> {
+        let side = match self.side(call) {
+            Ok(s) => s,
+            Err(refused) => return Some(ToolOutcome::error(&call.id, refused)),
+        };
+        let (paths, files) = self.of(side);
+        match views(side) {
+            Ok(view) => f(files, &view, paths),
+            Err(e) => Some(error(call, paths, e)),
+        }
+    }
+
+    /// A file for `show`, read on its side as `read` reads it.
+    pub fn read_for_show(
+        &self,
+        views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
+        path: &str,
+    ) -> Result<ShownFile, String> {
+        let side = self.side_of(path);
+        let (paths, files) = self.of(side);
+        let view = views(side).map_err(|e| e.to_string())?;
+        files.read_for_show(&view, paths, path)
+    }
 }
 
 /// The view's own paths, both ways.
@@ -83,6 +318,49 @@ fn arg_bool(call: &ToolCall, key: &str) -> Arg<bool> {
 /// A required string argument: the answer to send when it is absent or not a string.
 fn required_str<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, Refused> {
     arg_str(call, key)?.ok_or_else(|| missing(call, key).into())
+}
+
+/// The replacements of an `edit` (its `old_string`, `new_string`, `replace_all`) or a
+/// `multiedit` (its `edits`).
+fn edit_specs(call: &ToolCall) -> Result<Vec<EditSpec>, Refused> {
+    if call.name == "edit" {
+        return Ok(vec![EditSpec {
+            old_string: required_str(call, "old_string")?.to_owned(),
+            new_string: required_str(call, "new_string")?.to_owned(),
+            replace_all: arg_bool(call, "replace_all")?.unwrap_or(false),
+        }]);
+    }
+    match call
+        .arguments
+        .get("edits")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+    {
+        Ok(Some(e)) => Ok(e),
+        Ok(None) => Err(missing(call, "edits").into()),
+        Err(e) => Err(ToolOutcome::error(
+            &call.id,
+            format!("multiedit: `edits` is malformed: {e}"),
+        )
+        .into()),
+    }
+}
+
+/// A `grep` call's options.
+fn grep_options(call: &ToolCall) -> Result<GrepOptions, Refused> {
+    Ok(GrepOptions {
+        include: arg_str(call, "include")?.map(str::to_owned),
+        ignore_case: arg_bool(call, "ignore_case")?.unwrap_or(false),
+        limit: arg_usize(call, "limit")?,
+        mode: match arg_str(call, "mode")? {
+            None => GrepMode::default(),
+            Some(m) => GrepMode::parse(m).ok_or_else(|| {
+                Refused::from(wrong_type(call, "mode", "one of `lines`, `files`, `count`"))
+            })?,
+        },
+        context: arg_usize(call, "context")?.unwrap_or(0),
+    })
 }
 
 /// The answer to a call missing a required argument.
@@ -175,7 +453,7 @@ impl FileTools {
             "mkdir" | "mv" | "rm" => Ok(FileTools::tree(view, call)),
             "glob" => (|| {
                 let pattern = required_str(call, "pattern")?;
-                let root = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
+                let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
                 match fst::glob(view, &root, pattern, 200) {
                     Ok(g) => {
                         let mut text: Vec<String> =
@@ -196,23 +474,8 @@ impl FileTools {
             })(),
             "grep" => (|| {
                 let pattern = required_str(call, "pattern")?;
-                let root = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
-                let opts = GrepOptions {
-                    include: arg_str(call, "include")?.map(str::to_owned),
-                    ignore_case: arg_bool(call, "ignore_case")?.unwrap_or(false),
-                    limit: arg_usize(call, "limit")?,
-                    mode: match arg_str(call, "mode")? {
-                        None => GrepMode::default(),
-                        Some(m) => GrepMode::parse(m).ok_or_else(|| {
-                            Refused::from(wrong_type(
-                                call,
-                                "mode",
-                                "one of `lines`, `files`, `count`",
-                            ))
-                        })?,
-                    },
-                    context: arg_usize(call, "context")?.unwrap_or(0),
-                };
+                let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+                let opts = grep_options(call)?;
                 Ok(match fst::grep(view, &root, pattern, &opts) {
                     Ok(mut g) => {
                         for m in g.matches.iter_mut().chain(&mut g.context_lines) {
@@ -224,7 +487,7 @@ impl FileTools {
                 })
             })(),
             "list" => (|| {
-                let path = paths.to_view(arg_str(call, "path")?.unwrap_or("/"));
+                let path = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
                 let depth = arg_usize(call, "depth")?;
                 Ok(match fst::list(view, &path, depth) {
                     Ok(text) => {
@@ -310,7 +573,6 @@ impl FileTools {
         paths: &dyn PathMap,
         call: &ToolCall,
     ) -> Result<ToolOutcome, Refused> {
-        let a = &call.arguments;
         let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
         let resolved = view.resolve(&vp);
@@ -329,25 +591,7 @@ impl FileTools {
                 let all = arg_bool(call, "replace_all")?.unwrap_or(false);
                 fst::edit(view, &self.ledger, &vp, old, new, all)
             }
-            _ => {
-                let edits: Vec<EditSpec> = match a
-                    .get("edits")
-                    .cloned()
-                    .map(serde_json::from_value)
-                    .transpose()
-                {
-                    Ok(Some(e)) => e,
-                    Ok(None) => return Err(missing(call, "edits").into()),
-                    Err(e) => {
-                        return Err(ToolOutcome::error(
-                            &call.id,
-                            format!("multiedit: `edits` is malformed: {e}"),
-                        )
-                        .into());
-                    }
-                };
-                fst::multiedit(view, &self.ledger, &vp, &edits)
-            }
+            _ => fst::multiedit(view, &self.ledger, &vp, &edit_specs(call)?),
         };
         Ok(match result {
             Ok(change) => {
@@ -390,16 +634,7 @@ impl FileTools {
             Ok(p) => p,
             Err(e) => return Ok(error(call, paths, e)),
         };
-        // A real path inside the working directory is taken as the relative path it names.
-        patch.map_paths(|p| {
-            if Path::new(p).is_absolute() {
-                let v = paths.to_view(p);
-                if v != p {
-                    return v.trim_start_matches('/').to_owned();
-                }
-            }
-            p.to_owned()
-        });
+        map_patch(&mut patch, paths);
         let applied = match harness_fs::patch::apply(view, &self.ledger, &patch) {
             Ok(a) => a,
             Err(e) => return Ok(error(call, paths, e)),
@@ -426,7 +661,85 @@ impl FileTools {
     }
 }
 
+/// A patch's paths as the view's, relative to its root as the patch's rule wants them: a
+/// relative path resolved by the map, an absolute one the map takes as the view's (a real path
+/// inside a working directory) the relative path it names; any other absolute path is left for
+/// the patch's own refusal.
+fn map_patch(patch: &mut harness_fs::patch::Patch, paths: &dyn PathMap) {
+    patch.map_paths(|p| {
+        let v = paths.to_view(p);
+        if Path::new(p).is_absolute() && v == p {
+            return p.to_owned();
+        }
+        v.trim_start_matches('/').to_owned()
+    });
+}
+
 impl FileTools {
+    /// What `call` would answer without changing anything when a precondition of its own
+    /// fails — its arguments, the path resolving to what the tool needs (a file to read or
+    /// change, a directory to list or search), a file read before it is changed and unchanged
+    /// since, every edit or hunk applying — checked as the call itself checks them; `None`
+    /// when it may run, or is not a file tool. Nothing is recorded as read.
+    pub fn precheck(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Option<ToolOutcome> {
+        let checked: Result<Option<harness_fs::Error>, Refused> = (|| {
+            Ok(match call.name.as_str() {
+                "read" => {
+                    let vp = paths.to_view(required_str(call, "path")?);
+                    let (offset, limit) = (arg_usize(call, "offset")?, arg_usize(call, "limit")?);
+                    fst::read(view, &Ledger::new(), &vp, offset, limit).err()
+                }
+                "write" => {
+                    let vp = paths.to_view(required_str(call, "path")?);
+                    required_str(call, "content")?;
+                    fst::check_write(view, &self.ledger, &vp).err()
+                }
+                "edit" | "multiedit" => {
+                    let vp = paths.to_view(required_str(call, "path")?);
+                    let edits = edit_specs(call)?;
+                    fst::check_edits(view, &self.ledger, &vp, &edits).err()
+                }
+                "apply_patch" => {
+                    let text = required_str(call, "patch")?;
+                    match harness_fs::patch::Patch::parse(text) {
+                        Err(e) => Some(e),
+                        Ok(mut patch) => {
+                            map_patch(&mut patch, paths);
+                            harness_fs::patch::check(view, &self.ledger, &patch).err()
+                        }
+                    }
+                }
+                "glob" | "grep" | "list" => {
+                    if call.name != "list" {
+                        required_str(call, "pattern")?;
+                    }
+                    let at = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+                    if call.name == "grep" {
+                        grep_options(call)?;
+                    }
+                    arg_usize(call, "depth")?;
+                    if call.name == "list" {
+                        // One level is enough to find what the listing would refuse.
+                        fst::list(view, &at, Some(1)).err()
+                    } else {
+                        view.stat(&view.resolve(&at)).err()
+                    }
+                }
+                _ => None,
+            })
+        })();
+        match checked {
+            Ok(None) => None,
+            Ok(Some(e)) => Some(error(call, paths, e)),
+            Err(refused) => Some(*refused),
+        }
+    }
+
     /// `mkdir`, `mv` and `rm` (to the trash) on `view`, by the view's rules and texts.
     fn tree(view: &View, call: &ToolCall) -> ToolOutcome {
         let a = &call.arguments;

@@ -106,7 +106,7 @@ use tokio::sync::mpsc;
 
 pub use capacity::CapacityGate;
 pub use error::{Error, Result};
-pub use files::{FileTools, PathMap, ViewPaths};
+pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, ViewPaths};
 pub use manager::SessionManager;
 pub use perm::SessionPermissions;
 pub use protocol::{Ctl, Out, Query, stop_reason, turn_end_text};

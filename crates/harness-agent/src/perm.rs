@@ -9,6 +9,8 @@ use harness_permission::{Action, Engine, Request, Rule};
 use harness_spec::{Risk, Spec};
 use serde_json::Value;
 
+use crate::seams::ToolWorld;
+
 /// What every decision of a session shares; cloned handles see the same mode and approvals.
 #[derive(Clone)]
 pub struct SessionPermissions {
@@ -104,8 +106,10 @@ impl SessionPermissions {
     }
 }
 
-/// What a call is about, as the person reads it in a question: the command, the path, the URL.
-pub fn subject(call: &ToolCall) -> String {
+/// What a call is about, as the person reads it in a question: the command, the path (the
+/// absolute path it resolves to against `root`, `~` being `home`: the one the call acts on),
+/// the URL.
+pub fn subject(call: &ToolCall, root: &str, home: &str) -> String {
     let a = &call.arguments;
     for key in [
         "command",
@@ -117,6 +121,9 @@ pub fn subject(call: &ToolCall) -> String {
         "prompt",
     ] {
         if let Some(s) = a.get(key).and_then(Value::as_str) {
+            if matches!(key, "path" | "file_path") {
+                return harness_core::path::resolve_home(root, home, s);
+            }
             return s.to_owned();
         }
     }
@@ -147,12 +154,46 @@ impl Permissions for SessionPermissions {
                 Decision::Ask(PermissionQuestion {
                     tool: call.name.clone(),
                     risk,
-                    subject: subject(call),
+                    subject: subject(call, &self.root, &self.home),
                     pattern: d.always,
                     reason: Some(d.reason),
                     change: None,
                 })
             }
         }
+    }
+}
+
+/// A session's permissions with its world's preconditions: a call the person would be asked
+/// about is first checked by the world ([`ToolWorld::precheck`]), and one that cannot run is
+/// answered with why instead.
+pub(crate) struct Checked {
+    /// The session's permissions.
+    pub perms: SessionPermissions,
+    /// The world the calls run in.
+    pub world: Arc<dyn ToolWorld>,
+}
+
+impl Permissions for Checked {
+    fn decide(&self, call: &ToolCall) -> Decision {
+        self.perms.decide(call)
+    }
+
+    fn check(&self, call: &ToolCall, earlier: &[ToolCall]) -> Option<String> {
+        // A call before it in the step runs first and may make it runnable (a command, a write,
+        // a read of the file it changes): then it is checked when it runs.
+        let changes = Spec::embedded()
+            .tool(&call.name)
+            .is_some_and(|t| t.risk == Risk::Write);
+        let harmless = |c: &ToolCall| {
+            Spec::embedded()
+                .tool(&c.name)
+                .is_some_and(|t| t.risk == Risk::Read)
+                && !(changes && c.name == "read")
+        };
+        if !earlier.iter().all(harmless) {
+            return None;
+        }
+        self.world.precheck(call)
     }
 }

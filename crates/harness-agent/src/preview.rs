@@ -30,7 +30,7 @@ pub fn diff(path: &str, before: &str, after: &str) -> String {
 pub fn change(world: &dyn ToolWorld, call: &ToolCall) -> Option<String> {
     let s = |k: &str| call.arguments.get(k).and_then(Value::as_str);
     if call.name == "apply_patch" {
-        return s("patch").map(str::to_owned);
+        return s("patch").map(|p| patch_by_real_paths(world, p));
     }
     if !matches!(call.name.as_str(), "write" | "edit" | "multiedit") {
         return None;
@@ -40,9 +40,7 @@ pub fn change(world: &dyn ToolWorld, call: &ToolCall) -> Option<String> {
     // A file not there yet is named as the world names the files it has: under its place.
     let shown = match &now {
         Ok(f) => f.path.clone(),
-        Err(_) => {
-            harness_fs::VPath::resolve(&harness_fs::VPath::parse(&world.place()), path).to_string()
-        }
+        Err(_) => world.resolve(path),
     };
     let (before, after) = if call.name == "write" {
         (
@@ -63,4 +61,25 @@ pub fn change(world: &dyn ToolWorld, call: &ToolCall) -> Option<String> {
         (before, text)
     };
     Some(diff(&shown, &before, &after))
+}
+
+/// A patch as the person reads it: each file it names by the absolute path the call acts on
+/// (an absolute path is left as the patch gives it: the tool refuses it).
+fn patch_by_real_paths(world: &dyn ToolWorld, patch: &str) -> String {
+    let mut out = String::with_capacity(patch.len());
+    for line in patch.split_inclusive('\n') {
+        let header = harness_fs::patch::HEADERS
+            .iter()
+            .find_map(|h| line.strip_prefix(h).map(|rest| (h, rest)));
+        match header {
+            Some((h, rest)) if !rest.trim().is_empty() && !rest.trim().starts_with('/') => {
+                let end = &rest[rest.trim_end().len()..];
+                out.push_str(h);
+                out.push_str(&world.resolve(rest.trim()));
+                out.push_str(end);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }

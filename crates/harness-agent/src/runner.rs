@@ -281,7 +281,10 @@ impl Driver {
                     None
                 }
             }),
-            permissions: Box::new(perms.clone()),
+            permissions: Box::new(crate::perm::Checked {
+                perms: perms.clone(),
+                world: setup.world.clone(),
+            }),
             subagent: setup.agent.is_some(),
             hygiene: true,
         };

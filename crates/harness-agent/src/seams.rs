@@ -224,6 +224,16 @@ pub trait ToolWorld: Send + Sync {
     /// Runs one call of a tool it runs.
     fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran>;
 
+    /// What `call` would answer without changing anything when one of its own preconditions
+    /// already fails (an argument missing, a file not read before it is changed, an edit that
+    /// does not apply, a directory where a file must be): checked before the person is asked
+    /// about it, so nobody approves a call that cannot run. `None` when it may run (the file
+    /// tools: [`crate::FileTools::precheck`]).
+    fn precheck(&self, call: &ToolCall) -> Option<String> {
+        let _ = call;
+        None
+    }
+
     /// The instruction files that apply, outermost first.
     fn instructions(&self) -> Vec<InstructionFile> {
         Vec::new()
@@ -241,6 +251,12 @@ pub trait ToolWorld: Send + Sync {
 
     /// The directory the session works in, as the person knows it.
     fn place(&self) -> String;
+
+    /// A path a call names as the absolute path it acts on: resolved against [`Self::place`]
+    /// by the one resolver ([`harness_core::path`]), as the permission engine resolves it.
+    fn resolve(&self, path: &str) -> String {
+        harness_core::path::resolve(&self.place(), path)
+    }
 }
 
 /// What is kept about a session besides its transcript.

@@ -30,6 +30,7 @@ pub mod library;
 pub mod message;
 pub mod narrow;
 pub mod offer;
+pub mod path;
 pub mod plan;
 pub mod prompt;
 pub mod protocol;

@@ -16,6 +16,8 @@ const ADD: &str = "*** Add File: ";
 const DELETE: &str = "*** Delete File: ";
 const UPDATE: &str = "*** Update File: ";
 const MOVE: &str = "*** Move to: ";
+/// The lines that name a file, each followed by its path.
+pub const HEADERS: [&str; 4] = [ADD, DELETE, UPDATE, MOVE];
 const END_OF_FILE: &str = "*** End of File";
 
 /// A parsed patch: what it does to each file, in order.
@@ -83,6 +85,20 @@ impl FileOp {
         match self {
             FileOp::Add { path, .. } | FileOp::Delete { path } | FileOp::Update { path, .. } => {
                 path
+            }
+        }
+    }
+
+    /// Every path the patch names for this file (an update's `Move to` second).
+    pub fn paths(&self) -> Vec<&str> {
+        match self {
+            FileOp::Add { path, .. } | FileOp::Delete { path } => vec![path],
+            FileOp::Update { path, move_to, .. } => {
+                let mut v = vec![path.as_str()];
+                if let Some(m) = move_to {
+                    v.push(m);
+                }
+                v
             }
         }
     }
@@ -321,6 +337,19 @@ enum Undo {
 /// Applies `patch` through `view`: all of it, or (on any error) none of it. Paths are relative
 /// to the view's working directory; an absolute path is refused.
 pub fn apply(view: &View, ledger: &Ledger, patch: &Patch) -> Result<Applied> {
+    let plans = plan(view, ledger, patch)?;
+    write_plans(view, ledger, plans)
+}
+
+/// Checks, without writing, everything [`apply`] checks before it writes (every path writable
+/// and named once, every file read at its current version, every hunk placed): the refusal is
+/// the one `apply` would give.
+pub fn check(view: &View, ledger: &Ledger, patch: &Patch) -> Result<()> {
+    plan(view, ledger, patch).map(|_| ())
+}
+
+/// Every file's change, checked and worked out before anything is written.
+fn plan(view: &View, ledger: &Ledger, patch: &Patch) -> Result<Vec<Plan>> {
     let mut plans = Vec::new();
     let mut touched: Vec<VPath> = Vec::new();
     for op in &patch.ops {
@@ -399,6 +428,11 @@ pub fn apply(view: &View, ledger: &Ledger, patch: &Patch) -> Result<Applied> {
         }
         plans.push(plan);
     }
+    Ok(plans)
+}
+
+/// Writes the planned changes in order; on any error takes back what was written.
+fn write_plans(view: &View, ledger: &Ledger, plans: Vec<Plan>) -> Result<Applied> {
     let mut done: Vec<Undo> = Vec::new();
     let mut files = Vec::new();
     for plan in plans {

@@ -15,41 +15,16 @@ impl VPath {
         VPath("/".to_string())
     }
 
-    /// Resolves `input` lexically against `cwd`: an absolute input starts at `/`, a relative
-    /// one at `cwd`; `.` and empty segments drop, `..` goes up and stops at `/`.
+    /// Resolves `input` lexically against `cwd` (harness-core's one resolver,
+    /// [`harness_core::path::resolve`]): an absolute input starts at `/`, a relative one at
+    /// `cwd`; `.` and empty segments drop, `..` goes up and stops at `/`.
     pub fn resolve(cwd: &VPath, input: &str) -> VPath {
-        let mut parts: Vec<&str> = if input.starts_with('/') {
-            Vec::new()
-        } else {
-            cwd.components().collect()
-        };
-        for seg in input.split('/') {
-            match seg {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                s => parts.push(s),
-            }
-        }
-        VPath::from_parts(&parts)
+        VPath(harness_core::path::resolve(cwd.as_str(), input))
     }
 
     /// Parses an absolute path (resolving `.`/`..` against `/`).
     pub fn parse(input: &str) -> VPath {
         VPath::resolve(&VPath::root(), input)
-    }
-
-    fn from_parts(parts: &[&str]) -> VPath {
-        if parts.is_empty() {
-            return VPath::root();
-        }
-        let mut s = String::new();
-        for p in parts {
-            s.push('/');
-            s.push_str(p);
-        }
-        VPath(s)
     }
 
     /// The path as text.

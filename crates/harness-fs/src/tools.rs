@@ -299,7 +299,22 @@ pub fn apply_edit(p: &VPath, text: &str, edit: &EditSpec) -> Result<(String, usi
     }
 }
 
-fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
+/// An edit worked out, not yet written: the path, the version it applies to, the text before
+/// and after and the count replaced.
+struct EditPlan {
+    path: VPath,
+    hash: String,
+    before: String,
+    after: String,
+    replaced: usize,
+}
+
+fn plan_edits(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<EditPlan> {
+    if edits.is_empty() {
+        return Err(Error::Invalid(
+            "multiedit needs at least one edit".to_string(),
+        ));
+    }
     let p = view.resolve(path);
     view.check_writable(&p)?;
     let (hash, bytes) = match guard(view, ledger, &p)? {
@@ -324,16 +339,43 @@ fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Re
         text = next;
         replaced += n;
     }
-    view.write_bytes(&p, text.as_bytes(), &Expect::Version(hash))?;
-    let new_hash = crate::content_hash(text.as_bytes());
+    Ok(EditPlan {
+        path: p,
+        hash,
+        before,
+        after: text,
+        replaced,
+    })
+}
+
+fn edit_many(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
+    let plan = plan_edits(view, ledger, path, edits)?;
+    let p = plan.path;
+    view.write_bytes(&p, plan.after.as_bytes(), &Expect::Version(plan.hash))?;
+    let new_hash = crate::content_hash(plan.after.as_bytes());
     ledger.record(&p, new_hash.clone());
     Ok(Change {
-        diff: unified_diff(&p, &before, &text),
+        diff: unified_diff(&p, &plan.before, &plan.after),
         path: p,
         created: false,
-        replacements: replaced,
+        replacements: plan.replaced,
         hash: new_hash,
     })
+}
+
+/// Checks, without writing, everything [`edit`] and [`multiedit`] would check before writing:
+/// the path writable, a file this session has read at its current version, text, every edit
+/// applying. The refusal is the one the call itself would get.
+pub fn check_edits(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<()> {
+    plan_edits(view, ledger, path, edits).map(|_| ())
+}
+
+/// Checks, without writing, everything [`write`] would check before writing: the path
+/// writable, not a directory, and an existing file read by this session at its current version.
+pub fn check_write(view: &View, ledger: &Ledger, path: &str) -> Result<()> {
+    let p = view.resolve(path);
+    view.check_writable(&p)?;
+    guard(view, ledger, &p).map(|_| ())
 }
 
 /// Edits a file this session has read at its current version (a stale edit says `Stale`, not
@@ -356,11 +398,6 @@ pub fn edit(
 
 /// Several edits of one file, each applied to the result of the one before: all or nothing.
 pub fn multiedit(view: &View, ledger: &Ledger, path: &str, edits: &[EditSpec]) -> Result<Change> {
-    if edits.is_empty() {
-        return Err(Error::Invalid(
-            "multiedit needs at least one edit".to_string(),
-        ));
-    }
     edit_many(view, ledger, path, edits)
 }
 

@@ -83,6 +83,16 @@ pub enum Decision {
 pub trait Permissions: Send + Sync {
     /// Decides one call.
     fn decide(&self, call: &ToolCall) -> Decision;
+
+    /// Checks a call the person would be asked about against its own preconditions first
+    /// (arguments, a file read before it is changed, an edit that applies, a path that
+    /// resolves): the error the call would answer, so that the person is asked only about a call
+    /// that would then run; `None` when it may run. `earlier` are the calls before it in the same
+    /// step, which run before it and may change what it checks.
+    fn check(&self, call: &ToolCall, earlier: &[ToolCall]) -> Option<String> {
+        let _ = (call, earlier);
+        None
+    }
 }
 
 /// Allows every call (tests, and sessions whose front end decides elsewhere).
@@ -1009,7 +1019,22 @@ impl Session {
                 )));
                 continue;
             }
-            match self.permissions.decide(call) {
+            let decision = match self.permissions.decide(call) {
+                // Asked last: a call that cannot run is answered with why, the person not asked.
+                Decision::Ask(question) => match self.permissions.check(call, &calls[..i]) {
+                    Some(text) => {
+                        p.slots[i] = Some(Slot::Done(Insert::error(
+                            call.name.clone(),
+                            call.arguments.clone(),
+                            text,
+                        )));
+                        continue;
+                    }
+                    None => Decision::Ask(question),
+                },
+                other => other,
+            };
+            match decision {
                 Decision::Allow => p.allowed.push(i),
                 Decision::Deny { reason } => {
                     let text = fill(&self.cfg.calls.denied, &[("reason", &reason)]);

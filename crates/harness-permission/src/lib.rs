@@ -1276,16 +1276,7 @@ fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
         }
     }
     raw.into_iter()
-        .map(|p| {
-            let p = if p == "~" {
-                home.to_owned()
-            } else if let Some(r) = p.strip_prefix("~/") {
-                format!("{home}/{r}")
-            } else {
-                p
-            };
-            paths::resolve(cwd, &p)
-        })
+        .map(|p| harness_core::path::resolve_home(cwd, home, &p))
         .collect()
 }
 

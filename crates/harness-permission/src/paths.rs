@@ -1,37 +1,7 @@
-//! Paths resolved lexically, as the design fixes them: `.` and empty segments drop, `..` goes up
-//! and stops at `/`.
+//! Paths resolved lexically, by harness-core's one resolver ([`harness_core::path`]), and what a
+//! delete or move of a glob-only last segment really reaches.
 
-/// Resolves `path` against `cwd` lexically.
-pub fn resolve(cwd: &str, path: &str) -> String {
-    let joined = if path.starts_with('/') {
-        path.to_owned()
-    } else {
-        format!("{cwd}/{path}")
-    };
-    let mut segs: Vec<&str> = Vec::new();
-    for s in joined.split('/') {
-        match s {
-            "" | "." => {}
-            ".." => {
-                segs.pop();
-            }
-            other => segs.push(other),
-        }
-    }
-    if segs.is_empty() {
-        "/".to_owned()
-    } else {
-        format!("/{}", segs.join("/"))
-    }
-}
-
-/// Whether `path` is `dir` or lies under it.
-pub fn inside(path: &str, dir: &str) -> bool {
-    if dir == "/" {
-        return true;
-    }
-    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
-}
+pub use harness_core::path::{inside, resolve};
 
 /// A last segment made only of glob characters (`*`, `.*`, `?`): the path stands for its parent's
 /// whole content.

@@ -797,9 +797,9 @@ async fn show_goes_to_the_client_viewer() {
     let root = sb.root();
     sb.write("page.html", "<!doctype html><p>hi</p>\n");
     sb.write("notes.md", "# Notes\n");
-    // A file of the machine outside the working directory: `show` must not reach it.
-    let outside = root.parent().unwrap().join("secret.txt");
-    std::fs::write(&outside, "the secret\n").unwrap();
+    // A path of the machine outside the working directory, which is not there: `show` answers
+    // as `read` answers it, naming the real path.
+    let outside = root.parent().unwrap().join("llembas-no-such-file.txt");
     let server = ScriptedServer::start(vec![
         tool_call("s1", "show", json!({"path": "page.html"})),
         text(&["Shown."]),
@@ -858,7 +858,7 @@ async fn show_goes_to_the_client_viewer() {
                     .send_request(NewSessionRequest::new(r).meta(lembas(json!({"mode": "auto"}))))
                     .block_task()
                     .await?;
-                for prompt in ["show me the page", "and the notes", "and the secret"] {
+                for prompt in ["show me the page", "and the notes", "and the missing one"] {
                     let done = cx
                         .send_request(PromptRequest::new(
                             s.session_id.clone(),
@@ -909,10 +909,12 @@ async fn show_goes_to_the_client_viewer() {
         .clone()
         .unwrap();
     assert_eq!(last_line(&bodies[3]), unavailable);
-    // A path outside the working directory answers as `read` answers it, and nothing is shown.
+    // A path outside the working directory answers as `read` answers it, by its real path.
     let refused = tool_results(&bodies[5]).last().unwrap().clone();
-    assert!(refused.contains("No such file or directory"), "{refused}");
-    assert!(!refused.contains("the secret"), "{refused}");
+    assert!(
+        refused.ends_with(&format!("No such file or directory: {}", outside.display())),
+        "{refused}"
+    );
 
     // A client without the capability is not offered `show`.
     let r = root.clone();
@@ -1719,4 +1721,76 @@ async fn loading_a_session_another_process_runs_is_refused() {
     .await;
     let status = super::oneshot::terminated(&mut first).await;
     assert_eq!(status.code(), Some(143), "{status:?}");
+}
+
+/// Issue 27: over ACP a write outside the working directory names one path everywhere — the
+/// call's `locations`, the question's subject and change, the diff of its final update — and
+/// the file lands at that path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_names_one_path_to_the_client() {
+    use agent_client_protocol::v1::schema::{SetSessionModeRequest, ToolCallContent};
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let out = tempfile::tempdir().unwrap();
+    let target = std::fs::canonicalize(out.path()).unwrap().join("OUT.txt");
+    let t = target.display().to_string();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "write", json!({"path": t, "content": "made\n"})),
+        text(&["Written."]),
+    ])
+    .await
+    .unwrap();
+    let r = root.clone();
+    let (updates, asked) = plain_client(&sb, &server.base_url(), async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(r))
+            .block_task()
+            .await?;
+        cx.send_request(SetSessionModeRequest::new(s.session_id.clone(), "edit"))
+            .block_task()
+            .await?;
+        let done = cx
+            .send_request(PromptRequest::new(
+                s.session_id.clone(),
+                vec![ContentBlock::Text(TextContent::new("write it"))],
+            ))
+            .block_task()
+            .await?;
+        assert_eq!(done.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let q = &asked[0];
+    let locations = q.tool_call.fields.locations.clone().unwrap_or_default();
+    assert_eq!(locations.len(), 1, "{q:?}");
+    assert_eq!(locations[0].path, target);
+    let lembas = &q.meta.as_ref().unwrap()["lembas"];
+    assert_eq!(lembas["subject"], t.as_str(), "{lembas}");
+    assert!(
+        lembas["change"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("+++ {t}")),
+        "{lembas}"
+    );
+    let diffs: Vec<PathBuf> = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::ToolCallUpdate(u) => u.fields.content.clone(),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|c| match c {
+            ToolCallContent::Diff(d) => Some(d.path),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !diffs.is_empty() && diffs.iter().all(|p| *p == target),
+        "{diffs:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "made\n");
+    let rerooted = root.join(target.strip_prefix("/").unwrap());
+    assert!(!rerooted.exists(), "{} was made", rerooted.display());
 }

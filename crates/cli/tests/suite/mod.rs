@@ -6,6 +6,7 @@ mod cli;
 mod compact;
 mod oneshot;
 mod patch;
+mod paths;
 mod process;
 mod real_server;
 mod sandbox;

@@ -1286,3 +1286,34 @@ async fn after_a_signal_no_new_call_runs() {
     assert!(!sb.project.path().join("AFTER.txt").exists());
     assert!(!sb.project.path().join("AFTER2.txt").exists());
 }
+
+/// Issue 27: a write to an absolute path outside the working directory is asked about by that
+/// path and, approved, lands there — not inside the project under the same name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_lands_where_it_was_asked() {
+    let sb = Sandbox::new();
+    let out = tempfile::tempdir().unwrap();
+    let target = std::fs::canonicalize(out.path()).unwrap().join("OUT.txt");
+    let t = target.display().to_string();
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "write", json!({"path": t, "content": "made\n"})),
+        text(&["Written."]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["--mode", "edit", "-p", "write it"],
+            "y\n",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains(&format!("+++ {t}")), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "made\n");
+    let rerooted = sb.root().join(target.strip_prefix("/").unwrap());
+    assert!(!rerooted.exists(), "{} was made", rerooted.display());
+    let r = tool_results(&server.bodies()[1]);
+    // The model reads the change as its diff, of the same path.
+    assert!(r.last().unwrap().contains(&format!("+++ b{t}\n")), "{r:?}");
+}

@@ -1050,3 +1050,38 @@ async fn an_at_image_goes_with_the_prompt_to_a_model_that_reads_images() {
     );
     assert!(screen.contains("attached image cat.png (1 KB)"), "{screen}");
 }
+
+/// Issue 27: the terminal asks about a write outside the working directory by its real path,
+/// shows the diff of that path, and the file lands there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_is_asked_and_lands_by_its_real_path() {
+    let out = tempfile::tempdir().unwrap();
+    let target = std::fs::canonicalize(out.path()).unwrap().join("OUT.txt");
+    let t = target.display().to_string();
+    let (screen, _, sb) = pty(
+        "edit",
+        vec![
+            tool_call("c1", "write", json!({"path": t, "content": "made\n"})),
+            text(&["Written."]),
+        ],
+        |s| {
+            s.expect("edit ›");
+            s.send_line("write it");
+            s.expect("allow? [y/a/n]");
+            s.send_line("y");
+            s.expect("Written.");
+            s.expect("edit ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    assert!(
+        screen.contains(&format!("write wants to run:\n    {t}\n")),
+        "{screen}"
+    );
+    assert!(screen.contains(&format!("+++ {t}")), "{screen}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "made\n");
+    let rerooted = sb.root().join(target.strip_prefix("/").unwrap());
+    assert!(!rerooted.exists(), "{} was made", rerooted.display());
+}

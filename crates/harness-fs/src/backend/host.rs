@@ -253,7 +253,9 @@ struct Life {
 pub struct HostBackend {
     root: PathBuf,
     root_fd: OwnedFd,
-    root_dev: u64,
+    /// The root's file system, the only one shown; `None` for the whole disk, every file
+    /// system.
+    root_dev: Option<u64>,
     opts: HostOptions,
     life: Mutex<Life>,
     mutation: Mutex<()>,
@@ -309,12 +311,39 @@ impl HostBackend {
         Ok(HostBackend {
             root,
             root_fd,
-            root_dev: st.st_dev as u64,
+            root_dev: Some(st.st_dev as u64),
             opts,
             life: Mutex::new(Life {
                 closed: false,
                 running: 0,
                 lock: Some(lock),
+            }),
+            mutation: Mutex::new(()),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The whole disk of this machine, `/` seen as `/`: the backend for paths outside every
+    /// directory a session works in. Its rules are the host backend's (one path to a file, no
+    /// link followed, atomic writes, portable names) but for two: it takes no lock (it would
+    /// contain every other root) and it shows every file system, not only the root's.
+    pub fn open_disk(opts: HostOptions) -> Result<Self> {
+        let root = PathBuf::from("/");
+        let root_fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::BadRoot(format!("/: {}", std::io::Error::from(e))))?;
+        Ok(HostBackend {
+            root,
+            root_fd,
+            root_dev: None,
+            opts,
+            life: Mutex::new(Life {
+                closed: false,
+                running: 0,
+                lock: None,
             }),
             mutation: Mutex::new(()),
             counter: AtomicU64::new(0),
@@ -337,7 +366,7 @@ impl HostBackend {
 
     #[allow(clippy::unnecessary_cast)]
     fn classify(&self, st: &Stat) -> Option<Kind> {
-        if st.st_dev as u64 != self.root_dev {
+        if self.root_dev.is_some_and(|dev| st.st_dev as u64 != dev) {
             return None;
         }
         match FileType::from_raw_mode(st.st_mode as _) {
