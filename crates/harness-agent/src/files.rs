@@ -444,6 +444,43 @@ impl FileTools {
         FileTools::default()
     }
 
+    /// A whole text file a program of the session reads (`python`'s `files`), recorded as read:
+    /// its view path and text, or the error `read` would answer.
+    pub fn read_for_program(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        path: &str,
+    ) -> Result<(VPath, String), String> {
+        fst::read_text(view, &self.ledger, &paths.to_view(path)).map_err(|e| e.to_string())
+    }
+
+    /// Keeps a file a program of the session wrote (`python`'s `save`) as `write` keeps one:
+    /// the view's levels, read before it is replaced, one atomic write. The written path, or
+    /// the error `write` would answer.
+    pub fn save_for_program(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<VPath, String> {
+        fst::write_bytes(view, &self.ledger, &paths.to_view(path), bytes)
+            .map(|c| c.path)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether a program of the session may replace `path` (`python`'s `save`): it is not
+    /// there yet, or was read at its current version; else the error `write` would answer.
+    pub fn check_program_save(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        path: &str,
+    ) -> Result<(), String> {
+        fst::check_write(view, &self.ledger, &paths.to_view(path)).map_err(|e| e.to_string())
+    }
+
     /// Runs `call` on `view`; `None` when it is not a file tool.
     pub fn run(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Option<ToolOutcome> {
         let out = match call.name.as_str() {

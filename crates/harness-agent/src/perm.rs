@@ -111,6 +111,22 @@ impl SessionPermissions {
 /// the URL.
 pub fn subject(call: &ToolCall, root: &str, home: &str) -> String {
     let a = &call.arguments;
+    // A program (`python`): its code, and the files it will keep.
+    if let Some(code) = a.get("code").and_then(Value::as_str) {
+        let saves: Vec<String> = a
+            .get("save")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|p| harness_core::path::resolve_home(root, home, p))
+            .collect();
+        return if saves.is_empty() {
+            code.to_owned()
+        } else {
+            format!("{code}\n# saves {}", saves.join(", "))
+        };
+    }
     for key in [
         "command",
         "path",
@@ -182,9 +198,11 @@ impl Permissions for Checked {
     fn check(&self, call: &ToolCall, earlier: &[ToolCall]) -> Option<String> {
         // A call before it in the step runs first and may make it runnable (a command, a write,
         // a read of the file it changes): then it is checked when it runs.
+        // A call that may change files (a write, a command, a program that saves) may need a
+        // read before it in the step: then it is checked when it runs.
         let changes = Spec::embedded()
             .tool(&call.name)
-            .is_some_and(|t| t.risk == Risk::Write);
+            .is_none_or(|t| t.risk != Risk::Read);
         let harmless = |c: &ToolCall| {
             Spec::embedded()
                 .tool(&c.name)

@@ -230,31 +230,50 @@ fn guard(view: &View, ledger: &Ledger, p: &VPath) -> Result<Option<(String, Vec<
 /// Writes a whole file. Creating needs no read; overwriting needs this session's last read to
 /// be of the current version (`Not read`, `Stale`). Answers the diff.
 pub fn write(view: &View, ledger: &Ledger, path: &str, content: &str) -> Result<Change> {
+    write_bytes(view, ledger, path, content.as_bytes())
+}
+
+/// [`write`] of any bytes (a file a program made, text or not): the same levels, the same
+/// read-before-change rule, one atomic write. The diff is empty where the new content is not
+/// text.
+pub fn write_bytes(view: &View, ledger: &Ledger, path: &str, content: &[u8]) -> Result<Change> {
     let p = view.resolve(path);
     view.check_writable(&p)?;
     let existing = guard(view, ledger, &p)?;
-    let (expect, before) = match &existing {
-        Some((hash, bytes)) => (
-            Expect::Version(hash.clone()),
-            String::from_utf8_lossy(bytes).into_owned(),
-        ),
-        None => (Expect::Absent, String::new()),
+    let expect = match &existing {
+        Some((hash, _)) => Expect::Version(hash.clone()),
+        None => Expect::Absent,
     };
-    view.write_bytes(&p, content.as_bytes(), &expect)
+    view.write_bytes(&p, content, &expect)
         .map_err(|e| match e {
             // A file appeared since the check: this session has not read it.
             Error::AlreadyExists(_) => Error::NotRead(p.clone()),
             other => other,
         })?;
-    let hash = crate::content_hash(content.as_bytes());
+    let hash = crate::content_hash(content);
     ledger.record(&p, hash.clone());
+    let before = existing.as_ref().map_or(&[][..], |(_, b)| b.as_slice());
+    let diff = match std::str::from_utf8(content) {
+        Ok(after) => unified_diff(&p, &String::from_utf8_lossy(before), after),
+        Err(_) => String::new(),
+    };
     Ok(Change {
-        diff: unified_diff(&p, &before, content),
+        diff,
         path: p,
         created: existing.is_none(),
         replacements: 0,
         hash,
     })
+}
+
+/// Reads a whole text file for a program the session runs (`python`'s `files`), recorded as
+/// read as [`read`] records it, so the program may then change it.
+pub fn read_text(view: &View, ledger: &Ledger, path: &str) -> Result<(VPath, String)> {
+    let p = view.resolve(path);
+    let data = view.read_bytes(&p)?;
+    let text = decode_text(&p, &data)?;
+    ledger.record(&p, crate::content_hash(&data));
+    Ok((p, text))
 }
 
 /// One replacement of an edit.

@@ -389,7 +389,7 @@ async fn log_request(request: Request, next: Next) -> Response {
 pub fn router(app: Arc<App>) -> Router {
     catalog::routes()
         .merge(api::routes(app.max_file_bytes))
-        .merge(pages::routes())
+        .merge(pages::routes(app.max_file_bytes))
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))

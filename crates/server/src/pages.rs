@@ -78,8 +78,9 @@ fn built() -> &'static Built {
     })
 }
 
-/// The pages' routes (with the API routes they add).
-pub fn routes() -> Router<Arc<App>> {
+/// The pages' routes (with the API routes they add; `max_file_bytes` bounds what a `python` run
+/// may send back).
+pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
     Router::new()
         .route("/login", get(shell))
         .route("/chats", get(shell))
@@ -89,7 +90,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
         .merge(files::routes())
-        .merge(asks::routes())
+        .merge(asks::routes(max_file_bytes))
         .merge(show::routes())
         .merge(pyodide::routes())
         .merge(crate::settings::routes())

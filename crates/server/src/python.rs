@@ -2,17 +2,23 @@
 //! ([`crate::world::ChatWorld`]) plus `python`, which runs in the chat's open page (Pyodide in a
 //! sandboxed iframe, `ui/app.js`).
 //!
-//! A `python` call is put to the page as a `python` event on the stream (`{"type": "python",
-//! "call_id", "ask", "code", "files", "save", "timeout"}`); the page fetches `files` through the
-//! view API, runs the code, writes `save` back through the files API (so the view's levels
-//! apply) and answers `POST /api/python/{ask}` with `{"stdout", "stderr", "result", "error",
-//! "written": [{"path", "bytes"}], "unsaved": [{"path", "error"}], "duration_ms"}`. With no page
-//! of the chat open the call answers the spec's `unavailable` text, word for word; so does a call
-//! whose page goes before it answers.
+//! `python` is an `execute` call as any other: the mode decides whether the person is asked,
+//! and the question shows the code and the files it will save. Before it is asked, the call's
+//! `files` must be readable text and each `save` path either new or read at its current
+//! version (a `files` entry counts as read). Once approved it is put to the page as a `python`
+//! event on the stream (`{"type": "python", "call_id", "ask", "code", "files", "save",
+//! "timeout", "cwd"}`, paths as the view names them); the page fetches `files` through the view
+//! API, runs the code and answers `POST /api/python/{ask}` with `{"stdout", "stderr", "result",
+//! "error", "saved": {PATH: BASE64}, "duration_ms"}`. The server keeps only the paths the call
+//! listed in `save`, through the chat's own write path (the view's levels, read before
+//! replaced, one atomic write): whatever else the page or the code claims is refused. With no
+//! page of the chat open the call answers the spec's `unavailable` text, word for word; so
+//! does a call whose page goes before it answers.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, Weak};
 
+use base64::Engine;
 use harness_agent::{BoxFuture, CallContext, Ran, RegisteredTool, ShownFile, ToolWorld};
 use harness_core::offer::{OfferContext, Offering};
 use harness_core::protocol::{Mode, SessionKind, ToolCall};
@@ -105,26 +111,43 @@ impl PageWorld {
         PageWorld { inner, link }
     }
 
+    /// Why Python cannot run now (no page of the chat open, no Pyodide files), if it cannot.
+    fn cannot_run(&self) -> Option<String> {
+        let (Some(app), Some(chat)) = (self.link.app.upgrade(), self.link.chat.get()) else {
+            return Some(unavailable());
+        };
+        if !app.pages.attached(chat) {
+            return Some(unavailable());
+        }
+        if !crate::pages::pyodide::installed(&app.data) {
+            return Some(format!(
+                "Python cannot run here: this server has no Pyodide files ({} is missing). \
+                 The server's README says how to add them with one command.",
+                crate::pages::pyodide::dir(&app.data)
+                    .join("pyodide.mjs")
+                    .display()
+            ));
+        }
+        None
+    }
+
     async fn python(&self, call: &ToolCall, cx: &CallContext) -> ToolOutcome {
+        if let Some(why) = self.cannot_run() {
+            return ToolOutcome::error(&call.id, why);
+        }
         let (Some(app), Some(chat)) = (self.link.app.upgrade(), self.link.chat.get()) else {
             return ToolOutcome::error(&call.id, unavailable());
         };
-        if !app.pages.attached(chat) {
-            return ToolOutcome::error(&call.id, unavailable());
+        let args = match Args::of(call, &self.inner) {
+            Ok(a) => a,
+            Err(e) => return ToolOutcome::error(&call.id, e),
+        };
+        // The files the code reads, recorded as read: the run may then replace them.
+        for path in &args.files {
+            if let Err(e) = self.inner.read_for_program(path) {
+                return ToolOutcome::error(&call.id, e);
+            }
         }
-        if !crate::pages::pyodide::installed(&app.data) {
-            return ToolOutcome::error(
-                &call.id,
-                format!(
-                    "Python cannot run here: this server has no Pyodide files ({} is missing). \
-                     The server's README says how to add them with one command.",
-                    crate::pages::pyodide::dir(&app.data)
-                        .join("pyodide.mjs")
-                        .display()
-                ),
-            );
-        }
-        let a = &call.arguments;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let ask = match app.pages.ask(
             self.link.user_id,
@@ -153,10 +176,10 @@ impl PageWorld {
             "type": "python",
             "call_id": call.id,
             "ask": ask,
-            "code": a.get("code").and_then(Value::as_str).unwrap_or_default(),
-            "files": a.get("files").cloned().unwrap_or_else(|| json!([])),
-            "save": a.get("save").cloned().unwrap_or_else(|| json!([])),
-            "timeout": a.get("timeout").and_then(Value::as_u64),
+            "code": args.code,
+            "files": args.files,
+            "save": args.save,
+            "timeout": call.arguments.get("timeout").and_then(Value::as_u64),
             "cwd": self.inner.place(),
         });
         if let Err(e) = app
@@ -170,11 +193,127 @@ impl PageWorld {
             got = rx => got.ok().flatten(),
             () = cx.cancel.cancelled() => return ToolOutcome::error(&call.id, ""),
         };
-        match answered {
-            Some(v) => result_text(&call.id, v),
-            None => ToolOutcome::error(&call.id, unavailable()),
-        }
+        let Some(v) = answered else {
+            return ToolOutcome::error(&call.id, unavailable());
+        };
+        let r: RunResult = match serde_json::from_value(v) {
+            Ok(r) => r,
+            Err(e) => {
+                return ToolOutcome::error(
+                    &call.id,
+                    format!("the page's answer is not valid: {e}"),
+                );
+            }
+        };
+        let kept = self.keep(&args.save, &r.saved, app.max_file_bytes).await;
+        result_text(&call.id, &r, &kept)
     }
+
+    /// Keeps what the run saved: only the paths the call listed, each through the chat's write
+    /// path; a listed path the run did not write, or one it was refused, is said not saved.
+    async fn keep(&self, listed: &[String], saved: &BTreeMap<String, String>, max: usize) -> Kept {
+        let mut kept = Kept::default();
+        for (path, encoded) in saved {
+            let p = self.inner.resolve(path);
+            if !listed.contains(&p) {
+                kept.unsaved
+                    .push((p, "not in the call's `save` list".to_owned()));
+                continue;
+            }
+            let bytes = match base64::engine::general_purpose::STANDARD.decode(encoded) {
+                Ok(b) => b,
+                Err(e) => {
+                    kept.unsaved
+                        .push((p, format!("the page sent it garbled ({e})")));
+                    continue;
+                }
+            };
+            if bytes.len() > max {
+                let n = bytes.len();
+                kept.unsaved
+                    .push((p, format!("{n} bytes, over the server's limit of {max}")));
+                continue;
+            }
+            match self.inner.save_for_program(&p, &bytes).await {
+                Ok(()) => kept.written.push((p, bytes.len())),
+                Err(e) => kept.unsaved.push((p, e)),
+            }
+        }
+        for p in listed {
+            let sent = saved.keys().any(|s| self.inner.resolve(s) == *p);
+            if !sent {
+                kept.unsaved
+                    .push((p.clone(), "the code did not write it".to_owned()));
+            }
+        }
+        kept
+    }
+
+    /// Why a `python` call cannot run, checked before the person is asked: a page to run it,
+    /// its arguments, each of its `files` readable text, each `save` path new or read at its
+    /// current version.
+    fn check_python(&self, call: &ToolCall) -> Option<String> {
+        if let Some(why) = self.cannot_run() {
+            return Some(why);
+        }
+        let args = match Args::of(call, &self.inner) {
+            Ok(a) => a,
+            Err(e) => return Some(e),
+        };
+        for path in &args.files {
+            if let Err(e) = self.inner.read_for_show(path) {
+                return Some(e);
+            }
+        }
+        args.save
+            .iter()
+            .filter(|p| !args.files.contains(p))
+            .find_map(|p| self.inner.check_program_save(p).err())
+    }
+}
+
+/// A `python` call's arguments, its paths as the view names them.
+struct Args {
+    code: String,
+    files: Vec<String>,
+    save: Vec<String>,
+}
+
+impl Args {
+    fn of(call: &ToolCall, world: &ChatWorld) -> Result<Args, String> {
+        let a = &call.arguments;
+        let code = match a.get("code") {
+            Some(Value::String(c)) => c.clone(),
+            Some(_) => return Err("python: `code` must be a string".to_owned()),
+            None => return Err("python: `code` is missing".to_owned()),
+        };
+        let paths = |key: &str| -> Result<Vec<String>, String> {
+            match a.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(list)) => list
+                    .iter()
+                    .map(|v| {
+                        v.as_str().map(|p| world.resolve(p)).ok_or_else(|| {
+                            format!("python: `{key}` must be a list of paths (got {v})")
+                        })
+                    })
+                    .collect(),
+                Some(v) => Err(format!("python: `{key}` must be a list of paths (got {v})")),
+            }
+        };
+        Ok(Args {
+            code,
+            files: paths("files")?,
+            save: paths("save")?,
+        })
+    }
+}
+
+/// What the server kept of a run's files.
+#[derive(Debug, Default)]
+struct Kept {
+    written: Vec<(String, usize)>,
+    unsaved: Vec<(String, String)>,
 }
 
 /// What the page says a run did.
@@ -185,34 +324,14 @@ struct RunResult {
     stderr: String,
     result: Option<String>,
     error: Option<String>,
-    written: Vec<Written>,
-    unsaved: Vec<Unsaved>,
+    /// The files the run wrote, base64: kept only where the call listed them.
+    saved: BTreeMap<String, String>,
     duration_ms: u64,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Written {
-    path: String,
-    bytes: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Unsaved {
-    path: String,
-    error: String,
-}
-
-/// The call's result from the page's answer: what it printed, its last value, the files kept,
-/// how long it took, and its error.
-fn result_text(call_id: &str, v: Value) -> ToolOutcome {
-    let r: RunResult = match serde_json::from_value(v) {
-        Ok(r) => r,
-        Err(e) => {
-            return ToolOutcome::error(call_id, format!("the page's answer is not valid: {e}"));
-        }
-    };
+/// The call's result from the page's answer and what the server kept: what it printed, its
+/// last value, the files kept and not, how long it took, and its error.
+fn result_text(call_id: &str, r: &RunResult, kept: &Kept) -> ToolOutcome {
     let mut parts = Vec::new();
     if !r.stdout.is_empty() {
         parts.push(r.stdout.trim_end_matches('\n').to_owned());
@@ -223,18 +342,18 @@ fn result_text(call_id: &str, v: Value) -> ToolOutcome {
     if !r.stderr.is_empty() {
         parts.push(format!("stderr:\n{}", r.stderr.trim_end_matches('\n')));
     }
-    for w in &r.written {
-        parts.push(format!("Saved {} ({} bytes)", w.path, w.bytes));
+    for (path, bytes) in &kept.written {
+        parts.push(format!("Saved {path} ({bytes} bytes)"));
     }
-    for u in &r.unsaved {
-        parts.push(format!("Not saved {}: {}", u.path, u.error));
+    for (path, error) in &kept.unsaved {
+        parts.push(format!("Not saved {path}: {error}"));
     }
     if let Some(e) = &r.error {
         parts.push(e.trim_end_matches('\n').to_owned());
     }
     parts.push(format!("({:.1} s)", r.duration_ms as f64 / 1000.0));
     let text = parts.join("\n");
-    if r.error.is_some() || !r.unsaved.is_empty() {
+    if r.error.is_some() || !kept.unsaved.is_empty() {
         ToolOutcome::error(call_id, text)
     } else {
         ToolOutcome::ok(call_id, text)
@@ -261,6 +380,17 @@ impl ToolWorld for PageWorld {
             return Box::pin(async move { Ran::Done(self.python(call, &cx).await) });
         }
         self.inner.call(call, cx)
+    }
+
+    fn precheck(&self, call: &ToolCall) -> Option<String> {
+        if call.name == PYTHON {
+            return self.check_python(call);
+        }
+        self.inner.precheck(call)
+    }
+
+    fn resolve(&self, path: &str) -> String {
+        self.inner.resolve(path)
     }
 
     fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {

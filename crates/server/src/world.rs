@@ -205,6 +205,45 @@ impl ChatWorld {
         }
     }
 
+    /// `path` as the view names it, from where the chat works.
+    pub fn resolve(&self, path: &str) -> String {
+        self.view.resolve(path).as_str().to_owned()
+    }
+
+    /// A whole text file `python` reads, recorded as read (so the run may replace it).
+    pub fn read_for_program(&self, path: &str) -> std::result::Result<String, String> {
+        self.files
+            .read_for_program(&self.view, &ViewPaths, path)
+            .map(|(_, text)| text)
+    }
+
+    /// Whether `python` may replace `path` (not there, or read at its current version).
+    pub fn check_program_save(&self, path: &str) -> std::result::Result<(), String> {
+        self.files.check_program_save(&self.view, &ViewPaths, path)
+    }
+
+    /// Keeps a file `python` wrote, as `write` keeps one (levels, read before replaced), and
+    /// tells the search index.
+    pub async fn save_for_program(
+        &self,
+        path: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<(), String> {
+        let saved = tokio::task::block_in_place(|| {
+            self.files
+                .save_for_program(&self.view, &ViewPaths, path, bytes)
+        })?;
+        if let Some(search) = &self.search
+            && let Err(e) = search
+                .file_changed(self.view.backend().as_ref(), saved.as_str())
+                .await
+        {
+            // The file is kept whatever the index does; a failure is logged.
+            eprintln!("llembas-server: search index: {}: {e}", saved.as_str());
+        }
+        Ok(())
+    }
+
     fn run_sync(&self, call: &ToolCall) -> ToolOutcome {
         if let Some(out) = self.files.run(&self.view, &ViewPaths, call) {
             return out;
@@ -278,6 +317,16 @@ impl ToolWorld for ChatWorld {
 
     fn read_for_show(&self, path: &str) -> std::result::Result<ShownFile, String> {
         self.files.read_for_show(&self.view, &ViewPaths, path)
+    }
+
+    fn precheck(&self, call: &ToolCall) -> Option<String> {
+        self.files
+            .precheck(&self.view, &ViewPaths, call)
+            .map(|out| out.output)
+    }
+
+    fn resolve(&self, path: &str) -> String {
+        ChatWorld::resolve(self, path)
     }
 
     fn place(&self) -> String {

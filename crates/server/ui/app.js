@@ -505,8 +505,19 @@ function callSubject(block, call) {
 }
 
 // The change or command a permission question is about, from the call's arguments.
+// Bytes as base64, a chunk at a time (a large file would overflow the call's arguments).
+function base64(bytes) {
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
+
 function proposed(block, call) {
   const a = call.arguments || {};
+  if (call.name === "python" && typeof a.code === "string") {
+    const saves = Array.isArray(a.save) && a.save.length ? `\n# saves ${a.save.join(", ")}` : "";
+    return $("pre", { text: `${a.code}${saves}` });
+  }
   if (call.name === "write" && typeof a.content === "string") return diffView("", a.content);
   if (call.name === "edit" && typeof a.old_string === "string") return diffView(a.old_string, a.new_string || "");
   if (block === "shell" && a.command) return $("pre", { text: a.command });
@@ -1198,8 +1209,8 @@ class ChatView {
   }
 
   // A `python` call: the files it reads fetched through the view, the code run in the frame
-  // within its time, the files it saves written back through the files API (the view's levels
-  // apply), and what it did posted to the run.
+  // within its time, and what it did posted to the run with the files it saved (base64); the
+  // server keeps only those the call listed, through the chat's own write path.
   async runPython(e) {
     if (!this.live || !e.ask) return;
     const cwd = e.cwd || "/";
@@ -1237,19 +1248,12 @@ class ChatView {
       await post({ error: `TimeoutError: ${done.timeout}`, duration_ms: seconds * 1000 });
       return;
     }
-    const written = [];
-    const unsaved = (done.missing || []).map((path) => ({ path, error: "the code did not write it" }));
+    const saved = {};
     for (const [path, bytes] of Object.entries(done.saved || {})) {
-      const w = await fetch(`/api/files/content?path=${encodeURIComponent(path)}`, { method: "PUT", body: bytes, credentials: "same-origin" });
-      if (w.ok) written.push({ path, bytes: bytes.byteLength });
-      else {
-        let msg = `${w.status}`;
-        try { msg = (await w.json()).error || msg; } catch { /* not JSON */ }
-        unsaved.push({ path, error: msg });
-      }
+      if (bytes instanceof Uint8Array) saved[path] = base64(bytes);
     }
-    await post({ stdout: done.stdout || "", stderr: done.stderr || "", result: done.result ?? null, error: done.error ?? null,
-      written, unsaved, duration_ms: done.duration_ms || 0 });
+    await post({ stdout: String(done.stdout || ""), stderr: String(done.stderr || ""), result: done.result ?? null,
+      error: done.error ?? null, saved, duration_ms: Number(done.duration_ms) || 0 });
     document.body.dataset.python = String(Number(document.body.dataset.python || 0) + 1);
   }
 

@@ -6,7 +6,7 @@
 //!   a `question` call (one of its options, or their own words); 400 for an empty answer.
 //! - `POST /api/shows/{id}` `{"opened": true|false}` → `{"show": id}`: whether the page's
 //!   viewer opened a `show` call's file (false: the call answers that the viewer is gone).
-//! - `POST /api/python/{id}` `{"stdout", "stderr", "result", "error", "written", "unsaved",
+//! - `POST /api/python/{id}` `{"stdout", "stderr", "result", "error", "saved": {PATH: BASE64},
 //!   "duration_ms"}` → `{"python": id}`: a `python` call's run ([`crate::python`]).
 
 use std::sync::Arc;
@@ -25,11 +25,20 @@ use crate::error::{Error, Result};
 use crate::page::AskKind;
 
 /// The routes.
-pub fn routes() -> Router<Arc<App>> {
+///
+/// A `python` result carries the files the run saved (base64): its body may hold twice the
+/// server's largest file and a little more.
+pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
+    let python_body = max_file_bytes
+        .saturating_mul(2)
+        .saturating_add(crate::api::MAX_JSON_BODY);
     Router::new()
         .route("/api/questions/{id}", post(question))
         .route("/api/shows/{id}", post(show))
-        .route("/api/python/{id}", post(python))
+        .route(
+            "/api/python/{id}",
+            post(python).layer(axum::extract::DefaultBodyLimit::max(python_body)),
+        )
 }
 
 #[derive(Deserialize)]

@@ -1,8 +1,9 @@
 //! Python's runner and the Pyodide files it loads, for the chat page's `python` frame.
 //!
 //! - `GET /python/runner.html`, `GET /python/runner.js` — the runner (`ui/runner.*`), a page
-//!   served with `Content-Security-Policy: sandbox allow-scripts`: it runs in an origin of its
-//!   own, without the app's cookies or API.
+//!   served with `Content-Security-Policy: sandbox allow-scripts` and no network but for the
+//!   Pyodide files: it runs in an origin of its own, without the app's cookies or API, and the
+//!   code it runs sends nothing anywhere.
 //! - `GET /pyodide/314.0.7/{file}` — the files of npm's `pyodide` 314.0.7 as unpacked under the
 //!   data directory (`DATA/pyodide/314.0.7/`, see the README), never fetched from elsewhere;
 //!   with their MIME types (`application/wasm`), `Access-Control-Allow-Origin: *` (the runner's
@@ -28,8 +29,28 @@ const RUNNER_HTML: &str = include_str!("../../ui/runner.html");
 /// The runner's script.
 const RUNNER_JS: &str = include_str!("../../ui/runner.js");
 
-/// What the runner's page may do: run its scripts, in an origin of its own, framed only here.
-const RUNNER_CSP: &str = "sandbox allow-scripts; frame-ancestors 'self'";
+/// What the runner's page may do: run its scripts and Pyodide's (WebAssembly compiled), in an
+/// origin of its own, framed only here; nothing else loads and no request leaves but for the
+/// Pyodide files (`connect-src`: the code it runs reaches no other host, nor the app's API).
+/// `{pyodide}` is where those files are: the server's own host and the versioned path.
+fn runner_csp(host: Option<&str>) -> String {
+    // A source list holds the host as the browser sent it; anything else than a plain host
+    // and port falls back to the whole origin (`'self'`).
+    let plain = host.filter(|h| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+    });
+    let pyodide = match plain {
+        Some(h) => format!("{h}/pyodide/{VERSION}/"),
+        None => "'self'".to_owned(),
+    };
+    format!(
+        "sandbox allow-scripts; frame-ancestors 'self'; default-src 'none'; \
+         script-src 'self' 'wasm-unsafe-eval'; connect-src {pyodide}; \
+         form-action 'none'; base-uri 'none'"
+    )
+}
 
 /// Where the Pyodide files of a data directory are.
 pub fn dir(data: &std::path::Path) -> PathBuf {
@@ -48,7 +69,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/pyodide/{version}/{file}", get(asset))
 }
 
-async fn runner(Path(file): Path<String>) -> Response {
+async fn runner(Path(file): Path<String>, headers: axum::http::HeaderMap) -> Response {
     let (kind, body) = match file.as_str() {
         "runner.html" => ("text/html; charset=utf-8", RUNNER_HTML),
         "runner.js" => ("text/javascript; charset=utf-8", RUNNER_JS),
@@ -56,10 +77,15 @@ async fn runner(Path(file): Path<String>) -> Response {
     };
     let mut r = ([(header::CONTENT_TYPE, kind)], body).into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(RUNNER_CSP),
-    );
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if let Ok(csp) = HeaderValue::from_str(&runner_csp(host)) {
+        h.insert(header::CONTENT_SECURITY_POLICY, csp);
+    } else {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("sandbox allow-scripts; default-src 'none'"),
+        );
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

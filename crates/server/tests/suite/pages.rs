@@ -507,6 +507,124 @@ async fn show_and_python_are_offered_while_a_page_of_the_chat_is_open_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_is_asked_in_manual_mode_and_keeps_only_its_listed_saves_through_the_write_path() {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let code = "open('notes.md', 'w').write('new')";
+    let model = ScriptedServer::start(vec![
+        // Saves over a file the chat has not read: refused before anyone is asked.
+        tool_call("p1", "python", json!({"code": code, "save": ["notes.md"]})),
+        text(&["It was not read."]),
+        // Reads it (`files`) and saves it and one more.
+        tool_call(
+            "p2",
+            "python",
+            json!({"code": code, "files": ["notes.md"], "save": ["notes.md", "out.txt"]}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pyodide/314.0.7")).unwrap();
+    std::fs::write(dir.path().join("pyodide/314.0.7/pyodide.mjs"), "").unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let notes = server.tree().join("home/alice/notes.md");
+    std::fs::write(&notes, "old").unwrap();
+    let chat = alice.chat().await;
+    let mut events = alice.events(None).await;
+    let _page = page_stream(&alice, &chat).await;
+
+    let run = alice.say(&chat, "overwrite it").await;
+    let got = within(events.until(run_end(&run))).await;
+    assert!(!got.iter().any(|e| e.kind() == "tool_call_asked"));
+    assert!(!got.iter().any(|e| e.kind() == "python"));
+    let result = &got
+        .iter()
+        .rfind(|e| e.kind() == "tool_call_finished")
+        .unwrap()
+        .data["event"]["result"];
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["content"].as_str().unwrap().contains("Not read"),
+        "{result}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "old");
+
+    // Manual mode asks, showing the code and the files it saves.
+    let run = alice.say(&chat, "now properly").await;
+    let asked = within(events.until(|e| e.kind() == "tool_call_asked")).await;
+    let ask = &asked.last().unwrap().data["event"];
+    let subject = ask["question"]["subject"].as_str().unwrap();
+    assert!(subject.starts_with(code), "{ask}");
+    assert!(
+        subject.ends_with("# saves /home/alice/notes.md, /home/alice/out.txt"),
+        "{ask}"
+    );
+    assert!(!asked.iter().any(|e| e.kind() == "python"));
+    let approval = ask["approval"].as_str().unwrap().to_owned();
+    let (status, body) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let asked = within(events.until(|e| e.kind() == "python")).await;
+    let py = &asked.last().unwrap().data["event"];
+    assert_eq!(py["files"], json!(["/home/alice/notes.md"]));
+    assert_eq!(
+        py["save"],
+        json!(["/home/alice/notes.md", "/home/alice/out.txt"])
+    );
+    // A page (or the code in its frame) claims more than the call listed: only the listed
+    // path is kept, through the write path.
+    let (status, body) = alice
+        .post(
+            &format!("/api/python/{}", py["ask"].as_str().unwrap()),
+            json!({
+                "stdout": "hi\n",
+                "saved": {
+                    "/home/alice/notes.md": b64("new"),
+                    "/home/alice/evil.txt": b64("x"),
+                    "../alice/.bashrc": b64("x"),
+                },
+                "written": [{"path": "/home/alice/evil.txt", "bytes": 1}],
+                "duration_ms": 5
+            }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let got = within(events.until(run_end(&run))).await;
+    let result = &got
+        .iter()
+        .rfind(|e| e.kind() == "tool_call_finished")
+        .unwrap()
+        .data["event"]["result"];
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains("hi\nSaved /home/alice/notes.md (3 bytes)\n"),
+        "{content}"
+    );
+    assert!(
+        content.contains("Not saved /home/alice/evil.txt: not in the call's `save` list"),
+        "{content}"
+    );
+    assert!(
+        content.contains("Not saved /home/alice/.bashrc: not in the call's `save` list"),
+        "{content}"
+    );
+    assert!(
+        content.contains("Not saved /home/alice/out.txt: the code did not write it"),
+        "{content}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "new");
+    assert!(!server.tree().join("home/alice/evil.txt").exists());
+    assert!(!server.tree().join("home/alice/.bashrc").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shown_html_file_is_sandboxed_and_the_pyodide_files_are_served_for_an_opaque_origin() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("pyodide/314.0.7")).unwrap();
@@ -585,13 +703,15 @@ async fn a_shown_html_file_is_sandboxed_and_the_pyodide_files_are_served_for_an_
         let r = get(&anon, missing).await.unwrap();
         assert_eq!(r.status().as_u16(), 404, "{missing}");
     }
-    // The runner is a sandboxed page too.
+    // The runner is a sandboxed page too, with no network but for the Pyodide files.
     let r = get(&anon, "/python/runner.html").await.unwrap();
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    let host = server.base.trim_start_matches("http://");
+    assert!(csp.starts_with("sandbox allow-scripts"), "{csp}");
+    assert!(csp.contains("default-src 'none'"), "{csp}");
     assert!(
-        r.headers()["content-security-policy"]
-            .to_str()
-            .unwrap()
-            .starts_with("sandbox allow-scripts")
+        csp.contains(&format!("connect-src {host}/pyodide/314.0.7/;")),
+        "{csp}"
     );
 }
 
