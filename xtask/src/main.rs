@@ -54,8 +54,13 @@ enum BenchWhat {
     /// First-request and whole-task tokens of the scripted tasks.
     Tokens,
     /// 200 concurrent streaming chats on the release llembas-server against a scripted model:
-    /// added latency to the first token and per event, RSS, errors.
-    Server,
+    /// added latency to the first token and per event, RSS, errors; then 10,000 chats made and
+    /// deleted by one user, and the RSS they leave.
+    Server {
+        /// The cargo profile to build and run the server (and the load) in.
+        #[arg(long, default_value = "release")]
+        profile: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -100,8 +105,8 @@ fn main() -> ExitCode {
             what: BenchWhat::Tokens,
         } => bench_tokens::bench_tokens().map(|()| ExitCode::SUCCESS),
         Command::Bench {
-            what: BenchWhat::Server,
-        } => bench_server::bench_server().map(|()| ExitCode::SUCCESS),
+            what: BenchWhat::Server { profile },
+        } => bench_server::bench_server(&profile).map(|()| ExitCode::SUCCESS),
         Command::SearchEval(args) => search_eval::search_eval(args).map(|()| ExitCode::SUCCESS),
         Command::RealModel => real_model_tests().map(|ok| {
             if ok {
@@ -138,6 +143,25 @@ fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<bool> {
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR` (relative to the workspace), else the
+/// workspace's `target/`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => workspace_root().join(d),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// The folder of `target_dir()` a cargo profile builds into (`dev` and `test` build `debug`).
+fn profile_dir(profile: &str) -> PathBuf {
+    let name = match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    };
+    target_dir().join(name)
 }
 
 fn test() -> Result<ExitCode> {

@@ -24,6 +24,7 @@ use crate::world::{ChatWorld, grants_text, user_grants, user_view};
 /// How many events a slow stream may fall behind before it reads the rest from the database.
 const BROADCAST_CAPACITY: usize = 4096;
 
+mod cut;
 mod hub;
 mod shared;
 pub use hub::{Hub, flush};
@@ -191,6 +192,56 @@ impl Chats {
         }
     }
 
+    /// Takes `live`'s run slot for `run`, if `live` is still the chat's session here (an idle
+    /// session may be dropped between its lookup and its use: [`Chats::drop_idle`]).
+    fn claim(&self, id: &str, live: &Arc<Live>, run: &str) -> Claim {
+        let map = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !map.get(id).is_some_and(|l| Arc::ptr_eq(l, live)) {
+            return Claim::Gone;
+        }
+        let mut slot = live
+            .run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = slot.as_ref() {
+            return Claim::Busy(r.clone());
+        }
+        *slot = Some(run.to_owned());
+        Claim::Taken
+    }
+
+    /// Drops the chat's session if it is idle and `held` (a page of it open) is false: a chat's
+    /// session lives while it runs or a page shows it, and is built again from the database
+    /// when it is needed (dropping the last handle of its channel ends it).
+    pub fn drop_idle(&self, chat: &str, held: bool) {
+        if held {
+            return;
+        }
+        let mut map = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.get(chat).is_some_and(|l| current(&l.run).is_none()) {
+            map.remove(chat);
+        }
+    }
+
+    /// How many chats have a session in this process.
+    pub fn len(&self) -> usize {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no chat has a session in this process.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The run going on in `chat` here, if any.
     pub fn run_of(&self, chat: &str) -> Option<String> {
         self.get(chat).and_then(|l| current(&l.run))
@@ -224,6 +275,13 @@ impl Chats {
             .filter_map(|l| l.run.lock().ok().and_then(|r| r.clone()))
             .collect()
     }
+}
+
+/// What [`Chats::claim`] found.
+enum Claim {
+    Taken,
+    Busy(String),
+    Gone,
 }
 
 /// A chat's row.
@@ -405,6 +463,8 @@ pub async fn create(
     );
     app.hub.new_chat(&id);
     drive(app, user.id, &id, built, false, made);
+    // No page shows it yet and nothing runs: its session is built again for its first message.
+    app.chats.drop_idle(&id, app.pages.attached(&id));
     Ok(id)
 }
 
@@ -663,6 +723,7 @@ async fn pump(
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         app.pages.forget(chat);
         app.chats.ended.notify_waiters();
+        app.chats.drop_idle(chat, app.pages.attached(chat));
         ended?;
     }
     Ok(())
@@ -732,18 +793,18 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         // its transcript half-written.
         return Err(busy(id, Some(r)));
     }
-    let live = live(app, user, &chat).await?;
     let run_id = random_id()?;
-    {
-        let mut slot = live
-            .run
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(r) = slot.as_ref() {
-            return Err(busy(id, Some(r)));
+    let mut tries = 0;
+    let live = loop {
+        let live = live(app, user, &chat).await?;
+        match app.chats.claim(id, &live, &run_id) {
+            Claim::Taken => break live,
+            Claim::Busy(r) => return Err(busy(id, Some(&r))),
+            // Dropped as idle meanwhile: built again.
+            Claim::Gone if tries < 3 => tries += 1,
+            Claim::Gone => return Err(Error::Conflict(format!("the chat {id} is busy"))),
         }
-        *slot = Some(run_id.clone());
-    }
+    };
     let started = Stmt::new(
         "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
     )
@@ -1019,7 +1080,7 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
             role: crate::auth::Role::User,
         };
         // The transcript is closed before the end is said: a page told of it reads it whole.
-        if let Err(e) = close_transcript(app, &user, &chat).await {
+        if let Err(e) = close_transcript(app, &user, &chat, &run).await {
             eprintln!("llembas-server: chat {chat}: closing the interrupted turn: {e}");
         }
         say_ended(app, user_id, &chat, &run, "interrupted").await?;
@@ -1027,14 +1088,22 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
     Ok(n)
 }
 
-/// Resumes a chat whose turn a dead process cut short once: resuming closes the turn (every
-/// call gets its result), running until idle writes that down.
-async fn close_transcript(app: &Arc<App>, user: &User, chat: &str) -> Result<()> {
+/// Resumes a chat whose run `run` a dead process cut short once: what the person saw of the
+/// answer being streamed is kept as the model's ([`cut`]), resuming closes the turn (every call
+/// gets its result), running until idle writes that down.
+async fn close_transcript(app: &Arc<App>, user: &User, chat: &str, run: &str) -> Result<()> {
     let row = chat_row(&app.pool, user, chat).await?;
     let Some(meta) = find_meta(&app.pool, &app.transcripts, user.id, chat).await? else {
         return Ok(());
     };
-    let entries = load_entries(&app.pool, &app.transcripts, user.id, chat).await?;
+    let mut entries = load_entries(&app.pool, &app.transcripts, user.id, chat).await?;
+    let shown = cut::shown_answer(&app.pool, chat, run).await?;
+    if let Some(kept) = cut::kept_answer(&entries, &shown) {
+        let store = SqlStore::new(app.pool.clone(), app.transcripts.clone(), user.id);
+        harness_agent::SessionStore::append(&store, chat, std::slice::from_ref(&kept))
+            .map_err(Error::Stored)?;
+        entries.push(kept);
+    }
     let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(chat), false);
     let narrower = crate::world::chat_grants(&app.pool, chat).await?;
@@ -1044,6 +1113,20 @@ async fn close_transcript(app: &Arc<App>, user: &User, chat: &str) -> Result<()>
         .build()?;
     built.driver.run(true).await?;
     Ok(())
+}
+
+/// Drops a chat's idle session when its last page closes (one built while the page was open
+/// holds the page's tools; the next message builds it again).
+pub fn drop_when_unseen(app: &Arc<App>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    app.pages.on_last_close(tx);
+    let app = Arc::downgrade(app);
+    tokio::spawn(async move {
+        while let Some(chat) = rx.recv().await {
+            let Some(app) = app.upgrade() else { return };
+            app.chats.drop_idle(&chat, app.pages.attached(&chat));
+        }
+    });
 }
 
 /// The shared capacity gate of the process's chats.

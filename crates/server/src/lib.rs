@@ -364,6 +364,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         );
     }
     chats::keep_leases(app.clone());
+    chats::drop_when_unseen(&app);
     // What changed in the tree while the server was down is indexed in the background.
     app.search.catch_up(app.backend.clone());
     Ok(app)

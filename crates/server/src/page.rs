@@ -95,6 +95,8 @@ pub struct Pages {
     /// Where the asks answered for want of a page go (on a shared database, to be marked
     /// answered in its `asks` table before their run hears: see [`Pages::on_settle`]).
     settled: OnceLock<mpsc::UnboundedSender<Settled>>,
+    /// Told the chats whose last page closed ([`Pages::on_last_close`]).
+    unseen: OnceLock<mpsc::UnboundedSender<String>>,
 }
 
 /// An ask answered for want of a page: nobody is left to open a `show`'s file or run `python`.
@@ -180,6 +182,9 @@ impl Pages {
                 return;
             }
             inner.open.remove(chat);
+            if let Some(tx) = self.unseen.get() {
+                let _ = tx.send(chat.to_owned());
+            }
             // The viewer is gone: what waits for it is answered now.
             let ids: Vec<String> = inner
                 .asks
@@ -206,6 +211,11 @@ impl Pages {
                 None => settled.answer(),
             }
         }
+    }
+
+    /// Sends to `tx`, from now on, each chat whose last open page closed.
+    pub fn on_last_close(&self, tx: mpsc::UnboundedSender<String>) {
+        let _ = self.unseen.set(tx);
     }
 
     /// Sends to `tx`, from now on, every ask to be answered because no page of its chat is left

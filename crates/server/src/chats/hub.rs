@@ -211,6 +211,11 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Forgets the numbers of a deleted chat.
+    pub fn forget_chat(&self, chat: &str) {
+        self.counters().seqs.remove(chat);
+    }
+
     /// Says that `chat` is new: its events are numbered from 1 without a read.
     pub fn new_chat(&self, chat: &str) {
         self.counters().seqs.entry(chat.to_owned()).or_insert(0);

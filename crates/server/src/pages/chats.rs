@@ -129,5 +129,8 @@ async fn delete(
         .bind(user.id)
         .execute(&app.pool)
         .await?;
+    // Nothing of it stays in memory: its session (idle: no run goes on) and its numbers.
+    app.chats.drop_idle(&id, false);
+    app.hub.forget_chat(&id);
     Ok(Json(json!({"deleted": id})))
 }

@@ -305,6 +305,121 @@ async fn crash(db: Option<String>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_while_the_answer_streams_keeps_what_the_person_saw_of_it() {
+    let model = ScriptedServer::start(vec![text(&["Half ", "an answer"]).stalling()])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "tell me").await;
+    let mut shown = String::new();
+    while shown != "Half an answer" {
+        let got = stream.until(|e| e.kind() == "text_delta").await;
+        shown.push_str(got.last().unwrap().data["event"]["text"].as_str().unwrap());
+    }
+    // What reached the stream is stored before the crash (on SQLite a moment after it is sent).
+    chats_flush(&server).await;
+    drop(stream);
+    server.crash();
+
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.login("alice", "alice-password").await;
+    let mut stream = alice.events(None).await;
+    stream.until(run_end(&run)).await;
+    let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
+    let transcript = got["messages"].as_array().unwrap();
+    let kinds: Vec<&str> = transcript
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"turn_ended"), "{transcript:?}");
+    let said = &transcript[transcript.len() - 2];
+    assert_eq!(said["type"], "assistant", "{transcript:?}");
+    assert_eq!(said["text"], "Half an answer", "{transcript:?}");
+
+    // The model is told what it had said when the chat goes on.
+    model.push(text(&["Go on."]));
+    let run2 = alice.say(&chat, "go on").await;
+    stream.until(run_end(&run2)).await;
+    let messages = model.bodies().last().unwrap()["messages"].clone();
+    assert!(
+        messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "Half an answer"),
+        "{messages}"
+    );
+}
+
+/// Waits until the server's event log has stored what it was given.
+async fn chats_flush(server: &Server) {
+    server.app.hub.flush().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chats_session_lives_while_it_runs_or_a_page_shows_it_and_is_built_again_after() {
+    let model = ScriptedServer::start(vec![text(&["One."]), text(&["Two."]), text(&["Three."])])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    // Chats made and never used hold nothing in memory.
+    let mut chats = Vec::new();
+    for _ in 0..20 {
+        chats.push(alice.chat().await);
+    }
+    assert_eq!(server.app.chats.len(), 0);
+    // A run's session goes when the run ends (no page shows the chat).
+    let chat = chats[0].clone();
+    let run = alice.say(&chat, "first").await;
+    stream.until(run_end(&run)).await;
+    wait_until(|| server.app.chats.is_empty()).await;
+    // Built again from the database, the chat goes on with its history.
+    let run = alice.say(&chat, "second").await;
+    stream.until(run_end(&run)).await;
+    let body = model.bodies().last().unwrap().clone();
+    assert!(
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "One."),
+        "{body}"
+    );
+    wait_until(|| server.app.chats.is_empty()).await;
+    // While a page shows the chat its session stays; when the page goes, so does it.
+    let page = super::pages::page_stream(&alice, &chat).await;
+    let run = alice.say(&chat, "third").await;
+    stream.until(run_end(&run)).await;
+    assert_eq!(server.app.chats.len(), 1);
+    drop(page);
+    wait_until(|| server.app.chats.is_empty()).await;
+    // Deleted chats leave nothing behind either.
+    for c in &chats {
+        let (status, body) = alice.delete(&format!("/api/chats/{c}")).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(server.app.chats.len(), 0);
+}
+
+/// Waits (a minute at most) until `f` holds.
+async fn wait_until(f: impl Fn() -> bool) {
+    for _ in 0..600 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the condition did not hold within a minute");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_fetches_no_address_of_the_servers_own_network_and_asks_with_the_diff() {
     let model = ScriptedServer::start(vec![]).await.unwrap();
     let inside = format!("{}/models", model.base_url());

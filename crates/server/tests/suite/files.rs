@@ -80,20 +80,12 @@ async fn files_through_the_view_and_paths_outside_it() {
     let mut stream = alice.events(None).await;
     let chat = alice.chat().await;
     let run = alice.say(&chat, "read bob's secret").await;
-    // A read outside the chat's directory asks first; approved, the view still refuses it.
-    let asked = stream.until(|e| e.kind() == "tool_call_asked").await;
-    let approval = asked.last().unwrap().data["event"]["approval"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (status, _) = alice
-        .post(
-            &format!("/api/approvals/{approval}"),
-            json!({"answer": "yes"}),
-        )
-        .await;
-    assert_eq!(status, 200);
+    // The view refuses it before anyone is asked about it (nobody approves what cannot run).
     let got = stream.until(run_end(&run)).await;
+    assert!(
+        !got.iter().any(|e| e.kind() == "tool_call_asked"),
+        "{got:?}"
+    );
     let result = got
         .iter()
         .find(|e| e.kind() == "tool_call_finished")

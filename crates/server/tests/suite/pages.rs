@@ -252,7 +252,9 @@ async fn mode_changed(db: Option<String>) {
     let mut bob = server.user("bob").await;
     let mut stream = alice.events(None).await;
     let chat = alice.chat().await;
-    // The session runs in this process from now on (manual mode: a write would ask).
+    // The session runs in this process from now on, kept while a page shows the chat (manual
+    // mode: a write would ask).
+    let _page = page_stream(&alice, &chat).await;
     let run = alice.say(&chat, "hi").await;
     stream.until(run_end(&run)).await;
 
