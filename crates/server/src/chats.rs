@@ -150,6 +150,8 @@ pub struct Live {
     /// What it was built with (its model and personality preset): an idle session built with
     /// others than the chat's and its user's now is built again.
     made: String,
+    /// Runs begun in it: an idle session is dropped only if none began since it went idle.
+    begun: std::sync::atomic::AtomicU64,
 }
 
 /// What a chat's session is built with, as [`Live::made`] keeps it.
@@ -210,6 +212,8 @@ impl Chats {
             return Claim::Busy(r.clone());
         }
         *slot = Some(run.to_owned());
+        live.begun
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Claim::Taken
     }
 
@@ -217,6 +221,12 @@ impl Chats {
     /// session lives while it runs or a page shows it, and is built again from the database
     /// when it is needed (dropping the last handle of its channel ends it).
     pub fn drop_idle(&self, chat: &str, held: bool) {
+        self.drop_idle_since(chat, None, held);
+    }
+
+    /// [`Chats::drop_idle`], only if no run began in it since `begun` runs (`None`: whatever
+    /// began).
+    fn drop_idle_since(&self, chat: &str, begun: Option<u64>, held: bool) {
         if held {
             return;
         }
@@ -224,7 +234,11 @@ impl Chats {
             .live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if map.get(chat).is_some_and(|l| current(&l.run).is_none()) {
+        let idle = map.get(chat).is_some_and(|l| {
+            current(&l.run).is_none()
+                && begun.is_none_or(|n| l.begun.load(std::sync::atomic::Ordering::Relaxed) == n)
+        });
+        if idle {
             map.remove(chat);
         }
     }
@@ -463,8 +477,8 @@ pub async fn create(
     );
     app.hub.new_chat(&id);
     drive(app, user.id, &id, built, false, made);
-    // No page shows it yet and nothing runs: its session is built again for its first message.
-    app.chats.drop_idle(&id, app.pages.attached(&id));
+    // Kept for its first message a while; then built again when it is needed.
+    drop_idle_later(app, &id);
     Ok(id)
 }
 
@@ -545,6 +559,7 @@ fn drive(
         page,
         built: now(),
         made,
+        begun: std::sync::atomic::AtomicU64::new(0),
     });
     app.chats.insert(chat, live.clone());
     let chat_id = chat.to_owned();
@@ -723,7 +738,7 @@ async fn pump(
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         app.pages.forget(chat);
         app.chats.ended.notify_waiters();
-        app.chats.drop_idle(chat, app.pages.attached(chat));
+        drop_idle_later(app, chat);
         ended?;
     }
     Ok(())
@@ -1115,8 +1130,7 @@ async fn close_transcript(app: &Arc<App>, user: &User, chat: &str, run: &str) ->
     Ok(())
 }
 
-/// Drops a chat's idle session when its last page closes (one built while the page was open
-/// holds the page's tools; the next message builds it again).
+/// Drops a chat's idle session a while after its last page closes ([`drop_idle_later`]).
 pub fn drop_when_unseen(app: &Arc<App>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     app.pages.on_last_close(tx);
@@ -1124,7 +1138,30 @@ pub fn drop_when_unseen(app: &Arc<App>) {
     tokio::spawn(async move {
         while let Some(chat) = rx.recv().await {
             let Some(app) = app.upgrade() else { return };
-            app.chats.drop_idle(&chat, app.pages.attached(&chat));
+            drop_idle_later(&app, &chat);
+        }
+    });
+}
+
+/// Drops the chat's session once it has stayed idle, no page of it open, for the server's
+/// `idle_session` (at once when that is zero): a chat's session lives while it runs or a page
+/// shows it, and a while after.
+pub fn drop_idle_later(app: &Arc<App>, chat: &str) {
+    let Some(live) = app.chats.get(chat) else {
+        return;
+    };
+    let begun = live.begun.load(std::sync::atomic::Ordering::Relaxed);
+    if app.idle_session.is_zero() {
+        app.chats
+            .drop_idle_since(chat, Some(begun), app.pages.attached(chat));
+        return;
+    }
+    let (wait, weak, chat) = (app.idle_session, Arc::downgrade(app), chat.to_owned());
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        if let Some(app) = weak.upgrade() {
+            app.chats
+                .drop_idle_since(&chat, Some(begun), app.pages.attached(&chat));
         }
     });
 }

@@ -140,7 +140,14 @@ pub struct Config {
     pub secure_cookie: bool,
     /// Whether anyone may sign up (as `pending`).
     pub allow_signups: bool,
+    /// How long a chat's session stays in memory idle, with no page of the chat open, before
+    /// it is dropped (it is built again from the database when it is needed).
+    pub idle_session: std::time::Duration,
 }
+
+/// [`Config::idle_session`] by default: a client that sends its next message within it (a
+/// script over the API) finds the session still built.
+pub const IDLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `--config` file: the model endpoints, in the CLI config's shape.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -195,6 +202,7 @@ impl Config {
             model,
             secure_cookie: args.secure_cookie,
             allow_signups: args.allow_signups,
+            idle_session: IDLE_SESSION,
         })
     }
 }
@@ -221,6 +229,8 @@ pub struct App {
     pub instance: String,
     /// How long a run is this process's without a renewal.
     pub run_lease: std::time::Duration,
+    /// How long an idle chat session no page shows stays built ([`Config::idle_session`]).
+    pub idle_session: std::time::Duration,
     /// The chats running here.
     pub chats: chats::Chats,
     /// The chat pages open, and what runs wait for from them.
@@ -335,6 +345,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         transcripts: store::Transcripts::new(pool.clone()),
         instance,
         run_lease: config.run_lease,
+        idle_session: config.idle_session,
         pool,
         data: config.data.clone(),
         tree,

@@ -366,15 +366,17 @@ async fn a_chats_session_lives_while_it_runs_or_a_page_shows_it_and_is_built_aga
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_with(dir.path(), &model.base_url(), |c| {
+        c.idle_session = std::time::Duration::from_secs(2);
+    });
     let mut alice = server.user("alice").await;
     let mut stream = alice.events(None).await;
-    // Chats made and never used hold nothing in memory.
+    // Chats made and never used hold nothing in memory once idle a while.
     let mut chats = Vec::new();
     for _ in 0..20 {
         chats.push(alice.chat().await);
     }
-    assert_eq!(server.app.chats.len(), 0);
+    wait_until(|| server.app.chats.is_empty()).await;
     // A run's session goes when the run ends (no page shows the chat).
     let chat = chats[0].clone();
     let run = alice.say(&chat, "first").await;
@@ -400,8 +402,10 @@ async fn a_chats_session_lives_while_it_runs_or_a_page_shows_it_and_is_built_aga
     assert_eq!(server.app.chats.len(), 1);
     drop(page);
     wait_until(|| server.app.chats.is_empty()).await;
-    // Deleted chats leave nothing behind either.
-    for c in &chats {
+    // Deleted chats leave nothing behind at once, idle or not.
+    let more = [alice.chat().await, alice.chat().await];
+    assert_eq!(server.app.chats.len(), 2);
+    for c in chats.iter().chain(&more) {
         let (status, body) = alice.delete(&format!("/api/chats/{c}")).await;
         assert_eq!(status, 200, "{body}");
     }

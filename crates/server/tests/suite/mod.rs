@@ -62,6 +62,7 @@ impl Server {
             }),
             secure_cookie: false,
             allow_signups: false,
+            idle_session: llembas_server::IDLE_SESSION,
         };
         edit(&mut config);
         let (tx, rx) = std::sync::mpsc::channel();
