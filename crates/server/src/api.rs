@@ -72,6 +72,9 @@ async fn healthz(State(app): State<Arc<App>>) -> Result<Json<Value>> {
 struct Login {
     username: String,
     password: String,
+    /// The page the sign-in page was sent from (its `?next=`).
+    #[serde(default)]
+    next: Option<String>,
 }
 
 async fn login(
@@ -96,8 +99,12 @@ async fn login(
         agent,
     )
     .await?;
-    let mut response =
-        Json(json!({"username": user.username, "role": user.role.as_str()})).into_response();
+    let mut response = Json(json!({
+        "username": user.username,
+        "role": user.role.as_str(),
+        "next": crate::redirect::after_sign_in(body.next.as_deref()),
+    }))
+    .into_response();
     set_cookie(&mut response, &cookie(Some(&token), app.secure_cookie))?;
     Ok(response)
 }

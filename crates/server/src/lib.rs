@@ -18,6 +18,7 @@ pub mod memory;
 pub mod page;
 pub mod pages;
 pub mod python;
+pub mod redirect;
 pub mod search;
 pub mod settings;
 pub mod store;

@@ -334,8 +334,9 @@ function signIn() {
       ev.preventDefault();
       err.textContent = "";
       try {
-        await api("POST", "/api/auth/login", { username: user.value, password: pass.value });
-        location.assign(next && next.startsWith("/") && !next.startsWith("//") ? next : "/chats");
+        // The server says where to go: `next` when it is a path of this server, else the list.
+        const signedIn = await api("POST", "/api/auth/login", { username: user.value, password: pass.value, next });
+        location.assign(signedIn.next);
       } catch (e) {
         err.textContent = e.message;
         pass.select();

@@ -317,3 +317,58 @@ async fn a_request_moves_the_session_on_only_when_it_was_last_seen_long_ago() {
         "{expires}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_goes_on_only_to_a_path_of_this_server() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    server.user("dora").await;
+    // `next` as the sign-in page reads it from its address (decoded once), and the spellings
+    // that are still encoded, which a browser decodes again.
+    let refused = [
+        "//evil.example",
+        "/\\evil.example",
+        "/%5Cevil.example",
+        "/%09/evil.example",
+        "/\t/evil.example",
+        "/\r\n/evil.example",
+        "/%2F/evil.example",
+        "/%2f%2fevil.example",
+        "https://evil.example/",
+        "http:evil.example",
+        "javascript:alert(1)",
+        "evil.example",
+        "\\\\evil.example",
+        "",
+    ];
+    for next in refused {
+        let mut c = Client::anonymous(&server.base);
+        let (status, body) = c
+            .post(
+                "/api/auth/login",
+                json!({"username": "dora", "password": "dora-password", "next": next}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["next"], "/chats", "{next:?}");
+    }
+    for next in ["/chats/abc", "/files?path=%2Fshared", "/settings#theme"] {
+        let mut c = Client::anonymous(&server.base);
+        let (_, body) = c
+            .post(
+                "/api/auth/login",
+                json!({"username": "dora", "password": "dora-password", "next": next}),
+            )
+            .await;
+        assert_eq!(body["next"], next);
+    }
+    let mut c = Client::anonymous(&server.base);
+    let (_, body) = c
+        .post(
+            "/api/auth/login",
+            json!({"username": "dora", "password": "dora-password"}),
+        )
+        .await;
+    assert_eq!(body["next"], "/chats");
+}

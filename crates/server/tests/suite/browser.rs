@@ -300,6 +300,46 @@ async fn say(c: &Client, words: &str) {
 }
 
 #[test]
+fn the_sign_in_page_never_sends_to_another_site() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _erin = server.user("erin").await;
+        // Spellings a browser reads as another site once decoded: `/\host`, `/<TAB>/host`.
+        for next in [
+            "/%5Cevil.example",
+            "/%09/evil.example",
+            "%2F%2Fevil.example",
+        ] {
+            let c = fresh().await;
+            c.goto(&format!("{}/login?next={next}", server.base))
+                .await
+                .unwrap();
+            find(c, "#username").await.send_keys("erin").await.unwrap();
+            find(c, "#password")
+                .await
+                .send_keys("erin-password")
+                .await
+                .unwrap();
+            find(c, "#signin").await.click().await.unwrap();
+            let start = Instant::now();
+            let url = loop {
+                let url = c.current_url().await.unwrap();
+                if url.path() != "/login" {
+                    break url;
+                }
+                assert!(start.elapsed() < WAIT, "the sign-in went nowhere");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            assert!(
+                url.as_str().starts_with(&format!("{}/chats", server.base)),
+                "next={next} went to {url}"
+            );
+        }
+    });
+}
+
+#[test]
 fn signing_in_lists_the_chats_which_are_made_renamed_searched_and_deleted() {
     run(async {
         let dir = tempfile::tempdir().unwrap();
