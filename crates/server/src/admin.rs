@@ -256,8 +256,8 @@ async fn get_grants(
     Path(id): Path<i64>,
 ) -> Result<Json<Value>> {
     admin(&user)?;
-    username_of(&app.pool, id).await?;
-    let grants = world::user_grants(&app.pool, id).await?;
+    let name = username_of(&app.pool, id).await?;
+    let grants = world::user_grants(&app.pool, id, &name).await?;
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 
@@ -294,6 +294,19 @@ pub fn checked_grants(grants: &[Grant]) -> Result<Vec<(String, Level)>> {
     Ok(checked)
 }
 
+/// Grants are for the user's own home and shared areas: a path in another user's home is
+/// refused (403), whoever it is for — the admin themselves included.
+fn refuse_others_homes(grants: &[(String, Level)], username: &str) -> Result<()> {
+    for (path, _) in grants {
+        if let Some(owner) = world::others_home(path, username) {
+            return Err(Error::Forbidden(format!(
+                "{path} is in {owner}'s home: no one is granted another user's home, an admin included; grant a shared area such as /shared instead"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 struct Grants {
     grants: Vec<Grant>,
@@ -306,8 +319,9 @@ async fn put_grants(
     Body(body): Body<Grants>,
 ) -> Result<Json<Value>> {
     admin(&user)?;
-    username_of(&app.pool, id).await?;
+    let name = username_of(&app.pool, id).await?;
     let checked = checked_grants(&body.grants)?;
+    refuse_others_homes(&checked, &name)?;
     let mut tx = crate::db::begin_write(&app.pool).await?;
     sqlx::query("DELETE FROM grants WHERE user_id = $1")
         .bind(id)
@@ -322,7 +336,7 @@ async fn put_grants(
             .await?;
     }
     tx.commit().await?;
-    let grants = world::user_grants(&app.pool, id).await?;
+    let grants = world::user_grants(&app.pool, id, &name).await?;
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 

@@ -40,7 +40,7 @@ async fn view(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
-    let grants = user_grants(&app.pool, user.id).await?;
+    let grants = user_grants(&app.pool, user.id, &user.username).await?;
     let roots: Vec<Value> = grants
         .iter()
         .filter(|(_, level)| *level != Level::None)

@@ -341,3 +341,92 @@ async fn an_admin_manages_accounts_grants_and_models_and_reads_no_ones_chats() {
     .await;
     server.login("bob", "bob-password").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_grant_opens_another_users_home_not_even_to_an_admin() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let (status, _) = alice
+        .put("/api/files/content?path=/home/alice/diary.md", "secret")
+        .await;
+    assert_eq!(status, 200);
+    let mut root = server.admin().await;
+    let root_id = user_id(&mut root).await;
+    let mut bob = server.user("bob").await;
+    let bob_id = user_id(&mut bob).await;
+
+    // The admin cannot grant themselves, nor anyone else, a path in alice's home.
+    for (to, path) in [
+        (root_id, "/home/alice"),
+        (root_id, "/home/alice/diary.md"),
+        (root_id, "/home/./alice/../alice"),
+        (bob_id, "/home/alice"),
+    ] {
+        let (status, body) = root
+            .put_json(
+                &format!("/api/admin/users/{to}/grants"),
+                json!({"grants": [{"path": path, "level": "ro"}]}),
+            )
+            .await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("alice's home"),
+            "{body}"
+        );
+    }
+    let (status, body) = root
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(status, 403, "{body}");
+
+    // A grant of all `/home`, or of `/`, opens shared areas but stops at every other home.
+    let (status, body) = root
+        .put_json(
+            &format!("/api/admin/users/{root_id}/grants"),
+            json!({"grants": [{"path": "/", "level": "ro"}, {"path": "/home/root", "level": "stage"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Hidden below a visible `/home`: read as missing (the spec's answer).
+    let (status, body) = root
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            404,
+            json!({"error": "No such file or directory: /home/alice/diary.md"})
+        )
+    );
+    let (_, listing) = root.get("/api/files?path=/home").await;
+    assert_eq!(listing["path"], "/home", "{listing}");
+    assert!(
+        !listing.to_string().contains("alice") && !listing.to_string().contains("bob"),
+        "{listing}"
+    );
+    assert_eq!(root.get("/api/files?path=/shared").await.0, 200);
+
+    // A grant row put in the database some other way opens nothing either.
+    sqlx::query("INSERT INTO grants (user_id, path, level) VALUES ($1, '/home/alice', 'ro')")
+        .bind(bob_id)
+        .execute(&server.app.pool)
+        .await
+        .unwrap();
+    let (status, body) = bob
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (_, g) = root.get(&format!("/api/admin/users/{bob_id}/grants")).await;
+    assert_eq!(
+        g["grants"],
+        json!([{"path": "/home/bob", "level": "stage"}, {"path": "/shared", "level": "ro"}])
+    );
+
+    // Her own home stays hers.
+    let (status, body) = alice
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!((status, body["content"].as_str()), (200, Some("secret")));
+}
