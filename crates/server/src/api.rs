@@ -400,10 +400,30 @@ async fn events(
     Ok(response)
 }
 
+/// The `?path=` of the file routes.
 #[derive(Deserialize)]
-struct PathQuery {
+pub struct PathQuery {
     #[serde(default)]
     path: Option<String>,
+}
+
+impl PathQuery {
+    /// The path given (`None` when missing or empty), in NFC with each name checked
+    /// ([`harness_fs::checked_input`]: 400 for a name over 255 bytes, a text-direction control
+    /// or a name that is not portable).
+    pub fn checked(self) -> Result<Option<String>> {
+        Ok(self
+            .path
+            .filter(|p| !p.is_empty())
+            .map(|p| harness_fs::checked_input(&p))
+            .transpose()?)
+    }
+
+    /// The path, required.
+    pub fn required(self) -> Result<String> {
+        self.checked()?
+            .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))
+    }
 }
 
 async fn view_of(app: &App, user: &auth::User) -> Result<harness_fs::View> {
@@ -423,7 +443,7 @@ async fn list_files(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let path = q.path.unwrap_or_else(|| view.cwd().to_string());
+    let path = q.checked()?.unwrap_or_else(|| view.cwd().to_string());
     let listing = blocking(move || Ok(view.list(&path)?)).await?;
     let entries: Vec<Value> = listing
         .entries
@@ -445,19 +465,13 @@ async fn list_files(
     })))
 }
 
-fn required_path(q: PathQuery) -> Result<String> {
-    q.path
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))
-}
-
 async fn read_file(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = required_path(q)?;
+    let input = q.required()?;
     let (path, text) = blocking(move || {
         let p: VPath = view.resolve(&input);
         let bytes = view.read_bytes(&p)?;
@@ -478,7 +492,7 @@ async fn write_file(
     Raw(body): Raw,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = required_path(q)?;
+    let input = q.required()?;
     let n = body.len();
     let path = blocking(move || {
         let p = view.resolve(&input);

@@ -92,6 +92,7 @@ impl Error {
                 F::NotFound(_) => StatusCode::NOT_FOUND,
                 F::AccessDenied(_) | F::ReadOnly(_) => StatusCode::FORBIDDEN,
                 F::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                F::NameTooLong { .. } | F::BadName { .. } => StatusCode::BAD_REQUEST,
                 F::IsADirectory(_)
                 | F::NotADirectory(_)
                 | F::AlreadyExists(_)

@@ -15,10 +15,10 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
 use harness_fs::{Kind, Level, VPath};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
+use crate::api::PathQuery;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
 use crate::world::{user_grants, user_view};
@@ -26,12 +26,6 @@ use crate::world::{user_grants, user_view};
 /// The routes.
 pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/api/view", get(view))
-}
-
-#[derive(Deserialize)]
-struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
 }
 
 async fn view(
@@ -55,7 +49,7 @@ async fn view(
         })
         .collect();
     let home = view.cwd().to_string();
-    let path = q.path.filter(|p| !p.is_empty()).unwrap_or(home.clone());
+    let path = q.checked()?.unwrap_or(home.clone());
     let answer = tokio::task::spawn_blocking(move || -> Result<Value> {
         let listing = view.list(&path)?;
         let dir = listing.path.clone();

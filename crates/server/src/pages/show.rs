@@ -14,9 +14,9 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
 
 use crate::App;
+use crate::api::PathQuery;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
 use crate::world::user_view;
@@ -29,21 +29,12 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/show", get(show))
 }
 
-#[derive(Deserialize)]
-struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
-}
-
 async fn show(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Query(q): Query<PathQuery>,
 ) -> Result<Response> {
-    let input = q
-        .path
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))?;
+    let input = q.required()?;
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
         let p = view.resolve(&input);
