@@ -40,6 +40,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/api/admin/models", get(get_models).put(put_models))
         .route("/api/admin/search/rebuild", post(rebuild_search))
+        .merge(crate::password::routes())
 }
 
 /// `POST /api/admin/search/rebuild`: the search index of the tree built anew in the
@@ -51,7 +52,7 @@ async fn rebuild_search(State(app): State<Arc<App>>, Authed(user): Authed) -> Re
 }
 
 /// The signed-in user, when an admin.
-fn admin(user: &User) -> Result<()> {
+pub(crate) fn admin(user: &User) -> Result<()> {
     if user.role != Role::Admin {
         return Err(Error::Forbidden("only an admin may do this".into()));
     }
@@ -188,7 +189,7 @@ struct Change {
 }
 
 /// The account `id`'s name (404 when there is none).
-async fn username_of(pool: &Db, id: i64) -> Result<String> {
+pub(crate) async fn username_of(pool: &Db, id: i64) -> Result<String> {
     sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
         .bind(id)
         .fetch_optional(pool)

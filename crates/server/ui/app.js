@@ -1509,11 +1509,36 @@ async function settingsPage() {
     $("label", { for: "defaultmode", text: "Mode of a new chat" }), mode,
     $("label", { for: "defaultmodel", text: "Model of a new chat" }), model,
     $("div", { class: "buttons" }, save, saved));
-  const body = $("div", { class: "settingsbody" }, mine);
+  const body = $("div", { class: "settingsbody" }, mine, passwordSection());
   if (me.role === "admin") body.append(await adminSection(me));
   app.replaceChildren($("div", { class: "settingspage" },
     $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: "Settings" })),
     alertBox, body));
+}
+
+// The user's own password: the current one asked for; their other sign-ins end.
+function passwordSection() {
+  const current = $("input", { id: "curpass", type: "password", autocomplete: "current-password" });
+  const fresh = $("input", { id: "freshpass", type: "password", autocomplete: "new-password" });
+  const done = $("span", { class: "muted", id: "passdone", role: "status" });
+  const change = $("button", {
+    class: "primary", type: "button", id: "changepass", text: "Change password",
+    onclick: async () => {
+      alertBox.textContent = "";
+      done.textContent = "";
+      try {
+        const v = await api("POST", "/api/auth/password", { current: current.value, new: fresh.value });
+        current.value = "";
+        fresh.value = "";
+        done.textContent = `Changed; ${v.sessions_ended} other sign-in${v.sessions_ended === 1 ? "" : "s"} ended.`;
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  return $("section", { class: "settings", id: "password" },
+    $("h3", { text: "Password" }),
+    $("label", { for: "curpass", text: "Current password" }), current,
+    $("label", { for: "freshpass", text: "New password (8 characters or more)" }), fresh,
+    $("div", { class: "buttons" }, change, done));
 }
 
 // The accounts and their grants, for an admin.
@@ -1540,8 +1565,25 @@ async function adminSection(me) {
       role.addEventListener("change", () => change({ role: role.value }));
       off.addEventListener("change", () => change({ disabled: off.checked }));
       const open = $("button", { type: "button", class: "opengrants", text: "Grants", onclick: () => editGrants(u) });
-      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open)));
+      const reset = $("button", { type: "button", class: "resetpass", text: "Password", disabled: self, onclick: () => resetPassword(u) });
+      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open, reset)));
     }
+  };
+  // A user's password set anew: their sessions and tokens end.
+  const resetPassword = (u) => {
+    alertBox.textContent = "";
+    const pass = $("input", { type: "password", id: "resetpass", autocomplete: "new-password", "aria-label": `New password of ${u.username}` });
+    const set = $("button", {
+      class: "primary", type: "button", id: "setpass", text: "Set password",
+      onclick: async () => {
+        alertBox.textContent = "";
+        try {
+          await api("POST", `/api/admin/users/${u.id}/password`, { password: pass.value });
+          grants.replaceChildren($("p", { class: "muted", role: "status", text: `The password of ${u.username} is set; their sign-ins and tokens ended.` }));
+        } catch (e) { alertBox.textContent = e.message; }
+      },
+    });
+    grants.replaceChildren($("h4", { text: `Password of ${u.username}` }), pass, $("div", { class: "buttons" }, set));
   };
   const editGrants = async (u) => {
     alertBox.textContent = "";
