@@ -4,12 +4,13 @@
 //! (the view levels of `spec/filesystem.md`), and the models users may use. An admin manages
 //! accounts; no admin route reads a user's chats, files or memory.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::db::Db;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
@@ -33,7 +34,10 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/auth/sessions/{id}", delete(revoke_session))
         .route("/api/auth/signup", post(signup))
         .route("/api/admin/users", get(list_users).post(add_user))
-        .route("/api/admin/users/{id}", patch(change_user))
+        .route(
+            "/api/admin/users/{id}",
+            patch(change_user).delete(crate::removal::delete),
+        )
         .route(
             "/api/admin/users/{id}/grants",
             get(get_grants).put(put_grants),
@@ -119,8 +123,13 @@ async fn make_account(app: &App, username: &str, password: &str, role: Role) -> 
     Ok(id)
 }
 
+/// `POST /api/auth/signup`: a `pending` account. Throttled per address ([`auth::PER_SIGNUP`]);
+/// a name already taken is answered as a new one is (201, the same body, after the same
+/// password hash), so a sign-up tells no one which names exist — the common practice (OWASP's
+/// authentication cheat sheet) where no e-mail can tell the person instead.
 async fn signup(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     headers: HeaderMap,
     Body(body): Body<NewAccount>,
@@ -136,10 +145,18 @@ async fn signup(
             "a sign-up cannot choose its role: an admin approves it".into(),
         ));
     }
-    let id = make_account(&app, &body.username, &body.password, Role::Pending).await?;
+    app.limiter.signup(Some(peer.ip()))?;
+    match make_account(&app, &body.username, &body.password, Role::Pending).await {
+        Ok(_) | Err(Error::Conflict(_)) => {}
+        Err(e) => return Err(e),
+    }
     Ok((
         StatusCode::CREATED,
-        Json(json!({"id": id, "username": body.username, "role": "pending"})),
+        Json(json!({
+            "username": body.username,
+            "role": "pending",
+            "message": "if this name was free, the account now waits for an admin's approval",
+        })),
     )
         .into_response())
 }

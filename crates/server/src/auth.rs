@@ -305,6 +305,9 @@ pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) 
         )));
     }
     check_new_password(password)?;
+    // Hashed first, so a taken name is refused after the same work as a free one is made.
+    let password = password.to_owned();
+    let hash = hashing(move || hash_password(&password)).await??;
     let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
         .bind(username)
         .fetch_optional(pool)
@@ -314,8 +317,6 @@ pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) 
             "the user {username} exists already"
         )));
     }
-    let password = password.to_owned();
-    let hash = hashing(move || hash_password(&password)).await??;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO users (username, password_hash, role, created) VALUES ($1, $2, $3, $4) RETURNING id",
     )

@@ -20,6 +20,7 @@ pub mod pages;
 pub mod password;
 pub mod python;
 pub mod redirect;
+pub mod removal;
 pub mod search;
 pub mod settings;
 pub mod store;

@@ -1566,7 +1566,16 @@ async function adminSection(me) {
       off.addEventListener("change", () => change({ disabled: off.checked }));
       const open = $("button", { type: "button", class: "opengrants", text: "Grants", onclick: () => editGrants(u) });
       const reset = $("button", { type: "button", class: "resetpass", text: "Password", disabled: self, onclick: () => resetPassword(u) });
-      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open, reset)));
+      const remove = $("button", {
+        type: "button", class: "deleteuser", text: "Delete", disabled: self,
+        onclick: async () => {
+          if (!confirm(`Delete ${u.username}? Their chats go, their home goes to the trash.`)) return;
+          alertBox.textContent = "";
+          try { await api("DELETE", `/api/admin/users/${u.id}`); } catch (e) { alertBox.textContent = e.message; }
+          await draw();
+        },
+      });
+      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open, reset, remove)));
     }
   };
   // A user's password set anew: their sessions and tokens end.
