@@ -5,6 +5,7 @@
 use harness_test_support::ScriptedServer;
 use serde_json::{Value, json};
 
+use super::postgres::Postgres;
 use super::{Client, Server, run_end, text};
 
 async fn user_id(c: &mut Client) -> i64 {
@@ -521,11 +522,20 @@ async fn sign_ups_are_throttled_per_address_and_tell_no_one_which_names_exist() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_deletes_a_user_whose_runs_stop_and_whose_home_goes_to_the_trash() {
+    delete_user(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_an_admin_deletes_a_user_whose_runs_stop() {
+    delete_user(Some(Postgres::get().database("delete_user").await)).await;
+}
+
+async fn delete_user(db: Option<String>) {
     let model = ScriptedServer::start(vec![text(&["Still ", "going"]).stalling()])
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &model.base_url());
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut bob = server.user("bob").await;
     let bob_id = user_id(&mut bob).await;
     let (status, _) = bob.put("/api/files/content?path=notes.md", "bob's").await;
