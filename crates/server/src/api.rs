@@ -25,6 +25,7 @@ use crate::App;
 use crate::auth::{self, Authed, Body, Raw, check_origin, cookie, cookie_token};
 use crate::chats::{self, Stored, events_after};
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::user_view;
 
 /// The largest JSON body a route takes.
@@ -400,32 +401,6 @@ async fn events(
     Ok(response)
 }
 
-/// The `?path=` of the file routes.
-#[derive(Deserialize)]
-pub struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
-}
-
-impl PathQuery {
-    /// The path given (`None` when missing or empty), in NFC with each name checked
-    /// ([`harness_fs::checked_input`]: 400 for a name over 255 bytes, a text-direction control
-    /// or a name that is not portable).
-    pub fn checked(self) -> Result<Option<String>> {
-        Ok(self
-            .path
-            .filter(|p| !p.is_empty())
-            .map(|p| harness_fs::checked_input(&p))
-            .transpose()?)
-    }
-
-    /// The path, required.
-    pub fn required(self) -> Result<String> {
-        self.checked()?
-            .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))
-    }
-}
-
 async fn view_of(app: &App, user: &auth::User) -> Result<harness_fs::View> {
     user_view(&app.pool, &app.backend, user.id, &user.username).await
 }
@@ -443,8 +418,12 @@ async fn list_files(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let path = q.checked()?.unwrap_or_else(|| view.cwd().to_string());
-    let listing = blocking(move || Ok(view.list(&path)?)).await?;
+    let given = q.checked()?;
+    let listing = blocking(move || {
+        let path = given.map_or_else(|| view.cwd().to_string(), |g| g.on(&view));
+        Ok(view.list(&path)?)
+    })
+    .await?;
     let entries: Vec<Value> = listing
         .entries
         .iter()
@@ -471,9 +450,9 @@ async fn read_file(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = q.required()?;
+    let given = q.required()?;
     let (path, text) = blocking(move || {
-        let p: VPath = view.resolve(&input);
+        let p: VPath = view.resolve(&given.on(&view));
         let bytes = view.read_bytes(&p)?;
         if bytes.iter().take(8192).any(|b| *b == 0) {
             return Err(harness_fs::Error::Binary(p).into());
@@ -492,9 +471,10 @@ async fn write_file(
     Raw(body): Raw,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = q.required()?;
+    let given = q.required()?;
     let n = body.len();
     let path = blocking(move || {
+        let input = given.on(&view);
         let p = view.resolve(&input);
         view.write(&input, &body)?;
         Ok(p.to_string())

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod page;
 pub mod pages;
 pub mod password;
+pub mod paths;
 pub mod python;
 pub mod redirect;
 pub mod removal;

@@ -18,9 +18,9 @@ use harness_fs::{Kind, Level, VPath};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::api::PathQuery;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::{user_grants, user_view};
 
 /// The routes.
@@ -49,8 +49,9 @@ async fn view(
         })
         .collect();
     let home = view.cwd().to_string();
-    let path = q.checked()?.unwrap_or(home.clone());
+    let given = q.checked()?;
     let answer = tokio::task::spawn_blocking(move || -> Result<Value> {
+        let path = given.map_or_else(|| home.clone(), |g| g.on(&view));
         let listing = view.list(&path)?;
         let dir = listing.path.clone();
         let (level, passage) = view.level(&dir.to_string());

@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::App;
-use crate::api::PathQuery;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::user_view;
 
 /// What a shown page may do: run its own scripts, in an origin of its own.
@@ -34,10 +34,10 @@ async fn show(
     Authed(user): Authed,
     Query(q): Query<PathQuery>,
 ) -> Result<Response> {
-    let input = q.required()?;
+    let given = q.required()?;
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
-        let p = view.resolve(&input);
+        let p = view.resolve(&given.on(&view));
         Ok(view.read_bytes(&p)?)
     })
     .await

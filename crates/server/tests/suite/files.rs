@@ -277,4 +277,20 @@ async fn names_from_the_api_are_one_spelling_bounded_and_shown_as_they_are() {
     assert_eq!(body["entries"].as_array().unwrap().len(), 1, "{body}");
     let (_, body) = ann.get("/api/view?path=/home/ann/cafe\u{301}.md").await;
     assert_eq!(body["error"], "Not a directory: /home/ann/caf\u{e9}.md");
+
+    // A file put in the tree under a decomposed name by other means is still reached by it,
+    // and written in place rather than doubled.
+    std::fs::write(server.tree().join("home/ann/nai\u{308}ve.txt"), "old").unwrap();
+    let (status, body) = ann.get("/api/files/content?path=nai\u{308}ve.txt").await;
+    assert_eq!((status, &body["content"]), (200, &json!("old")), "{body}");
+    let (status, _) = ann
+        .put("/api/files/content?path=nai\u{308}ve.txt", "new")
+        .await;
+    assert_eq!(status, 200);
+    let (_, body) = ann.get("/api/files?path=/home/ann").await;
+    assert_eq!(body["entries"].as_array().unwrap().len(), 2, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/ann/nai\u{308}ve.txt")).unwrap(),
+        "new"
+    );
 }
