@@ -1296,6 +1296,13 @@ class ChatView {
 
 const LEVEL_TITLE = { none: "not open", ro: "read only", stage: "read and change", commit: "read, change and commit" };
 
+// A name as the page shows it: a text-direction control (which would show `inv\u202Etxt.exe` as
+// "invexe.txt") is drawn as its code point instead of acting on the text around it.
+const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+function shownName(name) {
+  return name.replace(BIDI, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
 async function filesPage() {
   let me;
   try {
@@ -1344,8 +1351,8 @@ async function filesPage() {
       const level = $("span", { class: `level level-${e.level}`, text: e.passage ? "passage" : e.level, title: e.passage ? "a way through, not open itself" : LEVEL_TITLE[e.level] || e.level });
       if (e.kind === "dir") {
         const li = $("li", { class: "dir", "data-path": path });
-        const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${e.name}` });
-        const name = $("button", { type: "button", class: "name", text: `${e.name}/` });
+        const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${shownName(e.name)}` });
+        const name = $("button", { type: "button", class: "name", text: `${shownName(e.name)}/` });
         const row = $("div", { class: "row" }, toggle, name, level, ...marks);
         const children = $("ul");
         const sub = { path, children, row, level: e.level, open: false };
@@ -1365,8 +1372,8 @@ async function filesPage() {
         d.children.append(li);
       } else {
         const li = $("li", { class: "file", "data-path": path });
-        const name = $("button", { type: "button", class: "name", text: e.name, onclick: () => open(path) });
-        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${e.name}`, onclick: () => download(path, e.name) });
+        const name = $("button", { type: "button", class: "name", text: shownName(e.name), onclick: () => open(path) });
+        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path, e.name) });
         li.append($("div", { class: "row" }, $("span", { class: "toggle" }), name, level, ...marks, down));
         d.children.append(li);
       }
@@ -1383,7 +1390,7 @@ async function filesPage() {
     try {
       const text = await read(path);
       const body = /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text });
-      viewer.replaceChildren($("h3", { class: "opened", text: path }), body);
+      viewer.replaceChildren($("h3", { class: "opened", text: shownName(path) }), body);
     } catch (e) {
       alertBox.textContent = e.message;
     }

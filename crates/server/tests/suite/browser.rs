@@ -1030,6 +1030,27 @@ fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
 }
 
 #[test]
+fn the_files_page_shows_a_text_direction_control_in_a_name_instead_of_obeying_it() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        // Put there by other means than the API (which refuses such a name).
+        std::fs::write(server.tree().join("home/alice/inv\u{202E}txt.exe"), "x").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        let shown = until(
+            c,
+            "the file",
+            "return document.querySelector(\"#tree li.file .name\")?.textContent",
+        )
+        .await;
+        assert_eq!(shown, "inv⟨U+202E⟩txt.exe");
+    });
+}
+
+#[test]
 fn the_files_page_shows_the_view_as_a_tree_with_levels_and_uploads_through_it() {
     run(async {
         let dir = tempfile::tempdir().unwrap();
