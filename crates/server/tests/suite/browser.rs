@@ -2020,6 +2020,74 @@ fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_
             "{grants}"
         );
         shot(c, "settings-admin").await;
+
+        // Carol's password set anew (right, though she is disabled), then her account deleted:
+        // the page asks first.
+        find(c, "tr[data-user='carol'] .resetpass")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#resetpass")
+            .await
+            .send_keys("carol-new-password")
+            .await
+            .unwrap();
+        find(c, "#setpass").await.click().await.unwrap();
+        until(
+            c,
+            "the password set",
+            "return document.querySelector('#grants')?.textContent.includes('is set')",
+        )
+        .await;
+        let mut anon = super::Client::anonymous(&server.base);
+        let (status, body) = anon
+            .post(
+                "/api/auth/login",
+                json!({"username": "carol", "password": "carol-new-password"}),
+            )
+            .await;
+        assert_eq!(
+            (status, body),
+            (
+                403,
+                json!({"error": "this account is disabled: ask an admin"})
+            )
+        );
+        find(c, "tr[data-user='carol'] .deleteuser")
+            .await
+            .click()
+            .await
+            .unwrap();
+        c.accept_alert().await.unwrap();
+        until(
+            c,
+            "carol gone",
+            "return document.querySelector(\"tr[data-user='carol']\") === null",
+        )
+        .await;
+        let (_, users) = root.get("/api/admin/users").await;
+        assert!(!users.to_string().contains("carol"), "{users}");
+
+        // The admin's own password, changed with the current one.
+        find(c, "#curpass")
+            .await
+            .send_keys("root-password")
+            .await
+            .unwrap();
+        find(c, "#freshpass")
+            .await
+            .send_keys("root-new-password")
+            .await
+            .unwrap();
+        find(c, "#changepass").await.click().await.unwrap();
+        until(
+            c,
+            "the password changed",
+            "return document.querySelector('#passdone')?.textContent.startsWith('Changed')",
+        )
+        .await;
+        server.login("root", "root-new-password").await;
     });
 }
 
