@@ -348,8 +348,21 @@ impl Default for Limiter {
     }
 }
 
+/// The client an address counts as: an IPv4 address, or an IPv6 address's /64 (one host or
+/// network usually holds a whole /64, so counting its addresses one by one would let it try
+/// again from another without end).
 fn address_key(ip: Option<IpAddr>) -> String {
-    ip.map_or_else(|| "-".to_owned(), |ip| ip.to_string())
+    match ip {
+        None => "-".to_owned(),
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
 }
 
 fn account_key(username: &str, ip: Option<IpAddr>) -> String {
@@ -736,6 +749,15 @@ impl Raw {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_network_counts_as_one_client() {
+        let key = |s: &str| address_key(Some(s.parse().unwrap()));
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+    }
 
     #[test]
     fn hashes_are_argon2ids_own_and_reuse_one_set_of_blocks() {
