@@ -1,8 +1,10 @@
 //! Accounts beyond sign-in: a user's sign-in sessions (listed, revoked), sign-ups (off unless
 //! the server was started with `--allow-signups`; an account made so is `pending` until an admin
-//! approves it), and the admin's routes: users (list, add, role, disable), each user's grants
-//! (the view levels of `spec/filesystem.md`), and the models users may use. An admin manages
-//! accounts; no admin route reads a user's chats, files or memory.
+//! approves it; throttled per address; a taken name answered as a free one), and the admin's
+//! routes: users (list, add, role, disable; passwords in [`crate::password`], deletion in
+//! [`crate::removal`]), each user's grants (the view levels of `spec/filesystem.md`, never in
+//! another user's home), and the models users may use. An admin manages accounts; no admin route
+//! reads a user's chats, files or memory.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
