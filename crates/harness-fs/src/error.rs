@@ -85,6 +85,22 @@ pub enum Error {
         /// The file's line count.
         lines: usize,
     },
+    /// A name given from outside over [`crate::names::MAX_NAME_BYTES`].
+    #[error("Name too long: {name:?} is {bytes} bytes; a name holds at most 255.")]
+    NameTooLong {
+        /// The name.
+        name: String,
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// A name given from outside that cannot be a name ([`crate::names::checked_input`]).
+    #[error("Invalid name: {name:?} {why}.")]
+    BadName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Bad input from the caller: a malformed pattern, a bad argument.
     #[error("Invalid input: {0}")]
     Invalid(String),

@@ -25,6 +25,7 @@ mod error;
 mod ignores;
 pub mod instructions;
 pub mod memory;
+pub mod names;
 pub mod patch;
 mod path;
 pub mod skills;
@@ -35,6 +36,7 @@ pub use backend::{
     Backend, DirEntry, Expect, HostBackend, HostOptions, Kind, Listing, MemoryBackend, Meta,
 };
 pub use error::{Error, Result};
+pub use names::checked_input;
 pub use path::{VPath, is_portable_name};
 pub use view::{Access, Level, ListEntry, View, ViewListing};
 

@@ -1,15 +1,18 @@
 //! Accounts beyond sign-in: a user's sign-in sessions (listed, revoked), sign-ups (off unless
 //! the server was started with `--allow-signups`; an account made so is `pending` until an admin
-//! approves it), and the admin's routes: users (list, add, role, disable), each user's grants
-//! (the view levels of `spec/filesystem.md`), and the models users may use. An admin manages
-//! accounts; no admin route reads a user's chats, files or memory.
+//! approves it; throttled per address; a taken name answered as a free one), and the admin's
+//! routes: users (list, add, role, disable; passwords in [`crate::password`], deletion in
+//! [`crate::removal`]), each user's grants (the view levels of `spec/filesystem.md`, never in
+//! another user's home), and the models users may use. An admin manages accounts; no admin route
+//! reads a user's chats, files or memory.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::db::Db;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
@@ -33,13 +36,17 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/auth/sessions/{id}", delete(revoke_session))
         .route("/api/auth/signup", post(signup))
         .route("/api/admin/users", get(list_users).post(add_user))
-        .route("/api/admin/users/{id}", patch(change_user))
+        .route(
+            "/api/admin/users/{id}",
+            patch(change_user).delete(crate::removal::delete),
+        )
         .route(
             "/api/admin/users/{id}/grants",
             get(get_grants).put(put_grants),
         )
         .route("/api/admin/models", get(get_models).put(put_models))
         .route("/api/admin/search/rebuild", post(rebuild_search))
+        .merge(crate::password::routes())
 }
 
 /// `POST /api/admin/search/rebuild`: the search index of the tree built anew in the
@@ -51,7 +58,7 @@ async fn rebuild_search(State(app): State<Arc<App>>, Authed(user): Authed) -> Re
 }
 
 /// The signed-in user, when an admin.
-fn admin(user: &User) -> Result<()> {
+pub(crate) fn admin(user: &User) -> Result<()> {
     if user.role != Role::Admin {
         return Err(Error::Forbidden("only an admin may do this".into()));
     }
@@ -118,8 +125,13 @@ async fn make_account(app: &App, username: &str, password: &str, role: Role) -> 
     Ok(id)
 }
 
+/// `POST /api/auth/signup`: a `pending` account. Throttled per address ([`auth::PER_SIGNUP`]);
+/// a name already taken is answered as a new one is (201, the same body, after the same
+/// password hash), so a sign-up tells no one which names exist — the common practice (OWASP's
+/// authentication cheat sheet) where no e-mail can tell the person instead.
 async fn signup(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     headers: HeaderMap,
     Body(body): Body<NewAccount>,
@@ -135,10 +147,18 @@ async fn signup(
             "a sign-up cannot choose its role: an admin approves it".into(),
         ));
     }
-    let id = make_account(&app, &body.username, &body.password, Role::Pending).await?;
+    app.limiter.signup(Some(peer.ip()))?;
+    match make_account(&app, &body.username, &body.password, Role::Pending).await {
+        Ok(_) | Err(Error::Conflict(_)) => {}
+        Err(e) => return Err(e),
+    }
     Ok((
         StatusCode::CREATED,
-        Json(json!({"id": id, "username": body.username, "role": "pending"})),
+        Json(json!({
+            "username": body.username,
+            "role": "pending",
+            "message": "if this name was free, the account now waits for an admin's approval",
+        })),
     )
         .into_response())
 }
@@ -188,7 +208,7 @@ struct Change {
 }
 
 /// The account `id`'s name (404 when there is none).
-async fn username_of(pool: &Db, id: i64) -> Result<String> {
+pub(crate) async fn username_of(pool: &Db, id: i64) -> Result<String> {
     sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
         .bind(id)
         .fetch_optional(pool)
@@ -256,8 +276,8 @@ async fn get_grants(
     Path(id): Path<i64>,
 ) -> Result<Json<Value>> {
     admin(&user)?;
-    username_of(&app.pool, id).await?;
-    let grants = world::user_grants(&app.pool, id).await?;
+    let name = username_of(&app.pool, id).await?;
+    let grants = world::user_grants(&app.pool, id, &name).await?;
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 
@@ -294,6 +314,19 @@ pub fn checked_grants(grants: &[Grant]) -> Result<Vec<(String, Level)>> {
     Ok(checked)
 }
 
+/// Grants are for the user's own home and shared areas: a path in another user's home is
+/// refused (403), whoever it is for — the admin themselves included.
+fn refuse_others_homes(grants: &[(String, Level)], username: &str) -> Result<()> {
+    for (path, _) in grants {
+        if let Some(owner) = world::others_home(path, username) {
+            return Err(Error::Forbidden(format!(
+                "{path} is in {owner}'s home: no one is granted another user's home, an admin included; grant a shared area such as /shared instead"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 struct Grants {
     grants: Vec<Grant>,
@@ -306,8 +339,9 @@ async fn put_grants(
     Body(body): Body<Grants>,
 ) -> Result<Json<Value>> {
     admin(&user)?;
-    username_of(&app.pool, id).await?;
+    let name = username_of(&app.pool, id).await?;
     let checked = checked_grants(&body.grants)?;
+    refuse_others_homes(&checked, &name)?;
     let mut tx = crate::db::begin_write(&app.pool).await?;
     sqlx::query("DELETE FROM grants WHERE user_id = $1")
         .bind(id)
@@ -322,7 +356,7 @@ async fn put_grants(
             .await?;
     }
     tx.commit().await?;
-    let grants = world::user_grants(&app.pool, id).await?;
+    let grants = world::user_grants(&app.pool, id, &name).await?;
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 

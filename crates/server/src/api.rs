@@ -25,6 +25,7 @@ use crate::App;
 use crate::auth::{self, Authed, Body, Raw, check_origin, cookie, cookie_token};
 use crate::chats::{self, Stored, events_after};
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::user_view;
 
 /// The largest JSON body a route takes.
@@ -72,6 +73,9 @@ async fn healthz(State(app): State<Arc<App>>) -> Result<Json<Value>> {
 struct Login {
     username: String,
     password: String,
+    /// The page the sign-in page was sent from (its `?next=`).
+    #[serde(default)]
+    next: Option<String>,
 }
 
 async fn login(
@@ -96,8 +100,12 @@ async fn login(
         agent,
     )
     .await?;
-    let mut response =
-        Json(json!({"username": user.username, "role": user.role.as_str()})).into_response();
+    let mut response = Json(json!({
+        "username": user.username,
+        "role": user.role.as_str(),
+        "next": crate::redirect::after_sign_in(body.next.as_deref()),
+    }))
+    .into_response();
     set_cookie(&mut response, &cookie(Some(&token), app.secure_cookie))?;
     Ok(response)
 }
@@ -393,12 +401,6 @@ async fn events(
     Ok(response)
 }
 
-#[derive(Deserialize)]
-struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
-}
-
 async fn view_of(app: &App, user: &auth::User) -> Result<harness_fs::View> {
     user_view(&app.pool, &app.backend, user.id, &user.username).await
 }
@@ -416,8 +418,12 @@ async fn list_files(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let path = q.path.unwrap_or_else(|| view.cwd().to_string());
-    let listing = blocking(move || Ok(view.list(&path)?)).await?;
+    let given = q.checked()?;
+    let listing = blocking(move || {
+        let path = given.map_or_else(|| view.cwd().to_string(), |g| g.on(&view));
+        Ok(view.list(&path)?)
+    })
+    .await?;
     let entries: Vec<Value> = listing
         .entries
         .iter()
@@ -438,21 +444,15 @@ async fn list_files(
     })))
 }
 
-fn required_path(q: PathQuery) -> Result<String> {
-    q.path
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))
-}
-
 async fn read_file(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = required_path(q)?;
+    let given = q.required()?;
     let (path, text) = blocking(move || {
-        let p: VPath = view.resolve(&input);
+        let p: VPath = view.resolve(&given.on(&view));
         let bytes = view.read_bytes(&p)?;
         if bytes.iter().take(8192).any(|b| *b == 0) {
             return Err(harness_fs::Error::Binary(p).into());
@@ -471,9 +471,10 @@ async fn write_file(
     Raw(body): Raw,
 ) -> Result<Json<Value>> {
     let view = view_of(&app, &user).await?;
-    let input = required_path(q)?;
+    let given = q.required()?;
     let n = body.len();
     let path = blocking(move || {
+        let input = given.on(&view);
         let p = view.resolve(&input);
         view.write(&input, &body)?;
         Ok(p.to_string())

@@ -1,13 +1,12 @@
 //! Accounts and sign-in: Argon2id passwords, server-side sessions in an `HttpOnly`,
 //! `SameSite=Lax` cookie (only the token's SHA-256 is stored; a new token at every sign-in),
 //! per-user API tokens sent as `Authorization: Bearer`, the origin check on state-changing
-//! requests, and the sign-in rate limit.
+//! requests, and the sign-in and sign-up throttles (by client address, [`crate::throttle`]).
 
-use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::db::Db;
 use argon2::password_hash::phc::{Output, ParamsString, Salt};
@@ -23,6 +22,7 @@ use serde::de::DeserializeOwned;
 use crate::App;
 use crate::db::{now, random_token, token_hash};
 use crate::error::{Error, Result};
+use crate::throttle::{Rule, Throttle};
 
 /// The sign-in cookie's name.
 pub const COOKIE: &str = "llembas_session";
@@ -34,11 +34,38 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// not every request writes to the database.
 pub const SESSION_TOUCH: Duration = Duration::from_secs(5 * 60);
 
-/// Failed sign-ins allowed per account and per address in [`LOGIN_WINDOW`].
-pub const LOGIN_FAILURES: u32 = 10;
+/// Failed sign-ins one address may make for one account before it must wait.
+pub const LOGIN_FAILURES: u32 = 5;
 
-/// The window the failed sign-ins are counted in.
-pub const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Failed sign-ins one address may make, every account together, before it must wait.
+pub const ADDRESS_FAILURES: u32 = 30;
+
+/// Sign-ups one address may make before it must wait.
+pub const SIGNUPS: u32 = 5;
+
+/// The throttle of one address's failed sign-ins for one account: [`LOGIN_FAILURES`] free, then
+/// 15 seconds doubled at each further failure, at most 15 minutes; forgotten after an hour.
+pub const PER_ACCOUNT: Rule = Rule {
+    free: LOGIN_FAILURES,
+    first: Duration::from_secs(15),
+    cap: Duration::from_secs(15 * 60),
+    forget: Duration::from_secs(3600),
+};
+
+/// The throttle of one address's failed sign-ins, every account together.
+pub const PER_ADDRESS: Rule = Rule {
+    free: ADDRESS_FAILURES,
+    ..PER_ACCOUNT
+};
+
+/// The throttle of one address's sign-ups: [`SIGNUPS`] free, then a minute doubled at each
+/// further one, at most an hour; forgotten after a day.
+pub const PER_SIGNUP: Rule = Rule {
+    free: SIGNUPS,
+    first: Duration::from_secs(60),
+    cap: Duration::from_secs(3600),
+    forget: Duration::from_secs(24 * 3600),
+};
 
 /// An account's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +246,57 @@ fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| Pooled.verify_password(password.as_bytes(), &h).is_ok())
 }
 
+/// Refuses a password too short to be one.
+pub fn check_new_password(password: &str) -> Result<()> {
+    if password.chars().count() < 8 {
+        return Err(Error::BadRequest(
+            "the password is too short: use at least 8 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `password` is the account `user_id`'s (checked off the async threads).
+pub async fn password_matches(pool: &Db, user_id: i64, password: &str) -> Result<bool> {
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(pool)
+            .await?;
+    let Some(hash) = stored else {
+        return Ok(false);
+    };
+    let password = password.to_owned();
+    hashing(move || verify_password(&password, &hash)).await
+}
+
+/// Gives the account `user_id` the password `password` (checked, then hashed).
+pub async fn set_password(pool: &Db, user_id: i64, password: &str) -> Result<()> {
+    check_new_password(password)?;
+    let password = password.to_owned();
+    let hash = hashing(move || hash_password(&password)).await??;
+    sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
+        .bind(hash)
+        .bind(user_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Sets the account `user_id`'s password anew and ends every way it was signed in: its
+/// sessions, its API tokens and its chats' memory tokens.
+pub async fn reset_password(pool: &Db, user_id: i64, password: &str) -> Result<()> {
+    set_password(pool, user_id, password).await?;
+    for sql in [
+        "DELETE FROM sessions WHERE user_id = $1",
+        "DELETE FROM api_tokens WHERE user_id = $1",
+        "DELETE FROM chat_tokens WHERE user_id = $1",
+    ] {
+        sqlx::query(sql).bind(user_id).execute(pool).await?;
+    }
+    Ok(())
+}
+
 /// Creates an account with `role`; the caller gives it its grants.
 pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) -> Result<i64> {
     if !valid_username(username) {
@@ -226,11 +304,10 @@ pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) 
             "{username:?} cannot be a username: use 1 to 32 lowercase letters, digits, '-', '_' or '.', starting with a letter or digit"
         )));
     }
-    if password.chars().count() < 8 {
-        return Err(Error::BadRequest(
-            "the password is too short: use at least 8 characters".into(),
-        ));
-    }
+    check_new_password(password)?;
+    // Hashed first, so a taken name is refused after the same work as a free one is made.
+    let password = password.to_owned();
+    let hash = hashing(move || hash_password(&password)).await??;
     let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
         .bind(username)
         .fetch_optional(pool)
@@ -240,8 +317,6 @@ pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) 
             "the user {username} exists already"
         )));
     }
-    let password = password.to_owned();
-    let hash = hashing(move || hash_password(&password)).await??;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO users (username, password_hash, role, created) VALUES ($1, $2, $3, $4) RETURNING id",
     )
@@ -254,53 +329,83 @@ pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) 
     Ok(id)
 }
 
-/// The failed sign-ins of the last window, per account and per address.
-#[derive(Debug, Default)]
+/// The sign-in and sign-up throttles, by client address: a stranger's failures make only the
+/// stranger's address wait, never lock the account.
+#[derive(Debug)]
 pub struct Limiter {
-    failures: Mutex<HashMap<String, (Instant, u32)>>,
+    per_account: Throttle,
+    per_address: Throttle,
+    signups: Throttle,
+}
+
+impl Default for Limiter {
+    fn default() -> Self {
+        Limiter {
+            per_account: Throttle::new(PER_ACCOUNT),
+            per_address: Throttle::new(PER_ADDRESS),
+            signups: Throttle::new(PER_SIGNUP),
+        }
+    }
+}
+
+/// The client an address counts as: an IPv4 address, or an IPv6 address's /64 (one host or
+/// network usually holds a whole /64, so counting its addresses one by one would let it try
+/// again from another without end).
+fn address_key(ip: Option<IpAddr>) -> String {
+    match ip {
+        None => "-".to_owned(),
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
+fn account_key(username: &str, ip: Option<IpAddr>) -> String {
+    format!("{} {}", address_key(ip), username.to_lowercase())
+}
+
+fn too_many(what: &str, wait: Duration) -> Error {
+    let retry_after = crate::throttle::seconds(wait);
+    Error::TooMany {
+        message: format!("too many {what} from this address; try again in {retry_after} seconds"),
+        retry_after,
+    }
 }
 
 impl Limiter {
-    fn keys(username: &str, ip: Option<IpAddr>) -> Vec<String> {
-        let mut keys = vec![format!("user:{username}")];
-        if let Some(ip) = ip {
-            keys.push(format!("ip:{ip}"));
-        }
-        keys
+    /// Refuses a sign-in (or a password check) while this address must wait, for this account
+    /// or for all.
+    pub fn check(&self, username: &str, ip: Option<IpAddr>) -> Result<()> {
+        self.per_account
+            .check(&account_key(username, ip))
+            .and_then(|()| self.per_address.check(&address_key(ip)))
+            .map_err(|wait| too_many("failed sign-ins", wait))
     }
 
-    /// Refuses when an account or address has failed too often lately.
-    fn check(&self, username: &str, ip: Option<IpAddr>) -> Result<()> {
-        let map = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for key in Self::keys(username, ip) {
-            if let Some((since, n)) = map.get(&key)
-                && since.elapsed() < LOGIN_WINDOW
-                && *n >= LOGIN_FAILURES
-            {
-                let wait = LOGIN_WINDOW.saturating_sub(since.elapsed()).as_secs() + 1;
-                return Err(Error::TooMany(format!(
-                    "too many failed sign-ins; try again in {wait} seconds"
-                )));
-            }
-        }
+    /// Counts a failed sign-in (or password check).
+    pub fn failed(&self, username: &str, ip: Option<IpAddr>) {
+        self.per_account.hit(&account_key(username, ip));
+        self.per_address.hit(&address_key(ip));
+    }
+
+    /// A sign-in from this address succeeded: its failures for this account are forgotten.
+    pub fn succeeded(&self, username: &str, ip: Option<IpAddr>) {
+        self.per_account.clear(&account_key(username, ip));
+    }
+
+    /// Counts a sign-up from this address, refused while the address must wait.
+    pub fn signup(&self, ip: Option<IpAddr>) -> Result<()> {
+        let key = address_key(ip);
+        self.signups
+            .check(&key)
+            .map_err(|wait| too_many("sign-ups", wait))?;
+        self.signups.hit(&key);
         Ok(())
-    }
-
-    fn failed(&self, username: &str, ip: Option<IpAddr>) {
-        let mut map = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for key in Self::keys(username, ip) {
-            let e = map.entry(key).or_insert((Instant::now(), 0));
-            if e.0.elapsed() >= LOGIN_WINDOW {
-                *e = (Instant::now(), 0);
-            }
-            e.1 += 1;
-        }
     }
 }
 
@@ -340,6 +445,7 @@ pub async fn login(
         app.limiter.failed(username, ip);
         return Err(Error::Unauthorized("wrong username or password".into()));
     };
+    app.limiter.succeeded(username, ip);
     let user = User {
         id,
         username: name,
@@ -643,6 +749,15 @@ impl Raw {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_network_counts_as_one_client() {
+        let key = |s: &str| address_key(Some(s.parse().unwrap()));
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+    }
 
     #[test]
     fn hashes_are_argon2ids_own_and_reuse_one_set_of_blocks() {

@@ -402,7 +402,7 @@ async fn builder(
 ) -> Result<SessionBuilder> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let view = crate::world::narrowed(view, narrower);
-    let granted = user_grants(&app.pool, user.id).await?;
+    let granted = user_grants(&app.pool, user.id, &user.username).await?;
     let grants = grants_text(
         &view,
         &crate::world::effective_grants(&view, &granted, narrower),

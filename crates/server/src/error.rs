@@ -2,7 +2,7 @@
 //! becomes (`{"error": "…"}` with its status).
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -52,9 +52,14 @@ pub enum Error {
     /// The thing is in a state that refuses this.
     #[error("{0}")]
     Conflict(String),
-    /// Too many attempts.
-    #[error("{0}")]
-    TooMany(String),
+    /// Too many attempts: try again after `retry_after` seconds (sent as `Retry-After`).
+    #[error("{message}")]
+    TooMany {
+        /// Why, and how long to wait.
+        message: String,
+        /// Seconds to wait.
+        retry_after: u64,
+    },
     /// The body is too large.
     #[error("{0}")]
     TooLarge(String),
@@ -84,7 +89,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            Error::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Rejected { status, .. } => *status,
@@ -92,6 +97,7 @@ impl Error {
                 F::NotFound(_) => StatusCode::NOT_FOUND,
                 F::AccessDenied(_) | F::ReadOnly(_) => StatusCode::FORBIDDEN,
                 F::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                F::NameTooLong { .. } | F::BadName { .. } => StatusCode::BAD_REQUEST,
                 F::IsADirectory(_)
                 | F::NotADirectory(_)
                 | F::AlreadyExists(_)
@@ -117,6 +123,16 @@ impl IntoResponse for Error {
         if status.is_server_error() {
             eprintln!("llembas-server: {self}");
         }
-        (status, Json(json!({ "error": self.to_string() }))).into_response()
+        let retry_after = match &self {
+            Error::TooMany { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
+        let mut response = (status, Json(json!({ "error": self.to_string() }))).into_response();
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }

@@ -17,10 +17,15 @@ pub mod history;
 pub mod memory;
 pub mod page;
 pub mod pages;
+pub mod password;
+pub mod paths;
 pub mod python;
+pub mod redirect;
+pub mod removal;
 pub mod search;
 pub mod settings;
 pub mod store;
+pub mod throttle;
 pub mod world;
 
 use std::io::BufRead as _;
@@ -119,6 +124,13 @@ pub enum AdminCommand {
 pub enum UserCommand {
     /// Add a user account; the password is read from the terminal (not echoed) or stdin.
     Add {
+        /// The account's name.
+        #[arg(long)]
+        username: String,
+    },
+    /// Set an account's password anew (read as `add` reads it); its sign-in sessions and tokens
+    /// end.
+    Password {
         /// The account's name.
         #[arg(long)]
         username: String,
@@ -529,6 +541,19 @@ async fn add_account(config: &Config, username: &str, role: auth::Role) -> anyho
     Ok(())
 }
 
+async fn reset_password(config: &Config, username: &str) -> anyhow::Result<()> {
+    let password = read_password()?;
+    let pool = open_database(config).await?;
+    let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE username = $1")
+        .bind(username)
+        .fetch_optional(&pool)
+        .await?
+        .with_context(|| format!("no account {username} in {}", config.data.display()))?;
+    auth::reset_password(&pool, id, &password).await?;
+    println!("llembas-server: the password of {username} is set; its sessions and tokens ended");
+    Ok(())
+}
+
 /// Whether any admin exists.
 async fn has_admin(pool: &Db) -> Result<bool> {
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin'")
@@ -557,6 +582,9 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
             Some(Command::User {
                 what: UserCommand::Add { username },
             }) => return add_account(&config, username, auth::Role::User).await,
+            Some(Command::User {
+                what: UserCommand::Password { username },
+            }) => return reset_password(&config, username).await,
             None => {}
         }
         let app = open(&config).await?;

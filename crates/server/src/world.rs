@@ -54,8 +54,20 @@ pub fn home(username: &str) -> String {
     format!("/home/{username}")
 }
 
-/// A user's grants, outermost first.
-pub async fn user_grants(pool: &Db, user_id: i64) -> Result<Vec<(String, Level)>> {
+/// The account whose home `path` is in (`/home/NAME` or below), when that is not `username`'s:
+/// no grant opens another user's home, whoever set it.
+pub fn others_home(path: &str, username: &str) -> Option<String> {
+    let p = harness_fs::VPath::parse(path);
+    let mut parts = p.components();
+    match (parts.next(), parts.next()) {
+        (Some("home"), Some(name)) if name != username => Some(name.to_owned()),
+        _ => None,
+    }
+}
+
+/// A user's grants, outermost first; a grant inside another user's home (one set before the
+/// rule, or written to the database by hand) is left out.
+pub async fn user_grants(pool: &Db, user_id: i64, username: &str) -> Result<Vec<(String, Level)>> {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT path, level FROM grants WHERE user_id = $1")
             .bind(user_id)
@@ -63,10 +75,21 @@ pub async fn user_grants(pool: &Db, user_id: i64) -> Result<Vec<(String, Level)>
             .await?;
     let mut grants = rows
         .into_iter()
+        .filter(|(p, _)| others_home(p, username).is_none())
         .map(|(p, l)| Ok((p, Level::parse(&l)?)))
         .collect::<Result<Vec<_>>>()?;
     grants.sort_by(|a, b| harness_fs::VPath::parse(&a.0).cmp(&harness_fs::VPath::parse(&b.0)));
     Ok(grants)
+}
+
+/// The names of every account but `user_id`.
+async fn other_usernames(pool: &Db, user_id: i64) -> Result<Vec<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT username FROM users WHERE id <> $1")
+            .bind(user_id)
+            .fetch_all(pool)
+            .await?,
+    )
 }
 
 /// The grants of a chat made narrower than its user's view (none: the user's view whole).
@@ -122,9 +145,20 @@ pub async fn user_view(
     user_id: i64,
     username: &str,
 ) -> Result<View> {
+    let grants = user_grants(pool, user_id, username).await?;
     let mut access = Access::new();
-    for (path, level) in user_grants(pool, user_id).await? {
-        access = access.grant(&path, level);
+    for (path, level) in &grants {
+        access = access.grant(path, *level);
+    }
+    // A grant over all of `/home` (at `/` or `/home` itself) stops at every other user's home.
+    let homes = harness_fs::VPath::parse("/home");
+    if grants
+        .iter()
+        .any(|(p, l)| *l > Level::None && homes.starts_with(&harness_fs::VPath::parse(p)))
+    {
+        for other in other_usernames(pool, user_id).await? {
+            access = access.grant(&home(&other), Level::None);
+        }
     }
     Ok(View::new(backend.clone(), access).with_cwd(&home(username)))
 }

@@ -334,8 +334,9 @@ function signIn() {
       ev.preventDefault();
       err.textContent = "";
       try {
-        await api("POST", "/api/auth/login", { username: user.value, password: pass.value });
-        location.assign(next && next.startsWith("/") && !next.startsWith("//") ? next : "/chats");
+        // The server says where to go: `next` when it is a path of this server, else the list.
+        const signedIn = await api("POST", "/api/auth/login", { username: user.value, password: pass.value, next });
+        location.assign(signedIn.next);
       } catch (e) {
         err.textContent = e.message;
         pass.select();
@@ -1299,6 +1300,13 @@ class ChatView {
 
 const LEVEL_TITLE = { none: "not open", ro: "read only", stage: "read and change", commit: "read, change and commit" };
 
+// A name as the page shows it: a text-direction control (which would show `inv\u202Etxt.exe` as
+// "invexe.txt") is drawn as its code point instead of acting on the text around it.
+const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+function shownName(name) {
+  return name.replace(BIDI, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
 async function filesPage() {
   let me;
   try {
@@ -1347,8 +1355,8 @@ async function filesPage() {
       const level = $("span", { class: `level level-${e.level}`, text: e.passage ? "passage" : e.level, title: e.passage ? "a way through, not open itself" : LEVEL_TITLE[e.level] || e.level });
       if (e.kind === "dir") {
         const li = $("li", { class: "dir", "data-path": path });
-        const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${e.name}` });
-        const name = $("button", { type: "button", class: "name", text: `${e.name}/` });
+        const toggle = $("button", { type: "button", class: "toggle", text: "▸", "aria-label": `Open ${shownName(e.name)}` });
+        const name = $("button", { type: "button", class: "name", text: `${shownName(e.name)}/` });
         const row = $("div", { class: "row" }, toggle, name, level, ...marks);
         const children = $("ul");
         const sub = { path, children, row, level: e.level, open: false };
@@ -1368,8 +1376,8 @@ async function filesPage() {
         d.children.append(li);
       } else {
         const li = $("li", { class: "file", "data-path": path });
-        const name = $("button", { type: "button", class: "name", text: e.name, onclick: () => open(path) });
-        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${e.name}`, onclick: () => download(path, e.name) });
+        const name = $("button", { type: "button", class: "name", text: shownName(e.name), onclick: () => open(path) });
+        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path, e.name) });
         li.append($("div", { class: "row" }, $("span", { class: "toggle" }), name, level, ...marks, down));
         d.children.append(li);
       }
@@ -1386,7 +1394,7 @@ async function filesPage() {
     try {
       const text = await read(path);
       const body = /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text });
-      viewer.replaceChildren($("h3", { class: "opened", text: path }), body);
+      viewer.replaceChildren($("h3", { class: "opened", text: shownName(path) }), body);
     } catch (e) {
       alertBox.textContent = e.message;
     }
@@ -1512,11 +1520,36 @@ async function settingsPage() {
     $("label", { for: "defaultmode", text: "Mode of a new chat" }), mode,
     $("label", { for: "defaultmodel", text: "Model of a new chat" }), model,
     $("div", { class: "buttons" }, save, saved));
-  const body = $("div", { class: "settingsbody" }, mine);
+  const body = $("div", { class: "settingsbody" }, mine, passwordSection());
   if (me.role === "admin") body.append(await adminSection(me));
   app.replaceChildren($("div", { class: "settingspage" },
     $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: "Settings" })),
     alertBox, body));
+}
+
+// The user's own password: the current one asked for; their other sign-ins end.
+function passwordSection() {
+  const current = $("input", { id: "curpass", type: "password", autocomplete: "current-password" });
+  const fresh = $("input", { id: "freshpass", type: "password", autocomplete: "new-password" });
+  const done = $("span", { class: "muted", id: "passdone", role: "status" });
+  const change = $("button", {
+    class: "primary", type: "button", id: "changepass", text: "Change password",
+    onclick: async () => {
+      alertBox.textContent = "";
+      done.textContent = "";
+      try {
+        const v = await api("POST", "/api/auth/password", { current: current.value, new: fresh.value });
+        current.value = "";
+        fresh.value = "";
+        done.textContent = `Changed; ${v.sessions_ended} other sign-in${v.sessions_ended === 1 ? "" : "s"} ended.`;
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  return $("section", { class: "settings", id: "password" },
+    $("h3", { text: "Password" }),
+    $("label", { for: "curpass", text: "Current password" }), current,
+    $("label", { for: "freshpass", text: "New password (8 characters or more)" }), fresh,
+    $("div", { class: "buttons" }, change, done));
 }
 
 // The accounts and their grants, for an admin.
@@ -1543,8 +1576,34 @@ async function adminSection(me) {
       role.addEventListener("change", () => change({ role: role.value }));
       off.addEventListener("change", () => change({ disabled: off.checked }));
       const open = $("button", { type: "button", class: "opengrants", text: "Grants", onclick: () => editGrants(u) });
-      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open)));
+      const reset = $("button", { type: "button", class: "resetpass", text: "Password", disabled: self, onclick: () => resetPassword(u) });
+      const remove = $("button", {
+        type: "button", class: "deleteuser", text: "Delete", disabled: self,
+        onclick: async () => {
+          if (!confirm(`Delete ${u.username}? Their chats go, their home goes to the trash.`)) return;
+          alertBox.textContent = "";
+          try { await api("DELETE", `/api/admin/users/${u.id}`); } catch (e) { alertBox.textContent = e.message; }
+          await draw();
+        },
+      });
+      list.append($("tr", { "data-user": u.username }, $("td", { text: u.username }), $("td", {}, role), $("td", {}, off), $("td", {}, open, reset, remove)));
     }
+  };
+  // A user's password set anew: their sessions and tokens end.
+  const resetPassword = (u) => {
+    alertBox.textContent = "";
+    const pass = $("input", { type: "password", id: "resetpass", autocomplete: "new-password", "aria-label": `New password of ${u.username}` });
+    const set = $("button", {
+      class: "primary", type: "button", id: "setpass", text: "Set password",
+      onclick: async () => {
+        alertBox.textContent = "";
+        try {
+          await api("POST", `/api/admin/users/${u.id}/password`, { password: pass.value });
+          grants.replaceChildren($("p", { class: "muted", role: "status", text: `The password of ${u.username} is set; their sign-ins and tokens ended.` }));
+        } catch (e) { alertBox.textContent = e.message; }
+      },
+    });
+    grants.replaceChildren($("h4", { text: `Password of ${u.username}` }), pass, $("div", { class: "buttons" }, set));
   };
   const editGrants = async (u) => {
     alertBox.textContent = "";

@@ -15,23 +15,17 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::routing::get;
 use harness_fs::{Kind, Level, VPath};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::{user_grants, user_view};
 
 /// The routes.
 pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/api/view", get(view))
-}
-
-#[derive(Deserialize)]
-struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
 }
 
 async fn view(
@@ -40,7 +34,7 @@ async fn view(
     Query(q): Query<PathQuery>,
 ) -> Result<Json<Value>> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
-    let grants = user_grants(&app.pool, user.id).await?;
+    let grants = user_grants(&app.pool, user.id, &user.username).await?;
     let roots: Vec<Value> = grants
         .iter()
         .filter(|(_, level)| *level != Level::None)
@@ -55,8 +49,9 @@ async fn view(
         })
         .collect();
     let home = view.cwd().to_string();
-    let path = q.path.filter(|p| !p.is_empty()).unwrap_or(home.clone());
+    let given = q.checked()?;
     let answer = tokio::task::spawn_blocking(move || -> Result<Value> {
+        let path = given.map_or_else(|| home.clone(), |g| g.on(&view));
         let listing = view.list(&path)?;
         let dir = listing.path.clone();
         let (level, passage) = view.level(&dir.to_string());

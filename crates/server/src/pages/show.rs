@@ -14,11 +14,11 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
 
 use crate::App;
 use crate::auth::Authed;
 use crate::error::{Error, Result};
+use crate::paths::PathQuery;
 use crate::world::user_view;
 
 /// What a shown page may do: run its own scripts, in an origin of its own.
@@ -29,24 +29,15 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/show", get(show))
 }
 
-#[derive(Deserialize)]
-struct PathQuery {
-    #[serde(default)]
-    path: Option<String>,
-}
-
 async fn show(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Query(q): Query<PathQuery>,
 ) -> Result<Response> {
-    let input = q
-        .path
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| Error::BadRequest("give the file's path: ?path=/home/NAME/FILE".into()))?;
+    let given = q.required()?;
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
-        let p = view.resolve(&input);
+        let p = view.resolve(&given.on(&view));
         Ok(view.read_bytes(&p)?)
     })
     .await

@@ -317,3 +317,256 @@ async fn a_request_moves_the_session_on_only_when_it_was_last_seen_long_ago() {
         "{expires}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_goes_on_only_to_a_path_of_this_server() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    server.user("dora").await;
+    // `next` as the sign-in page reads it from its address (decoded once), and the spellings
+    // that are still encoded, which a browser decodes again.
+    let refused = [
+        "//evil.example",
+        "/\\evil.example",
+        "/%5Cevil.example",
+        "/%09/evil.example",
+        "/\t/evil.example",
+        "/\r\n/evil.example",
+        "/%2F/evil.example",
+        "/%2f%2fevil.example",
+        "https://evil.example/",
+        "http:evil.example",
+        "javascript:alert(1)",
+        "evil.example",
+        "\\\\evil.example",
+        "",
+    ];
+    for next in refused {
+        let mut c = Client::anonymous(&server.base);
+        let (status, body) = c
+            .post(
+                "/api/auth/login",
+                json!({"username": "dora", "password": "dora-password", "next": next}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["next"], "/chats", "{next:?}");
+    }
+    for next in ["/chats/abc", "/files?path=%2Fshared", "/settings#theme"] {
+        let mut c = Client::anonymous(&server.base);
+        let (_, body) = c
+            .post(
+                "/api/auth/login",
+                json!({"username": "dora", "password": "dora-password", "next": next}),
+            )
+            .await;
+        assert_eq!(body["next"], next);
+    }
+    let mut c = Client::anonymous(&server.base);
+    let (_, body) = c
+        .post(
+            "/api/auth/login",
+            json!({"username": "dora", "password": "dora-password"}),
+        )
+        .await;
+    assert_eq!(body["next"], "/chats");
+}
+
+/// A client whose requests come from `ip` (an address of the loopback network).
+fn client_from(base: &str, ip: &str) -> Client {
+    Client {
+        http: reqwest::Client::builder()
+            .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap(),
+        ..Client::anonymous(base)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_failed_sign_ins_make_only_the_stranger_wait() {
+    use llembas_server::auth::{ADDRESS_FAILURES, LOGIN_FAILURES};
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    server.user("carol").await;
+    server.admin().await;
+    // A stranger at another address guesses carol's and the admin's passwords.
+    let mut stranger = client_from(&server.base, "127.0.0.2");
+    for name in ["carol", "root"] {
+        for _ in 0..LOGIN_FAILURES {
+            let (status, _) = stranger
+                .post(
+                    "/api/auth/login",
+                    json!({"username": name, "password": "guess"}),
+                )
+                .await;
+            assert_eq!(status, 401);
+        }
+        let resp = stranger
+            .http
+            .post(format!("{}/api/auth/login", server.base))
+            .json(&json!({"username": name, "password": "guess"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 429);
+        let wait: u64 = resp.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=15).contains(&wait), "Retry-After: {wait}");
+    }
+    // The real users, from their own address, sign in all the same.
+    let mut carol = client_from(&server.base, "127.0.0.1");
+    let (status, body) = carol
+        .post(
+            "/api/auth/login",
+            json!({"username": "carol", "password": "carol-password"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.login("root", "root-password").await;
+    // Past its free failures for every account together, an address waits for any account.
+    let mut sprayer = client_from(&server.base, "127.0.0.3");
+    for i in 0..ADDRESS_FAILURES {
+        let (status, _) = sprayer
+            .post(
+                "/api/auth/login",
+                json!({"username": format!("user{i}"), "password": "guess"}),
+            )
+            .await;
+        assert_eq!(status, 401);
+    }
+    let (status, body) = sprayer
+        .post(
+            "/api/auth/login",
+            json!({"username": "carol", "password": "carol-password"}),
+        )
+        .await;
+    assert_eq!(status, 429, "{body}");
+    let (status, _) = carol
+        .post(
+            "/api/auth/login",
+            json!({"username": "carol", "password": "carol-password"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_changes_their_password_and_their_other_sign_ins_end() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut here = server.user("gail").await;
+    let mut there = server.login("gail", "gail-password").await;
+    let (_, t) = there.post("/api/tokens", json!({})).await;
+    let mut script = Client::anonymous(&server.base);
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+
+    let (status, body) = here
+        .post(
+            "/api/auth/password",
+            json!({"current": "wrong-password", "new": "gail-new-password"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = here
+        .post(
+            "/api/auth/password",
+            json!({"current": "gail-password", "new": "short"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = here
+        .post(
+            "/api/auth/password",
+            json!({"current": "gail-password", "new": "gail-new-password"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (200, json!({"changed": true, "sessions_ended": 1}))
+    );
+    assert_eq!(here.get("/api/auth/me").await.0, 200, "this sign-in stays");
+    assert_eq!(there.get("/api/auth/me").await.0, 401, "the other ended");
+    assert_eq!(script.get("/api/auth/me").await.0, 200, "tokens stay");
+    let mut anon = Client::anonymous(&server.base);
+    let (status, _) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "gail", "password": "gail-password"}),
+        )
+        .await;
+    assert_eq!(status, 401);
+    server.login("gail", "gail-new-password").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_or_the_command_line_sets_a_password_and_ends_every_sign_in() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut hank = server.user("hank").await;
+    let hank_id = hank.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+    let (_, t) = hank.post("/api/tokens", json!({})).await;
+    let mut script = Client::anonymous(&server.base);
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    let mut root = server.admin().await;
+    let root_id = root.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+
+    let url = format!("/api/admin/users/{hank_id}/password");
+    let (status, _) = hank
+        .post(&url, json!({"password": "hank-own-choice"}))
+        .await;
+    assert_eq!(status, 403, "only an admin");
+    let (status, _) = root
+        .post(
+            &format!("/api/admin/users/{root_id}/password"),
+            json!({"password": "root-new-password"}),
+        )
+        .await;
+    assert_eq!(status, 409, "not one's own");
+    let (status, body) = root
+        .post(&url, json!({"password": "hank-reset-password"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hank.get("/api/auth/me").await.0, 401);
+    assert_eq!(script.get("/api/auth/me").await.0, 401);
+    let mut again = server.login("hank", "hank-reset-password").await;
+
+    // The command line, on the same data directory.
+    let out = add(
+        &[
+            "user",
+            "password",
+            "--username",
+            "hank",
+            "--data",
+            dir.path().to_str().unwrap(),
+        ],
+        "hank-cli-password",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(again.get("/api/auth/me").await.0, 401);
+    server.login("hank", "hank-cli-password").await;
+    let out = add(
+        &[
+            "user",
+            "password",
+            "--username",
+            "nobody",
+            "--data",
+            dir.path().to_str().unwrap(),
+        ],
+        "whatever-password",
+    );
+    assert!(!out.status.success());
+}

@@ -5,7 +5,8 @@
 use harness_test_support::ScriptedServer;
 use serde_json::{Value, json};
 
-use super::{Client, Server, text};
+use super::postgres::Postgres;
+use super::{Client, Server, run_end, text};
 
 async fn user_id(c: &mut Client) -> i64 {
     c.get("/api/auth/me").await.1["id"].as_i64().unwrap()
@@ -96,7 +97,6 @@ async fn sign_ups_are_off_by_default_and_pending_until_an_admin_approves() {
         .await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["role"], "pending");
-    let eve = body["id"].as_i64().unwrap();
     let (status, body) = anon
         .post(
             "/api/auth/login",
@@ -113,11 +113,25 @@ async fn sign_ups_are_off_by_default_and_pending_until_an_admin_approves() {
 
     // A user cannot approve; an admin can.
     let mut alice = server.user("alice").await;
+    let mut root = server.admin().await;
+    let eve_id = root
+        .get("/api/admin/users")
+        .await
+        .1
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == "eve")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
     let (status, _) = alice
-        .patch(&format!("/api/admin/users/{eve}"), json!({"role": "user"}))
+        .patch(
+            &format!("/api/admin/users/{eve_id}"),
+            json!({"role": "user"}),
+        )
         .await;
     assert_eq!(status, 403);
-    let mut root = server.admin().await;
     let (_, users) = root.get("/api/admin/users").await;
     let listed = users
         .as_array()
@@ -127,6 +141,7 @@ async fn sign_ups_are_off_by_default_and_pending_until_an_admin_approves() {
         .unwrap()
         .clone();
     assert_eq!(listed["role"], "pending");
+    let eve = listed["id"].as_i64().unwrap();
     let (status, body) = root
         .patch(&format!("/api/admin/users/{eve}"), json!({"role": "user"}))
         .await;
@@ -340,4 +355,259 @@ async fn an_admin_manages_accounts_grants_and_models_and_reads_no_ones_chats() {
     )
     .await;
     server.login("bob", "bob-password").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_grant_opens_another_users_home_not_even_to_an_admin() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let (status, _) = alice
+        .put("/api/files/content?path=/home/alice/diary.md", "secret")
+        .await;
+    assert_eq!(status, 200);
+    let mut root = server.admin().await;
+    let root_id = user_id(&mut root).await;
+    let mut bob = server.user("bob").await;
+    let bob_id = user_id(&mut bob).await;
+
+    // The admin cannot grant themselves, nor anyone else, a path in alice's home.
+    for (to, path) in [
+        (root_id, "/home/alice"),
+        (root_id, "/home/alice/diary.md"),
+        (root_id, "/home/./alice/../alice"),
+        (bob_id, "/home/alice"),
+    ] {
+        let (status, body) = root
+            .put_json(
+                &format!("/api/admin/users/{to}/grants"),
+                json!({"grants": [{"path": path, "level": "ro"}]}),
+            )
+            .await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("alice's home"),
+            "{body}"
+        );
+    }
+    let (status, body) = root
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(status, 403, "{body}");
+
+    // A grant of all `/home`, or of `/`, opens shared areas but stops at every other home.
+    let (status, body) = root
+        .put_json(
+            &format!("/api/admin/users/{root_id}/grants"),
+            json!({"grants": [{"path": "/", "level": "ro"}, {"path": "/home/root", "level": "stage"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Hidden below a visible `/home`: read as missing (the spec's answer).
+    let (status, body) = root
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            404,
+            json!({"error": "No such file or directory: /home/alice/diary.md"})
+        )
+    );
+    let (_, listing) = root.get("/api/files?path=/home").await;
+    assert_eq!(listing["path"], "/home", "{listing}");
+    assert!(
+        !listing.to_string().contains("alice") && !listing.to_string().contains("bob"),
+        "{listing}"
+    );
+    assert_eq!(root.get("/api/files?path=/shared").await.0, 200);
+
+    // A grant row put in the database some other way opens nothing either.
+    sqlx::query("INSERT INTO grants (user_id, path, level) VALUES ($1, '/home/alice', 'ro')")
+        .bind(bob_id)
+        .execute(&server.app.pool)
+        .await
+        .unwrap();
+    let (status, body) = bob
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (_, g) = root.get(&format!("/api/admin/users/{bob_id}/grants")).await;
+    assert_eq!(
+        g["grants"],
+        json!([{"path": "/home/bob", "level": "stage"}, {"path": "/shared", "level": "ro"}])
+    );
+
+    // Her own home stays hers.
+    let (status, body) = alice
+        .get("/api/files/content?path=/home/alice/diary.md")
+        .await;
+    assert_eq!((status, body["content"].as_str()), (200, Some("secret")));
+}
+
+/// A client whose requests come from `ip` (an address of the loopback network).
+fn client_from(base: &str, ip: &str) -> Client {
+    Client {
+        http: reqwest::Client::builder()
+            .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap(),
+        ..Client::anonymous(base)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_ups_are_throttled_per_address_and_tell_no_one_which_names_exist() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &model.base_url(), |c| c.allow_signups = true);
+    server.user("alice").await;
+    let mut anon = client_from(&server.base, "127.0.0.4");
+
+    // A taken name is answered as a free one is, and the account is left as it was.
+    let (taken_status, taken) = anon
+        .post(
+            "/api/auth/signup",
+            json!({"username": "alice", "password": "mallory-password"}),
+        )
+        .await;
+    let (free_status, free) = anon
+        .post(
+            "/api/auth/signup",
+            json!({"username": "zoe", "password": "zoe-password"}),
+        )
+        .await;
+    assert_eq!((taken_status, free_status), (201, 201), "{taken} {free}");
+    assert_eq!(taken["role"], free["role"]);
+    assert_eq!(taken["message"], free["message"]);
+    assert_eq!(
+        taken.as_object().unwrap().keys().collect::<Vec<_>>(),
+        free.as_object().unwrap().keys().collect::<Vec<_>>()
+    );
+    let mut alice = server.login("alice", "alice-password").await;
+    assert_eq!(alice.get("/api/auth/me").await.1["role"], "user");
+
+    // Past its free sign-ups an address waits; another address does not.
+    for i in 2..llembas_server::auth::SIGNUPS {
+        let (status, body) = anon
+            .post(
+                "/api/auth/signup",
+                json!({"username": format!("bot{i}"), "password": "bot-password"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let resp = anon
+        .http
+        .post(format!("{}/api/auth/signup", server.base))
+        .json(&json!({"username": "bot-last", "password": "bot-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert!(resp.headers().contains_key("retry-after"));
+    let mut other = client_from(&server.base, "127.0.0.5");
+    let (status, _) = other
+        .post(
+            "/api/auth/signup",
+            json!({"username": "yan", "password": "yan-password"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let mut root = server.admin().await;
+    let (_, users) = root.get("/api/admin/users").await;
+    assert!(!users.to_string().contains("bot-last"), "{users}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_deletes_a_user_whose_runs_stop_and_whose_home_goes_to_the_trash() {
+    delete_user(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_an_admin_deletes_a_user_whose_runs_stop() {
+    delete_user(Some(Postgres::get().database("delete_user").await)).await;
+}
+
+async fn delete_user(db: Option<String>) {
+    let model = ScriptedServer::start(vec![text(&["Still ", "going"]).stalling()])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
+    let mut bob = server.user("bob").await;
+    let bob_id = user_id(&mut bob).await;
+    let (status, _) = bob.put("/api/files/content?path=notes.md", "bob's").await;
+    assert_eq!(status, 200);
+    let (_, t) = bob.post("/api/tokens", json!({})).await;
+    let mut script = Client::anonymous(&server.base);
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    let chat = bob.chat().await;
+    let mut stream = bob.events(None).await;
+    let run = bob.say(&chat, "go on").await;
+    stream.until(|e| e.kind() == "text_delta").await;
+    let mut alice = server.user("alice").await;
+    let mut root = server.admin().await;
+    let root_id = user_id(&mut root).await;
+
+    assert_eq!(
+        alice.delete(&format!("/api/admin/users/{bob_id}")).await.0,
+        403
+    );
+    assert_eq!(
+        root.delete(&format!("/api/admin/users/{root_id}")).await.0,
+        409
+    );
+    assert_eq!(root.delete("/api/admin/users/999999").await.0, 404);
+    let (status, body) = root.delete(&format!("/api/admin/users/{bob_id}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["username"], "bob");
+    assert!(body["trash"].is_string(), "{body}");
+
+    // The run was stopped before the account went; nothing of bob answers any more.
+    let ended = stream.until(run_end(&run)).await;
+    assert_eq!(ended.last().unwrap().data["event"]["status"], "stopped");
+    assert_eq!(bob.get("/api/auth/me").await.0, 401);
+    assert_eq!(script.get("/api/auth/me").await.0, 401);
+    let mut anon = Client::anonymous(&server.base);
+    let (status, _) = anon
+        .post(
+            "/api/auth/login",
+            json!({"username": "bob", "password": "bob-password"}),
+        )
+        .await;
+    assert_eq!(status, 401);
+    let (_, users) = root.get("/api/admin/users").await;
+    assert!(!users.to_string().contains("\"bob\""), "{users}");
+    for table in [
+        "chats",
+        "runs",
+        "events",
+        "grants",
+        "sessions",
+        "api_tokens",
+    ] {
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {table} WHERE user_id = $1"
+        )))
+        .bind(bob_id)
+        .fetch_one(&server.app.pool)
+        .await
+        .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+    // The home is in the trash, not in the tree; the name can be given again.
+    assert!(!server.tree().join("home/bob").exists());
+    let (status, body) = root
+        .post(
+            "/api/admin/users",
+            json!({"username": "bob", "password": "new-bob-password"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let mut new_bob = server.login("bob", "new-bob-password").await;
+    let (status, _) = new_bob.get("/api/files/content?path=notes.md").await;
+    assert_eq!(status, 404, "the new bob does not get the old one's files");
+    assert_eq!(alice.get("/api/auth/me").await.0, 200);
 }

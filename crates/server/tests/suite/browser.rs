@@ -300,6 +300,46 @@ async fn say(c: &Client, words: &str) {
 }
 
 #[test]
+fn the_sign_in_page_never_sends_to_another_site() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _erin = server.user("erin").await;
+        // Spellings a browser reads as another site once decoded: `/\host`, `/<TAB>/host`.
+        for next in [
+            "/%5Cevil.example",
+            "/%09/evil.example",
+            "%2F%2Fevil.example",
+        ] {
+            let c = fresh().await;
+            c.goto(&format!("{}/login?next={next}", server.base))
+                .await
+                .unwrap();
+            find(c, "#username").await.send_keys("erin").await.unwrap();
+            find(c, "#password")
+                .await
+                .send_keys("erin-password")
+                .await
+                .unwrap();
+            find(c, "#signin").await.click().await.unwrap();
+            let start = Instant::now();
+            let url = loop {
+                let url = c.current_url().await.unwrap();
+                if url.path() != "/login" {
+                    break url;
+                }
+                assert!(start.elapsed() < WAIT, "the sign-in went nowhere");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            assert!(
+                url.as_str().starts_with(&format!("{}/chats", server.base)),
+                "next={next} went to {url}"
+            );
+        }
+    });
+}
+
+#[test]
 fn signing_in_lists_the_chats_which_are_made_renamed_searched_and_deleted() {
     run(async {
         let dir = tempfile::tempdir().unwrap();
@@ -986,6 +1026,27 @@ fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
             "return document.body.dataset.running === 'no'",
         )
         .await;
+    });
+}
+
+#[test]
+fn the_files_page_shows_a_text_direction_control_in_a_name_instead_of_obeying_it() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        // Put there by other means than the API (which refuses such a name).
+        std::fs::write(server.tree().join("home/alice/inv\u{202E}txt.exe"), "x").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        let shown = until(
+            c,
+            "the file",
+            "return document.querySelector(\"#tree li.file .name\")?.textContent",
+        )
+        .await;
+        assert_eq!(shown, "inv⟨U+202E⟩txt.exe");
     });
 }
 
@@ -2020,6 +2081,74 @@ fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_
             "{grants}"
         );
         shot(c, "settings-admin").await;
+
+        // Carol's password set anew (right, though she is disabled), then her account deleted:
+        // the page asks first.
+        find(c, "tr[data-user='carol'] .resetpass")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#resetpass")
+            .await
+            .send_keys("carol-new-password")
+            .await
+            .unwrap();
+        find(c, "#setpass").await.click().await.unwrap();
+        until(
+            c,
+            "the password set",
+            "return document.querySelector('#grants')?.textContent.includes('is set')",
+        )
+        .await;
+        let mut anon = super::Client::anonymous(&server.base);
+        let (status, body) = anon
+            .post(
+                "/api/auth/login",
+                json!({"username": "carol", "password": "carol-new-password"}),
+            )
+            .await;
+        assert_eq!(
+            (status, body),
+            (
+                403,
+                json!({"error": "this account is disabled: ask an admin"})
+            )
+        );
+        find(c, "tr[data-user='carol'] .deleteuser")
+            .await
+            .click()
+            .await
+            .unwrap();
+        c.accept_alert().await.unwrap();
+        until(
+            c,
+            "carol gone",
+            "return document.querySelector(\"tr[data-user='carol']\") === null",
+        )
+        .await;
+        let (_, users) = root.get("/api/admin/users").await;
+        assert!(!users.to_string().contains("carol"), "{users}");
+
+        // The admin's own password, changed with the current one.
+        find(c, "#curpass")
+            .await
+            .send_keys("root-password")
+            .await
+            .unwrap();
+        find(c, "#freshpass")
+            .await
+            .send_keys("root-new-password")
+            .await
+            .unwrap();
+        find(c, "#changepass").await.click().await.unwrap();
+        until(
+            c,
+            "the password changed",
+            "return document.querySelector('#passdone')?.textContent.startsWith('Changed')",
+        )
+        .await;
+        server.login("root", "root-new-password").await;
     });
 }
 

@@ -200,3 +200,89 @@ async fn a_chat_made_narrower_reaches_only_what_it_and_its_user_both_grant() {
         .await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_from_the_api_are_one_spelling_bounded_and_shown_as_they_are() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut ann = server.user("ann").await;
+
+    // A name over 255 bytes: 400 naming it, not a server error.
+    let long = format!("{}.txt", "x".repeat(300));
+    let (status, body) = ann
+        .put(&format!("/api/files/content?path=/home/ann/{long}"), "x")
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            400,
+            json!({"error": format!("Name too long: {long:?} is 304 bytes; a name holds at most 255.")})
+        )
+    );
+    let (status, _) = ann.get(&format!("/api/files?path=/home/ann/{long}")).await;
+    assert_eq!(status, 400);
+
+    // A text-direction control would show `inv\u{202E}txt.exe` as "invexe.txt".
+    for name in ["inv\u{202E}txt.exe", "a\u{2066}b", "\u{200F}x"] {
+        let (status, body) = ann
+            .put(&format!("/api/files/content?path={name}"), "x")
+            .await;
+        assert_eq!(status, 400, "{name:?}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("Invalid name: ") && error.contains("text-direction control"),
+            "{error}"
+        );
+        assert!(
+            !error.contains(['\u{202E}', '\u{2066}', '\u{200F}']),
+            "{error}"
+        );
+    }
+    assert_eq!(ann.get("/show?path=inv\u{202E}txt.exe").await.0, 400);
+
+    // A name refused for its characters says so, not "Access denied".
+    let (status, body) = ann.put("/api/files/content?path=a:b.txt", "x").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid name: \"a:b.txt\" is not portable"),
+        "{body}"
+    );
+
+    // NFD and NFC spell one name: one file.
+    let (status, body) = ann
+        .put("/api/files/content?path=cafe\u{301}.md", "one")
+        .await;
+    assert_eq!(
+        (status, &body["path"]),
+        (200, &json!("/home/ann/caf\u{e9}.md")),
+        "{body}"
+    );
+    let (status, body) = ann.get("/api/files/content?path=caf\u{e9}.md").await;
+    assert_eq!((status, &body["content"]), (200, &json!("one")), "{body}");
+    let (status, _) = ann.put("/api/files/content?path=caf\u{e9}.md", "two").await;
+    assert_eq!(status, 200);
+    let (_, body) = ann.get("/api/files?path=/home/ann").await;
+    assert_eq!(body["entries"].as_array().unwrap().len(), 1, "{body}");
+    let (_, body) = ann.get("/api/view?path=/home/ann/cafe\u{301}.md").await;
+    assert_eq!(body["error"], "Not a directory: /home/ann/caf\u{e9}.md");
+
+    // A file put in the tree under a decomposed name by other means is still reached by it,
+    // and written in place rather than doubled.
+    std::fs::write(server.tree().join("home/ann/nai\u{308}ve.txt"), "old").unwrap();
+    let (status, body) = ann.get("/api/files/content?path=nai\u{308}ve.txt").await;
+    assert_eq!((status, &body["content"]), (200, &json!("old")), "{body}");
+    let (status, _) = ann
+        .put("/api/files/content?path=nai\u{308}ve.txt", "new")
+        .await;
+    assert_eq!(status, 200);
+    let (_, body) = ann.get("/api/files?path=/home/ann").await;
+    assert_eq!(body["entries"].as_array().unwrap().len(), 2, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(server.tree().join("home/ann/nai\u{308}ve.txt")).unwrap(),
+        "new"
+    );
+}
