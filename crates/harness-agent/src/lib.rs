@@ -110,7 +110,7 @@ pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, Vi
 pub use manager::SessionManager;
 pub use perm::SessionPermissions;
 pub use protocol::{Ctl, Out, Query, stop_reason, turn_end_text};
-pub use runner::{AGENTS, Driver, DriverSetup, runtime_values};
+pub use runner::{AGENTS, Driver, DriverSetup, offered_tools, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{
     BoxFuture, CallContext, Exit, JobSpawner, Meta, ModelLink, OutputSink, Process, Ran,

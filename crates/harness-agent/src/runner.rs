@@ -227,6 +227,49 @@ fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
     Ok(o)
 }
 
+/// The tools a new session on `world` is offered, each as the model is sent it (the spec's,
+/// deferred ones behind the loader, then the world's own): what a front end tells its person a
+/// session of this project, kind and mode can do. `asks`: the front end answers `question`;
+/// `display`: it shows files (`show`); `searches`: its store answers `session_search`.
+pub fn offered_tools(
+    world: &dyn ToolWorld,
+    (project, kind, mode): (Project, SessionKind, harness_core::protocol::Mode),
+    (asks, display, searches): (bool, bool, bool),
+) -> Result<Vec<ToolSpec>> {
+    let values = world.values();
+    let o = offering(&Catalogue {
+        project,
+        kind,
+        mode,
+        agent: None,
+        asks,
+        display,
+        searches,
+        world,
+        values: &values,
+        loaded: &Default::default(),
+    })?;
+    Ok(specs_of(&o, &world.registered()))
+}
+
+/// The specs of an offering's tools and a world's registered ones, in that order.
+fn specs_of(offering: &Offering<'_>, registered: &[RegisteredTool]) -> Vec<ToolSpec> {
+    offering
+        .tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        })
+        .chain(registered.iter().map(|r| ToolSpec {
+            name: r.name.clone(),
+            description: r.description.clone(),
+            parameters: r.parameters.clone(),
+        }))
+        .collect()
+}
+
 /// The facts of the runtime that fill tool descriptions (`{{memory_limit}}`).
 pub fn runtime_values() -> BTreeMap<String, String> {
     use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
@@ -1154,21 +1197,7 @@ impl Driver {
 
     fn specs_and_size(&self) -> &(Arc<[ToolSpec]>, usize) {
         self.specs.get_or_init(|| {
-            let specs: Vec<ToolSpec> = self
-                .offering
-                .tools
-                .iter()
-                .map(|t| ToolSpec {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: t.parameters.clone(),
-                })
-                .chain(self.registered.iter().map(|r| ToolSpec {
-                    name: r.name.clone(),
-                    description: r.description.clone(),
-                    parameters: r.parameters.clone(),
-                }))
-                .collect();
+            let specs = specs_of(&self.offering, &self.registered);
             let specs = harness_model::shape::shared_tools(specs);
             let size = specs
                 .iter()

@@ -25,7 +25,7 @@ fn most() -> usize {
 }
 
 /// Words of a text, case folded.
-fn words(s: &str) -> Vec<String> {
+pub fn words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)

@@ -1,142 +1,88 @@
-//! The harness as a chat sees it, straight from the core crates, so the page and any client
-//! read the same answers the model would get:
+//! The harness as a chat sees it, from the runtime itself, so the page and any client read
+//! what the model gets:
 //!
-//! - `GET /` — a page naming the spec version and the tools a chat is offered in each mode;
-//! - `GET /api/spec` — the spec's version and SHA-256 (what a pinned copy is checked against);
-//! - `GET /api/tools?mode=manual&page=true&display=true&forge=false` — the tools a chat is
-//!   offered, each exactly as the model is sent it.
+//! - `GET /api/spec` — the spec's version and SHA-256 (what a pinned copy is checked against;
+//!   no sign-in needed: it holds no user's data);
+//! - `GET /api/tools?chat=ID` — the tools that chat is offered now (its mode, its grants, whether
+//!   a page of it is open), each exactly as the model is sent it; `GET /api/tools?mode=MODE`
+//!   — those a new chat of the signed-in user in that mode would be offered (no page yet).
 //!
-//! It holds no harness logic: offering, filling and narrowing are `harness-core`'s.
+//! It holds no harness logic: the offering is `harness-agent`'s, over the chat's own world.
+
+use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Query;
-use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Json, Response};
+use axum::extract::{Query, State};
+use axum::response::Json;
 use axum::routing::get;
-use harness_core::offer::{Holds, OfferContext, offer};
 use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::{Project, Spec};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
-/// The routes that show the harness as a chat sees it (no sign-in needed: they hold no user's
-/// data).
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+use crate::App;
+use crate::auth::Authed;
+use crate::error::{Error, Result};
+
+/// The routes.
+pub fn routes() -> Router<Arc<App>> {
     Router::new()
-        .route("/", get(index))
         .route("/api/spec", get(spec_info))
         .route("/api/tools", get(tools))
 }
 
-async fn spec_info() -> Json<serde_json::Value> {
+async fn spec_info() -> Json<Value> {
     let spec = Spec::embedded();
     Json(json!({ "version": spec.version().to_string(), "sha256": spec.sha256() }))
 }
 
 /// The query of `/api/tools`.
 #[derive(Debug, Deserialize)]
-pub struct ToolsQuery {
-    /// The chat's mode (default manual).
+struct ToolsQuery {
+    /// One of the user's chats.
     #[serde(default)]
-    pub mode: Option<String>,
-    /// A page is attached.
+    chat: Option<String>,
+    /// The mode of a new chat (default manual), when no chat is named.
     #[serde(default)]
-    pub page: bool,
-    /// The chat is displayed.
-    #[serde(default)]
-    pub display: bool,
-    /// A forge repository is mounted.
-    #[serde(default)]
-    pub forge: bool,
+    mode: Option<String>,
 }
 
-/// A chat's offering context: the project's run-time tool values filled in.
-///
-/// This server serves no Pyodide distribution yet, so no page it serves can run Python: `page`
-/// never holds, and `python` (which `requires: page`) is not offered.
-fn chat_context(mode: Mode, holds: Holds) -> OfferContext {
-    let mut cx = OfferContext::new(Project::Llembas, SessionKind::Chat, mode);
-    cx.holds = Holds {
-        page: false,
-        ..holds
-    };
-    cx.values.insert(
-        "memory_limit".into(),
-        harness_fs::memory::limit_words(&[(
-            harness_fs::memory::Target::Memory,
-            harness_fs::memory::DEFAULT_LIMIT,
-        )]),
-    );
-    cx
-}
-
-fn offered(mode: Mode, holds: Holds) -> Result<serde_json::Value, harness_core::Error> {
-    let spec = Spec::embedded();
-    let tools = offer(spec, &chat_context(mode, holds))?;
-    Ok(json!(tools))
-}
-
-async fn tools(Query(q): Query<ToolsQuery>) -> Response {
-    let mode = match q.mode.as_deref().unwrap_or("manual").parse::<Mode>() {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(json!({ "error": e.to_string() })),
-            )
-                .into_response();
+async fn tools(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<ToolsQuery>,
+) -> Result<Json<Value>> {
+    let (mode, narrower) = match &q.chat {
+        Some(id) => {
+            let row = crate::chats::chat_row(&app.pool, &user, id).await?;
+            let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
+            (mode, crate::world::chat_grants(&app.pool, id).await?)
+        }
+        None => {
+            let mode = q
+                .mode
+                .as_deref()
+                .unwrap_or("manual")
+                .parse::<Mode>()
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+            (mode, Vec::new())
         }
     };
-    let holds = Holds {
-        page: q.page,
-        display: q.display,
-        forge: q.forge,
-    };
-    match offered(mode, holds) {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
-    }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-async fn index() -> Response {
-    let spec = Spec::embedded();
-    let mut body = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>LLeMbas</title></head><body>\
-         <h1>LLeMbas</h1><p><a href=\"/chats\">Open the chats</a> · <a href=\"/files\">Files</a></p>\
-         <p>Harness spec {} (sha256 <code>{}</code>)</p>",
-        escape(&spec.version().to_string()),
-        spec.sha256()
-    );
-    for mode in [Mode::Manual, Mode::Edit, Mode::Auto, Mode::Plan] {
-        let holds = Holds {
-            page: true,
-            display: true,
-            forge: true,
-        };
-        match offer(spec, &chat_context(mode, holds)) {
-            Ok(tools) => {
-                let names: Vec<String> = tools.iter().map(|t| escape(&t.name)).collect();
-                body.push_str(&format!(
-                    "<h2>A chat in {} mode is offered</h2><p>{}</p>",
-                    mode.as_str(),
-                    names.join(", ")
-                ));
-            }
-            Err(e) => {
-                return (StatusCode::INTERNAL_SERVER_ERROR, escape(&e.to_string())).into_response();
-            }
-        }
-    }
-    body.push_str("</body></html>");
-    Html(body).into_response()
+    let page = q.chat.as_deref().is_some_and(|c| app.pages.attached(c));
+    let link = crate::python::PageLink::new(&app, user.id, q.chat.as_deref(), page);
+    let world = crate::chats::chat_world(&app, &user, link, &narrower).await?;
+    // A chat's front end answers questions, shows files while a page is open, and its store
+    // searches the user's chats.
+    let offered = harness_agent::offered_tools(
+        &world,
+        (Project::Llembas, SessionKind::Chat, mode),
+        (true, page, true),
+    )?;
+    let tools: Vec<Value> = offered
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .collect();
+    Ok(Json(
+        json!({"mode": mode.as_str(), "page": page, "tools": tools}),
+    ))
 }

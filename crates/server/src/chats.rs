@@ -400,6 +400,30 @@ async fn builder(
     page: crate::python::PageLink,
     narrower: &[(String, harness_fs::Level)],
 ) -> Result<SessionBuilder> {
+    let world = chat_world(app, user, page, narrower).await?;
+    let link = model_link(app, model)?;
+    Ok(SessionBuilder::new(link, Arc::new(world))
+        .store(Arc::new(SqlStore::new(
+            app.pool.clone(),
+            app.transcripts.clone(),
+            user.id,
+        )))
+        .project(Project::Llembas)
+        .kind(SessionKind::Chat)
+        .mode(mode)
+        .personality(crate::settings::personality(&app.pool, user.id).await?)
+        .capacity(app.capacity.clone())
+        .product_version(env!("CARGO_PKG_VERSION")))
+}
+
+/// The world a chat of `user` works in: their view made narrower by the chat's grants, the file
+/// tools, memory and skills, search, and the tools of its page.
+pub async fn chat_world(
+    app: &Arc<App>,
+    user: &User,
+    page: crate::python::PageLink,
+    narrower: &[(String, harness_fs::Level)],
+) -> Result<crate::python::PageWorld> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let view = crate::world::narrowed(view, narrower);
     let granted = user_grants(&app.pool, user.id, &user.username).await?;
@@ -414,20 +438,7 @@ async fn builder(
         app.data.join("skills").join(user.id.to_string()),
     )
     .with_search(app.search.clone());
-    let world = crate::python::PageWorld::new(world, page);
-    let link = model_link(app, model)?;
-    Ok(SessionBuilder::new(link, Arc::new(world))
-        .store(Arc::new(SqlStore::new(
-            app.pool.clone(),
-            app.transcripts.clone(),
-            user.id,
-        )))
-        .project(Project::Llembas)
-        .kind(SessionKind::Chat)
-        .mode(mode)
-        .personality(crate::settings::personality(&app.pool, user.id).await?)
-        .capacity(app.capacity.clone())
-        .product_version(env!("CARGO_PKG_VERSION")))
+    Ok(crate::python::PageWorld::new(world, page))
 }
 
 /// Creates a chat for `user`; answers its id.

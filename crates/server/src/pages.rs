@@ -82,6 +82,7 @@ fn built() -> &'static Built {
 /// may send back).
 pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
     Router::new()
+        .route("/", get(shell))
         .route("/login", get(shell))
         .route("/chats", get(shell))
         .route("/chats/{id}", get(shell))

@@ -340,7 +340,67 @@ pub async fn find_meta(
     }))
 }
 
+/// The most earlier chats `session_search` reads for one query (those whose transcripts hold
+/// one of its words, the most recently updated first).
+const SEARCHED_CHATS: i64 = 200;
+
+/// `user_id`'s chats but `skip` whose transcripts hold one of `query`'s words (case folded),
+/// each with its transcript, for `session_search` to rank.
+async fn chats_holding(
+    pool: &Db,
+    writer: &Transcripts,
+    user_id: i64,
+    query: &str,
+    skip: &str,
+) -> crate::Result<Vec<(Meta, Vec<Entry>)>> {
+    writer.flush().await;
+    let mut ids: Vec<String> = Vec::new();
+    for word in harness_agent::session_search::words(query) {
+        let found: Vec<(String,)> = sqlx::query_as(
+            "SELECT s.id FROM agent_sessions s WHERE s.user_id = $1 AND s.id != $2 AND EXISTS \
+             (SELECT 1 FROM transcript t WHERE t.session_id = s.id AND LOWER(t.entry) LIKE $3) \
+             ORDER BY s.updated DESC LIMIT $4",
+        )
+        .bind(user_id)
+        .bind(skip)
+        .bind(format!("%{word}%"))
+        .bind(SEARCHED_CHATS)
+        .fetch_all(pool)
+        .await?;
+        for (id,) in found {
+            if !ids.contains(&id) && ids.len() < SEARCHED_CHATS as usize {
+                ids.push(id);
+            }
+        }
+    }
+    let mut chats = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(meta) = find_meta(pool, writer, user_id, &id).await? {
+            chats.push((meta, load_entries(pool, writer, user_id, &id).await?));
+        }
+    }
+    Ok(chats)
+}
+
 impl SessionStore for SqlStore {
+    fn searches(&self) -> bool {
+        true
+    }
+
+    fn search(&self, query: &str, limit: usize, skip: &str) -> Option<String> {
+        let found = self.wait(chats_holding(
+            &self.pool,
+            &self.writer,
+            self.user_id,
+            query,
+            skip,
+        ));
+        Some(match found {
+            Ok(chats) => harness_agent::session_search::search(query, chats, limit, skip),
+            Err(e) => format!("session_search: the chats could not be read: {e}"),
+        })
+    }
+
     fn create(&self, place: &str, model: &str) -> Result<Meta, String> {
         let t = now();
         let stamp: String = harness_agent::time::format_time(u64::try_from(t).unwrap_or(0))

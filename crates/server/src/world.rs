@@ -353,6 +353,30 @@ impl ToolWorld for ChatWorld {
         self.files.read_for_show(&self.view, &ViewPaths, path)
     }
 
+    /// `AGENTS.md` (else `CLAUDE.md`) of each directory from the view's root down to where the
+    /// chat works, as the spec stacks them; what the view does not show counts as absent.
+    fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
+        let start = self.view.cwd().to_string();
+        match harness_fs::instructions::stack(
+            &self.view,
+            &start,
+            harness_fs::instructions::DEFAULT_BUDGET,
+        ) {
+            Ok(stacked) => stacked
+                .files
+                .iter()
+                .map(|f| harness_core::prompt::InstructionFile {
+                    path: f.path.to_string(),
+                    text: f.text.clone(),
+                })
+                .collect(),
+            Err(e) => {
+                eprintln!("llembas-server: the instruction files from {start}: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     fn precheck(&self, call: &ToolCall) -> Option<String> {
         self.files
             .precheck(&self.view, &ViewPaths, call)

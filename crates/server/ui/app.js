@@ -1662,7 +1662,7 @@ async function main() {
   const path = location.pathname;
   try {
     if (path === "/login") signIn();
-    else if (path === "/chats" || path === "/chats/") await chatPage(null);
+    else if (path === "/" || path === "/chats" || path === "/chats/") await chatPage(null);
     else if (path.startsWith("/chats/")) await chatPage(decodeURIComponent(path.slice("/chats/".length)));
     else if (path === "/files") await filesPage();
     else if (path === "/settings") await settingsPage();

@@ -355,6 +355,84 @@ async fn a_crash_while_the_answer_streams_keeps_what_the_person_saw_of_it() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_follows_the_users_agents_md_and_searches_their_earlier_chats_only() {
+    let model = ScriptedServer::start(vec![
+        text(&["We chose the blue-green deploy."]),
+        tool_call("s1", "session_search", json!({"query": "deploy"})),
+        text(&["Found it."]),
+        tool_call("s2", "session_search", json!({"query": "deploy"})),
+        text(&["Nothing."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    std::fs::write(
+        server.tree().join("home/alice/AGENTS.md"),
+        "Answer in French.\n",
+    )
+    .unwrap();
+    std::fs::write(server.tree().join("home/bob/AGENTS.md"), "Bob's rules.\n").unwrap();
+    let mut stream = alice.events(None).await;
+    let first = alice.chat().await;
+    let run = alice.say(&first, "how do we deploy?").await;
+    stream.until(run_end(&run)).await;
+    let system = model.bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("## /home/alice/AGENTS.md\n\nAnswer in French."),
+        "{system}"
+    );
+    assert!(!system.contains("Bob's rules"), "{system}");
+
+    // A later chat finds what the first said.
+    let second = alice.chat().await;
+    let run = alice.say(&second, "what did we decide?").await;
+    stream.until(run_end(&run)).await;
+    let result = model.bodies()[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        result.contains("model: We chose the blue-green deploy."),
+        "{result}"
+    );
+    assert!(result.contains("how do we deploy?"), "{result}");
+    assert!(result.contains(&first), "{result}");
+
+    // Another user's search finds none of it.
+    let mut bobs = bob.events(None).await;
+    let chat = bob.chat().await;
+    let run = bob.say(&chat, "what did alice decide?").await;
+    bobs.until(run_end(&run)).await;
+    let result = model.bodies()[4]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!result.contains("blue-green"), "{result}");
+    let system = model.bodies()[3]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("Bob's rules."), "{system}");
+    assert!(!system.contains("French"), "{system}");
+}
+
 /// Waits until the server's event log has stored what it was given.
 async fn chats_flush(server: &Server) {
     server.app.hub.flush().await;
