@@ -100,6 +100,7 @@ async fn revoke_session(
     if done.rows_affected() == 0 {
         return Err(Error::NotFound(format!("no sign-in session {id}")));
     }
+    crate::streams::revoked(&app, user.id).await;
     Ok(Json(json!({"revoked": id})))
 }
 
@@ -236,6 +237,8 @@ async fn change_user(
             .bind(id)
             .fetch_one(&app.pool)
             .await?;
+    // Its streams check their sign-ins again (a disabled or pending account's end).
+    crate::streams::revoked(&app, id).await;
     Ok(Json(
         json!({"id": id, "username": name, "role": role, "disabled": disabled != 0}),
     ))

@@ -22,7 +22,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::auth::{self, Authed, Body, Raw, check_origin, cookie, cookie_token};
+use crate::auth::{
+    self, Authed, AuthedBy, Body, Credential, Raw, check_origin, cookie, cookie_token,
+};
 use crate::chats::{self, Stored, events_after};
 use crate::error::{Error, Result};
 use crate::world::user_view;
@@ -116,7 +118,7 @@ async fn logout(
 ) -> Result<Response> {
     check_origin(&method, &headers)?;
     if let Some(token) = cookie_token(&headers) {
-        auth::logout(&app.pool, &token).await?;
+        auth::logout(&app, &token).await?;
     }
     let mut response = Json(json!({"signed_out": true})).into_response();
     set_cookie(&mut response, &cookie(None, app.secure_cookie))?;
@@ -152,7 +154,7 @@ async fn revoke_token(
     Authed(user): Authed,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Json<Value>> {
-    auth::revoke_api_token(&app.pool, &user, &id).await?;
+    auth::revoke_api_token(&app, &user, &id).await?;
     Ok(Json(json!({"revoked": id})))
 }
 
@@ -298,6 +300,35 @@ struct Follow {
     closed: tokio::sync::watch::Receiver<bool>,
     /// The page of a chat this stream keeps open, if it said one.
     _page: Option<crate::page::Attached>,
+    /// What the stream was opened with: once it no longer signs in, the stream ends.
+    credential: Credential,
+    /// Its place among the user's streams: when the user's sign-ins change, the credential is
+    /// checked again.
+    opened: crate::streams::Opened,
+    /// Ticks every [`crate::streams::RECHECK`]: the credential is checked again.
+    recheck: tokio::time::Interval,
+    /// Set once the stream said why it closes: it ends.
+    done: bool,
+}
+
+/// The stream's last event when it closes for a reason the page should know: no id (the
+/// page's next stream resumes after the last event it had), `event` says why.
+fn closing_event(reason: &str, text: &str) -> SseEvent {
+    SseEvent::default()
+        .event("closed")
+        .data(json!({"reason": reason, "text": text}).to_string())
+}
+
+/// Whether the stream's credential still signs in (a database error keeps the stream: the next
+/// check decides).
+async fn still_signed_in(f: &Follow) -> bool {
+    match auth::still_signs_in(&f.app, &f.credential).await {
+        Ok(holds) => holds,
+        Err(e) => {
+            eprintln!("llembas-server: stream of user {}: {e}", f.user_id);
+            true
+        }
+    }
 }
 
 fn sse_event(s: &Stored) -> SseEvent {
@@ -310,6 +341,9 @@ fn sse_event(s: &Stored) -> SseEvent {
 /// a stream that fell behind the live ones reads them from the database again.
 async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
     use tokio::sync::broadcast::error::RecvError;
+    if f.done {
+        return None;
+    }
     loop {
         if let Some(s) = f.queued.pop_front() {
             f.last = s.id;
@@ -327,11 +361,23 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
             }
             continue;
         }
-        // What was sent before the close is sent first (`biased`).
+        // A revocation is heard before any event; what was sent before the close is sent
+        // first (`biased`).
         let got = tokio::select! {
             biased;
-            got = f.rx.recv() => got,
+            Ok(()) = f.opened.revocations.changed() => None,
+            _ = f.recheck.tick() => None,
+            got = f.rx.recv() => Some(got),
             _ = f.closed.wait_for(|c| *c) => return None,
+        };
+        let Some(got) = got else {
+            if still_signed_in(&f).await {
+                continue;
+            }
+            f.done = true;
+            let text =
+                "signed out: the session or token this stream was opened with no longer signs in";
+            return Some((Ok(closing_event("signed_out", text)), f));
         };
         match got {
             // On a shared database an event of another process may commit before this one and
@@ -352,7 +398,7 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
 
 async fn events(
     State(app): State<Arc<App>>,
-    Authed(user): Authed,
+    AuthedBy(user, credential): AuthedBy,
     headers: HeaderMap,
     Query(q): Query<After>,
 ) -> Result<Response> {
@@ -371,8 +417,16 @@ async fn events(
         }
         None => None,
     };
-    // Subscribe before reading what is stored, so nothing falls between the two.
+    let every = crate::streams::RECHECK;
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Subscribe before reading what is stored, so nothing falls between the two; and to the
+    // revocations before the credential is used (it was checked a moment ago).
     let follow = Follow {
+        opened: app.streams.open(user.id),
+        credential,
+        recheck,
+        done: false,
         _page: page,
         rx: app.hub.subscribe(user.id),
         app: app.clone(),

@@ -27,7 +27,7 @@ const BROADCAST_CAPACITY: usize = 4096;
 mod hub;
 mod shared;
 pub use hub::{Hub, flush};
-pub use shared::{Act, answer_ask, keep_leases, listen, record_ask};
+pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked, record_ask};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {

@@ -21,6 +21,7 @@ pub mod python;
 pub mod search;
 pub mod settings;
 pub mod store;
+pub mod streams;
 pub mod world;
 
 use std::io::BufRead as _;
@@ -241,6 +242,8 @@ pub struct App {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Set when the runs have ended at shutdown: the event streams close.
     pub closed: tokio::sync::watch::Sender<bool>,
+    /// The event streams open here, by user.
+    pub streams: streams::Streams,
 }
 
 impl App {
@@ -351,6 +354,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         max_file_bytes,
         stopping: std::sync::atomic::AtomicBool::new(false),
         closed: tokio::sync::watch::Sender::new(false),
+        streams: streams::Streams::default(),
     });
     if let (Some(url), true) = (&config.database_url, app.hub.shared()) {
         chats::listen(app.clone(), url.clone()).await?;

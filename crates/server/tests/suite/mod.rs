@@ -337,6 +337,27 @@ impl Events {
         }
     }
 
+    /// Reads to the stream's end (a guard of a minute against a hang): what it sent meanwhile,
+    /// which holds no event with an id.
+    pub async fn ends(&mut self) -> String {
+        use futures_util::StreamExt;
+        loop {
+            let piece = tokio::time::timeout(Duration::from_secs(60), self.body.next())
+                .await
+                .expect("the stream did not end within a minute");
+            match piece {
+                Some(Ok(p)) => self.buf.push_str(&String::from_utf8_lossy(&p)),
+                Some(Err(_)) | None => break,
+            }
+        }
+        assert!(
+            !self.buf.lines().any(|l| l.starts_with("id:")),
+            "the stream sent events before it ended: {}",
+            self.buf
+        );
+        std::mem::take(&mut self.buf)
+    }
+
     /// Events up to and including the first that `stop` accepts.
     pub async fn until(&mut self, stop: impl Fn(&Ev) -> bool) -> Vec<Ev> {
         let mut got = Vec::new();
