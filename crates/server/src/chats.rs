@@ -24,8 +24,10 @@ use crate::world::{ChatWorld, grants_text, user_grants, user_view};
 /// How many events a slow stream may fall behind before it reads the rest from the database.
 const BROADCAST_CAPACITY: usize = 4096;
 
+mod halt;
 mod hub;
 mod shared;
+pub use halt::halt_user;
 pub use hub::{Hub, flush};
 pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked, record_ask};
 
@@ -162,6 +164,8 @@ pub struct Chats {
     live: Mutex<HashMap<String, Arc<Live>>>,
     /// Woken whenever a run here ends.
     ended: tokio::sync::Notify,
+    /// Runs cancelled because their account can no longer sign in: marked `interrupted`.
+    interrupted: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Chats {
@@ -189,6 +193,22 @@ impl Chats {
         if map.get(id).is_some_and(|l| Arc::ptr_eq(l, live)) {
             map.remove(id);
         }
+    }
+
+    /// Marks the run `run` to be recorded `interrupted` when its cancelled turn ends.
+    fn interrupt(&self, run: &str) {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(run.to_owned());
+    }
+
+    /// Whether the run `run` was marked to be recorded `interrupted` (forgotten now).
+    fn take_interrupted(&self, run: &str) -> bool {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(run)
     }
 
     /// The run going on in `chat` here, if any.
@@ -652,8 +672,10 @@ async fn pump(
         .append(user_id, chat, run_id.as_deref(), value)
         .await?;
     if let (Out::Event(Event::TurnEnded { reason }), Some(r)) = (&o, &run_id) {
-        // A run the server's shutdown cancelled was interrupted, not stopped by its user.
-        let status = if app.is_stopping() && matches!(reason, TurnEnd::Cancelled) {
+        // A run the server's shutdown cancelled, or whose account can no longer sign in, was
+        // interrupted, not stopped by its user.
+        let halted = app.chats.take_interrupted(r);
+        let status = if (app.is_stopping() || halted) && matches!(reason, TurnEnd::Cancelled) {
             "interrupted"
         } else {
             status_of(reason)
@@ -855,6 +877,7 @@ pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {
     let act = Act::Stop {
         chat: chat.clone(),
         run: id.to_owned(),
+        interrupted: false,
     };
     match app.chats.get(&chat) {
         Some(l) if current(&l.run).as_deref() == Some(id) => {
@@ -877,9 +900,14 @@ pub fn carry_out(app: &App, act: &Act) -> Result<()> {
         return Ok(());
     };
     let ctl = match act {
-        Act::Stop { run, .. } => {
+        Act::Stop {
+            run, interrupted, ..
+        } => {
             if current(&live.run).as_deref() != Some(run.as_str()) {
                 return Ok(());
+            }
+            if *interrupted {
+                app.chats.interrupt(run);
             }
             Ctl::Op(Op::Cancel)
         }

@@ -35,6 +35,9 @@ pub enum Act {
         chat: String,
         /// The run.
         run: String,
+        /// Marked `interrupted`, not `stopped`: its account can no longer sign in.
+        #[serde(default)]
+        interrupted: bool,
     },
     /// Answer a permission question.
     Answer {
@@ -397,7 +400,14 @@ async fn renew(app: &App) -> Result<()> {
         if !held.contains(&run) && taken_over(app, &run).await? {
             // Another process took it over (this one was away longer than its lease): it must
             // not go on writing beside the one that closed it.
-            super::carry_out(app, &Act::Stop { chat, run })?;
+            super::carry_out(
+                app,
+                &Act::Stop {
+                    chat,
+                    run,
+                    interrupted: false,
+                },
+            )?;
         }
     }
     Ok(())

@@ -1,11 +1,12 @@
 //! Accounts past sign-in: sign-in sessions listed and revoked per user, sign-ups (off by default,
 //! pending when on, approved by an admin), and the admin's routes — users, roles, disabling,
-//! grants, the models users may use — none of which reads another user's chats.
+//! grants, the models users may use — none of which reads another user's chats; a disabled
+//! account's run ends at once.
 
 use harness_test_support::ScriptedServer;
 use serde_json::{Value, json};
 
-use super::{Client, Server, text};
+use super::{Client, Server, text, tool_call};
 
 async fn user_id(c: &mut Client) -> i64 {
     c.get("/api/auth/me").await.1["id"].as_i64().unwrap()
@@ -340,4 +341,74 @@ async fn an_admin_manages_accounts_grants_and_models_and_reads_no_ones_chats() {
     )
     .await;
     server.login("bob", "bob-password").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_users_run_ends_at_once_and_calls_no_more_tools() {
+    // The model calls a tool, is busy with its next answer when the account is disabled, and
+    // would call another after it.
+    let model = ScriptedServer::start(vec![
+        tool_call("c1", "write", json!({"path": "one.md", "content": "one\n"})),
+        text(&["and ", "now"]).stalling(),
+        tool_call(
+            "c3",
+            "write",
+            json!({"path": "three.md", "content": "three\n"}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let mut alice = server.user("alice").await;
+    let alice_id = user_id(&mut alice).await;
+    let (status, body) = alice.post("/api/chats", json!({"mode": "auto"})).await;
+    assert_eq!(status, 201, "{body}");
+    let chat = body["id"].as_str().unwrap().to_owned();
+    let mut stream = alice.events(None).await;
+    let run = alice.say(&chat, "write one.md, then three.md").await;
+    stream
+        .until(|e| e.kind() == "text_delta" && e.data["run"] == run)
+        .await;
+    assert!(server.tree().join("home/alice/one.md").exists());
+
+    let (status, body) = root
+        .patch(
+            &format!("/api/admin/users/{alice_id}"),
+            json!({"disabled": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // The run ends (a guard of a minute against a hang), recorded as interrupted.
+    let mut status = String::from("running");
+    for _ in 0..600 {
+        llembas_server::chats::flush(&server.app.pool).await;
+        status = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+            .bind(&run)
+            .fetch_one(&server.app.pool)
+            .await
+            .unwrap();
+        if status != "running" && server.app.chats.running().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "interrupted");
+    assert!(server.app.chats.running().is_empty());
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model request after the disable"
+    );
+    assert_eq!(model.replies_left(), 2);
+    assert!(!server.tree().join("home/alice/three.md").exists());
+    let (status, _) = alice
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "go on"}),
+        )
+        .await;
+    assert_eq!(status, 401, "signed out; no new run");
 }
