@@ -211,8 +211,9 @@ async fn get_chat(
     Query(q): Query<ChatQuery>,
 ) -> Result<Json<Value>> {
     let row = chats::chat_row(&app.pool, &user, &id).await?;
-    // Every event given so far is read (on SQLite they reach the streams before the database).
-    app.hub.flush().await;
+    // Every event given so far is read (on SQLite they reach the streams before the database);
+    // the page's stream goes on after the newest.
+    let newest = chats::newest_event(&app, user.id).await?;
     let page =
         crate::history::page(&app.pool, user.id, &id, q.before, crate::history::PAGE_RUNS).await?;
     if q.before.is_some() {
@@ -229,6 +230,7 @@ async fn get_chat(
         }
         o.insert("events".into(), json!(page.events));
         o.insert("before".into(), json!(page.before));
+        o.insert("stream_after".into(), json!(newest));
         o.insert("context".into(), context);
     }
     Ok(Json(v))
@@ -309,6 +311,22 @@ struct Follow {
     recheck: tokio::time::Interval,
     /// Set once the stream said why it closes: it ends.
     done: bool,
+    /// The stream asked for more than it replays: it says so first, with this id (the newest).
+    reset: Option<i64>,
+}
+
+/// The event telling a page that its stream asked for more than it replays: the page reads its
+/// state again (its id is the newest event's: a reconnect goes on from there).
+fn reset_event(newest: i64) -> SseEvent {
+    let text = format!(
+        "the stream replays at most {} events: read the chat again",
+        chats::REPLAY_MAX
+    );
+    SseEvent::default().id(newest.to_string()).data(
+        json!({"id": newest, "chat": null, "run": null, "seq": null,
+            "event": {"type": "stream_reset", "text": text}})
+        .to_string(),
+    )
 }
 
 /// The stream's last event when it closes for a reason the page should know: no id (the
@@ -337,12 +355,25 @@ fn sse_event(s: &Stored) -> SseEvent {
         .data(json!(s).to_string())
 }
 
+/// What woke a stream waiting for its next event.
+enum Wake {
+    /// The user's sign-ins changed, or it is time to look: the credential is checked.
+    Check,
+    /// A newer stream of the user took this one's place.
+    Evicted,
+    /// An event of the log (or the log's news that the stream fell behind).
+    Event(std::result::Result<Arc<Stored>, tokio::sync::broadcast::error::RecvError>),
+}
+
 /// The next event of a stream: the stored ones after the last sent first, then the live ones;
 /// a stream that fell behind the live ones reads them from the database again.
 async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
     use tokio::sync::broadcast::error::RecvError;
     if f.done {
         return None;
+    }
+    if let Some(newest) = f.reset.take() {
+        return Some((Ok(reset_event(newest)), f));
     }
     loop {
         if let Some(s) = f.queued.pop_front() {
@@ -363,21 +394,30 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
         }
         // A revocation is heard before any event; what was sent before the close is sent
         // first (`biased`).
-        let got = tokio::select! {
+        let wake = tokio::select! {
             biased;
-            Ok(()) = f.opened.revocations.changed() => None,
-            _ = f.recheck.tick() => None,
-            got = f.rx.recv() => Some(got),
+            Ok(()) = f.opened.revocations.changed() => Wake::Check,
+            _ = f.recheck.tick() => Wake::Check,
+            () = f.opened.evicted.notified() => Wake::Evicted,
+            got = f.rx.recv() => Wake::Event(got),
             _ = f.closed.wait_for(|c| *c) => return None,
         };
-        let Some(got) = got else {
-            if still_signed_in(&f).await {
-                continue;
+        let got = match wake {
+            Wake::Event(got) => got,
+            Wake::Check if still_signed_in(&f).await => continue,
+            Wake::Check => {
+                f.done = true;
+                let text = "signed out: the session or token this stream was opened with no longer signs in";
+                return Some((Ok(closing_event("signed_out", text)), f));
             }
-            f.done = true;
-            let text =
-                "signed out: the session or token this stream was opened with no longer signs in";
-            return Some((Ok(closing_event("signed_out", text)), f));
+            Wake::Evicted => {
+                f.done = true;
+                let text = format!(
+                    "closed: more than {} streams of this user were open, and this was the oldest",
+                    crate::streams::MAX_STREAMS
+                );
+                return Some((Ok(closing_event("too_many_streams", &text)), f));
+            }
         };
         match got {
             // On a shared database an event of another process may commit before this one and
@@ -402,13 +442,14 @@ async fn events(
     headers: HeaderMap,
     Query(q): Query<After>,
 ) -> Result<Response> {
-    let last = match headers.get("last-event-id") {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
-        None => q.after.unwrap_or(0),
+    let asked = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
+        ),
+        None => q.after,
     };
     let page = match q.chat.as_deref().filter(|c| !c.is_empty()) {
         Some(chat) => {
@@ -422,16 +463,20 @@ async fn events(
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Subscribe before reading what is stored, so nothing falls between the two; and to the
     // revocations before the credential is used (it was checked a moment ago).
+    let opened = app.streams.open(user.id);
+    let rx = app.hub.subscribe(user.id);
+    let start = chats::stream_start(&app, user.id, asked).await?;
     let follow = Follow {
-        opened: app.streams.open(user.id),
+        opened,
         credential,
         recheck,
         done: false,
+        reset: start.reset.then_some(start.after),
         _page: page,
-        rx: app.hub.subscribe(user.id),
+        rx,
         app: app.clone(),
         user_id: user.id,
-        last,
+        last: start.after,
         queued: VecDeque::new(),
         replay: true,
         closed: app.closed.subscribe(),

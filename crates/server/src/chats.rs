@@ -26,9 +26,12 @@ const BROADCAST_CAPACITY: usize = 4096;
 
 mod halt;
 mod hub;
+mod replay;
 mod shared;
 pub use halt::halt_user;
 pub use hub::{Hub, flush};
+pub use replay::start as stream_start;
+pub use replay::{REPLAY_MAX, Start, newest_event};
 pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked, record_ask};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).

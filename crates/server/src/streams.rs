@@ -6,6 +6,9 @@
 //!   processes of a PostgreSQL database the signal goes by a notice
 //!   ([`crate::chats::publish_revoked`]); a stream also checks its credential every
 //!   [`RECHECK`], so none outlives a revocation by more than that should a notice be lost.
+//! - A cap: at most [`MAX_STREAMS`] open streams a user in a process. A new one past it closes
+//!   the user's oldest, which is told why (its page stops reconnecting): the page the person
+//!   opened last is the one they look at, and a refused stream (429) would be the new tab's.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +21,9 @@ use crate::App;
 
 /// How often an open stream checks that its credential still signs in, whatever it heard.
 pub const RECHECK: Duration = Duration::from_secs(30);
+
+/// The most event streams a user holds open in a process.
+pub const MAX_STREAMS: usize = 16;
 
 /// A user's signal and open streams.
 struct PerUser {
@@ -44,10 +50,12 @@ pub struct Streams {
     next: AtomicU64,
 }
 
-/// An open stream's place: it hears revocations, and leaves when dropped.
+/// An open stream's place: it hears revocations and its eviction, and leaves when dropped.
 pub struct Opened {
     /// Changes whenever the user's sign-ins change.
     pub revocations: watch::Receiver<u64>,
+    /// Notified when a newer stream of the user takes this one's place.
+    pub evicted: Arc<Notify>,
     users: Users,
     user_id: i64,
     number: u64,
@@ -66,7 +74,7 @@ impl Drop for Opened {
 }
 
 impl Streams {
-    /// A new stream of `user_id`.
+    /// A new stream of `user_id`; past [`MAX_STREAMS`] the user's oldest is told to close.
     pub fn open(&self, user_id: i64) -> Opened {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         let evicted = Arc::new(Notify::new());
@@ -75,9 +83,15 @@ impl Streams {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let user = users.entry(user_id).or_default();
-        user.open.push_back((number, evicted));
+        user.open.push_back((number, evicted.clone()));
+        while user.open.len() > MAX_STREAMS {
+            if let Some((_, oldest)) = user.open.pop_front() {
+                oldest.notify_one();
+            }
+        }
         Opened {
             revocations: user.revoked.subscribe(),
+            evicted,
             users: self.users.clone(),
             user_id,
             number,
