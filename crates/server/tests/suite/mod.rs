@@ -337,12 +337,13 @@ impl Events {
         }
     }
 
-    /// Reads to the stream's end (a guard of a minute against a hang): what it sent meanwhile,
-    /// which holds no event with an id.
+    /// Reads to the stream's end (a guard of a minute against a hang, keep-alives or not): what
+    /// it sent meanwhile, which holds no event with an id.
     pub async fn ends(&mut self) -> String {
         use futures_util::StreamExt;
+        let guard = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            let piece = tokio::time::timeout(Duration::from_secs(60), self.body.next())
+            let piece = tokio::time::timeout_at(guard, self.body.next())
                 .await
                 .expect("the stream did not end within a minute");
             match piece {
