@@ -51,7 +51,7 @@ async fn rebuild_search(State(app): State<Arc<App>>, Authed(user): Authed) -> Re
 }
 
 /// The signed-in user, when an admin.
-fn admin(user: &User) -> Result<()> {
+pub(crate) fn admin(user: &User) -> Result<()> {
     if user.role != Role::Admin {
         return Err(Error::Forbidden("only an admin may do this".into()));
     }

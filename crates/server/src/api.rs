@@ -62,6 +62,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         )
         .merge(crate::admin::routes())
         .merge(crate::memory::routes())
+        .merge(crate::slots::routes())
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
 }
 

@@ -59,6 +59,7 @@ fn model_link(app: &App, model: &str) -> Result<Arc<harness_model::ModelClient>>
             .link(model)
             .map_err(|e| Error::Model(e.to_string()))?,
     );
+    crate::slots::fix(app, link.as_ref());
     links.insert(model.to_owned(), link.clone());
     Ok(link)
 }
@@ -510,6 +511,7 @@ fn drive(
         made,
     });
     app.chats.insert(chat, live.clone());
+    crate::slots::line_up(app, chat, user_id);
     let chat_id = chat.to_owned();
     let (app2, run2, chat2) = (app.clone(), live.run.clone(), chat_id.clone());
     let live2 = Arc::downgrade(&live);

@@ -20,6 +20,7 @@ pub mod pages;
 pub mod python;
 pub mod search;
 pub mod settings;
+pub mod slots;
 pub mod store;
 pub mod streams;
 pub mod world;
@@ -234,6 +235,8 @@ pub struct App {
     pub allow_signups: bool,
     /// The model servers' slots, shared by every chat.
     pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The model requests at once of each model server ([`slots`]).
+    pub slots: std::sync::atomic::AtomicU32,
     /// The tree's search index (the chats' `search`), kept in the database.
     pub search: Arc<search::ServerSearch>,
     /// The largest file the API reads or writes.
@@ -350,6 +353,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         secure_cookie: config.secure_cookie,
         allow_signups: config.allow_signups,
         capacity: chats::capacity()?,
+        slots: std::sync::atomic::AtomicU32::new(slots::DEFAULT_SLOTS),
         search,
         max_file_bytes,
         stopping: std::sync::atomic::AtomicBool::new(false),
@@ -360,6 +364,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         chats::listen(app.clone(), url.clone()).await?;
     }
     app.hub.ready().await?;
+    slots::refresh(&app).await?;
     let recovered = chats::recover(&app).await?;
     if recovered > 0 {
         eprintln!(

@@ -342,6 +342,12 @@ pub fn keep_leases(app: Arc<App>) {
             if let Err(e) = renew(&app).await {
                 eprintln!("llembas-server: renewing the runs' leases: {e}");
             }
+            // Another process may have changed the admin's figure of the model's slots.
+            if app.hub.shared()
+                && let Err(e) = crate::slots::refresh(&app).await
+            {
+                eprintln!("llembas-server: reading the model's slots: {e}");
+            }
             if app.hub.shared() && !app.is_stopping() {
                 match super::recover(&app).await {
                     Ok(0) => {}

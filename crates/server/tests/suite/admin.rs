@@ -1,7 +1,7 @@
 //! Accounts past sign-in: sign-in sessions listed and revoked per user, sign-ups (off by default,
 //! pending when on, approved by an admin), and the admin's routes — users, roles, disabling,
-//! grants, the models users may use — none of which reads another user's chats; a disabled
-//! account's run ends at once.
+//! grants, the models users may use, the model's slots (4 by default, shared fairly by users)
+//! — none of which reads another user's chats; a disabled account's run ends at once.
 
 use harness_test_support::ScriptedServer;
 use serde_json::{Value, json};
@@ -411,4 +411,112 @@ async fn a_disabled_users_run_ends_at_once_and_calls_no_more_tools() {
         )
         .await;
     assert_eq!(status, 401, "signed out; no new run");
+}
+
+/// What the user last said in a model request's body.
+fn asked(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// Waits until the model has had `n` requests (a guard of a minute against a hang).
+async fn requests_reach(model: &ScriptedServer, n: usize) {
+    for _ in 0..600 {
+        if model.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the model had {} requests, not {n}, within a minute",
+        model.requests().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_four_users_questions_reach_the_model_at_once() {
+    let model = ScriptedServer::start(
+        (0..4)
+            .map(|_| text(&["thinking"]).stalling())
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let (status, body) = root.get("/api/admin/capacity").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"slots": 4, "set": null, "default": 4}));
+    for name in ["ann", "bea", "cid", "dot"] {
+        let mut user = server.user(name).await;
+        let chat = user.chat().await;
+        user.say(&chat, &format!("{name} asks")).await;
+    }
+    // Each answer goes on (stalls): all four are at the model together.
+    requests_reach(&model, 4).await;
+    assert_eq!(server.app.chats.running().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_burst_does_not_keep_another_users_one_question_waiting() {
+    let model = ScriptedServer::start(vec![text(&["long ", "answer"]).stalling()])
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        model.push(text(&["Done."]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let mut ann = server.user("ann").await;
+    let mut bob = server.user("bob").await;
+    let (status, body) = root
+        .put_json("/api/admin/capacity", json!({"slots": 0}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(ann.get("/api/admin/capacity").await.0, 403);
+    let (status, body) = root
+        .put_json("/api/admin/capacity", json!({"slots": 1}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["slots"], 1);
+
+    // Ann's first question holds the one slot; three more of hers wait, then bob's one.
+    let mut anns = ann.events(None).await;
+    let mut bobs = bob.events(None).await;
+    let mut runs = Vec::new();
+    let first_chat = ann.chat().await;
+    let first = ann.say(&first_chat, "ann 0").await;
+    anns.until(|e| e.kind() == "text_delta").await;
+    for i in 1..4 {
+        let chat = ann.chat().await;
+        let run = ann.say(&chat, &format!("ann {i}")).await;
+        anns.until(|e| e.kind() == "notice" && e.data["run"] == run)
+            .await;
+        runs.push(run);
+    }
+    let bobs_chat = bob.chat().await;
+    let bobs_run = bob.say(&bobs_chat, "bob's one question").await;
+    bobs.until(|e| e.kind() == "notice" && e.data["run"] == bobs_run)
+        .await;
+
+    // The slot freed goes to bob, who holds none, before ann's next.
+    let (status, _) = ann
+        .post(&format!("/api/runs/{first}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202);
+    bobs.until(super::run_end(&bobs_run)).await;
+    for run in &runs {
+        anns.until(super::run_end(run)).await;
+    }
+    let order: Vec<String> = model.bodies().iter().map(asked).collect();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert!(order[1].contains("bob's one question"), "{order:?}");
 }
