@@ -46,6 +46,23 @@ impl CapacityGate {
         }
     }
 
+    /// Fixes `server`'s slots whatever a model's or endpoint's `capacity` says (`None`: no
+    /// longer fixed); waiters a larger figure admits go at once.
+    pub fn fix_slots(&self, server: &str, slots: Option<u32>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.fix_slots(server, slots);
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Puts the session `id` (its requests and subagents) in `group` (a server's user): a free
+    /// slot goes to the waiting group holding the fewest, so no group's burst starves another.
+    pub fn set_group(&self, id: &str, group: Option<&str>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.set_group(id, group);
+        }
+    }
+
     /// Holds a slot of `server` for `who`, waiting while every slot is taken; `on_queued` hears
     /// the place in line the first time it waits. `false`: `cancel` fired first (nothing held).
     pub async fn acquire(

@@ -107,6 +107,7 @@ async fn revoke_session(
     if done.rows_affected() == 0 {
         return Err(Error::NotFound(format!("no sign-in session {id}")));
     }
+    crate::streams::revoked(&app, user.id).await;
     Ok(Json(json!({"revoked": id})))
 }
 
@@ -256,6 +257,12 @@ async fn change_user(
             .bind(id)
             .fetch_one(&app.pool)
             .await?;
+    // Its streams check their sign-ins again (a disabled or pending account's end), and an
+    // account that can no longer sign in runs nothing.
+    crate::streams::revoked(&app, id).await;
+    if disabled != 0 || role == Role::Pending.as_str() {
+        crate::chats::halt_user(&app, id).await?;
+    }
     Ok(Json(
         json!({"id": id, "username": name, "role": role, "disabled": disabled != 0}),
     ))

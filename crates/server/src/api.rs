@@ -22,7 +22,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::auth::{self, Authed, Body, Raw, check_origin, cookie, cookie_token};
+use crate::auth::{
+    self, Authed, AuthedBy, Body, Credential, Raw, check_origin, cookie, cookie_token,
+};
 use crate::chats::{self, Stored, events_after};
 use crate::error::{Error, Result};
 use crate::paths::PathQuery;
@@ -61,6 +63,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         )
         .merge(crate::admin::routes())
         .merge(crate::memory::routes())
+        .merge(crate::slots::routes())
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
 }
 
@@ -124,7 +127,7 @@ async fn logout(
 ) -> Result<Response> {
     check_origin(&method, &headers)?;
     if let Some(token) = cookie_token(&headers) {
-        auth::logout(&app.pool, &token).await?;
+        auth::logout(&app, &token).await?;
     }
     let mut response = Json(json!({"signed_out": true})).into_response();
     set_cookie(&mut response, &cookie(None, app.secure_cookie))?;
@@ -160,7 +163,7 @@ async fn revoke_token(
     Authed(user): Authed,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Json<Value>> {
-    auth::revoke_api_token(&app.pool, &user, &id).await?;
+    auth::revoke_api_token(&app, &user, &id).await?;
     Ok(Json(json!({"revoked": id})))
 }
 
@@ -217,8 +220,9 @@ async fn get_chat(
     Query(q): Query<ChatQuery>,
 ) -> Result<Json<Value>> {
     let row = chats::chat_row(&app.pool, &user, &id).await?;
-    // Every event given so far is read (on SQLite they reach the streams before the database).
-    app.hub.flush().await;
+    // Every event given so far is read (on SQLite they reach the streams before the database);
+    // the page's stream goes on after the newest.
+    let newest = chats::newest_event(&app, user.id).await?;
     let page =
         crate::history::page(&app.pool, user.id, &id, q.before, crate::history::PAGE_RUNS).await?;
     if q.before.is_some() {
@@ -235,6 +239,7 @@ async fn get_chat(
         }
         o.insert("events".into(), json!(page.events));
         o.insert("before".into(), json!(page.before));
+        o.insert("stream_after".into(), json!(newest));
         o.insert("context".into(), context);
     }
     Ok(Json(v))
@@ -306,6 +311,51 @@ struct Follow {
     closed: tokio::sync::watch::Receiver<bool>,
     /// The page of a chat this stream keeps open, if it said one.
     _page: Option<crate::page::Attached>,
+    /// What the stream was opened with: once it no longer signs in, the stream ends.
+    credential: Credential,
+    /// Its place among the user's streams: when the user's sign-ins change, the credential is
+    /// checked again.
+    opened: crate::streams::Opened,
+    /// Ticks every [`crate::streams::RECHECK`]: the credential is checked again.
+    recheck: tokio::time::Interval,
+    /// Set once the stream said why it closes: it ends.
+    done: bool,
+    /// The stream asked for more than it replays: it says so first, with this id (the newest).
+    reset: Option<i64>,
+}
+
+/// The event telling a page that its stream asked for more than it replays: the page reads its
+/// state again (its id is the newest event's: a reconnect goes on from there).
+fn reset_event(newest: i64) -> SseEvent {
+    let text = format!(
+        "the stream replays at most {} events: read the chat again",
+        chats::REPLAY_MAX
+    );
+    SseEvent::default().id(newest.to_string()).data(
+        json!({"id": newest, "chat": null, "run": null, "seq": null,
+            "event": {"type": "stream_reset", "text": text}})
+        .to_string(),
+    )
+}
+
+/// The stream's last event when it closes for a reason the page should know: no id (the
+/// page's next stream resumes after the last event it had), `event` says why.
+fn closing_event(reason: &str, text: &str) -> SseEvent {
+    SseEvent::default()
+        .event("closed")
+        .data(json!({"reason": reason, "text": text}).to_string())
+}
+
+/// Whether the stream's credential still signs in (a database error keeps the stream: the next
+/// check decides).
+async fn still_signed_in(f: &Follow) -> bool {
+    match auth::still_signs_in(&f.app, &f.credential).await {
+        Ok(holds) => holds,
+        Err(e) => {
+            eprintln!("llembas-server: stream of user {}: {e}", f.user_id);
+            true
+        }
+    }
 }
 
 fn sse_event(s: &Stored) -> SseEvent {
@@ -314,10 +364,26 @@ fn sse_event(s: &Stored) -> SseEvent {
         .data(json!(s).to_string())
 }
 
+/// What woke a stream waiting for its next event.
+enum Wake {
+    /// The user's sign-ins changed, or it is time to look: the credential is checked.
+    Check,
+    /// A newer stream of the user took this one's place.
+    Evicted,
+    /// An event of the log (or the log's news that the stream fell behind).
+    Event(std::result::Result<Arc<Stored>, tokio::sync::broadcast::error::RecvError>),
+}
+
 /// The next event of a stream: the stored ones after the last sent first, then the live ones;
 /// a stream that fell behind the live ones reads them from the database again.
 async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
     use tokio::sync::broadcast::error::RecvError;
+    if f.done {
+        return None;
+    }
+    if let Some(newest) = f.reset.take() {
+        return Some((Ok(reset_event(newest)), f));
+    }
     loop {
         if let Some(s) = f.queued.pop_front() {
             f.last = s.id;
@@ -335,11 +401,32 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
             }
             continue;
         }
-        // What was sent before the close is sent first (`biased`).
-        let got = tokio::select! {
+        // A revocation is heard before any event; what was sent before the close is sent
+        // first (`biased`).
+        let wake = tokio::select! {
             biased;
-            got = f.rx.recv() => got,
+            Ok(()) = f.opened.revocations.changed() => Wake::Check,
+            _ = f.recheck.tick() => Wake::Check,
+            () = f.opened.evicted.notified() => Wake::Evicted,
+            got = f.rx.recv() => Wake::Event(got),
             _ = f.closed.wait_for(|c| *c) => return None,
+        };
+        let got = match wake {
+            Wake::Event(got) => got,
+            Wake::Check if still_signed_in(&f).await => continue,
+            Wake::Check => {
+                f.done = true;
+                let text = "signed out: the session or token this stream was opened with no longer signs in";
+                return Some((Ok(closing_event("signed_out", text)), f));
+            }
+            Wake::Evicted => {
+                f.done = true;
+                let text = format!(
+                    "closed: more than {} streams of this user were open, and this was the oldest",
+                    crate::streams::MAX_STREAMS
+                );
+                return Some((Ok(closing_event("too_many_streams", &text)), f));
+            }
         };
         match got {
             // On a shared database an event of another process may commit before this one and
@@ -360,17 +447,18 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
 
 async fn events(
     State(app): State<Arc<App>>,
-    Authed(user): Authed,
+    AuthedBy(user, credential): AuthedBy,
     headers: HeaderMap,
     Query(q): Query<After>,
 ) -> Result<Response> {
-    let last = match headers.get("last-event-id") {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
-        None => q.after.unwrap_or(0),
+    let asked = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .ok_or_else(|| Error::BadRequest("Last-Event-ID must be an event id".into()))?,
+        ),
+        None => q.after,
     };
     let page = match q.chat.as_deref().filter(|c| !c.is_empty()) {
         Some(chat) => {
@@ -379,13 +467,25 @@ async fn events(
         }
         None => None,
     };
-    // Subscribe before reading what is stored, so nothing falls between the two.
+    let every = crate::streams::RECHECK;
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Subscribe before reading what is stored, so nothing falls between the two; and to the
+    // revocations before the credential is used (it was checked a moment ago).
+    let opened = app.streams.open(user.id);
+    let rx = app.hub.subscribe(user.id);
+    let start = chats::stream_start(&app, user.id, asked).await?;
     let follow = Follow {
+        opened,
+        credential,
+        recheck,
+        done: false,
+        reset: start.reset.then_some(start.after),
         _page: page,
-        rx: app.hub.subscribe(user.id),
+        rx,
         app: app.clone(),
         user_id: user.id,
-        last,
+        last: start.after,
         queued: VecDeque::new(),
         replay: true,
         closed: app.closed.subscribe(),

@@ -454,10 +454,7 @@ pub async fn login(
     refuse_unusable(&user, disabled != 0)?;
     // Rotation: the session the browser held before (if any) ends; a new token is issued.
     if let Some(old) = old_token {
-        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
-            .bind(token_hash(old))
-            .execute(&app.pool)
-            .await?;
+        logout(app, old).await?;
     }
     let token = random_token()?;
     let t = now();
@@ -475,12 +472,16 @@ pub async fn login(
     Ok((token, user))
 }
 
-/// Ends the session of `token`.
-pub async fn logout(pool: &Db, token: &str) -> Result<()> {
-    sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
-        .bind(token_hash(token))
-        .execute(pool)
-        .await?;
+/// Ends the session of `token`; the streams it opened end with it.
+pub async fn logout(app: &App, token: &str) -> Result<()> {
+    let user: Option<i64> =
+        sqlx::query_scalar("DELETE FROM sessions WHERE token_hash = $1 RETURNING user_id")
+            .bind(token_hash(token))
+            .fetch_optional(&app.pool)
+            .await?;
+    if let Some(user) = user {
+        crate::streams::revoked(app, user).await;
+    }
     Ok(())
 }
 
@@ -503,8 +504,9 @@ pub async fn list_api_tokens(pool: &Db, user: &User) -> Result<Vec<serde_json::V
         .collect())
 }
 
-/// Revokes the user's API token `id` (as [`list_api_tokens`] names it): at once refused.
-pub async fn revoke_api_token(pool: &Db, user: &User, id: &str) -> Result<()> {
+/// Revokes the user's API token `id` (as [`list_api_tokens`] names it): at once refused, and
+/// the streams it opened end.
+pub async fn revoke_api_token(app: &App, user: &User, id: &str) -> Result<()> {
     if i64::try_from(id.len()).ok() != Some(TOKEN_ID_DIGITS) {
         return Err(Error::NotFound(format!("no API token {id}")));
     }
@@ -513,11 +515,12 @@ pub async fn revoke_api_token(pool: &Db, user: &User, id: &str) -> Result<()> {
             .bind(user.id)
             .bind(TOKEN_ID_DIGITS)
             .bind(id)
-            .execute(pool)
+            .execute(&app.pool)
             .await?;
     if done.rows_affected() == 0 {
         return Err(Error::NotFound(format!("no API token {id}")));
     }
+    crate::streams::revoked(app, user.id).await;
     Ok(())
 }
 
@@ -636,17 +639,49 @@ async fn user_by(pool: &Db, sql: &'static str, hash: &str) -> Result<Option<(Use
     .transpose()
 }
 
+/// What a request signed in with: the hash of its session cookie's or its API token's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A sign-in session.
+    Session(String),
+    /// An API token.
+    Token(String),
+}
+
+/// The user of an API token's hash (with `$2`, the time, unused).
+const BY_TOKEN: &str = "SELECT u.id, u.username, u.role, u.disabled FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND $2 >= 0";
+
+/// The user of a session's hash, while it lasts.
+const BY_SESSION: &str = "SELECT u.id, u.username, u.role, u.disabled FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires > $2";
+
+/// Whether `credential` still signs its user in (its session or token is there, the account is
+/// neither disabled nor pending), as [`authenticate`] would find.
+pub async fn still_signs_in(app: &App, credential: &Credential) -> Result<bool> {
+    let found = match credential {
+        Credential::Session(hash) => user_by(&app.pool, BY_SESSION, hash).await?,
+        Credential::Token(hash) => user_by(&app.pool, BY_TOKEN, hash).await?,
+    };
+    Ok(found.is_some_and(|(user, disabled)| refuse_unusable(&user, disabled).is_ok()))
+}
+
 /// The signed-in user of a request: by its bearer token, else by its session cookie (then a
 /// state-changing request must come from this server's own pages).
 pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Result<User> {
-    let user = if let Some(token) = bearer(headers) {
-        user_by(
-            &app.pool,
-            "SELECT u.id, u.username, u.role, u.disabled FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1 AND $2 >= 0",
-            &token_hash(&token),
-        )
-        .await?
-        .ok_or_else(|| Error::Unauthorized("the API token is not valid".into()))?
+    Ok(authenticate_by(app, method, headers).await?.0)
+}
+
+/// [`authenticate`], with what the request signed in with.
+pub async fn authenticate_by(
+    app: &App,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(User, Credential)> {
+    let (user, credential) = if let Some(token) = bearer(headers) {
+        let hash = token_hash(&token);
+        let user = user_by(&app.pool, BY_TOKEN, &hash)
+            .await?
+            .ok_or_else(|| Error::Unauthorized("the API token is not valid".into()))?;
+        (user, Credential::Token(hash))
     } else if let Some(token) = cookie_token(headers) {
         check_origin(method, headers)?;
         let hash = token_hash(&token);
@@ -670,7 +705,7 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
                 )
                 .bind(t)
                 .bind(t + SESSION_IDLE.as_secs() as i64)
-                .bind(hash),
+                .bind(&hash),
             )
             .await?;
         }
@@ -679,16 +714,28 @@ pub async fn authenticate(app: &App, method: &Method, headers: &HeaderMap) -> Re
             username,
             role: Role::parse(&role)?,
         };
-        (user, disabled != 0)
+        ((user, disabled != 0), Credential::Session(hash))
     } else {
         return Err(Error::Unauthorized("not signed in".into()));
     };
     refuse_unusable(&user.0, user.1)?;
-    Ok(user.0)
+    Ok((user.0, credential))
 }
 
 /// The extractor of the signed-in user.
 pub struct Authed(pub User);
+
+/// The extractor of the signed-in user and what it signed in with.
+pub struct AuthedBy(pub User, pub Credential);
+
+impl FromRequestParts<Arc<App>> for AuthedBy {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self> {
+        let (user, credential) = authenticate_by(app, &parts.method, &parts.headers).await?;
+        Ok(AuthedBy(user, credential))
+    }
+}
 
 impl FromRequestParts<Arc<App>> for Authed {
     type Rejection = Error;

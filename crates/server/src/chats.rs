@@ -25,10 +25,15 @@ use crate::world::{ChatWorld, grants_text, user_grants, user_view};
 const BROADCAST_CAPACITY: usize = 4096;
 
 mod cut;
+mod halt;
 mod hub;
+mod replay;
 mod shared;
+pub use halt::halt_user;
 pub use hub::{Hub, flush};
-pub use shared::{Act, answer_ask, keep_leases, listen, record_ask};
+pub use replay::start as stream_start;
+pub use replay::{REPLAY_MAX, Start, newest_event};
+pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked, record_ask};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
@@ -55,6 +60,7 @@ fn model_link(app: &App, model: &str) -> Result<Arc<harness_model::ModelClient>>
             .link(model)
             .map_err(|e| Error::Model(e.to_string()))?,
     );
+    crate::slots::fix(app, link.as_ref());
     links.insert(model.to_owned(), link.clone());
     Ok(link)
 }
@@ -165,6 +171,8 @@ pub struct Chats {
     live: Mutex<HashMap<String, Arc<Live>>>,
     /// Woken whenever a run here ends.
     ended: tokio::sync::Notify,
+    /// Runs cancelled because their account can no longer sign in: marked `interrupted`.
+    interrupted: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Chats {
@@ -254,6 +262,22 @@ impl Chats {
     /// Whether no chat has a session in this process.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Marks the run `run` to be recorded `interrupted` when its cancelled turn ends.
+    fn interrupt(&self, run: &str) {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(run.to_owned());
+    }
+
+    /// Whether the run `run` was marked to be recorded `interrupted` (forgotten now).
+    fn take_interrupted(&self, run: &str) -> bool {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(run)
     }
 
     /// The run going on in `chat` here, if any.
@@ -573,6 +597,7 @@ fn drive(
         begun: std::sync::atomic::AtomicU64::new(0),
     });
     app.chats.insert(chat, live.clone());
+    crate::slots::line_up(app, chat, user_id);
     let chat_id = chat.to_owned();
     let (app2, run2, chat2) = (app.clone(), live.run.clone(), chat_id.clone());
     let live2 = Arc::downgrade(&live);
@@ -738,8 +763,10 @@ async fn pump(
         .append(user_id, chat, run_id.as_deref(), value)
         .await?;
     if let (Out::Event(Event::TurnEnded { reason }), Some(r)) = (&o, &run_id) {
-        // A run the server's shutdown cancelled was interrupted, not stopped by its user.
-        let status = if app.is_stopping() && matches!(reason, TurnEnd::Cancelled) {
+        // A run the server's shutdown cancelled, or whose account can no longer sign in, was
+        // interrupted, not stopped by its user.
+        let halted = app.chats.take_interrupted(r);
+        let status = if (app.is_stopping() || halted) && matches!(reason, TurnEnd::Cancelled) {
             "interrupted"
         } else {
             status_of(reason)
@@ -942,6 +969,7 @@ pub async fn stop(app: &Arc<App>, user: &User, id: &str) -> Result<String> {
     let act = Act::Stop {
         chat: chat.clone(),
         run: id.to_owned(),
+        interrupted: false,
     };
     match app.chats.get(&chat) {
         Some(l) if current(&l.run).as_deref() == Some(id) => {
@@ -964,9 +992,14 @@ pub fn carry_out(app: &App, act: &Act) -> Result<()> {
         return Ok(());
     };
     let ctl = match act {
-        Act::Stop { run, .. } => {
+        Act::Stop {
+            run, interrupted, ..
+        } => {
             if current(&live.run).as_deref() != Some(run.as_str()) {
                 return Ok(());
+            }
+            if *interrupted {
+                app.chats.interrupt(run);
             }
             Ctl::Op(Op::Cancel)
         }

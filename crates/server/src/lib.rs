@@ -24,7 +24,9 @@ pub mod redirect;
 pub mod removal;
 pub mod search;
 pub mod settings;
+pub mod slots;
 pub mod store;
+pub mod streams;
 pub mod throttle;
 pub mod world;
 
@@ -255,6 +257,8 @@ pub struct App {
     pub allow_signups: bool,
     /// The model servers' slots, shared by every chat.
     pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The model requests at once of each model server ([`slots`]).
+    pub slots: std::sync::atomic::AtomicU32,
     /// The tree's search index (the chats' `search`), kept in the database.
     pub search: Arc<search::ServerSearch>,
     /// The largest file the API reads or writes.
@@ -263,6 +267,8 @@ pub struct App {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Set when the runs have ended at shutdown: the event streams close.
     pub closed: tokio::sync::watch::Sender<bool>,
+    /// The event streams open here, by user.
+    pub streams: streams::Streams,
 }
 
 impl App {
@@ -370,15 +376,18 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         secure_cookie: config.secure_cookie,
         allow_signups: config.allow_signups,
         capacity: chats::capacity()?,
+        slots: std::sync::atomic::AtomicU32::new(slots::DEFAULT_SLOTS),
         search,
         max_file_bytes,
         stopping: std::sync::atomic::AtomicBool::new(false),
         closed: tokio::sync::watch::Sender::new(false),
+        streams: streams::Streams::default(),
     });
     if let (Some(url), true) = (&config.database_url, app.hub.shared()) {
         chats::listen(app.clone(), url.clone()).await?;
     }
     app.hub.ready().await?;
+    slots::refresh(&app).await?;
     let recovered = chats::recover(&app).await?;
     if recovered > 0 {
         eprintln!(

@@ -60,6 +60,8 @@ async fn change(
         .execute(&app.pool)
         .await?
         .rows_affected();
+    // The streams those sessions opened end now (this one's stay).
+    crate::streams::revoked(&app, user.id).await;
     Ok(Json(json!({"changed": true, "sessions_ended": ended})))
 }
 
@@ -85,5 +87,6 @@ async fn reset(
         ));
     }
     auth::reset_password(&app.pool, id, &body.password).await?;
+    crate::streams::revoked(&app, id).await;
     Ok(Json(json!({"id": id, "username": name, "reset": true})))
 }

@@ -63,6 +63,8 @@ async fn sign_out(app: &App, id: i64) -> Result<()> {
     ] {
         sqlx::query(sql).bind(id).execute(&app.pool).await?;
     }
+    // Its open event streams end at once, here and in the other processes.
+    crate::streams::revoked(app, id).await;
     Ok(())
 }
 

@@ -730,17 +730,30 @@ class ChatView {
     document.body.dataset.context = used === null ? "" : String(used);
   }
 
-  // One stream for the page; it resumes after the last event shown, and the browser sends
+  // One stream for the page; it goes on after the newest event the server had when the chat
+  // was read (`stream_after`: the chat's history came with the chat), and the browser sends
   // Last-Event-ID itself when it reconnects. It names the chat: while it is open the chat has a
-  // page (its `show` viewer and its `python`).
+  // page (its `show` viewer and its `python`). A stream that asked for more than the server
+  // replays says `stream_reset`: the page is read again. A stream the server closed for good
+  // (signed out, or a newer page took its place) says why and is not opened again.
   follow() {
-    const es = new EventSource(`/api/events?after=${this.last}&chat=${encodeURIComponent(this.chat.id)}`);
+    const after = this.chat.stream_after ?? this.last;
+    const es = new EventSource(`/api/events?after=${after}&chat=${encodeURIComponent(this.chat.id)}`);
     es.onmessage = (m) => {
       let e;
       try { e = JSON.parse(m.data); } catch { return; }
+      if (e.event && e.event.type === "stream_reset") { es.close(); location.reload(); return; }
       sideBarFollow(e);
       if (e.chat === this.chat.id) this.apply(e);
     };
+    es.addEventListener("closed", (m) => {
+      es.close();
+      document.body.dataset.stream = "closed";
+      let why = {};
+      try { why = JSON.parse(m.data); } catch { /* said nothing */ }
+      if (why.reason === "signed_out") { location.assign("/login"); return; }
+      alertBox.textContent = why.text || "This page no longer follows the chat: reload it.";
+    });
     es.onopen = () => { document.body.dataset.stream = "open"; };
     es.onerror = () => { document.body.dataset.stream = "reconnecting"; };
     this.es = es;

@@ -22,6 +22,9 @@ use crate::page::{AskKind, Settled};
 /// The channel of the person's acts on chats: [`Act`] as JSON.
 pub const ACTS_CHANNEL: &str = "llembas_acts";
 
+/// The channel of the users whose sign-ins changed: `INSTANCE USER`.
+pub const REVOKED_CHANNEL: &str = "llembas_revoked";
+
 /// A person's act on a chat, for the process whose session of the chat is live.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "act", rename_all = "snake_case")]
@@ -32,6 +35,9 @@ pub enum Act {
         chat: String,
         /// The run.
         run: String,
+        /// Marked `interrupted`, not `stopped`: its account can no longer sign in.
+        #[serde(default)]
+        interrupted: bool,
     },
     /// Answer a permission question.
     Answer {
@@ -97,7 +103,9 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
     let mut listener = PgListener::connect(&url)
         .await
         .map_err(|e| Error::Database(format!("{}: {e}", crate::db::shown_url(&url))))?;
-    listener.listen_all([EVENTS_CHANNEL, ACTS_CHANNEL]).await?;
+    listener
+        .listen_all([EVENTS_CHANNEL, ACTS_CHANNEL, REVOKED_CHANNEL])
+        .await?;
     settle_asks(&app);
     let mut closed = app.closed.subscribe();
     tokio::spawn(async move {
@@ -116,6 +124,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             };
             let result = match notice.channel() {
                 EVENTS_CHANNEL => events_notice(&app, notice.payload()).await,
+                REVOKED_CHANNEL => revoked_notice(&app, notice.payload()),
                 _ => acts_notice(&app, notice.payload()).await,
             };
             if let Err(e) = result {
@@ -123,6 +132,34 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             }
         }
     });
+    Ok(())
+}
+
+/// Tells every other process of the database that the sign-ins of `user_id` changed (their
+/// streams of the user check their credentials). On SQLite there is no other process.
+pub async fn publish_revoked(app: &App, user_id: i64) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(REVOKED_CHANNEL)
+        .bind(format!("{} {user_id}", app.instance))
+        .execute(&app.pool)
+        .await?;
+    Ok(())
+}
+
+/// `INSTANCE USER`: another process changed the user's sign-ins.
+fn revoked_notice(app: &App, payload: &str) -> Result<()> {
+    let user = payload
+        .split_once(' ')
+        .filter(|(from, _)| *from != app.instance)
+        .map(|(_, user)| user.parse::<i64>())
+        .transpose()
+        .map_err(|_| Error::Stored(format!("a revocation notice {payload:?}")))?;
+    if let Some(user) = user {
+        app.streams.pulse(user);
+    }
     Ok(())
 }
 
@@ -305,6 +342,12 @@ pub fn keep_leases(app: Arc<App>) {
             if let Err(e) = renew(&app).await {
                 eprintln!("llembas-server: renewing the runs' leases: {e}");
             }
+            // Another process may have changed the admin's figure of the model's slots.
+            if app.hub.shared()
+                && let Err(e) = crate::slots::refresh(&app).await
+            {
+                eprintln!("llembas-server: reading the model's slots: {e}");
+            }
             if app.hub.shared() && !app.is_stopping() {
                 match super::recover(&app).await {
                     Ok(0) => {}
@@ -363,7 +406,14 @@ async fn renew(app: &App) -> Result<()> {
         if !held.contains(&run) && taken_over(app, &run).await? {
             // Another process took it over (this one was away longer than its lease): it must
             // not go on writing beside the one that closed it.
-            super::carry_out(app, &Act::Stop { chat, run })?;
+            super::carry_out(
+                app,
+                &Act::Stop {
+                    chat,
+                    run,
+                    interrupted: false,
+                },
+            )?;
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use harness_test_support::ScriptedServer;
 use serde_json::json;
 
-use super::{Client, Server};
+use super::{Client, Server, run_end, text};
 
 fn add(args: &[&str], password: &str) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_llembas-server"))
@@ -203,6 +203,67 @@ async fn sign_in_sessions_tokens_and_their_refusals() {
     assert!(again.set_cookie.as_deref().unwrap().contains("Max-Age=0"));
     let mut before = before;
     assert_eq!(before.get("/api/auth/me").await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_ends_when_what_opened_it_no_longer_signs_in() {
+    let model = ScriptedServer::start(vec![text(&["still ", "here"])])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut admin = server.admin().await;
+    let mut alice = server.user("alice").await;
+    // This stream's session is never revoked: it goes on until the account is disabled.
+    let mut kept = alice.events(None).await;
+
+    // Sign-out.
+    let mut other = server.login("alice", "alice-password").await;
+    let mut stream = other.events(None).await;
+    let (status, _) = other.post("/api/auth/logout", json!({})).await;
+    assert_eq!(status, 200);
+    let said = stream.ends().await;
+    assert!(said.contains("event: closed"), "{said}");
+
+    // A session revoked from another.
+    let other = server.login("alice", "alice-password").await;
+    let mut stream = other.events(None).await;
+    let (_, sessions) = alice.get("/api/auth/sessions").await;
+    for s in sessions.as_array().unwrap() {
+        if s["current"] == false {
+            let id = s["id"].as_str().unwrap();
+            assert_eq!(
+                alice.delete(&format!("/api/auth/sessions/{id}")).await.0,
+                200
+            );
+        }
+    }
+    stream.ends().await;
+
+    // An API token revoked.
+    let (_, t) = alice.post("/api/tokens", json!({})).await;
+    let mut script = Client::anonymous(&server.base);
+    script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    let mut stream = script.events(None).await;
+    let (_, list) = alice.get("/api/tokens").await;
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(alice.delete(&format!("/api/tokens/{id}")).await.0, 200);
+    stream.ends().await;
+
+    // The stream of the session still signed in goes on.
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "are you there").await;
+    let got = kept.until(run_end(&run)).await;
+    assert_eq!(got.last().unwrap().data["event"]["status"], "finished");
+
+    // The account disabled.
+    let (_, me) = alice.get("/api/auth/me").await;
+    let id = me["id"].as_i64().unwrap();
+    let (status, body) = admin
+        .patch(&format!("/api/admin/users/{id}"), json!({"disabled": true}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    kept.ends().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,6 +527,7 @@ async fn a_user_changes_their_password_and_their_other_sign_ins_end() {
     let (_, t) = there.post("/api/tokens", json!({})).await;
     let mut script = Client::anonymous(&server.base);
     script.bearer = Some(t["token"].as_str().unwrap().to_owned());
+    let mut theirs = there.events(None).await;
 
     let (status, body) = here
         .post(
@@ -491,6 +553,9 @@ async fn a_user_changes_their_password_and_their_other_sign_ins_end() {
         (status, body),
         (200, json!({"changed": true, "sessions_ended": 1}))
     );
+    // The stream the other sign-in opened ends with it.
+    let said = theirs.ends().await;
+    assert!(said.contains("event: closed"), "{said}");
     assert_eq!(here.get("/api/auth/me").await.0, 200, "this sign-in stays");
     assert_eq!(there.get("/api/auth/me").await.0, 401, "the other ended");
     assert_eq!(script.get("/api/auth/me").await.0, 200, "tokens stay");

@@ -1,12 +1,13 @@
 //! Accounts past sign-in: sign-in sessions listed and revoked per user, sign-ups (off by default,
 //! pending when on, approved by an admin), and the admin's routes — users, roles, disabling,
-//! grants, the models users may use — none of which reads another user's chats.
+//! grants, the models users may use, the model's slots (4 by default, shared fairly by users)
+//! — none of which reads another user's chats; a disabled account's run ends at once.
 
 use harness_test_support::ScriptedServer;
 use serde_json::{Value, json};
 
 use super::postgres::Postgres;
-use super::{Client, Server, run_end, text};
+use super::{Client, Server, text, tool_call};
 
 async fn user_id(c: &mut Client) -> i64 {
     c.get("/api/auth/me").await.1["id"].as_i64().unwrap()
@@ -565,9 +566,12 @@ async fn delete_user(db: Option<String>) {
     assert_eq!(body["username"], "bob");
     assert!(body["trash"].is_string(), "{body}");
 
-    // The run was stopped before the account went; nothing of bob answers any more.
-    let ended = stream.until(run_end(&run)).await;
-    assert_eq!(ended.last().unwrap().data["event"]["status"], "stopped");
+    // Bob's stream was closed as he was signed out, and his run stopped before the account
+    // went; nothing of bob answers any more.
+    let said = stream.closes().await;
+    assert!(said.contains("event: closed"), "{said}");
+    let _ = &run;
+    assert!(server.app.chats.running().is_empty());
     assert_eq!(bob.get("/api/auth/me").await.0, 401);
     assert_eq!(script.get("/api/auth/me").await.0, 401);
     let mut anon = Client::anonymous(&server.base);
@@ -610,4 +614,182 @@ async fn delete_user(db: Option<String>) {
     let (status, _) = new_bob.get("/api/files/content?path=notes.md").await;
     assert_eq!(status, 404, "the new bob does not get the old one's files");
     assert_eq!(alice.get("/api/auth/me").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_users_run_ends_at_once_and_calls_no_more_tools() {
+    // The model calls a tool, is busy with its next answer when the account is disabled, and
+    // would call another after it.
+    let model = ScriptedServer::start(vec![
+        tool_call("c1", "write", json!({"path": "one.md", "content": "one\n"})),
+        text(&["and ", "now"]).stalling(),
+        tool_call(
+            "c3",
+            "write",
+            json!({"path": "three.md", "content": "three\n"}),
+        ),
+        text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let mut alice = server.user("alice").await;
+    let alice_id = user_id(&mut alice).await;
+    let (status, body) = alice.post("/api/chats", json!({"mode": "auto"})).await;
+    assert_eq!(status, 201, "{body}");
+    let chat = body["id"].as_str().unwrap().to_owned();
+    let mut stream = alice.events(None).await;
+    let run = alice.say(&chat, "write one.md, then three.md").await;
+    stream
+        .until(|e| e.kind() == "text_delta" && e.data["run"] == run)
+        .await;
+    assert!(server.tree().join("home/alice/one.md").exists());
+
+    let (status, body) = root
+        .patch(
+            &format!("/api/admin/users/{alice_id}"),
+            json!({"disabled": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // The run ends (a guard of a minute against a hang), recorded as interrupted.
+    let mut status = String::from("running");
+    for _ in 0..600 {
+        llembas_server::chats::flush(&server.app.pool).await;
+        status = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+            .bind(&run)
+            .fetch_one(&server.app.pool)
+            .await
+            .unwrap();
+        if status != "running" && server.app.chats.running().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "interrupted");
+    assert!(server.app.chats.running().is_empty());
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model request after the disable"
+    );
+    assert_eq!(model.replies_left(), 2);
+    assert!(!server.tree().join("home/alice/three.md").exists());
+    let (status, _) = alice
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "go on"}),
+        )
+        .await;
+    assert_eq!(status, 401, "signed out; no new run");
+}
+
+/// What the user last said in a model request's body.
+fn asked(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// Waits until the model has had `n` requests (a guard of a minute against a hang).
+async fn requests_reach(model: &ScriptedServer, n: usize) {
+    for _ in 0..600 {
+        if model.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the model had {} requests, not {n}, within a minute",
+        model.requests().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_four_users_questions_reach_the_model_at_once() {
+    let model = ScriptedServer::start(
+        (0..4)
+            .map(|_| text(&["thinking"]).stalling())
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let (status, body) = root.get("/api/admin/capacity").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"slots": 4, "set": null, "default": 4}));
+    for name in ["ann", "bea", "cid", "dot"] {
+        let mut user = server.user(name).await;
+        let chat = user.chat().await;
+        user.say(&chat, &format!("{name} asks")).await;
+    }
+    // Each answer goes on (stalls): all four are at the model together.
+    requests_reach(&model, 4).await;
+    assert_eq!(server.app.chats.running().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_burst_does_not_keep_another_users_one_question_waiting() {
+    let model = ScriptedServer::start(vec![text(&["long ", "answer"]).stalling()])
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        model.push(text(&["Done."]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut root = server.admin().await;
+    let mut ann = server.user("ann").await;
+    let mut bob = server.user("bob").await;
+    let (status, body) = root
+        .put_json("/api/admin/capacity", json!({"slots": 0}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(ann.get("/api/admin/capacity").await.0, 403);
+    let (status, body) = root
+        .put_json("/api/admin/capacity", json!({"slots": 1}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["slots"], 1);
+
+    // Ann's first question holds the one slot; three more of hers wait, then bob's one.
+    let mut anns = ann.events(None).await;
+    let mut bobs = bob.events(None).await;
+    let mut runs = Vec::new();
+    let first_chat = ann.chat().await;
+    let first = ann.say(&first_chat, "ann 0").await;
+    anns.until(|e| e.kind() == "text_delta").await;
+    for i in 1..4 {
+        let chat = ann.chat().await;
+        let run = ann.say(&chat, &format!("ann {i}")).await;
+        anns.until(|e| e.kind() == "notice" && e.data["run"] == run)
+            .await;
+        runs.push(run);
+    }
+    let bobs_chat = bob.chat().await;
+    let bobs_run = bob.say(&bobs_chat, "bob's one question").await;
+    bobs.until(|e| e.kind() == "notice" && e.data["run"] == bobs_run)
+        .await;
+
+    // The slot freed goes to bob, who holds none, before ann's next.
+    let (status, _) = ann
+        .post(&format!("/api/runs/{first}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202);
+    bobs.until(super::run_end(&bobs_run)).await;
+    for run in &runs {
+        anns.until(super::run_end(run)).await;
+    }
+    let order: Vec<String> = model.bodies().iter().map(asked).collect();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert!(order[1].contains("bob's one question"), "{order:?}");
 }

@@ -271,7 +271,8 @@ async fn crash(db: Option<String>) {
     let server = Server::start_on(dir.path(), &model.base_url(), db.as_deref());
     let mut alice = server.login("alice", "alice-password").await;
     // On SQLite the restart marks it at once; on PostgreSQL once the dead one's lease ran out.
-    let mut stream = alice.events(None).await;
+    // The stream goes on after what the first one saw.
+    let mut stream = alice.events(Some(seen_last)).await;
     stream.until(run_end(&run)).await;
     drop(stream);
     let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
@@ -316,8 +317,10 @@ async fn a_crash_while_the_answer_streams_keeps_what_the_person_saw_of_it() {
     let chat = alice.chat().await;
     let run = alice.say(&chat, "tell me").await;
     let mut shown = String::new();
+    let mut seen = 0;
     while shown != "Half an answer" {
         let got = stream.until(|e| e.kind() == "text_delta").await;
+        seen = got.last().unwrap().id;
         shown.push_str(got.last().unwrap().data["event"]["text"].as_str().unwrap());
     }
     // What reached the stream is stored before the crash (on SQLite a moment after it is sent).
@@ -327,7 +330,7 @@ async fn a_crash_while_the_answer_streams_keeps_what_the_person_saw_of_it() {
 
     let server = Server::start(dir.path(), &model.base_url());
     let mut alice = server.login("alice", "alice-password").await;
-    let mut stream = alice.events(None).await;
+    let mut stream = alice.events(Some(seen)).await;
     stream.until(run_end(&run)).await;
     let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
     let transcript = got["messages"].as_array().unwrap();
@@ -628,4 +631,89 @@ async fn many_runs(db: Option<String>) {
             assert_eq!(said, "a b c d.");
         }
     }
+}
+
+/// Appends `n` events of the user `user_id` to `chat` through the event log; the last's id.
+async fn notes(server: &Server, user_id: i64, chat: &str, n: usize) -> i64 {
+    let mut last = 0;
+    for i in 0..n {
+        let stored = server
+            .app
+            .hub
+            .append(user_id, chat, None, json!({"type": "note", "n": i}))
+            .await
+            .unwrap();
+        last = stored.id;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_replays_what_last_event_id_asks_for_and_no_more_than_its_bound() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let id = alice.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+    let chat = alice.chat().await;
+    let second = notes(&server, id, &chat, 2).await;
+    notes(&server, id, &chat, 1).await;
+
+    // Asking for nothing, a stream sends nothing old: its first event is a new one.
+    let mut fresh = alice.events(None).await;
+    let new = notes(&server, id, &chat, 1).await;
+    assert_eq!(fresh.next().await.id, new);
+    // The chat says where a page's stream goes on from.
+    let (_, got) = alice.get(&format!("/api/chats/{chat}?messages=0")).await;
+    assert_eq!(got["stream_after"], new);
+
+    // Asking after an event, it replays what came after it.
+    let mut resumed = alice.events(Some(second)).await;
+    let replayed: Vec<i64> = vec![resumed.next().await.id, resumed.next().await.id];
+    assert_eq!(replayed, vec![second + 1, new]);
+
+    // Asking for more than the bound, it says to read the state again, then goes on live.
+    let newest = notes(
+        &server,
+        id,
+        &chat,
+        llembas_server::chats::REPLAY_MAX as usize + 5,
+    )
+    .await;
+    let mut behind = alice.events(Some(new)).await;
+    let reset = behind.next().await;
+    assert_eq!(reset.kind(), "stream_reset", "{:?}", reset.data);
+    assert_eq!(reset.id, newest);
+    let live = notes(&server, id, &chat, 1).await;
+    assert_eq!(behind.next().await.id, live);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_stream_past_the_cap_closes_their_oldest_and_no_one_elses() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let alice_id = alice.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+    let bob_id = bob.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+    let alices_chat = alice.chat().await;
+    let bobs_chat = bob.chat().await;
+    let mut bobs = bob.events(None).await;
+    let mut streams = Vec::new();
+    for _ in 0..llembas_server::streams::MAX_STREAMS {
+        streams.push(alice.events(None).await);
+    }
+    let mut newest = alice.events(None).await;
+    let said = streams[0].ends().await;
+    assert!(
+        said.contains("event: closed") && said.contains("too_many_streams"),
+        "{said}"
+    );
+    // The others, the new one and bob's go on.
+    let note = notes(&server, alice_id, &alices_chat, 1).await;
+    assert_eq!(newest.next().await.id, note);
+    assert_eq!(streams[1].next().await.id, note);
+    let note = notes(&server, bob_id, &bobs_chat, 1).await;
+    assert_eq!(bobs.next().await.id, note);
 }

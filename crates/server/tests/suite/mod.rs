@@ -338,6 +338,34 @@ impl Events {
         }
     }
 
+    /// Reads to the stream's end (a guard of a minute against a hang, keep-alives or not): what
+    /// it sent meanwhile, which holds no event with an id.
+    pub async fn ends(&mut self) -> String {
+        let said = self.closes().await;
+        assert!(
+            !said.lines().any(|l| l.starts_with("id:")),
+            "the stream sent events before it ended: {said}"
+        );
+        said
+    }
+
+    /// Reads to the stream's end (a guard of a minute against a hang): all it sent meanwhile,
+    /// events included.
+    pub async fn closes(&mut self) -> String {
+        use futures_util::StreamExt;
+        let guard = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let piece = tokio::time::timeout_at(guard, self.body.next())
+                .await
+                .expect("the stream did not end within a minute");
+            match piece {
+                Some(Ok(p)) => self.buf.push_str(&String::from_utf8_lossy(&p)),
+                Some(Err(_)) | None => break,
+            }
+        }
+        std::mem::take(&mut self.buf)
+    }
+
     /// Events up to and including the first that `stop` accepts.
     pub async fn until(&mut self, stop: impl Fn(&Ev) -> bool) -> Vec<Ev> {
         let mut got = Vec::new();

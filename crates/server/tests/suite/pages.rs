@@ -82,11 +82,11 @@ async fn the_pages_are_served_with_a_strict_csp_nosniff_and_cached_assets() {
     let mut c = c;
     let (status, body) = c.get("/ui/0000/secret.txt").await;
     assert_eq!(status, 404, "{body}");
-    // The server's front page leads to the chats.
+    // The server's front page is the app.
     let (status, front) = c.get("/").await;
     assert_eq!(status, 200);
     assert!(
-        front.as_str().unwrap().contains("<a href=\"/chats\">"),
+        front.as_str().unwrap().contains("<script type=\"module\""),
         "{front}"
     );
 }

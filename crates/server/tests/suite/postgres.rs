@@ -6,7 +6,8 @@
 //! database's migrations, and two server processes serving one user: a run started through
 //! one, streamed, answered and stopped through the other, its question answered through the
 //! other (once), a `show` settled when its page went refused through the other, and taken over
-//! as interrupted when its process dies.
+//! as interrupted when its process dies; a stream of one process ended by a sign-out through the
+//! other.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt as _;
@@ -505,4 +506,30 @@ async fn a_run_whose_process_dies_is_taken_over_as_interrupted_by_the_other() {
         Some(&"turn_ended"),
         "the cut turn closed: {kinds:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_one_process_ends_when_its_session_is_signed_out_through_the_other() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let Pair {
+        a: _a,
+        b: _b,
+        on_a,
+        on_b,
+        dir: _dir,
+    } = pair("revoked", &model, &[]).await;
+    let mut stream = on_b.events(None).await;
+    let mut kept = on_a.events(None).await;
+    // B's session, signed out through A.
+    let mut through_a = on_b.clone();
+    through_a.base = on_a.base.clone();
+    let (status, _) = through_a.post("/api/auth/logout", json!({})).await;
+    assert_eq!(status, 200);
+    stream.ends().await;
+    // A's own session still streams.
+    let mut on_a = on_a;
+    let chat = on_a.chat().await;
+    model.push(text(&["fine"]));
+    let run = on_a.say(&chat, "still there?").await;
+    kept.until(run_end(&run)).await;
 }
