@@ -1376,11 +1376,13 @@ async function filesPage() {
         d.children.append(li);
       } else {
         const li = $("li", { class: "file", "data-path": path });
-        const name = $("button", { type: "button", class: "name", text: shownName(e.name), onclick: () => open(path) });
-        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path, e.name) });
+        const name = $("button", { type: "button", class: "name", text: shownName(e.name), title: shownName(e.name), onclick: () => open(path, e.size) });
+        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path) });
         li.append($("div", { class: "row" }, $("span", { class: "toggle" }), name, level, ...marks, down));
         d.children.append(li);
       }
+      const li = d.children.lastElementChild;
+      if (e.level === "stage" || e.level === "commit") changeButtons(d, li, e.name, path);
     }
     if (!v.entries.length) d.children.append($("li", { class: "muted", text: v.truncated ? "(too many entries to list)" : "(empty)" }));
   }
@@ -1389,31 +1391,133 @@ async function filesPage() {
     return (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
   }
 
-  async function open(path) {
+  const rawUrl = (path, inline) => `/api/files/raw?path=${encodeURIComponent(path)}${inline ? "&inline=1" : ""}`;
+  const IMAGE = /\.(png|jpe?g|gif|webp|avif|bmp)$/i;
+
+  function opened(path, body) {
+    viewer.replaceChildren($("div", { class: "openedhead" },
+      $("h3", { class: "opened", text: shownName(path) }),
+      $("button", { type: "button", class: "download", text: "Download", onclick: () => download(path) })), body);
+  }
+
+  async function open(path, size) {
     alertBox.textContent = "";
+    if (IMAGE.test(path)) {
+      opened(path, $("img", { class: "shown-image", src: rawUrl(path, true), alt: shownName(path) }));
+      return;
+    }
     try {
       const text = await read(path);
-      const body = /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text });
-      viewer.replaceChildren($("h3", { class: "opened", text: shownName(path) }), body);
+      opened(path, /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text }));
     } catch (e) {
-      alertBox.textContent = e.message;
+      if (e.status !== 409 || !/binary|UTF-8/i.test(e.message)) {
+        alertBox.textContent = e.message;
+        return;
+      }
+      const bytes = size === undefined || size === null ? "" : `, ${size} bytes`;
+      opened(path, $("p", { class: "binary" }, `binary file${bytes} — `,
+        $("a", { href: rawUrl(path, false), download: "", class: "binarydownload", text: "Download" })));
     }
   }
 
-  async function download(path, name) {
+  function download(path) {
     alertBox.textContent = "";
+    const a = $("a", { href: rawUrl(path, false), download: "", class: "hidden-link" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    document.body.dataset.downloaded = path;
+  }
+
+  // Rename (✎: a line for the new name, Enter moves it) and delete (×, asked first: to the trash).
+  function changeButtons(d, li, name, path) {
+    const row = li.querySelector(":scope > .row");
+    const rename = $("button", {
+      type: "button", class: "rename", text: "✎", title: `Rename ${shownName(name)}`,
+      onclick: () => {
+        const input = $("input", { class: "newname", value: name, "aria-label": "New name" });
+        const again = () => load(d);
+        input.addEventListener("keydown", async (ev) => {
+          if (ev.key === "Escape") { ev.preventDefault(); await again(); }
+          if (ev.key !== "Enter") return;
+          ev.preventDefault();
+          const to = input.value.trim();
+          if (!to || to === name) { await again(); return; }
+          try {
+            await api("POST", "/api/files/move", { from: path, to: to.startsWith("/") ? to : entryPath(d.path, to) });
+            await again();
+          } catch (err) { alertBox.textContent = err.message; }
+        });
+        row.replaceChildren($("span", { class: "toggle" }), input);
+        input.focus();
+        input.select();
+      },
+    });
+    const del = $("button", {
+      type: "button", class: "delete", text: "×", title: `Delete ${shownName(name)}`,
+      onclick: () => {
+        const yes = $("button", {
+          type: "button", class: "danger confirm", text: "To the trash",
+          onclick: async () => {
+            try {
+              await api("DELETE", `/api/files?path=${encodeURIComponent(path)}`);
+              if (viewer.querySelector(".opened")?.textContent === shownName(path)) viewer.replaceChildren();
+            } catch (err) { alertBox.textContent = err.message; }
+            await load(d);
+          },
+        });
+        row.replaceChildren($("span", { class: "toggle" }), $("span", { class: "muted", text: `Delete “${shownName(name)}”?` }), yes,
+          $("button", { type: "button", text: "Keep", onclick: () => load(d) }));
+      },
+    });
+    row.append(rename, del);
+  }
+
+  // The trash: what the user deleted from places they may change, each restorable; emptied for good.
+  async function showTrash() {
+    alertBox.textContent = "";
+    let v;
     try {
-      const text = await read(path);
-      const url = URL.createObjectURL(new Blob([text], { type: "application/octet-stream" }));
-      const a = $("a", { href: url, download: name, class: "hidden-link" });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10_000);
-      document.body.dataset.downloaded = path;
+      v = await api("GET", "/api/trash");
     } catch (e) {
       alertBox.textContent = e.message;
+      return;
     }
+    const list = $("ul", { class: "trash", id: "trashlist" });
+    for (const item of v.items) {
+      list.append($("li", { "data-path": item.path },
+        $("code", { class: "trashpath", text: shownName(item.path), title: shownName(item.path) }),
+        $("button", {
+          type: "button", class: "restore", text: "Restore",
+          onclick: async () => {
+            try {
+              await api("POST", `/api/trash/${encodeURIComponent(item.id)}/restore`);
+              await reloadTree();
+            } catch (e) { alertBox.textContent = e.message; }
+            await showTrash();
+          },
+        })));
+    }
+    if (!v.items.length) list.append($("li", { class: "muted", text: "The trash is empty." }));
+    const empty = $("button", {
+      type: "button", class: "danger", id: "emptytrash", text: "Empty the trash", disabled: !v.items.length,
+      onclick: () => {
+        const yes = $("button", {
+          type: "button", class: "danger confirm", text: "Delete for good",
+          onclick: async () => {
+            try { await api("DELETE", "/api/trash"); } catch (e) { alertBox.textContent = e.message; }
+            await showTrash();
+          },
+        });
+        empty.replaceWith($("span", { class: "muted", text: `Delete ${v.items.length} for good? ` }), yes,
+          $("button", { type: "button", text: "Keep", onclick: showTrash }));
+      },
+    });
+    viewer.replaceChildren($("h3", { class: "opened", text: "Trash" }), list, empty);
+  }
+
+  async function reloadTree() {
+    for (const d of dirs.values()) if (d.open) await load(d);
   }
 
   upload.addEventListener("change", async () => {
@@ -1434,7 +1538,8 @@ async function filesPage() {
   });
 
   app.replaceChildren($("div", { class: "filespage" },
-    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: `Files of ${me.username}` })),
+    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: `Files of ${me.username}` }),
+      $("button", { type: "button", id: "trashlink", text: "Trash", onclick: showTrash })),
     alertBox,
     $("div", { class: "filesbody" },
       $("div", { class: "treepane" }, tree,

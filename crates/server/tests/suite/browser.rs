@@ -1162,6 +1162,147 @@ fn the_files_page_shows_the_view_as_a_tree_with_levels_and_uploads_through_it() 
 }
 
 #[test]
+fn the_files_page_opens_binary_files_renames_deletes_to_the_trash_and_restores() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let mut bob = server.user("bob").await;
+        // bob's trashed file is not alice's to see.
+        bob.put("/api/files/content?path=bobs.txt", "b").await;
+        bob.delete("/api/files?path=bobs.txt").await;
+        std::fs::write(server.tree().join("home/alice/data.bin"), [0u8, 1, 2, 3, 4]).unwrap();
+        // A 1×1 PNG.
+        let png: [u8; 67] = [
+            137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1,
+            8, 6, 0, 0, 0, 31, 21, 196, 137, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156, 99, 0, 1, 0, 0,
+            5, 0, 1, 13, 10, 45, 180, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+        ];
+        std::fs::write(server.tree().join("home/alice/dot.png"), png).unwrap();
+        std::fs::write(server.tree().join("home/alice/old.txt"), "old\n").unwrap();
+
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        // A binary file: its size and a download, not an error.
+        find(c, "li[data-path='/home/alice/data.bin'] .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let said = until(
+            c,
+            "the binary note",
+            "return document.querySelector('#viewer .binary')?.textContent",
+        )
+        .await;
+        assert_eq!(said, "binary file, 5 bytes — Download");
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#viewer .binary a').getAttribute('href')"
+            )
+            .await,
+            "/api/files/raw?path=%2Fhome%2Falice%2Fdata.bin"
+        );
+        assert!(!page_text(c).await.contains("Binary file:"));
+        // An image is shown through the raw route.
+        find(c, "li[data-path='/home/alice/dot.png'] .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the image drawn", "const i = document.querySelector('#viewer img.shown-image'); return i && i.complete && i.naturalWidth === 1").await;
+        shot(c, "files-image").await;
+
+        // Rename old.txt to new.txt.
+        find(c, "li[data-path='/home/alice/old.txt'] .rename")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let input = find(c, "li[data-path='/home/alice/old.txt'] input.newname").await;
+        input.clear().await.unwrap();
+        input
+            .send_keys(&format!("new.txt{}", char::from(Key::Enter)))
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt']").await;
+        assert!(!server.tree().join("home/alice/old.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/new.txt")).unwrap(),
+            "old\n"
+        );
+        // Delete it: asked first, then to the trash.
+        find(c, "li[data-path='/home/alice/new.txt'] .delete")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt'] .confirm")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the file gone",
+            "return !document.querySelector(\"li[data-path='/home/alice/new.txt']\")",
+        )
+        .await;
+        assert!(!server.tree().join("home/alice/new.txt").exists());
+        // The trash: alice's entry only; restore puts it back in the tree.
+        find(c, "#trashlink").await.click().await.unwrap();
+        let items = until(c, "the trash", "const l = [...document.querySelectorAll('#trashlist li[data-path]')].map(l => l.dataset.path); return l.length && l").await;
+        assert_eq!(items, json!(["/home/alice/new.txt"]));
+        shot(c, "files-trash").await;
+        find(c, "#trashlist li[data-path='/home/alice/new.txt'] .restore")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#tree li[data-path='/home/alice/new.txt']").await;
+        until(
+            c,
+            "the trash emptied of it",
+            "return document.querySelector('#trashlist')?.textContent === 'The trash is empty.'",
+        )
+        .await;
+        assert!(server.tree().join("home/alice/new.txt").exists());
+        // Delete again and empty the trash: gone for good, bob's entry stays.
+        find(c, "li[data-path='/home/alice/new.txt'] .delete")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt'] .confirm")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the file gone",
+            "return !document.querySelector(\"li[data-path='/home/alice/new.txt']\")",
+        )
+        .await;
+        find(c, "#trashlink").await.click().await.unwrap();
+        find(c, "#trashlist li[data-path='/home/alice/new.txt']").await;
+        find(c, "#emptytrash").await.click().await.unwrap();
+        find(c, "#viewer .confirm").await.click().await.unwrap();
+        until(
+            c,
+            "the trash emptied",
+            "return document.querySelector('#trashlist')?.textContent === 'The trash is empty.'",
+        )
+        .await;
+        let (_, v) = bob.get("/api/trash").await;
+        assert_eq!(v["items"][0]["path"], "/home/bob/bobs.txt", "{v}");
+        shot(c, "files-trash-emptied").await;
+    });
+}
+
+#[test]
 fn a_second_user_cannot_open_the_first_users_chat_url() {
     run(async {
         let model = ScriptedServer::start(vec![text(&["Alice's ", "private answer."])])
