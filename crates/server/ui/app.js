@@ -544,6 +544,8 @@ async function chatPage(id) {
   app.replaceChildren(layout);
   const menu = $("button", { class: "menu", type: "button", text: "☰", title: "Chats", onclick: () => layout.classList.add("open") });
   if (!id) {
+    // At phone width the list (and its New chat) is this page, not folded behind ☰.
+    layout.classList.add("listing");
     main.append($("div", { class: "chathead" }, menu, $("h2", { text: "Chats" })),
       $("div", { class: "log" }, alertBox, $("p", { class: "empty muted", text: "Pick a chat, or start a new one." })));
     return;
@@ -634,6 +636,8 @@ class ChatView {
       if (this.log.scrollTop < 120) this.loadOlder();
     });
     this.plan = null;
+    // The plan card sits above the log, not in it: it never covers the cards scrolled under it.
+    this.planSlot = $("div", { class: "planslot", id: "planslot" });
     this.input = $("textarea", { id: "prompt", rows: 2, placeholder: "Message", "aria-label": "Message" });
     this.send = $("button", { class: "primary", type: "button", id: "send", text: "Send", onclick: () => this.submit() });
     this.input.addEventListener("keydown", (ev) => {
@@ -650,7 +654,7 @@ class ChatView {
     this.jobsList = $("div", { class: "joblist" });
     this.jobsPanel = $("section", { class: "jobs", id: "jobs", hidden: true, "aria-label": "Background jobs" },
       $("div", { class: "jobshead" }, $("strong", { text: "Background jobs" }), this.jobsCount), this.jobsList);
-    this.main.append(head, alertBox, this.log, this.jobsPanel, composer);
+    this.main.append(head, alertBox, this.planSlot, this.log, this.jobsPanel, composer);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && this.run) {
         ev.preventDefault();
@@ -703,8 +707,7 @@ class ChatView {
       this.dirty.clear();
       const log = this.log;
       const from = log.scrollHeight - log.scrollTop;
-      let at = this.olderBar.nextSibling;
-      while (at && at === this.plan) at = at.nextSibling;
+      const at = this.olderBar.nextSibling;
       for (const n of [...holder.childNodes]) log.insertBefore(n, at);
       log.scrollTop = log.scrollHeight - from;
       this.before = v.before ?? null;
@@ -922,7 +925,7 @@ class ChatView {
         const folded = this.plan && this.plan.querySelector("details") && !this.plan.querySelector("details").open;
         if (folded) card.querySelector("details")?.removeAttribute("open");
         if (this.plan) this.plan.replaceWith(card);
-        else this.olderBar.after(card);
+        else this.planSlot.append(card);
         this.plan = card;
         break;
       }
@@ -1585,6 +1588,11 @@ async function filesPage() {
 // the accounts (add, disable, role) and each account's grants. The page only calls the API.
 
 const LEVELS = ["none", "ro", "stage", "commit"];
+
+// A panel opened below a long table is scrolled to, not left below the window's edge.
+function inView(panel) {
+  panel.scrollIntoView({ block: "start" });
+}
 const ROLES = ["user", "admin", "pending"];
 
 async function settingsPage() {
@@ -1709,6 +1717,7 @@ async function adminSection(me) {
       },
     });
     grants.replaceChildren($("h4", { text: `Password of ${u.username}` }), pass, $("div", { class: "buttons" }, set));
+    inView(grants);
   };
   const editGrants = async (u) => {
     alertBox.textContent = "";
@@ -1737,6 +1746,7 @@ async function adminSection(me) {
     });
     grants.replaceChildren($("h4", { text: `Grants of ${u.username}` }), rows,
       $("div", { class: "buttons" }, $("button", { type: "button", id: "addgrant", text: "Add a path", onclick: () => row({ path: "", level: "ro" }) }), saveGrants));
+    inView(grants);
   };
   const name = $("input", { id: "newuser", autocomplete: "off", "aria-label": "New user's name", placeholder: "name" });
   const pass = $("input", { id: "newpass", type: "password", autocomplete: "new-password", "aria-label": "New user's password", placeholder: "password" });

@@ -1011,6 +1011,13 @@ fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
         )
         .await;
         shot(c, "plan-card").await;
+        // The card sits above the log, outside it: nothing scrolled in the log goes under it.
+        let apart = js(c, "const p = document.querySelector('#plan').getBoundingClientRect(); const l = document.querySelector('#log').getBoundingClientRect(); return [p.bottom, l.top, document.querySelector('#log').contains(document.querySelector('#plan'))]").await;
+        assert!(
+            apart[0].as_f64().unwrap() <= apart[1].as_f64().unwrap(),
+            "the plan overlaps the log: {apart}"
+        );
+        assert_eq!(apart[2], false, "{apart}");
         c.refresh().await.unwrap();
         until(
             c,
@@ -1299,6 +1306,128 @@ fn the_files_page_opens_binary_files_renames_deletes_to_the_trash_and_restores()
         let (_, v) = bob.get("/api/trash").await;
         assert_eq!(v["items"][0]["path"], "/home/bob/bobs.txt", "{v}");
         shot(c, "files-trash-emptied").await;
+    });
+}
+
+/// Whether the element `css` is wholly inside the window and is what a click at its middle hits.
+async fn in_view(c: &Client, css: &str) -> Value {
+    js(
+        c,
+        &format!(
+            "const e = document.querySelector(\"{css}\"); const r = e.getBoundingClientRect(); \
+             const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2); \
+             return {{inside: r.left >= 0 && r.top >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && r.width > 0, \
+             hit: !!hit && (hit === e || e.contains(hit)), rect: [r.left, r.top, r.right, r.bottom], window: [innerWidth, innerHeight]}}"
+        ),
+    )
+    .await
+}
+
+#[test]
+fn a_long_file_name_stays_inside_the_tree_with_its_buttons_at_desktop_and_phone_width() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let long = format!("{}.txt", "a_very_long_name_without_spaces_".repeat(6));
+        std::fs::write(server.tree().join("home/alice").join(&long), "x").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        let row = format!("li[data-path='/home/alice/{long}']");
+        find(c, &row).await;
+        for (w, h, name) in [
+            (1280, 900, "files-long-name"),
+            (390, 844, "files-long-name-phone"),
+        ] {
+            c.set_window_size(w, h).await.unwrap();
+            let pane = js(c, &format!("const p = document.querySelector('.treepane'); const r = document.querySelector(\"{row} > .row\").getBoundingClientRect(); const q = p.getBoundingClientRect(); return [p.scrollWidth <= p.clientWidth, r.right <= q.right]")).await;
+            assert_eq!(
+                pane,
+                json!([true, true]),
+                "at {w}px the name overflows the tree"
+            );
+            for button in ["download", "rename", "delete"] {
+                let v = in_view(c, &format!("{row} .{button}")).await;
+                assert_eq!(
+                    (&v["inside"], &v["hit"]),
+                    (&json!(true), &json!(true)),
+                    "{button} at {w}px: {v}"
+                );
+            }
+            shot(c, name).await;
+        }
+    });
+}
+
+#[test]
+fn the_grants_panel_opens_in_view_below_a_long_list_of_users() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _root = server.admin().await;
+        for i in 0..30 {
+            let _ = server.user(&format!("user{i:02}")).await;
+        }
+        let c = fresh().await;
+        sign_in(c, &server.base, "root").await;
+        c.goto(&format!("{}/settings", server.base)).await.unwrap();
+        find(c, "tr[data-user='user00'] .opengrants")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#savegrants").await;
+        let v = in_view(c, "#grants h4").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        let v = in_view(c, "#savegrants").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "grants-in-view").await;
+    });
+}
+
+#[test]
+fn at_phone_width_the_chat_list_page_shows_new_chat_beside_nothing_that_hides_it() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        c.set_window_size(390, 844).await.unwrap();
+        sign_in(c, &server.base, "alice").await;
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "chat-list-phone-new").await;
+        find(c, "#newchat").await.click().await.unwrap();
+        find(c, "#prompt").await;
+        // In a chat the list folds behind ☰ again, and ☰ brings New chat back.
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#newchat').getBoundingClientRect().width"
+            )
+            .await,
+            0
+        );
+        find(c, ".chathead .menu").await.click().await.unwrap();
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
     });
 }
 
