@@ -43,13 +43,33 @@ const app = document.getElementById("app");
 
 const SAFE_URL = /^(https?:|mailto:|\/|#|\.)/i;
 
+// An image of a message: a file of the user's own view (through the raw route, which shows
+// only raster images inline) or a data: URL of a raster image; never a remote address (the
+// page's CSP forbids those anyway). Anything else: null, and the Markdown stays text.
+const DATA_IMAGE = /^data:image\/(png|jpeg|gif|webp|avif|bmp);base64,[A-Za-z0-9+/=]+$/;
+function image(alt, url) {
+  let src = null;
+  if (DATA_IMAGE.test(url)) src = url;
+  else if (!/^[a-z][a-z0-9+.-]*:|^\/\//i.test(url)) src = `/api/files/raw?path=${encodeURIComponent(url)}&inline=1`;
+  if (!src) return null;
+  return $("img", { class: "mdimage", src, alt, title: alt || null, loading: "lazy" });
+}
+
 function inline(text) {
   const out = document.createDocumentFragment();
   // code spans, links, bold, italics; anything else is text.
-  const re = /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|(?<![\w])_([^_\n]+)_(?![\w])/g;
+  const re = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]\n]*)\]\(([^)\s]+)\)|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|(?<![\w])_([^_\n]+)_(?![\w])/g;
   let at = 0;
-  for (const m of text.matchAll(re)) {
+  for (const m0 of text.matchAll(re)) {
+    // Groups as before the image's two: code 1–2, link 3–4, bold 5–6, italics 7–8.
+    const m = [m0[0], m0[1], m0[2], m0[5], m0[6], m0[7], m0[8], m0[9], m0[10]];
+    m.index = m0.index;
     if (m.index > at) out.append(text.slice(at, m.index));
+    if (m0[4] !== undefined) {
+      out.append(image(m0[3], m0[4]) || m0[0]);
+      at = m0.index + m0[0].length;
+      continue;
+    }
     if (m[1]) out.append($("code", { text: m[2].replace(/^ (.*) $/, "$1") }));
     else if (m[3]) {
       const url = m[4];
@@ -185,6 +205,13 @@ function codeBlock(code, lang) {
   return $("div", { class: "codeblock" }, $("div", { class: "bar" }, $("span", { class: "lang", text: lang || "" }), copy), pre);
 }
 
+// A table's delimiter row (`| --- | :-: |`) and a row's cells (outer pipes optional, `\|` kept).
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+function cells(line) {
+  const t = line.trim().replace(/^\|/, "").replace(/(?<!\\)\|$/, "");
+  return t.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, "|"));
+}
+
 export function markdown(src) {
   const root = $("div", { class: "md" });
   const lines = src.replace(/\r\n?/g, "\n").split("\n");
@@ -235,6 +262,21 @@ export function markdown(src) {
       const q = $("blockquote");
       q.append(...markdown(quoted.join("\n")).childNodes);
       root.append(q);
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && lines[i + 1].includes("|") && TABLE_RULE.test(lines[i + 1])) {
+      flush();
+      const aligns = cells(lines[i + 1]).map((c) => (/^:-+:$/.test(c) ? "center" : /-:$/.test(c) ? "right" : /^:-/.test(c) ? "left" : null));
+      const row = (l, tag) => $("tr", {}, ...cells(l).map((c, n) => {
+        const td = $(tag, { class: aligns[n] ? `al-${aligns[n]}` : null });
+        td.append(inline(c));
+        return td;
+      }));
+      const head = $("thead", {}, row(line, "th"));
+      const body = $("tbody");
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) body.append(row(lines[i++], "td"));
+      root.append($("div", { class: "tablewrap" }, $("table", {}, head, body)));
       continue;
     }
     if ((m = line.match(/^\s*([-*+]|\d+[.)])\s+/))) {
@@ -689,7 +731,7 @@ class ChatView {
       const v = await api("GET", `/api/chats/${encodeURIComponent(this.chat.id)}?before=${this.before}`);
       const holder = $("div");
       // Drawn as history: what it asked was answered or went, its runs ended.
-      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live };
+      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live, lastUser: this.lastUser };
       this.live = false;
       this.log = holder;
       this.turn = null;
@@ -761,17 +803,79 @@ class ChatView {
   async submit() {
     const text = this.input.value;
     if (!text.trim() || this.run) return;
+    if (await this.post(text)) this.input.value = "";
+  }
+
+  // Sends a message as the person's (the composer, a regenerate, an edit sent again): true when
+  // the run started.
+  async post(text) {
     alertBox.textContent = "";
     this.sentAt = performance.now();
     try {
       const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, { text });
-      this.input.value = "";
       // The stream may have told the run's start, and even its end, before this answer came.
       if (!this.run && !this.ended.has(v.run)) this.setRunning(v.run);
       document.body.dataset.sent = v.run;
+      return true;
     } catch (e) {
       alertBox.textContent = e.message;
+      return false;
     }
+  }
+
+  // A message's buttons, drawn by the style sheet (no text of their own: a message's text is
+  // only its words): copy its text, and for the person's a line to edit it and send it again, for
+  // the model's a regenerate (its person's message sent again).
+  actions(msg, textOf, user) {
+    const bar = $("div", { class: "msgactions" });
+    const copy = $("button", {
+      type: "button", class: "act copymsg", title: "Copy", "aria-label": "Copy the message",
+      onclick: async () => {
+        const text = textOf();
+        try {
+          await navigator.clipboard.writeText(text);
+          copy.classList.add("done");
+        } catch {
+          const r = document.createRange();
+          r.selectNodeContents(msg);
+          getSelection().removeAllRanges();
+          getSelection().addRange(r);
+        }
+        document.body.dataset.copied = text;
+        setTimeout(() => copy.classList.remove("done"), 1500);
+      },
+    });
+    bar.append(copy);
+    if (user === null) {
+      // The model's turn: its person's message, sent again.
+      bar.append($("button", {
+        type: "button", class: "act regenerate", title: "Regenerate", "aria-label": "Regenerate: send the message before it again",
+        onclick: () => { if (!this.run && msg.userText) this.post(msg.userText); },
+      }));
+    } else {
+      bar.append($("button", {
+        type: "button", class: "act editmsg", title: "Edit and send again", "aria-label": "Edit the message and send it as a new one",
+        onclick: () => this.editAgain(msg, user),
+      }));
+    }
+    return bar;
+  }
+
+  // The person's message in a box to change it; Send posts it as a new message (this one stays).
+  editAgain(msg, text) {
+    const box = $("textarea", { class: "editbox", rows: Math.min(12, text.split("\n").length + 1), "aria-label": "The message, to send again" });
+    box.value = text;
+    const form = $("div", { class: "editagain" }, box);
+    const close = () => { form.remove(); msg.hidden = false; };
+    form.append($("div", { class: "buttons" },
+      $("button", {
+        type: "button", class: "primary sendagain", text: "Send",
+        onclick: async () => { if (box.value.trim() && !this.run && (await this.post(box.value))) close(); },
+      }),
+      $("button", { type: "button", text: "Cancel", onclick: close })));
+    msg.hidden = true;
+    msg.after(form);
+    box.focus();
   }
 
   async stop() {
@@ -799,7 +903,13 @@ class ChatView {
   }
 
   assistant() {
-    if (!this.turn) this.turn = this.add($("div", { class: "msg assistant" }));
+    if (!this.turn) {
+      const turn = $("div", { class: "msg assistant" });
+      turn.userText = this.lastUser;
+      const answers = () => [...turn.querySelectorAll(".answer")].map((a) => a.mdSource || "").join("\n\n");
+      turn.append(this.actions(turn, answers, null));
+      this.turn = this.add(turn);
+    }
     return this.turn;
   }
 
@@ -841,7 +951,12 @@ class ChatView {
         }
         this.turn = null;
         this.text = null;
-        this.add($("div", { class: "msg user", text: e.text }));
+        this.lastUser = e.text;
+        {
+          const msg = $("div", { class: "msg user", text: e.text });
+          msg.append(this.actions(msg, () => e.text, e.text));
+          this.add(msg);
+        }
         break;
       case "text_delta": {
         if (!this.text) {
@@ -850,6 +965,7 @@ class ChatView {
           this.text = { node, src: "" };
         }
         this.text.src += e.text;
+        this.text.node.mdSource = this.text.src;
         this.drawText();
         break;
       }

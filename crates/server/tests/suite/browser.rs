@@ -1431,6 +1431,134 @@ fn at_phone_width_the_chat_list_page_shows_new_chat_beside_nothing_that_hides_it
     });
 }
 
+/// A 1×1 PNG.
+const DOT_PNG: [u8; 67] = [
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
+    0, 0, 31, 21, 196, 137, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156, 99, 0, 1, 0, 0, 5, 0, 1, 13, 10,
+    45, 180, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+
+#[test]
+fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_and_sent_again() {
+    run(async {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(DOT_PNG);
+        let answer = format!(
+            "Stock:\n\n| Name | Qty |\n|:--|--:|\n| apple | 3 |\n| **pear** | 10 |\n\n\
+             See ![dot](/home/alice/dot.png) then ![far](https://example.com/x.png) and ![inline](data:image/png;base64,{data}).\n"
+        );
+        let model = ScriptedServer::start(vec![
+            text(&[&answer]),
+            text(&["Again."]),
+            text(&["Changed."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        std::fs::write(server.tree().join("home/alice/dot.png"), DOT_PNG).unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        say(c, "count the fruit").await;
+        until(
+            c,
+            "the table",
+            "return document.querySelectorAll('.answer table td').length === 4",
+        )
+        .await;
+        assert_eq!(
+            js(c, "return [...document.querySelectorAll('.answer table tr')].map(r => [...r.children].map(x => x.tagName + ':' + x.textContent + ':' + x.className))").await,
+            json!([
+                ["TH:Name:al-left", "TH:Qty:al-right"],
+                ["TD:apple:al-left", "TD:3:al-right"],
+                ["TD:pear:al-left", "TD:10:al-right"]
+            ])
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer table strong').textContent"
+            )
+            .await,
+            "pear"
+        );
+        // The view's image through the raw route and the data: one are drawn; the remote one stays text.
+        until(c, "the images drawn", "const i = [...document.querySelectorAll('.answer img.mdimage')]; return i.length === 2 && i.every(x => x.complete && x.naturalWidth === 1)").await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer img.mdimage').getAttribute('src')"
+            )
+            .await,
+            "/api/files/raw?path=%2Fhome%2Falice%2Fdot.png&inline=1"
+        );
+        let words = js(
+            c,
+            "return [...document.querySelectorAll('.answer p')].pop().textContent",
+        )
+        .await;
+        assert_eq!(words, "See  then ![far](https://example.com/x.png) and .");
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        shot(c, "message-table-image").await;
+
+        // Copy: the answer's Markdown as written.
+        find(c, ".msg.assistant .copymsg")
+            .await
+            .click()
+            .await
+            .unwrap();
+        assert_eq!(
+            until(c, "the copy", "return document.body.dataset.copied").await,
+            json!(answer)
+        );
+        // Regenerate: the person's message sent again, answered anew.
+        find(c, ".msg.assistant .regenerate")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the second answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Again.')").await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        let users = "return [...document.querySelectorAll('.msg.user')].map(m => m.textContent)";
+        assert_eq!(
+            js(c, users).await,
+            json!(["count the fruit", "count the fruit"])
+        );
+        // Edit and send again: a new message, the first one left as it was.
+        find(c, ".msg.user .editmsg").await.click().await.unwrap();
+        let bx = find(c, ".editagain textarea").await;
+        bx.clear().await.unwrap();
+        bx.send_keys("count the pears").await.unwrap();
+        find(c, ".editagain .sendagain")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the third answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Changed.')").await;
+        assert_eq!(
+            js(c, users).await,
+            json!(["count the fruit", "count the fruit", "count the pears"])
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.editagain').length").await,
+            0
+        );
+        shot(c, "message-actions").await;
+    });
+}
+
 #[test]
 fn a_second_user_cannot_open_the_first_users_chat_url() {
     run(async {
