@@ -688,7 +688,12 @@ class ChatView {
         this.submit();
       }
     });
-    const composer = $("div", { class: "composer" }, this.input, this.send,
+    // Attach: files uploaded into the chat's directory (the user's home) through the files API,
+    // each named in the message by its path; a name taken gets a free one, nothing is replaced.
+    this.attach = $("input", { type: "file", id: "attach", multiple: true, class: "attachinput", "aria-label": "Attach files" });
+    this.attach.addEventListener("change", () => this.attachFiles());
+    const attachLabel = $("label", { for: "attach", class: "attach", title: "Attach files: uploaded to your home, named in the message" }, "Attach");
+    const composer = $("div", { class: "composer" }, attachLabel, this.attach, this.input, this.send,
       $("span", { class: "hint muted", text: "Enter sends · Shift-Enter new line · Esc stops" }));
     // The chat's background jobs (`task` in the background), running and ended, above the
     // composer: they go on while the log scrolls.
@@ -804,6 +809,38 @@ class ChatView {
     const text = this.input.value;
     if (!text.trim() || this.run) return;
     if (await this.post(text)) this.input.value = "";
+  }
+
+  async attachFiles() {
+    alertBox.textContent = "";
+    let taken;
+    try {
+      taken = new Set((await api("GET", "/api/files")).entries.map((e) => e.name));
+    } catch (e) {
+      alertBox.textContent = e.message;
+      return;
+    }
+    const paths = [];
+    for (const f of this.attach.files) {
+      const name = freeName(f.name, taken);
+      taken.add(name);
+      const r = await fetch(`/api/files/content?path=${encodeURIComponent(name)}`, { method: "PUT", body: f, credentials: "same-origin" });
+      let v = null;
+      try { v = await r.json(); } catch { /* not JSON */ }
+      if (!r.ok) {
+        alertBox.textContent = (v && v.error) || `${r.status}`;
+        continue;
+      }
+      paths.push(v.path);
+    }
+    this.attach.value = "";
+    if (paths.length) {
+      const before = this.input.value.replace(/\s+$/, "");
+      const refs = paths.map((p) => `Attached: ${p}`).join("\n");
+      this.input.value = before ? `${before}\n${refs}` : refs;
+      this.input.focus();
+    }
+    document.body.dataset.attached = String(Number(document.body.dataset.attached || 0) + paths.length);
   }
 
   // Sends a message as the person's (the composer, a regenerate, an edit sent again): true when
@@ -1411,6 +1448,17 @@ class ChatView {
   }
 }
 
+
+// A name not in `taken`: `name`, else `stem (2).ext`, `stem (3).ext`, …
+function freeName(name, taken) {
+  if (!taken.has(name)) return name;
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  for (let n = 2; ; n++) {
+    const next = `${stem} (${n})${ext}`;
+    if (!taken.has(next)) return next;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The files page: the user's view as a tree (levels, mounts and read-only entries marked), a

@@ -1560,6 +1560,61 @@ fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_an
 }
 
 #[test]
+fn a_file_attached_in_the_composer_is_uploaded_to_the_home_and_named_in_the_message() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Read it."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        std::fs::write(server.tree().join("home/alice/data.csv"), "kept\n").unwrap();
+        let local = tempfile::tempdir().unwrap();
+        let file = local.path().join("data.csv");
+        std::fs::write(&file, "a,b\n1,2\n").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        find(c, "#prompt")
+            .await
+            .send_keys("sum the columns")
+            .await
+            .unwrap();
+        find(c, "#attach")
+            .await
+            .send_keys(file.to_str().unwrap())
+            .await
+            .unwrap();
+        until(
+            c,
+            "the attachment",
+            "return document.body.dataset.attached === '1'",
+        )
+        .await;
+        // The name was taken: a free one, the file there left as it was.
+        assert_eq!(
+            js(c, "return document.querySelector('#prompt').value").await,
+            "sum the columns\nAttached: /home/alice/data (2).csv"
+        );
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/data (2).csv")).unwrap(),
+            "a,b\n1,2\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/data.csv")).unwrap(),
+            "kept\n"
+        );
+        shot(c, "attached").await;
+        find(c, "#send").await.click().await.unwrap();
+        until(c, "the answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Read it.')").await;
+        assert_eq!(
+            js(c, "return document.querySelector('.msg.user').textContent").await,
+            "sum the columns\nAttached: /home/alice/data (2).csv"
+        );
+    });
+}
+
+#[test]
 fn a_second_user_cannot_open_the_first_users_chat_url() {
     run(async {
         let model = ScriptedServer::start(vec![text(&["Alice's ", "private answer."])])
