@@ -320,7 +320,7 @@ async fn the_view_route_gives_levels_of_the_users_own_view_only() {
     assert_eq!(
         v["entries"],
         json!([{"name": "notes.txt", "kind": "file", "mount": false, "read_only": false,
-            "level": "stage", "passage": false}])
+            "level": "stage", "passage": false, "size": 5}])
     );
     let (status, v) = alice.get("/api/view?path=/shared").await;
     assert_eq!(status, 200, "{v}");
