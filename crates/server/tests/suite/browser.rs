@@ -1410,6 +1410,32 @@ fn at_phone_width_the_chat_list_page_shows_new_chat_beside_nothing_that_hides_it
             "{v}"
         );
         shot(c, "chat-list-phone-new").await;
+        // A refusal is shown there too (here: signed out meanwhile), not in a hidden pane.
+        let cookies = c.get_all_cookies().await.unwrap();
+        c.delete_all_cookies().await.unwrap();
+        find(c, "#newchat").await.click().await.unwrap();
+        until(
+            c,
+            "the refusal",
+            "return document.querySelector('#alert')?.textContent",
+        )
+        .await;
+        let v = in_view(c, "#alert").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "chat-list-phone-refused").await;
+        for cookie in cookies {
+            c.add_cookie(cookie).await.unwrap();
+        }
         find(c, "#newchat").await.click().await.unwrap();
         find(c, "#prompt").await;
         // In a chat the list folds behind ☰ again, and ☰ brings New chat back.
