@@ -467,7 +467,7 @@ function sideBar(me, chats, current, layout) {
     const ev = e.event || {};
     if (ev.type === "run_started") c.running = e.run;
     else if (ev.type === "run_ended") c.running = null;
-    else if (ev.type === "user_input" && !c.title) c.title = ev.text.split("\n")[0].slice(0, 80);
+    else if (ev.type === "user_input" && !c.title) c.title = firstLine(ev.text);
     else return;
     if (!list.querySelector("input")) draw();
   };
@@ -983,7 +983,7 @@ class ChatView {
           break;
         }
         if (!this.chat.title) {
-          this.chat.title = e.text.split("\n")[0].slice(0, 80);
+          this.chat.title = firstLine(e.text);
           this.title.textContent = this.chat.title;
         }
         this.turn = null;
@@ -1448,6 +1448,13 @@ class ChatView {
   }
 }
 
+
+// A chat's title from its first message, as the server makes it: the first line with words,
+// trimmed, at most 80 characters.
+function firstLine(text) {
+  const line = text.split("\n").map((l) => l.trim()).find((l) => l) || "";
+  return [...line].slice(0, 80).join("");
+}
 
 // A name not in `taken`: `name`, else `stem (2).ext`, `stem (3).ext`, …
 function freeName(name, taken) {
