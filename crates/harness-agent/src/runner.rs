@@ -587,13 +587,7 @@ impl Driver {
             if let Entry::TurnStarted { text, .. } = e
                 && self.meta.title.is_empty()
             {
-                self.meta.title = text
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(80)
-                    .collect();
+                self.meta.title = first_line_title(text);
             }
         }
         self.store
@@ -2067,4 +2061,16 @@ fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::sea
 /// token).
 fn approx_tokens(history: &[Message]) -> u64 {
     (history.iter().map(Message::chars).sum::<usize>() / 4) as u64
+}
+
+/// A session's title from its first message: its first line with words, trimmed, at most 80
+/// characters.
+fn first_line_title(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .chars()
+        .take(80)
+        .collect()
 }

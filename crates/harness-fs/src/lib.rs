@@ -34,6 +34,7 @@ mod view;
 
 pub use backend::{
     Backend, DirEntry, Expect, HostBackend, HostOptions, Kind, Listing, MemoryBackend, Meta,
+    TrashEntry,
 };
 pub use error::{Error, Result};
 pub use names::checked_input;

@@ -470,6 +470,29 @@ impl View {
         self.backend.restore(id)
     }
 
+    /// The trash's entries this view may restore (their place writable here), oldest first.
+    pub fn trash_list(&self) -> Result<Vec<crate::backend::TrashEntry>> {
+        Ok(self
+            .backend
+            .trash_list()?
+            .into_iter()
+            .filter(|e| self.check_writable(&e.path).is_ok())
+            .collect())
+    }
+
+    /// Deletes a trashed entry for good, one this view may restore.
+    pub fn purge(&self, id: &str) -> Result<()> {
+        let entry = self
+            .backend
+            .trash_list()?
+            .into_iter()
+            .find(|e| e.id == id)
+            .ok_or_else(|| Error::NotInTrash(id.to_string()))?;
+        self.check_writable(&entry.path)
+            .map_err(|_| Error::NotInTrash(id.to_string()))?;
+        self.backend.purge(id)
+    }
+
     /// Moves (renames) a file or directory to a free name.
     pub fn mv(&self, from: &str, to: &str) -> Result<VPath> {
         let src = self.resolve(from);

@@ -54,7 +54,10 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         .route("/api/runs/{id}/stop", post(stop_run))
         .route("/api/approvals/{id}", post(answer_approval))
         .route("/api/events", get(events))
-        .route("/api/files", get(list_files))
+        .route(
+            "/api/files",
+            get(list_files).delete(crate::pages::files::remove),
+        )
         .route(
             "/api/files/content",
             get(read_file)

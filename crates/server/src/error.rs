@@ -94,7 +94,7 @@ impl Error {
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Rejected { status, .. } => *status,
             Error::Fs(e) => match e {
-                F::NotFound(_) => StatusCode::NOT_FOUND,
+                F::NotFound(_) | F::NotInTrash(_) => StatusCode::NOT_FOUND,
                 F::AccessDenied(_) | F::ReadOnly(_) => StatusCode::FORBIDDEN,
                 F::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 F::NameTooLong { .. } | F::BadName { .. } => StatusCode::BAD_REQUEST,

@@ -34,7 +34,7 @@ use crate::App;
 
 mod asks;
 mod chats;
-mod files;
+pub mod files;
 pub mod pyodide;
 mod show;
 

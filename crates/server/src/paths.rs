@@ -1,4 +1,5 @@
-//! The `?path=` of the file routes (`/api/files`, `/api/files/content`, `/api/view`, `/show`):
+//! The `?path=` of the file routes (`/api/files`, `/api/files/content`, `/api/files/raw`,
+//! `/api/view`, `/show`) and the paths of `/api/files/move`:
 //! every name in it checked and the path taken in Unicode NFC ([`harness_fs::checked_input`]),
 //! so the composed and decomposed spellings of a name are one file.
 
@@ -21,6 +22,11 @@ pub struct Given {
 }
 
 impl PathQuery {
+    /// A path given elsewhere than in the query (a JSON body's), to be checked the same way.
+    pub fn of(path: String) -> PathQuery {
+        PathQuery { path: Some(path) }
+    }
+
     /// The path given (`None` when missing or empty), each name checked: 400 for a name over
     /// 255 bytes, with a text-direction control, or not portable.
     pub fn checked(self) -> Result<Option<Given>> {

@@ -1,6 +1,7 @@
 //! An account removed by an admin (`DELETE /api/admin/users/{id}`): it is disabled and signed out
 //! first (nothing new starts), its running chats are stopped, its home goes to the tree's trash
-//! (restorable by whoever may reach the trash on the host), its memory and skills are removed, and
+//! (restorable by whoever may reach the trash on the host; what the account had trashed from
+//! below it is deleted for good), its memory and skills are removed, and
 //! its row goes with everything the database keeps of it (chats, their transcripts and events,
 //! sessions, tokens, grants, settings: `ON DELETE CASCADE`).
 
@@ -109,14 +110,29 @@ async fn trash_home(app: &App, username: &str) -> Result<Option<String>> {
         Access::new().grant("/home", Level::Stage),
     );
     let home = crate::world::home(username);
-    let moved = tokio::task::spawn_blocking(move || view.rm(&home))
-        .await
-        .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?;
+    let moved = tokio::task::spawn_blocking(move || {
+        purge_below(&view, &home)?;
+        view.rm(&home)
+    })
+    .await
+    .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?;
     match moved {
         Ok(entry) => Ok(Some(entry)),
         Err(harness_fs::Error::NotFound(_)) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Deletes for good what the account had put in the trash from below its home: a next account
+/// of the name, whose trash is the entries from its home's places, never sees them.
+fn purge_below(view: &View, home: &str) -> harness_fs::Result<()> {
+    let home = harness_fs::VPath::parse(home);
+    for e in view.trash_list()? {
+        if e.path != home && e.path.starts_with(&home) {
+            view.purge(&e.id)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes the account's memory file and skills directory (outside the tree).

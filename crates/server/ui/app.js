@@ -43,13 +43,33 @@ const app = document.getElementById("app");
 
 const SAFE_URL = /^(https?:|mailto:|\/|#|\.)/i;
 
+// An image of a message: a file of the user's own view (through the raw route, which shows
+// only raster images inline) or a data: URL of a raster image; never a remote address (the
+// page's CSP forbids those anyway). Anything else: null, and the Markdown stays text.
+const DATA_IMAGE = /^data:image\/(png|jpeg|gif|webp|avif|bmp);base64,[A-Za-z0-9+/=]+$/;
+function image(alt, url) {
+  let src = null;
+  if (DATA_IMAGE.test(url)) src = url;
+  else if (!/^[a-z][a-z0-9+.-]*:|^\/\//i.test(url)) src = `/api/files/raw?path=${encodeURIComponent(url)}&inline=1`;
+  if (!src) return null;
+  return $("img", { class: "mdimage", src, alt, title: alt || null, loading: "lazy" });
+}
+
 function inline(text) {
   const out = document.createDocumentFragment();
   // code spans, links, bold, italics; anything else is text.
-  const re = /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|(?<![\w])_([^_\n]+)_(?![\w])/g;
+  const re = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]\n]*)\]\(([^)\s]+)\)|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\n]+)\*|(?<![\w])_([^_\n]+)_(?![\w])/g;
   let at = 0;
-  for (const m of text.matchAll(re)) {
+  for (const m0 of text.matchAll(re)) {
+    // Groups as before the image's two: code 1–2, link 3–4, bold 5–6, italics 7–8.
+    const m = [m0[0], m0[1], m0[2], m0[5], m0[6], m0[7], m0[8], m0[9], m0[10]];
+    m.index = m0.index;
     if (m.index > at) out.append(text.slice(at, m.index));
+    if (m0[4] !== undefined) {
+      out.append(image(m0[3], m0[4]) || m0[0]);
+      at = m0.index + m0[0].length;
+      continue;
+    }
     if (m[1]) out.append($("code", { text: m[2].replace(/^ (.*) $/, "$1") }));
     else if (m[3]) {
       const url = m[4];
@@ -185,6 +205,13 @@ function codeBlock(code, lang) {
   return $("div", { class: "codeblock" }, $("div", { class: "bar" }, $("span", { class: "lang", text: lang || "" }), copy), pre);
 }
 
+// A table's delimiter row (`| --- | :-: |`) and a row's cells (outer pipes optional, `\|` kept).
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+function cells(line) {
+  const t = line.trim().replace(/^\|/, "").replace(/(?<!\\)\|$/, "");
+  return t.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, "|"));
+}
+
 export function markdown(src) {
   const root = $("div", { class: "md" });
   const lines = src.replace(/\r\n?/g, "\n").split("\n");
@@ -235,6 +262,21 @@ export function markdown(src) {
       const q = $("blockquote");
       q.append(...markdown(quoted.join("\n")).childNodes);
       root.append(q);
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && lines[i + 1].includes("|") && TABLE_RULE.test(lines[i + 1])) {
+      flush();
+      const aligns = cells(lines[i + 1]).map((c) => (/^:-+:$/.test(c) ? "center" : /-:$/.test(c) ? "right" : /^:-/.test(c) ? "left" : null));
+      const row = (l, tag) => $("tr", {}, ...cells(l).map((c, n) => {
+        const td = $(tag, { class: aligns[n] ? `al-${aligns[n]}` : null });
+        td.append(inline(c));
+        return td;
+      }));
+      const head = $("thead", {}, row(line, "th"));
+      const body = $("tbody");
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) body.append(row(lines[i++], "td"));
+      root.append($("div", { class: "tablewrap" }, $("table", {}, head, body)));
       continue;
     }
     if ((m = line.match(/^\s*([-*+]|\d+[.)])\s+/))) {
@@ -425,7 +467,7 @@ function sideBar(me, chats, current, layout) {
     const ev = e.event || {};
     if (ev.type === "run_started") c.running = e.run;
     else if (ev.type === "run_ended") c.running = null;
-    else if (ev.type === "user_input" && !c.title) c.title = ev.text.split("\n")[0].slice(0, 80);
+    else if (ev.type === "user_input" && !c.title) c.title = firstLine(ev.text);
     else return;
     if (!list.querySelector("input")) draw();
   };
@@ -544,6 +586,8 @@ async function chatPage(id) {
   app.replaceChildren(layout);
   const menu = $("button", { class: "menu", type: "button", text: "☰", title: "Chats", onclick: () => layout.classList.add("open") });
   if (!id) {
+    // At phone width the list (and its New chat) is this page, not folded behind ☰.
+    layout.classList.add("listing");
     main.append($("div", { class: "chathead" }, menu, $("h2", { text: "Chats" })),
       $("div", { class: "log" }, alertBox, $("p", { class: "empty muted", text: "Pick a chat, or start a new one." })));
     return;
@@ -634,6 +678,8 @@ class ChatView {
       if (this.log.scrollTop < 120) this.loadOlder();
     });
     this.plan = null;
+    // The plan card sits above the log, not in it: it never covers the cards scrolled under it.
+    this.planSlot = $("div", { class: "planslot", id: "planslot" });
     this.input = $("textarea", { id: "prompt", rows: 2, placeholder: "Message", "aria-label": "Message" });
     this.send = $("button", { class: "primary", type: "button", id: "send", text: "Send", onclick: () => this.submit() });
     this.input.addEventListener("keydown", (ev) => {
@@ -642,7 +688,12 @@ class ChatView {
         this.submit();
       }
     });
-    const composer = $("div", { class: "composer" }, this.input, this.send,
+    // Attach: files uploaded into the chat's directory (the user's home) through the files API,
+    // each named in the message by its path; a name taken gets a free one, nothing is replaced.
+    this.attach = $("input", { type: "file", id: "attach", multiple: true, class: "attachinput", "aria-label": "Attach files" });
+    this.attach.addEventListener("change", () => this.attachFiles());
+    const attachLabel = $("label", { for: "attach", class: "attach", title: "Attach files: uploaded to your home, named in the message" }, "Attach");
+    const composer = $("div", { class: "composer" }, attachLabel, this.attach, this.input, this.send,
       $("span", { class: "hint muted", text: "Enter sends · Shift-Enter new line · Esc stops" }));
     // The chat's background jobs (`task` in the background), running and ended, above the
     // composer: they go on while the log scrolls.
@@ -650,7 +701,7 @@ class ChatView {
     this.jobsList = $("div", { class: "joblist" });
     this.jobsPanel = $("section", { class: "jobs", id: "jobs", hidden: true, "aria-label": "Background jobs" },
       $("div", { class: "jobshead" }, $("strong", { text: "Background jobs" }), this.jobsCount), this.jobsList);
-    this.main.append(head, alertBox, this.log, this.jobsPanel, composer);
+    this.main.append(head, alertBox, this.planSlot, this.log, this.jobsPanel, composer);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && this.run) {
         ev.preventDefault();
@@ -685,7 +736,7 @@ class ChatView {
       const v = await api("GET", `/api/chats/${encodeURIComponent(this.chat.id)}?before=${this.before}`);
       const holder = $("div");
       // Drawn as history: what it asked was answered or went, its runs ended.
-      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live };
+      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live, lastUser: this.lastUser };
       this.live = false;
       this.log = holder;
       this.turn = null;
@@ -703,8 +754,7 @@ class ChatView {
       this.dirty.clear();
       const log = this.log;
       const from = log.scrollHeight - log.scrollTop;
-      let at = this.olderBar.nextSibling;
-      while (at && at === this.plan) at = at.nextSibling;
+      const at = this.olderBar.nextSibling;
       for (const n of [...holder.childNodes]) log.insertBefore(n, at);
       log.scrollTop = log.scrollHeight - from;
       this.before = v.before ?? null;
@@ -771,17 +821,111 @@ class ChatView {
   async submit() {
     const text = this.input.value;
     if (!text.trim() || this.run) return;
+    if (await this.post(text)) this.input.value = "";
+  }
+
+  async attachFiles() {
+    alertBox.textContent = "";
+    let taken;
+    try {
+      taken = new Set((await api("GET", "/api/files")).entries.map((e) => e.name));
+    } catch (e) {
+      alertBox.textContent = e.message;
+      return;
+    }
+    const paths = [];
+    for (const f of this.attach.files) {
+      const name = freeName(f.name, taken);
+      taken.add(name);
+      const r = await fetch(`/api/files/content?path=${encodeURIComponent(name)}`, { method: "PUT", body: f, credentials: "same-origin" });
+      let v = null;
+      try { v = await r.json(); } catch { /* not JSON */ }
+      if (!r.ok) {
+        alertBox.textContent = (v && v.error) || `${r.status}`;
+        continue;
+      }
+      paths.push(v.path);
+    }
+    this.attach.value = "";
+    if (paths.length) {
+      const before = this.input.value.replace(/\s+$/, "");
+      const refs = paths.map((p) => `Attached: ${p}`).join("\n");
+      this.input.value = before ? `${before}\n${refs}` : refs;
+      this.input.focus();
+    }
+    document.body.dataset.attached = String(Number(document.body.dataset.attached || 0) + paths.length);
+  }
+
+  // Sends a message as the person's (the composer, a regenerate, an edit sent again): true when
+  // the run started.
+  async post(text) {
     alertBox.textContent = "";
     this.sentAt = performance.now();
     try {
       const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, { text });
-      this.input.value = "";
       // The stream may have told the run's start, and even its end, before this answer came.
       if (!this.run && !this.ended.has(v.run)) this.setRunning(v.run);
       document.body.dataset.sent = v.run;
+      return true;
     } catch (e) {
       alertBox.textContent = e.message;
+      return false;
     }
+  }
+
+  // A message's buttons, drawn by the style sheet (no text of their own: a message's text is
+  // only its words): copy its text, and for the person's a line to edit it and send it again, for
+  // the model's a regenerate (its person's message sent again).
+  actions(msg, textOf, user) {
+    const bar = $("div", { class: "msgactions" });
+    const copy = $("button", {
+      type: "button", class: "act copymsg", title: "Copy", "aria-label": "Copy the message",
+      onclick: async () => {
+        const text = textOf();
+        try {
+          await navigator.clipboard.writeText(text);
+          copy.classList.add("done");
+        } catch {
+          const r = document.createRange();
+          r.selectNodeContents(msg);
+          getSelection().removeAllRanges();
+          getSelection().addRange(r);
+        }
+        document.body.dataset.copied = text;
+        setTimeout(() => copy.classList.remove("done"), 1500);
+      },
+    });
+    bar.append(copy);
+    if (user === null) {
+      // The model's turn: its person's message, sent again.
+      bar.append($("button", {
+        type: "button", class: "act regenerate", title: "Regenerate", "aria-label": "Regenerate: send the message before it again",
+        onclick: () => { if (!this.run && msg.userText) this.post(msg.userText); },
+      }));
+    } else {
+      bar.append($("button", {
+        type: "button", class: "act editmsg", title: "Edit and send again", "aria-label": "Edit the message and send it as a new one",
+        onclick: () => this.editAgain(msg, user),
+      }));
+    }
+    return bar;
+  }
+
+  // The person's message in a box to change it; Send posts it as a new message (this one stays).
+  editAgain(msg, text) {
+    const box = $("textarea", { class: "editbox", rows: Math.min(12, text.split("\n").length + 1), "aria-label": "The message, to send again" });
+    box.value = text;
+    const form = $("div", { class: "editagain" }, box);
+    const close = () => { form.remove(); msg.hidden = false; };
+    form.append($("div", { class: "buttons" },
+      $("button", {
+        type: "button", class: "primary sendagain", text: "Send",
+        onclick: async () => { if (box.value.trim() && !this.run && (await this.post(box.value))) close(); },
+      }),
+      $("button", { type: "button", text: "Cancel", onclick: close })));
+    msg.hidden = true;
+    msg.after(form);
+    box.focus();
   }
 
   async stop() {
@@ -809,7 +953,13 @@ class ChatView {
   }
 
   assistant() {
-    if (!this.turn) this.turn = this.add($("div", { class: "msg assistant" }));
+    if (!this.turn) {
+      const turn = $("div", { class: "msg assistant" });
+      turn.userText = this.lastUser;
+      const answers = () => [...turn.querySelectorAll(".answer")].map((a) => a.mdSource || "").join("\n\n");
+      turn.append(this.actions(turn, answers, null));
+      this.turn = this.add(turn);
+    }
     return this.turn;
   }
 
@@ -846,12 +996,17 @@ class ChatView {
           break;
         }
         if (!this.chat.title) {
-          this.chat.title = e.text.split("\n")[0].slice(0, 80);
+          this.chat.title = firstLine(e.text);
           this.title.textContent = this.chat.title;
         }
         this.turn = null;
         this.text = null;
-        this.add($("div", { class: "msg user", text: e.text }));
+        this.lastUser = e.text;
+        {
+          const msg = $("div", { class: "msg user", text: e.text });
+          msg.append(this.actions(msg, () => e.text, e.text));
+          this.add(msg);
+        }
         break;
       case "text_delta": {
         if (!this.text) {
@@ -860,6 +1015,7 @@ class ChatView {
           this.text = { node, src: "" };
         }
         this.text.src += e.text;
+        this.text.node.mdSource = this.text.src;
         this.drawText();
         break;
       }
@@ -935,7 +1091,7 @@ class ChatView {
         const folded = this.plan && this.plan.querySelector("details") && !this.plan.querySelector("details").open;
         if (folded) card.querySelector("details")?.removeAttribute("open");
         if (this.plan) this.plan.replaceWith(card);
-        else this.olderBar.after(card);
+        else this.planSlot.append(card);
         this.plan = card;
         break;
       }
@@ -1306,6 +1462,24 @@ class ChatView {
 }
 
 
+// A chat's title from its first message, as the server makes it: the first line with words,
+// trimmed, at most 80 characters.
+function firstLine(text) {
+  const line = text.split("\n").map((l) => l.trim()).find((l) => l) || "";
+  return [...line].slice(0, 80).join("");
+}
+
+// A name not in `taken`: `name`, else `stem (2).ext`, `stem (3).ext`, …
+function freeName(name, taken) {
+  if (!taken.has(name)) return name;
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  for (let n = 2; ; n++) {
+    const next = `${stem} (${n})${ext}`;
+    if (!taken.has(next)) return next;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The files page: the user's view as a tree (levels, mounts and read-only entries marked), a
 // file opened beside it, upload into and download from the view (its rules apply: a refusal is
@@ -1389,11 +1563,13 @@ async function filesPage() {
         d.children.append(li);
       } else {
         const li = $("li", { class: "file", "data-path": path });
-        const name = $("button", { type: "button", class: "name", text: shownName(e.name), onclick: () => open(path) });
-        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path, e.name) });
+        const name = $("button", { type: "button", class: "name", text: shownName(e.name), title: shownName(e.name), onclick: () => open(path, e.size) });
+        const down = $("button", { type: "button", class: "download", text: "↓", title: `Download ${shownName(e.name)}`, onclick: () => download(path) });
         li.append($("div", { class: "row" }, $("span", { class: "toggle" }), name, level, ...marks, down));
         d.children.append(li);
       }
+      const li = d.children.lastElementChild;
+      if (e.level === "stage" || e.level === "commit") changeButtons(d, li, e.name, path);
     }
     if (!v.entries.length) d.children.append($("li", { class: "muted", text: v.truncated ? "(too many entries to list)" : "(empty)" }));
   }
@@ -1402,31 +1578,133 @@ async function filesPage() {
     return (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
   }
 
-  async function open(path) {
+  const rawUrl = (path, inline) => `/api/files/raw?path=${encodeURIComponent(path)}${inline ? "&inline=1" : ""}`;
+  const IMAGE = /\.(png|jpe?g|gif|webp|avif|bmp)$/i;
+
+  function opened(path, body) {
+    viewer.replaceChildren($("div", { class: "openedhead" },
+      $("h3", { class: "opened", text: shownName(path) }),
+      $("button", { type: "button", class: "download", text: "Download", onclick: () => download(path) })), body);
+  }
+
+  async function open(path, size) {
     alertBox.textContent = "";
+    if (IMAGE.test(path)) {
+      opened(path, $("img", { class: "shown-image", src: rawUrl(path, true), alt: shownName(path) }));
+      return;
+    }
     try {
       const text = await read(path);
-      const body = /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text });
-      viewer.replaceChildren($("h3", { class: "opened", text: shownName(path) }), body);
+      opened(path, /\.(md|markdown)$/i.test(path) ? markdown(text) : $("pre", { text }));
     } catch (e) {
-      alertBox.textContent = e.message;
+      if (e.status !== 409 || !/binary|UTF-8/i.test(e.message)) {
+        alertBox.textContent = e.message;
+        return;
+      }
+      const bytes = size === undefined || size === null ? "" : `, ${size} bytes`;
+      opened(path, $("p", { class: "binary" }, `binary file${bytes} — `,
+        $("a", { href: rawUrl(path, false), download: "", class: "binarydownload", text: "Download" })));
     }
   }
 
-  async function download(path, name) {
+  function download(path) {
     alertBox.textContent = "";
+    const a = $("a", { href: rawUrl(path, false), download: "", class: "hidden-link" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    document.body.dataset.downloaded = path;
+  }
+
+  // Rename (✎: a line for the new name, Enter moves it) and delete (×, asked first: to the trash).
+  function changeButtons(d, li, name, path) {
+    const row = li.querySelector(":scope > .row");
+    const rename = $("button", {
+      type: "button", class: "rename", text: "✎", title: `Rename ${shownName(name)}`,
+      onclick: () => {
+        const input = $("input", { class: "newname", value: name, "aria-label": "New name" });
+        const again = () => load(d);
+        input.addEventListener("keydown", async (ev) => {
+          if (ev.key === "Escape") { ev.preventDefault(); await again(); }
+          if (ev.key !== "Enter") return;
+          ev.preventDefault();
+          const to = input.value.trim();
+          if (!to || to === name) { await again(); return; }
+          try {
+            await api("POST", "/api/files/move", { from: path, to: to.startsWith("/") ? to : entryPath(d.path, to) });
+            await again();
+          } catch (err) { alertBox.textContent = err.message; }
+        });
+        row.replaceChildren($("span", { class: "toggle" }), input);
+        input.focus();
+        input.select();
+      },
+    });
+    const del = $("button", {
+      type: "button", class: "delete", text: "×", title: `Delete ${shownName(name)}`,
+      onclick: () => {
+        const yes = $("button", {
+          type: "button", class: "danger confirm", text: "To the trash",
+          onclick: async () => {
+            try {
+              await api("DELETE", `/api/files?path=${encodeURIComponent(path)}`);
+              if (viewer.querySelector(".opened")?.textContent === shownName(path)) viewer.replaceChildren();
+            } catch (err) { alertBox.textContent = err.message; }
+            await load(d);
+          },
+        });
+        row.replaceChildren($("span", { class: "toggle" }), $("span", { class: "muted", text: `Delete “${shownName(name)}”?` }), yes,
+          $("button", { type: "button", text: "Keep", onclick: () => load(d) }));
+      },
+    });
+    row.append(rename, del);
+  }
+
+  // The trash: what the user deleted from places they may change, each restorable; emptied for good.
+  async function showTrash() {
+    alertBox.textContent = "";
+    let v;
     try {
-      const text = await read(path);
-      const url = URL.createObjectURL(new Blob([text], { type: "application/octet-stream" }));
-      const a = $("a", { href: url, download: name, class: "hidden-link" });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10_000);
-      document.body.dataset.downloaded = path;
+      v = await api("GET", "/api/trash");
     } catch (e) {
       alertBox.textContent = e.message;
+      return;
     }
+    const list = $("ul", { class: "trash", id: "trashlist" });
+    for (const item of v.items) {
+      list.append($("li", { "data-path": item.path },
+        $("code", { class: "trashpath", text: shownName(item.path), title: shownName(item.path) }),
+        $("button", {
+          type: "button", class: "restore", text: "Restore",
+          onclick: async () => {
+            try {
+              await api("POST", `/api/trash/${encodeURIComponent(item.id)}/restore`);
+              await reloadTree();
+            } catch (e) { alertBox.textContent = e.message; }
+            await showTrash();
+          },
+        })));
+    }
+    if (!v.items.length) list.append($("li", { class: "muted", text: "The trash is empty." }));
+    const empty = $("button", {
+      type: "button", class: "danger", id: "emptytrash", text: "Empty the trash", disabled: !v.items.length,
+      onclick: () => {
+        const yes = $("button", {
+          type: "button", class: "danger confirm", text: "Delete for good",
+          onclick: async () => {
+            try { await api("DELETE", "/api/trash"); } catch (e) { alertBox.textContent = e.message; }
+            await showTrash();
+          },
+        });
+        empty.replaceWith($("span", { class: "muted", text: `Delete ${v.items.length} for good? ` }), yes,
+          $("button", { type: "button", text: "Keep", onclick: showTrash }));
+      },
+    });
+    viewer.replaceChildren($("h3", { class: "opened", text: "Trash" }), list, empty);
+  }
+
+  async function reloadTree() {
+    for (const d of dirs.values()) if (d.open) await load(d);
   }
 
   upload.addEventListener("change", async () => {
@@ -1447,7 +1725,8 @@ async function filesPage() {
   });
 
   app.replaceChildren($("div", { class: "filespage" },
-    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: `Files of ${me.username}` })),
+    $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: `Files of ${me.username}` }),
+      $("button", { type: "button", id: "trashlink", text: "Trash", onclick: showTrash })),
     alertBox,
     $("div", { class: "filesbody" },
       $("div", { class: "treepane" }, tree,
@@ -1493,6 +1772,11 @@ async function filesPage() {
 // the accounts (add, disable, role) and each account's grants. The page only calls the API.
 
 const LEVELS = ["none", "ro", "stage", "commit"];
+
+// A panel opened below a long table is scrolled to, not left below the window's edge.
+function inView(panel) {
+  panel.scrollIntoView({ block: "start" });
+}
 const ROLES = ["user", "admin", "pending"];
 
 async function settingsPage() {
@@ -1617,6 +1901,7 @@ async function adminSection(me) {
       },
     });
     grants.replaceChildren($("h4", { text: `Password of ${u.username}` }), pass, $("div", { class: "buttons" }, set));
+    inView(grants);
   };
   const editGrants = async (u) => {
     alertBox.textContent = "";
@@ -1645,6 +1930,7 @@ async function adminSection(me) {
     });
     grants.replaceChildren($("h4", { text: `Grants of ${u.username}` }), rows,
       $("div", { class: "buttons" }, $("button", { type: "button", id: "addgrant", text: "Add a path", onclick: () => row({ path: "", level: "ro" }) }), saveGrants));
+    inView(grants);
   };
   const name = $("input", { id: "newuser", autocomplete: "off", "aria-label": "New user's name", placeholder: "name" });
   const pass = $("input", { id: "newpass", type: "password", autocomplete: "new-password", "aria-label": "New user's password", placeholder: "password" });

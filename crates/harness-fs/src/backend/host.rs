@@ -279,6 +279,35 @@ fn errno_io(path: &VPath, e: Errno) -> Error {
     Error::io(path, std::io::Error::from(e))
 }
 
+/// Removes `name` in `dir` for good: a file or link unlinked, a directory emptied first (never
+/// following a link). Gone already is done.
+fn remove_tree(dir: &OwnedFd, name: &str, shown: &VPath) -> Result<()> {
+    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => return Ok(()),
+        Err(Errno::ISDIR) | Err(Errno::PERM) => {}
+        Err(e) => return Err(errno_io(shown, e)),
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty()).map_err(|e| errno_io(shown, e))?;
+    let names: Vec<String> = {
+        let dup = rustix::io::fcntl_dupfd_cloexec(&fd, 0).map_err(|e| errno_io(shown, e))?;
+        let mut entries = rustix::fs::Dir::new(dup).map_err(|e| errno_io(shown, e))?;
+        let mut names = Vec::new();
+        while let Some(entry) = entries.read() {
+            let entry = entry.map_err(|e| errno_io(shown, e))?;
+            let raw = entry.file_name().to_bytes();
+            if raw != b"." && raw != b".." {
+                names.push(String::from_utf8_lossy(raw).into_owned());
+            }
+        }
+        names
+    };
+    for child in &names {
+        remove_tree(&fd, child, &shown.join(child))?;
+    }
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).map_err(|e| errno_io(shown, e))
+}
+
 fn is_visible_name(name: &str) -> bool {
     is_portable_name(name) && !is_reserved_name(name)
 }
@@ -1106,6 +1135,22 @@ impl Backend for HostBackend {
         }
         let _ = rustix::fs::unlinkat(&trash, record.as_str(), AtFlags::empty());
         Ok(path)
+    }
+
+    fn purge(&self, id: &str) -> Result<()> {
+        let _run = self.enter()?;
+        let _order = lock_unpoisoned(&self.mutation);
+        if !is_visible_name(id) {
+            return Err(Error::NotInTrash(id.to_string()));
+        }
+        let trash = self.trash_dir()?;
+        let record = format!("{id}.path");
+        if rustix::fs::statat(&trash, record.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_err() {
+            return Err(Error::NotInTrash(id.to_string()));
+        }
+        remove_tree(&trash, id, &VPath::parse(id))?;
+        rustix::fs::unlinkat(&trash, record.as_str(), AtFlags::empty())
+            .map_err(|e| errno_io(&VPath::parse(id), e))
     }
 
     fn trash_list(&self) -> Result<Vec<TrashEntry>> {

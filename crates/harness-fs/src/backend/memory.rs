@@ -380,6 +380,17 @@ impl Backend for MemoryBackend {
         Ok(path)
     }
 
+    fn purge(&self, id: &str) -> Result<()> {
+        let mut st = self.lock()?;
+        let idx = st
+            .trash
+            .iter()
+            .position(|(i, _, _)| i == id)
+            .ok_or_else(|| Error::NotInTrash(id.to_string()))?;
+        st.trash.remove(idx);
+        Ok(())
+    }
+
     fn trash_list(&self) -> Result<Vec<TrashEntry>> {
         let st = self.lock()?;
         Ok(st

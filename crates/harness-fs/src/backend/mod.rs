@@ -129,6 +129,8 @@ pub trait Backend: Send + Sync {
     fn restore(&self, id: &str) -> Result<VPath>;
     /// What is in the trash, oldest first.
     fn trash_list(&self) -> Result<Vec<TrashEntry>>;
+    /// Deletes a trashed entry for good (`Not in the trash` when there is no such entry).
+    fn purge(&self, id: &str) -> Result<()>;
     /// Walks `under` (a directory or a file): `filter` decides which directories are entered
     /// and which files visited; `probe`, if given, reads each entered directory's ignore files
     /// first; `sink` gets each visited file's content.

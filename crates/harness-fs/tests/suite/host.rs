@@ -178,6 +178,27 @@ fn rm_goes_to_a_trash_the_session_restores_from() {
 }
 
 #[test]
+fn a_trashed_directory_is_purged_for_good_and_only_where_the_view_may_change() {
+    let (dir, root) = setup();
+    std::fs::create_dir_all(root.join("inner/deep/er")).unwrap();
+    std::fs::write(root.join("inner/deep/er/a.txt"), "a\n").unwrap();
+    std::fs::write(root.join("inner/b.txt"), "b\n").unwrap();
+    let b: Arc<dyn Backend> = Arc::new(HostBackend::open(&root, opts(&dir)).unwrap());
+    let view = View::new(b.clone(), Access::new().grant("/", Level::Stage));
+    let id = view.rm("/inner").unwrap();
+    let reader = View::new(b.clone(), Access::new().grant("/", Level::Ro));
+    assert_eq!(reader.trash_list().unwrap(), vec![]);
+    assert_eq!(reader.purge(&id), Err(Error::NotInTrash(id.clone())));
+    assert_eq!(view.trash_list().unwrap().len(), 1);
+    view.purge(&id).unwrap();
+    assert_eq!(view.trash_list().unwrap(), vec![]);
+    assert_eq!(view.restore(&id), Err(Error::NotInTrash(id.clone())));
+    assert_eq!(view.purge(&id), Err(Error::NotInTrash(id.clone())));
+    let trash = root.join(".llembas-trash");
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0, "{trash:?}");
+}
+
+#[test]
 fn mv_renames_and_refuses_a_taken_name() {
     let (dir, root) = setup();
     std::fs::write(root.join("a.txt"), "a\n").unwrap();

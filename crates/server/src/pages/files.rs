@@ -6,26 +6,261 @@
 //!   "mount", "read_only", "level", "passage"}], "truncated"}`: `roots` are the places the
 //!   user's grants open (the tree's top: `/` and `/home` are passages, not listed); the view's
 //!   refusals as the files API gives them (403 `Access denied: …`, 404 `No such file or
-//!   directory: …`).
+//!   directory: …`). A file's entry also says its `size` in bytes.
+//! - `GET /api/files/raw?path=FILE[&inline=1]` → the file's bytes as a download (`attachment`),
+//!   typed by its name's extension, `nosniff`, sandboxed; `inline=1` shows it in the page only
+//!   when it is a raster image (PNG, JPEG, GIF, WebP, AVIF, BMP) — never HTML or SVG.
+//! - `DELETE /api/files?path=` → `{"path", "trash"}`: moved to the trash (`rm`, the view's levels).
+//! - `POST /api/files/move {"from", "to"}` → `{"from", "to"}`: renamed or moved (`mv`).
+//! - `GET /api/trash` → `{"items": [{"id", "path"}]}`: the trash's entries from places the user
+//!   may change (a granted place itself, as a home an account's deletion trashed, is left to the
+//!   host); `POST /api/trash/{id}/restore` → `{"path"}` (`restore`); `DELETE /api/trash` →
+//!   `{"deleted": N}` (the user's entries deleted for good). Another user's entry is 404 `Not in
+//!   the trash: ID`.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Query, State};
-use axum::routing::get;
-use harness_fs::{Kind, Level, VPath};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use harness_fs::{Kind, Level, TrashEntry, VPath, View};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::auth::Authed;
+use crate::auth::{Authed, Body};
 use crate::error::{Error, Result};
 use crate::paths::PathQuery;
 use crate::world::{user_grants, user_view};
 
-/// The routes.
+/// The routes (`DELETE /api/files` is [`remove`], routed beside the listing in the API).
 pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/api/view", get(view))
+    Router::new()
+        .route("/api/view", get(view))
+        .route("/api/files/raw", get(raw))
+        .route("/api/files/move", post(move_entry))
+        .route("/api/trash", get(trash).delete(empty_trash))
+        .route("/api/trash/{id}/restore", post(restore))
+}
+
+/// Runs a file operation of the view off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?
+}
+
+/// Tells the search index a path changed (the answer stands whatever it does).
+async fn reindex(app: &App, path: &str) {
+    if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
+        eprintln!("llembas-server: search index: {path}: {e}");
+    }
+}
+
+/// The raster image types a page may show inline: none of them can carry a script.
+const INLINE_IMAGES: [(&str, &str); 7] = [
+    ("png", "image/png"),
+    ("jpg", "image/jpeg"),
+    ("jpeg", "image/jpeg"),
+    ("gif", "image/gif"),
+    ("webp", "image/webp"),
+    ("avif", "image/avif"),
+    ("bmp", "image/bmp"),
+];
+
+/// Other types a download is sent as (anything else is `application/octet-stream`).
+const DOWNLOAD_TYPES: [(&str, &str); 5] = [
+    ("pdf", "application/pdf"),
+    ("txt", "text/plain; charset=utf-8"),
+    ("md", "text/plain; charset=utf-8"),
+    ("json", "application/json"),
+    ("zip", "application/zip"),
+];
+
+/// A file's type by its name's extension, and whether it may be shown inline.
+pub fn file_type(name: &str) -> (&'static str, bool) {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    if let Some((_, t)) = INLINE_IMAGES.iter().find(|(e, _)| *e == ext) {
+        return (t, true);
+    }
+    let t = DOWNLOAD_TYPES.iter().find(|(e, _)| *e == ext);
+    (t.map_or("application/octet-stream", |(_, t)| t), false)
+}
+
+/// `Content-Disposition` for `name`: an ASCII fallback and the name itself (RFC 6266).
+fn disposition(kind: &str, name: &str) -> Result<HeaderValue> {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._- ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let encoded =
+        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC).to_string();
+    HeaderValue::from_str(&format!(
+        "{kind}; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"
+    ))
+    .map_err(|e| Error::BadRequest(format!("cannot name {name:?} in a download: {e}")))
+}
+
+#[derive(Deserialize)]
+struct RawQuery {
+    #[serde(default)]
+    inline: Option<u8>,
+}
+
+async fn raw(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+    Query(how): Query<RawQuery>,
+) -> Result<Response> {
+    let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
+    let given = q.required()?;
+    let (path, bytes) = blocking(move || {
+        let p = view.resolve(&given.on(&view));
+        let bytes = view.read_bytes(&p)?;
+        Ok((p, bytes))
+    })
+    .await?;
+    let name = path.name().to_owned();
+    let (kind, showable) = file_type(&name);
+    let inline = showable && how.inline == Some(1);
+    let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        disposition(if inline { "inline" } else { "attachment" }, &name)?,
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `DELETE /api/files?path=`: the entry moved to the trash through the user's view.
+pub async fn remove(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<PathQuery>,
+) -> Result<Json<Value>> {
+    let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
+    let given = q.required()?;
+    let (path, id) = blocking(move || {
+        let input = given.on(&view);
+        let p = view.resolve(&input);
+        Ok((p.to_string(), harness_fs::tools::rm(&view, &input)?))
+    })
+    .await?;
+    reindex(&app, &path).await;
+    Ok(Json(json!({"path": path, "trash": id})))
+}
+
+#[derive(Deserialize)]
+struct Move {
+    from: String,
+    to: String,
+}
+
+async fn move_entry(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Body(body): Body<Move>,
+) -> Result<Json<Value>> {
+    let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
+    let from = PathQuery::of(body.from).required()?;
+    let to = PathQuery::of(body.to).required()?;
+    let (from, to) = blocking(move || {
+        let input = from.on(&view);
+        let src = view.resolve(&input);
+        let dst = harness_fs::tools::mv(&view, &input, &to.on(&view))?;
+        Ok((src.to_string(), dst.to_string()))
+    })
+    .await?;
+    reindex(&app, &from).await;
+    reindex(&app, &to).await;
+    Ok(Json(json!({"from": from, "to": to})))
+}
+
+/// The user's entries of the trash: from places their view may change, a granted place itself
+/// left out (a home an account's deletion trashed is restored on the host, not by a next
+/// account of that name).
+fn own_trash(view: &View, grants: &[(String, Level)]) -> Result<Vec<TrashEntry>> {
+    let roots: Vec<VPath> = grants.iter().map(|(p, _)| VPath::parse(p)).collect();
+    Ok(view
+        .trash_list()?
+        .into_iter()
+        .filter(|e| !roots.contains(&e.path))
+        .collect())
+}
+
+/// The user's view and the trash entries it owns, read off the async threads.
+async fn with_trash<T: Send + 'static>(
+    app: &App,
+    user: &crate::auth::User,
+    f: impl FnOnce(&View, Vec<TrashEntry>) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
+    let grants = user_grants(&app.pool, user.id, &user.username).await?;
+    blocking(move || {
+        let own = own_trash(&view, &grants)?;
+        f(&view, own)
+    })
+    .await
+}
+
+async fn trash(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    let items = with_trash(&app, &user, |_, own| {
+        Ok(own
+            .iter()
+            .map(|e| json!({"id": e.id, "path": e.path.to_string()}))
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    Ok(Json(json!({"items": items})))
+}
+
+async fn restore(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let path = with_trash(&app, &user, move |view, own| {
+        if !own.iter().any(|e| e.id == id) {
+            return Err(harness_fs::Error::NotInTrash(id).into());
+        }
+        Ok(harness_fs::tools::restore(view, &id)?.to_string())
+    })
+    .await?;
+    reindex(&app, &path).await;
+    Ok(Json(json!({"path": path})))
+}
+
+async fn empty_trash(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
+    let deleted = with_trash(&app, &user, |view, own| {
+        for e in &own {
+            view.purge(&e.id)?;
+        }
+        Ok(own.len())
+    })
+    .await?;
+    Ok(Json(json!({"deleted": deleted})))
 }
 
 async fn view(
@@ -50,7 +285,7 @@ async fn view(
         .collect();
     let home = view.cwd().to_string();
     let given = q.checked()?;
-    let answer = tokio::task::spawn_blocking(move || -> Result<Value> {
+    let answer = blocking(move || -> Result<Value> {
         let path = given.map_or_else(|| home.clone(), |g| g.on(&view));
         let listing = view.list(&path)?;
         let dir = listing.path.clone();
@@ -59,8 +294,13 @@ async fn view(
             .entries
             .iter()
             .map(|e| {
-                let (level, passage) = view.level(&dir.join(&e.name).to_string());
+                let child = dir.join(&e.name);
+                let (level, passage) = view.level(&child.to_string());
+                let size = (e.kind == Kind::File)
+                    .then(|| view.stat(&child).map(|m| m.size).ok())
+                    .flatten();
                 json!({
+                    "size": size,
                     "name": e.name,
                     "kind": if e.kind == Kind::Dir { "dir" } else { "file" },
                     "mount": e.mount,
@@ -80,7 +320,6 @@ async fn view(
             "truncated": listing.truncated,
         }))
     })
-    .await
-    .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))??;
+    .await?;
     Ok(Json(answer))
 }

@@ -541,6 +541,10 @@ async fn delete_user(db: Option<String>) {
     let bob_id = user_id(&mut bob).await;
     let (status, _) = bob.put("/api/files/content?path=notes.md", "bob's").await;
     assert_eq!(status, 200);
+    bob.put("/api/files/content?path=diary.md", "bob's own")
+        .await;
+    let (status, _) = bob.delete("/api/files?path=diary.md").await;
+    assert_eq!(status, 200);
     let (_, t) = bob.post("/api/tokens", json!({})).await;
     let mut script = Client::anonymous(&server.base);
     script.bearer = Some(t["token"].as_str().unwrap().to_owned());
@@ -613,6 +617,9 @@ async fn delete_user(db: Option<String>) {
     let mut new_bob = server.login("bob", "new-bob-password").await;
     let (status, _) = new_bob.get("/api/files/content?path=notes.md").await;
     assert_eq!(status, 404, "the new bob does not get the old one's files");
+    // Nor their trash: not the old home, not what the old bob trashed from it.
+    let (_, v) = new_bob.get("/api/trash").await;
+    assert_eq!(v, json!({"items": []}));
     assert_eq!(alice.get("/api/auth/me").await.0, 200);
 }
 

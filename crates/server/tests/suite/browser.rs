@@ -1011,6 +1011,13 @@ fn the_plan_card_follows_the_plan_as_it_is_written_and_updated() {
         )
         .await;
         shot(c, "plan-card").await;
+        // The card sits above the log, outside it: nothing scrolled in the log goes under it.
+        let apart = js(c, "const p = document.querySelector('#plan').getBoundingClientRect(); const l = document.querySelector('#log').getBoundingClientRect(); return [p.bottom, l.top, document.querySelector('#log').contains(document.querySelector('#plan'))]").await;
+        assert!(
+            apart[0].as_f64().unwrap() <= apart[1].as_f64().unwrap(),
+            "the plan overlaps the log: {apart}"
+        );
+        assert_eq!(apart[2], false, "{apart}");
         c.refresh().await.unwrap();
         until(
             c,
@@ -1158,6 +1165,478 @@ fn the_files_page_shows_the_view_as_a_tree_with_levels_and_uploads_through_it() 
         shot(c, "files").await;
         c.set_window_size(390, 844).await.unwrap();
         shot(c, "files-phone").await;
+    });
+}
+
+#[test]
+fn the_files_page_opens_binary_files_renames_deletes_to_the_trash_and_restores() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let mut bob = server.user("bob").await;
+        // bob's trashed file is not alice's to see.
+        bob.put("/api/files/content?path=bobs.txt", "b").await;
+        bob.delete("/api/files?path=bobs.txt").await;
+        std::fs::write(server.tree().join("home/alice/data.bin"), [0u8, 1, 2, 3, 4]).unwrap();
+        // A 1×1 PNG.
+        let png: [u8; 67] = [
+            137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1,
+            8, 6, 0, 0, 0, 31, 21, 196, 137, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156, 99, 0, 1, 0, 0,
+            5, 0, 1, 13, 10, 45, 180, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+        ];
+        std::fs::write(server.tree().join("home/alice/dot.png"), png).unwrap();
+        std::fs::write(server.tree().join("home/alice/old.txt"), "old\n").unwrap();
+
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        // A binary file: its size and a download, not an error.
+        find(c, "li[data-path='/home/alice/data.bin'] .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let said = until(
+            c,
+            "the binary note",
+            "return document.querySelector('#viewer .binary')?.textContent",
+        )
+        .await;
+        assert_eq!(said, "binary file, 5 bytes — Download");
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#viewer .binary a').getAttribute('href')"
+            )
+            .await,
+            "/api/files/raw?path=%2Fhome%2Falice%2Fdata.bin"
+        );
+        assert!(!page_text(c).await.contains("Binary file:"));
+        // An image is shown through the raw route.
+        find(c, "li[data-path='/home/alice/dot.png'] .name")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the image drawn", "const i = document.querySelector('#viewer img.shown-image'); return i && i.complete && i.naturalWidth === 1").await;
+        shot(c, "files-image").await;
+
+        // Rename old.txt to new.txt.
+        find(c, "li[data-path='/home/alice/old.txt'] .rename")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let input = find(c, "li[data-path='/home/alice/old.txt'] input.newname").await;
+        input.clear().await.unwrap();
+        input
+            .send_keys(&format!("new.txt{}", char::from(Key::Enter)))
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt']").await;
+        assert!(!server.tree().join("home/alice/old.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/new.txt")).unwrap(),
+            "old\n"
+        );
+        // Delete it: asked first, then to the trash.
+        find(c, "li[data-path='/home/alice/new.txt'] .delete")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt'] .confirm")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the file gone",
+            "return !document.querySelector(\"li[data-path='/home/alice/new.txt']\")",
+        )
+        .await;
+        assert!(!server.tree().join("home/alice/new.txt").exists());
+        // The trash: alice's entry only; restore puts it back in the tree.
+        find(c, "#trashlink").await.click().await.unwrap();
+        let items = until(c, "the trash", "const l = [...document.querySelectorAll('#trashlist li[data-path]')].map(l => l.dataset.path); return l.length && l").await;
+        assert_eq!(items, json!(["/home/alice/new.txt"]));
+        shot(c, "files-trash").await;
+        find(c, "#trashlist li[data-path='/home/alice/new.txt'] .restore")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#tree li[data-path='/home/alice/new.txt']").await;
+        until(
+            c,
+            "the trash emptied of it",
+            "return document.querySelector('#trashlist')?.textContent === 'The trash is empty.'",
+        )
+        .await;
+        assert!(server.tree().join("home/alice/new.txt").exists());
+        // Delete again and empty the trash: gone for good, bob's entry stays.
+        find(c, "li[data-path='/home/alice/new.txt'] .delete")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "li[data-path='/home/alice/new.txt'] .confirm")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the file gone",
+            "return !document.querySelector(\"li[data-path='/home/alice/new.txt']\")",
+        )
+        .await;
+        find(c, "#trashlink").await.click().await.unwrap();
+        find(c, "#trashlist li[data-path='/home/alice/new.txt']").await;
+        find(c, "#emptytrash").await.click().await.unwrap();
+        find(c, "#viewer .confirm").await.click().await.unwrap();
+        until(
+            c,
+            "the trash emptied",
+            "return document.querySelector('#trashlist')?.textContent === 'The trash is empty.'",
+        )
+        .await;
+        let (_, v) = bob.get("/api/trash").await;
+        assert_eq!(v["items"][0]["path"], "/home/bob/bobs.txt", "{v}");
+        shot(c, "files-trash-emptied").await;
+    });
+}
+
+/// Whether the element `css` is wholly inside the window and is what a click at its middle hits.
+async fn in_view(c: &Client, css: &str) -> Value {
+    js(
+        c,
+        &format!(
+            "const e = document.querySelector(\"{css}\"); const r = e.getBoundingClientRect(); \
+             const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2); \
+             return {{inside: r.left >= 0 && r.top >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && r.width > 0, \
+             hit: !!hit && (hit === e || e.contains(hit)), rect: [r.left, r.top, r.right, r.bottom], window: [innerWidth, innerHeight]}}"
+        ),
+    )
+    .await
+}
+
+#[test]
+fn a_long_file_name_stays_inside_the_tree_with_its_buttons_at_desktop_and_phone_width() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let long = format!("{}.txt", "a_very_long_name_without_spaces_".repeat(6));
+        std::fs::write(server.tree().join("home/alice").join(&long), "x").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        find(c, "#fileslink").await.click().await.unwrap();
+        let row = format!("li[data-path='/home/alice/{long}']");
+        find(c, &row).await;
+        for (w, h, name) in [
+            (1280, 900, "files-long-name"),
+            (390, 844, "files-long-name-phone"),
+        ] {
+            c.set_window_size(w, h).await.unwrap();
+            let pane = js(c, &format!("const p = document.querySelector('.treepane'); const r = document.querySelector(\"{row} > .row\").getBoundingClientRect(); const q = p.getBoundingClientRect(); return [p.scrollWidth <= p.clientWidth, r.right <= q.right]")).await;
+            assert_eq!(
+                pane,
+                json!([true, true]),
+                "at {w}px the name overflows the tree"
+            );
+            for button in ["download", "rename", "delete"] {
+                let v = in_view(c, &format!("{row} .{button}")).await;
+                assert_eq!(
+                    (&v["inside"], &v["hit"]),
+                    (&json!(true), &json!(true)),
+                    "{button} at {w}px: {v}"
+                );
+            }
+            shot(c, name).await;
+        }
+    });
+}
+
+#[test]
+fn the_grants_panel_opens_in_view_below_a_long_list_of_users() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _root = server.admin().await;
+        for i in 0..30 {
+            let _ = server.user(&format!("user{i:02}")).await;
+        }
+        let c = fresh().await;
+        sign_in(c, &server.base, "root").await;
+        c.goto(&format!("{}/settings", server.base)).await.unwrap();
+        find(c, "tr[data-user='user00'] .opengrants")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find(c, "#savegrants").await;
+        let v = in_view(c, "#grants h4").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        let v = in_view(c, "#savegrants").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "grants-in-view").await;
+    });
+}
+
+#[test]
+fn at_phone_width_the_chat_list_page_shows_new_chat_beside_nothing_that_hides_it() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        c.set_window_size(390, 844).await.unwrap();
+        sign_in(c, &server.base, "alice").await;
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "chat-list-phone-new").await;
+        // A refusal is shown there too (here: signed out meanwhile), not in a hidden pane.
+        let cookies = c.get_all_cookies().await.unwrap();
+        c.delete_all_cookies().await.unwrap();
+        find(c, "#newchat").await.click().await.unwrap();
+        until(
+            c,
+            "the refusal",
+            "return document.querySelector('#alert')?.textContent",
+        )
+        .await;
+        let v = in_view(c, "#alert").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+        shot(c, "chat-list-phone-refused").await;
+        for cookie in cookies {
+            c.add_cookie(cookie).await.unwrap();
+        }
+        find(c, "#newchat").await.click().await.unwrap();
+        find(c, "#prompt").await;
+        // In a chat the list folds behind ☰ again, and ☰ brings New chat back.
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#newchat').getBoundingClientRect().width"
+            )
+            .await,
+            0
+        );
+        find(c, ".chathead .menu").await.click().await.unwrap();
+        let v = in_view(c, "#newchat").await;
+        assert_eq!(
+            (&v["inside"], &v["hit"]),
+            (&json!(true), &json!(true)),
+            "{v}"
+        );
+    });
+}
+
+/// A 1×1 PNG.
+const DOT_PNG: [u8; 67] = [
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
+    0, 0, 31, 21, 196, 137, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156, 99, 0, 1, 0, 0, 5, 0, 1, 13, 10,
+    45, 180, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+
+#[test]
+fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_and_sent_again() {
+    run(async {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(DOT_PNG);
+        let answer = format!(
+            "Stock:\n\n| Name | Qty |\n|:--|--:|\n| apple | 3 |\n| **pear** | 10 |\n\n\
+             See ![dot](/home/alice/dot.png) then ![far](https://example.com/x.png) and ![inline](data:image/png;base64,{data}).\n"
+        );
+        let model = ScriptedServer::start(vec![
+            text(&[&answer]),
+            text(&["Again."]),
+            text(&["Changed."]),
+        ])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        std::fs::write(server.tree().join("home/alice/dot.png"), DOT_PNG).unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        say(c, "count the fruit").await;
+        until(
+            c,
+            "the table",
+            "return document.querySelectorAll('.answer table td').length === 4",
+        )
+        .await;
+        assert_eq!(
+            js(c, "return [...document.querySelectorAll('.answer table tr')].map(r => [...r.children].map(x => x.tagName + ':' + x.textContent + ':' + x.className))").await,
+            json!([
+                ["TH:Name:al-left", "TH:Qty:al-right"],
+                ["TD:apple:al-left", "TD:3:al-right"],
+                ["TD:pear:al-left", "TD:10:al-right"]
+            ])
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer table strong').textContent"
+            )
+            .await,
+            "pear"
+        );
+        // The view's image through the raw route and the data: one are drawn; the remote one stays text.
+        until(c, "the images drawn", "const i = [...document.querySelectorAll('.answer img.mdimage')]; return i.length === 2 && i.every(x => x.complete && x.naturalWidth === 1)").await;
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('.answer img.mdimage').getAttribute('src')"
+            )
+            .await,
+            "/api/files/raw?path=%2Fhome%2Falice%2Fdot.png&inline=1"
+        );
+        let words = js(
+            c,
+            "return [...document.querySelectorAll('.answer p')].pop().textContent",
+        )
+        .await;
+        assert_eq!(words, "See  then ![far](https://example.com/x.png) and .");
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        shot(c, "message-table-image").await;
+
+        // Copy: the answer's Markdown as written.
+        find(c, ".msg.assistant .copymsg")
+            .await
+            .click()
+            .await
+            .unwrap();
+        assert_eq!(
+            until(c, "the copy", "return document.body.dataset.copied").await,
+            json!(answer)
+        );
+        // Regenerate: the person's message sent again, answered anew.
+        find(c, ".msg.assistant .regenerate")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the second answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Again.')").await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no'",
+        )
+        .await;
+        let users = "return [...document.querySelectorAll('.msg.user')].map(m => m.textContent)";
+        assert_eq!(
+            js(c, users).await,
+            json!(["count the fruit", "count the fruit"])
+        );
+        // Edit and send again: a new message, the first one left as it was.
+        find(c, ".msg.user .editmsg").await.click().await.unwrap();
+        let bx = find(c, ".editagain textarea").await;
+        bx.clear().await.unwrap();
+        bx.send_keys("count the pears").await.unwrap();
+        find(c, ".editagain .sendagain")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(c, "the third answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Changed.')").await;
+        assert_eq!(
+            js(c, users).await,
+            json!(["count the fruit", "count the fruit", "count the pears"])
+        );
+        assert_eq!(
+            js(c, "return document.querySelectorAll('.editagain').length").await,
+            0
+        );
+        shot(c, "message-actions").await;
+    });
+}
+
+#[test]
+fn a_file_attached_in_the_composer_is_uploaded_to_the_home_and_named_in_the_message() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Read it."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        std::fs::write(server.tree().join("home/alice/data.csv"), "kept\n").unwrap();
+        let local = tempfile::tempdir().unwrap();
+        let file = local.path().join("data.csv");
+        std::fs::write(&file, "a,b\n1,2\n").unwrap();
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        find(c, "#prompt")
+            .await
+            .send_keys("sum the columns")
+            .await
+            .unwrap();
+        find(c, "#attach")
+            .await
+            .send_keys(file.to_str().unwrap())
+            .await
+            .unwrap();
+        until(
+            c,
+            "the attachment",
+            "return document.body.dataset.attached === '1'",
+        )
+        .await;
+        // The name was taken: a free one, the file there left as it was.
+        assert_eq!(
+            js(c, "return document.querySelector('#prompt').value").await,
+            "sum the columns\nAttached: /home/alice/data (2).csv"
+        );
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/data (2).csv")).unwrap(),
+            "a,b\n1,2\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(server.tree().join("home/alice/data.csv")).unwrap(),
+            "kept\n"
+        );
+        shot(c, "attached").await;
+        find(c, "#send").await.click().await.unwrap();
+        until(c, "the answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Read it.')").await;
+        assert_eq!(
+            js(c, "return document.querySelector('.msg.user').textContent").await,
+            "sum the columns\nAttached: /home/alice/data (2).csv"
+        );
     });
 }
 

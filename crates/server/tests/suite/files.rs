@@ -286,3 +286,149 @@ async fn names_from_the_api_are_one_spelling_bounded_and_shown_as_they_are() {
         "new"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_is_downloaded_raw_renamed_deleted_to_the_trash_restored_and_the_trash_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), "http://127.0.0.1:9/v1");
+    let mut alice = server.user("alice").await;
+    let mut bob = server.user("bob").await;
+    let png = [0x89, b'P', b'N', b'G', 0, 1, 2, 3];
+    std::fs::write(server.tree().join("home/alice/pic.png"), png).unwrap();
+    std::fs::write(
+        server.tree().join("home/alice/page.html"),
+        "<script>1</script>",
+    )
+    .unwrap();
+    std::fs::write(server.tree().join("shared/s.txt"), "s").unwrap();
+
+    // Raw bytes: a download, typed, never sniffed; inline only for a raster image.
+    let raw = |c: &super::Client, q: &str| {
+        let r = c.http.get(format!("{}/api/files/raw?{q}", c.base));
+        r.header(
+            "cookie",
+            format!("llembas_session={}", c.cookie.clone().unwrap()),
+        )
+    };
+    let r = raw(&alice, "path=pic.png").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["content-type"], "image/png");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(
+        h["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"pic.png\"")
+    );
+    assert_eq!(r.bytes().await.unwrap().as_ref(), png);
+    let r = raw(&alice, "path=pic.png&inline=1").send().await.unwrap();
+    assert!(
+        r.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("inline;")
+    );
+    let r = raw(&alice, "path=page.html&inline=1").send().await.unwrap();
+    assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    assert!(
+        r.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment;")
+    );
+    let r = raw(&bob, "path=/home/alice/pic.png").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let (_, v) = alice.get("/api/view").await;
+    let entry = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "pic.png")
+        .unwrap()
+        .clone();
+    assert_eq!(entry["size"], 8, "{v}");
+
+    // Rename through the view; /shared is read-only; bob cannot touch alice's files.
+    let (status, v) = alice
+        .post(
+            "/api/files/move",
+            json!({"from": "pic.png", "to": "/home/alice/photo.png"}),
+        )
+        .await;
+    assert_eq!(
+        (status, v),
+        (
+            200,
+            json!({"from": "/home/alice/pic.png", "to": "/home/alice/photo.png"})
+        )
+    );
+    assert!(server.tree().join("home/alice/photo.png").exists());
+    let (status, v) = alice
+        .post(
+            "/api/files/move",
+            json!({"from": "/shared/s.txt", "to": "s.txt"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{v}");
+    let (status, _) = bob
+        .post(
+            "/api/files/move",
+            json!({"from": "/home/alice/photo.png", "to": "p.png"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = bob.delete("/api/files?path=/home/alice/photo.png").await;
+    assert_eq!(status, 403);
+
+    // Delete: to the trash, each user's own.
+    let (status, v) = alice.delete("/api/files?path=photo.png").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["path"], "/home/alice/photo.png");
+    let id = v["trash"].as_str().unwrap().to_owned();
+    assert!(!server.tree().join("home/alice/photo.png").exists());
+    bob.put("/api/files/content?path=b.txt", "b").await;
+    let (_, v) = bob.delete("/api/files?path=b.txt").await;
+    let bobs = v["trash"].as_str().unwrap().to_owned();
+    let (status, v) = alice.get("/api/trash").await;
+    assert_eq!(
+        (status, v),
+        (
+            200,
+            json!({"items": [{"id": id, "path": "/home/alice/photo.png"}]})
+        )
+    );
+    let (_, v) = bob.get("/api/trash").await;
+    assert_eq!(
+        v,
+        json!({"items": [{"id": bobs, "path": "/home/bob/b.txt"}]})
+    );
+    let (status, v) = bob
+        .post(&format!("/api/trash/{id}/restore"), json!({}))
+        .await;
+    assert_eq!(
+        (status, v),
+        (404, json!({"error": format!("Not in the trash: {id}")}))
+    );
+
+    // Restore; then trash again and empty: alice's entry is gone for good, bob's stays.
+    let (status, v) = alice
+        .post(&format!("/api/trash/{id}/restore"), json!({}))
+        .await;
+    assert_eq!((status, v), (200, json!({"path": "/home/alice/photo.png"})));
+    assert_eq!(
+        std::fs::read(server.tree().join("home/alice/photo.png")).unwrap(),
+        png
+    );
+    alice.delete("/api/files?path=photo.png").await;
+    let (status, v) = alice.delete("/api/trash").await;
+    assert_eq!((status, v), (200, json!({"deleted": 1})));
+    let (_, v) = alice.get("/api/trash").await;
+    assert_eq!(v, json!({"items": []}));
+    let (_, v) = bob.get("/api/trash").await;
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
+    let (status, v) = bob
+        .post(&format!("/api/trash/{bobs}/restore"), json!({}))
+        .await;
+    assert_eq!((status, v), (200, json!({"path": "/home/bob/b.txt"})));
+}

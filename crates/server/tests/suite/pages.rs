@@ -92,6 +92,32 @@ async fn the_pages_are_served_with_a_strict_csp_nosniff_and_cached_assets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chats_title_is_its_first_messages_first_line_with_words_trimmed_to_80_characters() {
+    let model = ScriptedServer::start(vec![text(&["One."]), text(&["Two."])])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let run = alice.say(&chat, "\n   sow the seeds   \nthen water").await;
+    stream.until(run_end(&run)).await;
+    let (_, got) = alice.get(&format!("/api/chats/{chat}")).await;
+    assert_eq!(got["title"], "sow the seeds");
+    let long = chat_with(&mut alice, &mut stream, &"é".repeat(100)).await;
+    assert_eq!(long.chars().count(), 80);
+}
+
+async fn chat_with(c: &mut Client, stream: &mut super::Events, text: &str) -> String {
+    let chat = c.chat().await;
+    let run = c.say(&chat, text).await;
+    stream.until(run_end(&run)).await;
+    let (_, got) = c.get(&format!("/api/chats/{chat}")).await;
+    got["title"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_is_renamed_and_deleted_by_its_owner_only_and_the_name_stays() {
     let model = ScriptedServer::start(vec![
         text(&["First ", "answer."]),
@@ -320,7 +346,7 @@ async fn the_view_route_gives_levels_of_the_users_own_view_only() {
     assert_eq!(
         v["entries"],
         json!([{"name": "notes.txt", "kind": "file", "mount": false, "read_only": false,
-            "level": "stage", "passage": false}])
+            "level": "stage", "passage": false, "size": 5}])
     );
     let (status, v) = alice.get("/api/view?path=/shared").await;
     assert_eq!(status, 200, "{v}");
