@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use super::{Act, carry_out, current, shared};
+use super::live::current;
+use super::{Act, carry_out, shared};
 use crate::App;
 use crate::error::Result;
 
