@@ -388,8 +388,14 @@ impl Pump {
                 }
             }
             Event::ModeChanged { mode } => {
-                if let Ok(mut m) = self.mode.lock() {
-                    *m = mode;
+                // A mode already told (a `/mode` prompt tells its own) is not told twice.
+                let known = self
+                    .mode
+                    .lock()
+                    .map(|mut m| std::mem::replace(&mut *m, mode) == mode)
+                    .unwrap_or(false);
+                if known {
+                    return;
                 }
                 self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
                     mode.as_str(),

@@ -38,6 +38,7 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
     let (u, a) = (updates.clone(), asked.clone());
+    let seen = updates.clone();
     let run = Client
         .v1()
         .on_receive_notification(
@@ -116,6 +117,21 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
                 .block_task()
                 .await?;
             assert_eq!(r.stop_reason, StopReason::EndTurn);
+            // `/mode plan` as a prompt sets the mode and says so.
+            let r = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("/mode plan"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(r.stop_reason, StopReason::EndTurn);
+            // Told before the prompt was answered.
+            assert!(
+                seen.lock().unwrap().iter().any(|n| matches!(&n.update,
+                    SessionUpdate::CurrentModeUpdate(m) if m.current_mode_id.to_string() == "plan")),
+                "no current_mode_update before `/mode plan` was answered"
+            );
             Ok(())
         });
     tokio::time::timeout(std::time::Duration::from_secs(60), run)
@@ -181,6 +197,18 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
         .expect("the slash commands advertised");
     let names: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, ["mode", "plan", "jobs", "compact", "recall"]);
+    let modes: Vec<String> = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        ["plan"],
+        "`/mode plan` is told as current_mode_update"
+    );
 }
 
 /// Capability `memory`: a session's `_meta.lembas.api` reaches the host read as the memory
