@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentBlock, ContentChunk,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    Meta, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
+    LoadSessionResponse, Meta, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
     SessionConfigSelectOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
@@ -770,6 +770,18 @@ fn prompt(
     // A slash command the session advertised: done here, not sent to the model.
     let mode = open.mode.lock().map(|m| *m).unwrap_or(Mode::Manual);
     if let Some(command) = slash_command(&text, mode) {
+        // `/mode NAME` is told as `current_mode_update` before the prompt is answered (the
+        // client did not ask through `session/set_mode`, so it would not know); the pump then
+        // leaves the runtime's own news of it out, the mode being already the one it holds.
+        if let Ok(Ok(mode)) = &command {
+            if let Ok(mut m) = open.mode.lock() {
+                *m = *mode;
+            }
+            let _ = cx.send_notification(SessionNotification::new(
+                req.session_id.clone(),
+                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.as_str())),
+            ));
+        }
         let ops = open.ops.clone();
         let session = req.session_id.clone();
         drop(sessions);

@@ -57,6 +57,21 @@ pub fn meta(v: Value) -> Meta {
     m
 }
 
+/// The most of one piece of a running command's output a `tool_call_update` carries: 8 KiB.
+pub const OUTPUT_WINDOW: usize = 8 * 1024;
+
+/// What a `tool_call_update` of a running command shows of a new piece of its output: the
+/// piece itself, or its last [`OUTPUT_WINDOW`] bytes (on a character boundary) when it is
+/// longer. Never the output so far: resent whole with every piece it grew quadratically on the
+/// wire.
+pub fn output_tail(piece: &str) -> &str {
+    let mut start = piece.len().saturating_sub(OUTPUT_WINDOW);
+    while !piece.is_char_boundary(start) {
+        start += 1;
+    }
+    &piece[start..]
+}
+
 /// A text content block.
 pub fn text_block(text: impl Into<String>) -> ContentBlock {
     ContentBlock::Text(TextContent::new(text.into()))

@@ -25,7 +25,7 @@ use crate::ext::{
     ShowRequest,
 };
 use crate::host::Host;
-use crate::map::{acp_stop, call_locations, kind_of, meta, text_block};
+use crate::map::{acp_stop, call_locations, kind_of, meta, output_tail, text_block};
 
 /// Carries one session's outputs to the client.
 pub(crate) struct Pump {
@@ -54,8 +54,6 @@ struct CallSeen {
     arguments: Value,
     /// The diffs of the files it changed.
     diffs: Vec<Diff>,
-    /// Its output so far, as it came.
-    output: String,
 }
 
 static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -90,12 +88,12 @@ impl Pump {
         while let Some(out) = rx.recv().await {
             match out {
                 Out::ToolOutput { call_id, text } => {
-                    // A running command: in progress, its output so far.
-                    if let Some(c) = calls.get_mut(&call_id) {
-                        c.output.push_str(&text);
+                    // A running command: in progress, the output new since the last update
+                    // (its tail when long); the completed call carries the result.
+                    if calls.contains_key(&call_id) {
                         let fields = ToolCallUpdateFields::new()
                             .status(ToolCallStatus::InProgress)
-                            .content(vec![ToolCallContent::from(text_block(c.output.clone()))]);
+                            .content(vec![ToolCallContent::from(text_block(output_tail(&text)))]);
                         self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                             call_id, fields,
                         )));
@@ -149,7 +147,6 @@ impl Pump {
                         title: String::new(),
                         arguments: Value::Null,
                         diffs: Vec::new(),
-                        output: String::new(),
                     });
                     seen.diffs.push(diff);
                     let content: Vec<ToolCallContent> = seen
@@ -213,7 +210,6 @@ impl Pump {
                         title: title.clone(),
                         arguments: call.arguments.clone(),
                         diffs: Vec::new(),
-                        output: String::new(),
                     },
                 );
                 let mut lembas = json!({"tool": call.name, "block": block});
@@ -392,8 +388,14 @@ impl Pump {
                 }
             }
             Event::ModeChanged { mode } => {
-                if let Ok(mut m) = self.mode.lock() {
-                    *m = mode;
+                // A mode already told (a `/mode` prompt tells its own) is not told twice.
+                let known = self
+                    .mode
+                    .lock()
+                    .map(|mut m| std::mem::replace(&mut *m, mode) == mode)
+                    .unwrap_or(false);
+                if known {
+                    return;
                 }
                 self.update(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
                     mode.as_str(),

@@ -429,8 +429,9 @@ impl Context {
         self.counter = self.counter.max(self.store.len() as u64);
     }
 
-    /// Shows a stored result by id, a window of lines at a time (`offset` from 1). The answer is
-    /// itself a result (with an id), never stubbed, capped or recorded as a read.
+    /// Shows a stored result by id, a window of lines at a time (`offset` from 1, at most `limit`
+    /// lines, never more than the window). The answer is itself a result (with an id), never
+    /// stubbed, capped or recorded as a read.
     pub fn recall(&mut self, args: Value) -> Inserted {
         let asked = args
             .get("id")
@@ -448,6 +449,11 @@ impl Context {
             .and_then(Value::as_u64)
             .unwrap_or(1)
             .max(1) as usize;
+        let window = self.cfg.recall.window_lines;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(window, |n| (n as usize).clamp(1, window));
         let id = self.next_id();
         let (body, kind) = match self.by_id.get(&asked).map(|&s| &self.store[s]) {
             None => (
@@ -455,7 +461,7 @@ impl Context {
                 InsertKind::Error,
             ),
             Some(stored) => (
-                recall_window(&self.cfg, stored, offset),
+                recall_window(&self.cfg, stored, offset, limit),
                 InsertKind::Recall {
                     of: stored.id.clone(),
                 },
@@ -655,13 +661,13 @@ pub fn cap_text(cfg: &ContextConfig, text: &str, id: &ResultId) -> (String, Opti
     (out, Some(elided))
 }
 
-fn recall_window(cfg: &ContextConfig, stored: &Stored, offset: usize) -> String {
+fn recall_window(cfg: &ContextConfig, stored: &Stored, offset: usize, limit: usize) -> String {
     let lines: Vec<&str> = stored.output.lines().collect();
     let total = lines.len();
     let start = offset.min(total.max(1)) - 1;
     let mut end = start;
     let mut used = 0usize;
-    while end < total && end - start < cfg.recall.window_lines {
+    while end < total && end - start < limit {
         let n = lines[end].chars().count() + 1;
         if end > start && used + n > cfg.cap.max_chars {
             break;
@@ -806,6 +812,33 @@ mod tests {
         assert!(table.contains("| /a | 1-50 | h2 |"), "{table}");
         let after = read(&mut c, "/a", 1, 50, "h2");
         assert_eq!(after.kind, InsertKind::Full);
+    }
+
+    #[test]
+    fn recall_shows_at_most_limit_lines() {
+        let mut c = ctx();
+        let text: String = (1..=400).map(|n| format!("line {n}\n")).collect();
+        let r = c.insert(Insert::new("bash", json!({"command": "x"}), text));
+        let shown = c.recall(json!({"id": r.id.as_str(), "offset": 3, "limit": 5}));
+        let lines: Vec<&str> = shown.body.lines().collect();
+        // The header, the five lines asked for, the pointer to the rest.
+        assert_eq!(lines.len(), 7, "{}", shown.body);
+        assert_eq!(
+            &lines[1..6],
+            ["line 3", "line 4", "line 5", "line 6", "line 7"]
+        );
+        assert!(
+            lines[0].contains("3") && lines[0].contains("7"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[6].contains("8"), "{}", lines[6]);
+        // A limit above the window is the window.
+        let all = c.recall(json!({"id": r.id.as_str(), "limit": 100_000}));
+        assert_eq!(
+            all.body.lines().count(),
+            1 + c.cfg.recall.window_lines.min(400)
+        );
     }
 
     #[test]

@@ -104,9 +104,13 @@ pub fn classify_value(
     // "rate limit"). Only an overflow may still be read from such an answer.
     let refused = status_for_class
         .is_some_and(|s| (400..500).contains(&s) && !texts.capacity.statuses.contains(&s));
+    // A 5xx that says when to come back (`Retry-After`) is a busy server, whatever its status.
+    let asks_to_wait = retry_after.is_some() && status_for_class.is_some_and(|s| s >= 500);
     let class = if matches_class(&texts.context_overflow, status_for_class, &codes, &hay) {
         ErrorClass::ContextOverflow
-    } else if !refused && matches_class(&texts.capacity, status_for_class, &codes, &hay) {
+    } else if !refused
+        && (asks_to_wait || matches_class(&texts.capacity, status_for_class, &codes, &hay))
+    {
         ErrorClass::Capacity
     } else {
         ErrorClass::Other

@@ -37,11 +37,21 @@ pub struct Endpoint {
     pub connect_timeout: Duration,
     /// The retry policy, the streams' idle limit included (None: `quirks.json` `retry`).
     pub retry: Option<RetryPolicy>,
+    /// The longest one call may take as a whole: every attempt, its headers and its body, and
+    /// the waits between attempts ([`DEFAULT_DEADLINE`] unless set). A call past it ends with
+    /// [`Error::Deadline`], so a server that trickles bytes or never sends its headers cannot
+    /// hold a prompt without end.
+    pub deadline: Duration,
 }
+
+/// The default [`Endpoint::deadline`]: 10 minutes. OpenCode gives a request 5 minutes
+/// (`timeout`, 300 000 ms) and Codex lets a stream be silent 5 minutes
+/// (`stream_idle_timeout_ms`); ours also covers the retries and their waits, so it is twice that.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
 impl Endpoint {
     /// An endpoint with the defaults: no key, server `other`, 30 s to connect, the spec's retry
-    /// policy.
+    /// policy, [`DEFAULT_DEADLINE`] for a call.
     pub fn new(base_url: impl Into<String>) -> Endpoint {
         Endpoint {
             base_url: base_url.into(),
@@ -49,6 +59,7 @@ impl Endpoint {
             server: "other".into(),
             connect_timeout: Duration::from_secs(30),
             retry: None,
+            deadline: DEFAULT_DEADLINE,
         }
     }
 }
@@ -191,7 +202,26 @@ impl ModelClient {
         self.run(request, true, cancel, on_event).await
     }
 
+    /// One call within the endpoint's deadline.
     async fn run(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Result<Completion> {
+        let limit = self.endpoint.deadline;
+        tokio::time::timeout(limit, self.run_attempts(request, stream, cancel, on_event))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Deadline {
+                    url: self.url("chat/completions"),
+                    limit,
+                })
+            })
+    }
+
+    async fn run_attempts(
         &self,
         request: &ChatRequest,
         stream: bool,

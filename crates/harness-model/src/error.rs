@@ -87,6 +87,19 @@ pub enum Error {
         /// What the HTTP stack said.
         message: String,
     },
+    /// A call took longer than the endpoint's deadline (`Endpoint::deadline`), its attempts and
+    /// the waits between them included: a server that trickles its answer or never sends its
+    /// headers. Not retried.
+    #[error(
+        "the model request to {url} took longer than its deadline of {} s (the endpoint's `deadline`)",
+        limit.as_secs_f64()
+    )]
+    Deadline {
+        /// The URL requested.
+        url: String,
+        /// The deadline that passed.
+        limit: std::time::Duration,
+    },
     /// An answer that is not the JSON of a chat completion.
     #[error("the model server sent a body that is not a chat completion: {0}")]
     Decode(String),

@@ -40,7 +40,7 @@ pub mod sse;
 pub mod think;
 
 pub use classify::{ErrorClass, ModelError, classify_http};
-pub use client::{Endpoint, ModelClient};
+pub use client::{DEFAULT_DEADLINE, Endpoint, ModelClient};
 pub use error::{Error, Result};
 pub use metadata::{Catalogue, CatalogueModel, ModelInfo, ModelOverrides};
 pub use parse::{

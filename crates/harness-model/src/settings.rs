@@ -58,6 +58,9 @@ pub struct EndpointConfig {
     /// Whether the model calls tools, overriding the catalogue (`false`: none are offered).
     #[serde(default)]
     pub tools: Option<bool>,
+    /// The longest one model call may take, retries included, in seconds (`Endpoint::deadline`).
+    #[serde(default)]
+    pub deadline: Option<u64>,
 }
 
 /// The endpoints a config file names.
@@ -103,6 +106,8 @@ pub struct ModelSettings {
     pub server: Option<String>,
     /// Whether the model calls tools, when configured.
     pub tools: Option<bool>,
+    /// The longest one model call may take, in seconds, when configured.
+    pub deadline: Option<u64>,
 }
 
 /// The start of the line said when no model server is configured; the front end ends it with
@@ -207,6 +212,7 @@ pub fn resolve(
         capacity: e.capacity,
         server: env.var("LLEMBAS_SERVER").or(e.server),
         tools: e.tools,
+        deadline: e.deadline,
     }))
 }
 
@@ -222,6 +228,7 @@ impl ModelSettings {
             capacity: None,
             server: None,
             tools: None,
+            deadline: None,
         }
     }
 
@@ -241,6 +248,9 @@ impl ModelSettings {
         endpoint.api_key = self.api_key.clone();
         if let Some(server) = &self.server {
             endpoint.server = server.clone();
+        }
+        if let Some(secs) = self.deadline {
+            endpoint.deadline = std::time::Duration::from_secs(secs);
         }
         endpoint
     }

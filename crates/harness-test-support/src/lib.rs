@@ -52,6 +52,12 @@ pub enum Reply {
         /// The body.
         body: Value,
     },
+    /// A 200 `text/event-stream` body that never ends: one byte every `every` (an SSE comment
+    /// line that grows without end), as a server that trickles its answer.
+    Trickle {
+        /// The time between two bytes.
+        every: Duration,
+    },
     /// A raw body with this status and these headers (error answers, `Retry-After`).
     Raw {
         /// The HTTP status.
@@ -297,6 +303,21 @@ async fn chat(
                     response.headers_mut().insert(n, v);
                 }
             }
+            response
+        }
+        Some(Reply::Trickle { every }) => {
+            let bytes = stream::unfold(true, move |first| async move {
+                if !first {
+                    tokio::time::sleep(every).await;
+                }
+                let byte = if first { ":" } else { "." };
+                Some((Ok::<Bytes, Infallible>(Bytes::from(byte)), false))
+            });
+            let mut response = Response::new(Body::from_stream(bytes));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
             response
         }
         Some(Reply::Sse { pieces, stall }) => {

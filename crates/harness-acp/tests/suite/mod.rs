@@ -17,7 +17,10 @@ use harness_loop::session::ToolOutcome;
 use harness_spec::{Project, Risk};
 use serde_json::json;
 
-/// A world with one tool of its own: `launch`, an execute (so manual mode asks).
+/// How many pieces of 1,000 bytes `countdown` streams.
+pub const COUNTDOWN_PIECES: usize = 100;
+
+/// A world with tools of its own: `launch`, an execute (so manual mode asks).
 pub struct Rocket;
 
 impl ToolWorld for Rocket {
@@ -26,17 +29,35 @@ impl ToolWorld for Rocket {
     }
 
     fn registered(&self) -> Vec<RegisteredTool> {
-        vec![RegisteredTool {
-            name: "launch".into(),
-            description: "Launches the rocket.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-            risk: Risk::Execute,
-            exclusive: true,
-        }]
+        vec![
+            RegisteredTool {
+                name: "launch".into(),
+                description: "Launches the rocket.".into(),
+                parameters: json!({"type": "object", "properties": {}}),
+                risk: Risk::Execute,
+                exclusive: true,
+            },
+            RegisteredTool {
+                name: "countdown".into(),
+                description: "Counts down aloud.".into(),
+                parameters: json!({"type": "object", "properties": {}}),
+                risk: Risk::Execute,
+                exclusive: true,
+            },
+        ]
     }
 
-    fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {
-        Box::pin(async move { Ran::Done(ToolOutcome::ok(&call.id, "lift-off")) })
+    fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
+        Box::pin(async move {
+            if call.name == "countdown" {
+                // COUNTDOWN_PIECES pieces of output as a command streams them.
+                for n in (0..COUNTDOWN_PIECES).rev() {
+                    (cx.output)(format!("{n:>999}\n"));
+                }
+                return Ran::Done(ToolOutcome::ok(&call.id, "zero"));
+            }
+            Ran::Done(ToolOutcome::ok(&call.id, "lift-off"))
+        })
     }
 
     fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {

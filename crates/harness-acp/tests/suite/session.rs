@@ -15,7 +15,7 @@ use harness_agent::Reply;
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
-use super::{TestHost, info};
+use super::{COUNTDOWN_PIECES, TestHost, info};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_runs_a_session_over_a_duplex_stream() {
@@ -38,6 +38,7 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let asked: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
     let (u, a) = (updates.clone(), asked.clone());
+    let seen = updates.clone();
     let run = Client
         .v1()
         .on_receive_notification(
@@ -116,6 +117,21 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
                 .block_task()
                 .await?;
             assert_eq!(r.stop_reason, StopReason::EndTurn);
+            // `/mode plan` as a prompt sets the mode and says so.
+            let r = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("/mode plan"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(r.stop_reason, StopReason::EndTurn);
+            // Told before the prompt was answered.
+            assert!(
+                seen.lock().unwrap().iter().any(|n| matches!(&n.update,
+                    SessionUpdate::CurrentModeUpdate(m) if m.current_mode_id.to_string() == "plan")),
+                "no current_mode_update before `/mode plan` was answered"
+            );
             Ok(())
         });
     tokio::time::timeout(std::time::Duration::from_secs(60), run)
@@ -181,6 +197,18 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
         .expect("the slash commands advertised");
     let names: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, ["mode", "plan", "jobs", "compact", "recall"]);
+    let modes: Vec<String> = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        ["plan"],
+        "`/mode plan` is told as current_mode_update"
+    );
 }
 
 /// Capability `memory`: a session's `_meta.lembas.api` reaches the host read as the memory
@@ -246,4 +274,92 @@ async fn the_memory_api_reaches_the_host_read() {
         assert_eq!(got, vec![want.map(str::to_owned)]);
         agent.abort();
     }
+}
+
+/// A command's streamed output reaches the client once: each `tool_call_update` carries the
+/// piece new since the last, so the bytes on the wire stay proportional to the output (resent
+/// whole, 100 pieces of 1,000 bytes were 5 MB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_output_is_sent_once_not_whole_each_time() {
+    let host = TestHost::new(vec![
+        Reply::call("countdown", json!({})),
+        Reply::text("Done."),
+    ]);
+    let (agent_end, client_end) = tokio::io::duplex(64 * 1024);
+    let (agent_in, agent_out) = tokio::io::split(agent_end);
+    let agent = tokio::spawn(harness_acp::serve_stream(
+        host.clone(),
+        info(),
+        agent_in,
+        agent_out,
+    ));
+    let (client_in, client_out) = tokio::io::split(client_end);
+    let transport = ByteStreams::new(client_out.compat_write(), client_in.compat());
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let u = updates.clone();
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                u.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |_r: RequestPermissionRequest, responder, _cx| {
+                responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("once")),
+                ))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let s = cx
+                .send_request(NewSessionRequest::new("/work"))
+                .block_task()
+                .await?;
+            let r = cx
+                .send_request(PromptRequest::new(
+                    s.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new("count down"))],
+                ))
+                .block_task()
+                .await?;
+            assert_eq!(r.stop_reason, StopReason::EndTurn);
+            Ok(())
+        });
+    tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the ACP run took over 60 s")
+        .unwrap();
+    agent.abort();
+
+    let updates = updates.lock().unwrap().clone();
+    let running: Vec<&SessionNotification> = updates
+        .iter()
+        .filter(|n| {
+            matches!(&n.update, SessionUpdate::ToolCallUpdate(u)
+                if u.fields.status == Some(ToolCallStatus::InProgress) && u.fields.content.is_some())
+        })
+        .collect();
+    assert_eq!(running.len(), COUNTDOWN_PIECES, "one update per piece");
+    let output = COUNTDOWN_PIECES * 1000;
+    let wire: usize = running
+        .iter()
+        .map(|n| serde_json::to_string(n).unwrap().len())
+        .sum();
+    assert!(
+        wire < 2 * output,
+        "{wire} bytes on the wire for {output} bytes of output"
+    );
+    // The last update shows the last piece, not the whole.
+    let SessionUpdate::ToolCallUpdate(last) = &running[running.len() - 1].update else {
+        unreachable!()
+    };
+    let shown = serde_json::to_value(last.fields.content.as_ref().unwrap()).unwrap();
+    assert_eq!(shown[0]["content"]["text"], format!("{:>999}\n", 0));
 }

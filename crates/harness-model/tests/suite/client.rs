@@ -1032,3 +1032,108 @@ async fn a_model_with_tools_keeps_tools_and_structured_history() {
     assert_eq!(messages[3]["role"], json!("tool"));
     assert_eq!(messages[4]["role"], json!("tool"));
 }
+
+#[tokio::test]
+async fn a_500_that_says_retry_after_is_retried_like_a_503() {
+    let server = ScriptedServer::start(vec![
+        Reply::error(500, "internal error").with_header("Retry-After", "0"),
+        Reply::text_stream(&["back"]),
+    ])
+    .await
+    .unwrap();
+    let first = client(&server, "other", small_model());
+    let (events, result) = stream_all(&first, &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "back");
+    assert_eq!(server.requests().len(), 2);
+    let told = retries(&events);
+    assert_eq!(
+        told.iter()
+            .map(|r| (r.attempt, r.max_attempts, r.reason.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(1, 4, "500: internal error")]
+    );
+
+    // Every attempt a 500 with Retry-After: the same budget and the same error as a 503's.
+    let server = ScriptedServer::start(vec![
+        Reply::error(500, "internal error").with_header("Retry-After", "0"),
+        Reply::error(500, "internal error").with_header("Retry-After", "0"),
+    ])
+    .await
+    .unwrap();
+    let mut endpoint = Endpoint::new(server.base_url());
+    endpoint.retry = fast_retry(2);
+    let patient = ModelClient::new(endpoint, small_model()).unwrap();
+    let err = patient
+        .complete(&ask("hi"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Capacity { attempts: 2, error } if error.status == Some(500)),
+        "{err:?}"
+    );
+
+    // A plain 500 (no Retry-After) stays final.
+    let server = ScriptedServer::start(vec![Reply::error(500, "boom")])
+        .await
+        .unwrap();
+    let plain = client(&server, "other", small_model());
+    let err = plain
+        .complete(&ask("hi"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Server(_)), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// A client whose calls have `deadline_ms` in all, with an idle limit far above it.
+fn with_deadline(url: String, deadline_ms: u64) -> ModelClient {
+    let mut endpoint = Endpoint::new(url);
+    endpoint.retry = fast_retry_idle(10, 60_000);
+    endpoint.deadline = Duration::from_millis(deadline_ms);
+    ModelClient::new(endpoint, small_model()).unwrap()
+}
+
+fn assert_deadline(result: harness_model::Result<harness_model::Completion>, url: &str) {
+    let err = result.unwrap_err();
+    match &err {
+        Error::Deadline { url: u, limit } => {
+            assert_eq!(u, &format!("{url}/chat/completions"));
+            assert_eq!(*limit, Duration::from_millis(300));
+        }
+        other => panic!("expected the deadline's error, got {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the model request to {url}/chat/completions took longer than its deadline of 0.3 s (the endpoint's `deadline`)"
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_trickling_server_ends_with_the_deadlines_error() {
+    // A byte every 20 ms never trips the idle limit: only the call's deadline ends it.
+    let server = ScriptedServer::start(vec![Reply::Trickle {
+        every: Duration::from_millis(20),
+    }])
+    .await
+    .unwrap();
+    let client = with_deadline(server.base_url(), 300);
+    let (_, result) = stream_all(&client, &ask("hi")).await;
+    assert_deadline(result, &server.base_url());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_never_sends_its_headers_ends_with_the_deadlines_error() {
+    let (url, requests) = bare_server(vec![Conn::Hang, Conn::Hang]).await;
+    let client = with_deadline(url.clone(), 300);
+    let (_, result) = stream_all(&client, &ask("hi")).await;
+    assert_deadline(result, &url);
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    // Unstreamed too.
+    let (url, _) = bare_server(vec![Conn::Hang]).await;
+    let client = with_deadline(url.clone(), 300);
+    let result = client.complete(&ask("hi"), &CancellationToken::new()).await;
+    assert_deadline(result, &url);
+}

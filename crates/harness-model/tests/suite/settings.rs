@@ -30,6 +30,7 @@ fn endpoints() -> BTreeMap<String, EndpointConfig> {
             model: Some("qwen".into()),
             server: Some("llama.cpp".into()),
             context: Some(32768),
+            deadline: Some(90),
             ..EndpointConfig::default()
         },
     );
@@ -69,6 +70,19 @@ fn flags_beat_the_environment_which_beats_the_file() {
     assert_eq!(from_file.model.as_deref(), Some("qwen"));
     assert_eq!(from_file.server.as_deref(), Some("llama.cpp"));
     assert_eq!(from_file.overrides().context, Some(32768));
+    // The endpoint's deadline reaches the link; without one the link has the default.
+    assert_eq!(
+        from_file.link("qwen").unwrap().endpoint().deadline,
+        std::time::Duration::from_secs(90)
+    );
+    assert_eq!(
+        ModelSettings::new("http://h:1/v1")
+            .link("qwen")
+            .unwrap()
+            .endpoint()
+            .deadline,
+        harness_model::DEFAULT_DEADLINE
+    );
 
     let vars = env(&[
         ("OPENAI_BASE_URL", "http://env:1/v1"),
