@@ -2,6 +2,7 @@
 //! model's answer: its streamed text, stored as events, is put in the transcript as what the
 //! model said before the turn is closed — as a stop or a SIGTERM keeps it.
 
+use harness_core::protocol::Event;
 use harness_loop::transcript::Entry;
 use serde_json::Value;
 
@@ -21,20 +22,18 @@ pub async fn shown_answer(pool: &Db, chat: &str, run: &str) -> Result<String> {
     .await?;
     let mut shown = String::new();
     for (id, data) in rows {
-        let event: Value =
+        let value: Value =
             serde_json::from_str(&data).map_err(|e| Error::Stored(format!("event {id}: {e}")))?;
-        match event.get("type").and_then(Value::as_str) {
-            Some("text_delta") => {
-                shown.push_str(
-                    event
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                );
-            }
-            Some("step_started" | "model_answered" | "tool_call_started" | "turn_ended") => {
-                shown.clear();
-            }
+        // The server's own events (`run_started`, a `python` ask, ...) are not the core's.
+        let Ok(event) = serde_json::from_value::<Event>(value) else {
+            continue;
+        };
+        match event {
+            Event::TextDelta { text } => shown.push_str(&text),
+            Event::StepStarted { .. }
+            | Event::ModelAnswered { .. }
+            | Event::ToolCallStarted { .. }
+            | Event::TurnEnded { .. } => shown.clear(),
             _ => {}
         }
     }

@@ -2405,15 +2405,7 @@ fn python_is_approved_in_the_page_runs_there_saves_through_the_view_and_reaches_
             "return [...document.querySelectorAll('.answer')].some((a) => a.textContent === 'Tried.')",
         )
         .await;
-        let result = model.bodies()[3]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rfind(|m| m["role"] == "tool")
-            .unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let result = super::last_tool_result(&model.bodies()[3]);
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(*heard.lock().unwrap(), Vec::<String>::new(), "{result}");
         assert!(!result.contains("fetch went"), "{result}");

@@ -397,15 +397,7 @@ async fn a_chat_follows_the_users_agents_md_and_searches_their_earlier_chats_onl
     let second = alice.chat().await;
     let run = alice.say(&second, "what did we decide?").await;
     stream.until(run_end(&run)).await;
-    let result = model.bodies()[2]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let result = super::last_tool_result(&model.bodies()[2]);
     assert!(
         result.contains("model: We chose the blue-green deploy."),
         "{result}"
@@ -418,15 +410,7 @@ async fn a_chat_follows_the_users_agents_md_and_searches_their_earlier_chats_onl
     let chat = bob.chat().await;
     let run = bob.say(&chat, "what did alice decide?").await;
     bobs.until(run_end(&run)).await;
-    let result = model.bodies()[4]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let result = super::last_tool_result(&model.bodies()[4]);
     assert!(!result.contains("blue-green"), "{result}");
     let system = model.bodies()[3]["messages"][0]["content"]
         .as_str()

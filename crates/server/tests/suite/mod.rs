@@ -402,3 +402,14 @@ pub fn text(pieces: &[&str]) -> Reply {
 pub fn run_end(run: &str) -> impl Fn(&Ev) -> bool + '_ {
     move |e: &Ev| e.kind() == "run_ended" && e.data["run"] == run
 }
+
+/// What the last tool result said to the model, in a request's body.
+pub fn last_tool_result(body: &serde_json::Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_else(|| panic!("no tool result in {body}"))
+}

@@ -21,7 +21,7 @@ use serde_json::json;
 use sqlx::Connection as _;
 
 use super::process::{Process, add_user_on};
-use super::{Client, run_end, text, tool_call};
+use super::{Client, last_tool_result, run_end, text, tool_call};
 
 /// The test binary's PostgreSQL server.
 pub struct Postgres {
@@ -372,17 +372,6 @@ async fn two_server_processes_serve_one_user_a_run_of_one_followed_answered_and_
         2,
         "one transcript with both turns: {kinds:?}"
     );
-}
-
-/// What the last tool result said to the model, in a request's body.
-fn last_tool_result(body: &serde_json::Value) -> String {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rfind(|m| m["role"] == "tool")
-        .map(|m| m["content"].to_string())
-        .unwrap_or_else(|| panic!("no tool result in {body}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
