@@ -116,18 +116,8 @@ impl Exec {
     /// The instruction files that apply (`AGENTS.md`, else `CLAUDE.md`), outermost first, from
     /// the repository's top down to the working directory, by their real paths.
     pub fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {
-        let stacked = harness_fs::instructions::from_host(
-            &self.root,
-            harness_fs::instructions::DEFAULT_BUDGET,
-        );
-        stacked
-            .files
-            .iter()
-            .map(|f| harness_core::prompt::InstructionFile {
-                path: f.path.to_string(),
-                text: f.text.clone(),
-            })
-            .collect()
+        harness_fs::instructions::from_host(&self.root, harness_fs::instructions::DEFAULT_BUDGET)
+            .for_prompt()
     }
 
     /// The values of the person's own things (library, skills, memory) for the prompt.

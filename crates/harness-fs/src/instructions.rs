@@ -34,6 +34,17 @@ pub struct Instructions {
 }
 
 impl Instructions {
+    /// The files as the prompt takes them (`harness_core::prompt`), outermost first.
+    pub fn for_prompt(&self) -> Vec<harness_core::prompt::InstructionFile> {
+        self.files
+            .iter()
+            .map(|f| harness_core::prompt::InstructionFile {
+                path: f.path.to_string(),
+                text: f.text.clone(),
+            })
+            .collect()
+    }
+
     /// The files' paths, outermost first.
     pub fn paths(&self) -> Vec<VPath> {
         self.files.iter().map(|f| f.path.clone()).collect()

@@ -362,14 +362,7 @@ impl ToolWorld for ChatWorld {
             &start,
             harness_fs::instructions::DEFAULT_BUDGET,
         ) {
-            Ok(stacked) => stacked
-                .files
-                .iter()
-                .map(|f| harness_core::prompt::InstructionFile {
-                    path: f.path.to_string(),
-                    text: f.text.clone(),
-                })
-                .collect(),
+            Ok(stacked) => stacked.for_prompt(),
             Err(e) => {
                 eprintln!("llembas-server: the instruction files from {start}: {e}");
                 Vec::new()
