@@ -168,7 +168,7 @@ fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, Scr
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let built = SessionBuilder::new(
+        let mut spawned = SessionBuilder::new(
             Arc::new(model.clone()),
             Arc::new(HostWorld::new(exec.clone())),
         )
@@ -176,20 +176,19 @@ fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, Scr
         .jobs(Arc::new(HostJobs::new(&root, spill)))
         .mode(Mode::Auto)
         .rules(Vec::new(), &data.display().to_string())
-        .build()
-        .context("the session did not build")?;
-        let harness_agent::Built {
-            mut driver,
-            mut out,
-            ctl: _ctl,
-        } = built;
         // The terminal answers questions, as a fresh interactive session does.
-        driver.answers_questions();
-        driver.queue_prompt("The tests fail: fix the bug in calc.py.".into());
-        let drain = tokio::spawn(async move { while out.recv().await.is_some() {} });
-        driver.run(true).await.context("the session failed")?;
-        drop(driver);
-        let _ = drain.await;
+        .answers_questions(true)
+        .prompt("The tests fail: fix the bug in calc.py.")
+        .one_shot(None)
+        .spawn()
+        .context("the session did not build")?;
+        while spawned.events.recv().await.is_some() {}
+        spawned
+            .run
+            .finished()
+            .await
+            .and_then(|ended| ended.result)
+            .context("the session failed")?;
         anyhow::Ok(())
     })?;
     llembas_cli::process::end_all();

@@ -106,7 +106,6 @@ impl CliHost {
             parts.exec.memory_api = Some(api.clone());
         }
         let models: Arc<dyn ModelChoice> = Arc::new(parts.client.clone());
-        let (setup, resume) = parts.into_setup();
         let memory_entries = match &memory_api {
             Some(api) => {
                 Some(harness_agent::memory_api::entries(&crate::memory_api::Http, api).await)
@@ -114,8 +113,7 @@ impl CliHost {
             None => None,
         };
         Ok(Opened {
-            setup,
-            resume,
+            session: parts.into_builder(),
             mode: settings.mode,
             models: Some(models),
             memory_entries,

@@ -10,20 +10,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use harness_core::protocol::{Event, Mode, Op, Origin, TurnEnd};
+use harness_core::protocol::{Event as CoreEvent, Mode, Origin, TurnEnd};
 use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
 use rustyline::{
     Cmd, ConditionalEventHandler, Editor, EventContext, EventHandler, KeyCode, KeyEvent, Modifiers,
     RepeatCount,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
 use harness_agent::slash::{COMMANDS, HELP, Line, next_mode, parse_line};
-use harness_agent::{Ctl, Driver, Out, Query};
+use harness_agent::{Event, Events, Op, Query, Session, Spawned};
 
 /// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
 /// directories under the session's directory).
@@ -315,8 +315,6 @@ async fn session_loop(
     reader: &mut Reader,
     color: bool,
 ) -> Result<Next> {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
-    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let endpoint = parts.client.endpoint().base_url.clone();
     // To check a `/model NAME` against what the server serves.
     let lister = parts.client.clone();
@@ -330,27 +328,33 @@ async fn session_loop(
     let mut ran: Vec<String> = Vec::new();
     // The file changes of the person's last turn (path, before, after), for `/undo`.
     let mut changes: Vec<(String, String, String)> = Vec::new();
-    let (setup, resume) = parts.into_setup();
-    let mut driver = Driver::new(setup, resume.as_deref(), out_tx, ctl_rx)?;
-    driver.answers_questions();
-    let id = driver.id().to_owned();
-    let model = driver.model_name().to_owned();
+    let mut builder = parts.into_builder().answers_questions(true);
+    // What the resumed session said, drawn again.
+    let replay = builder
+        .resumed()
+        .map(|entries| render::replay(entries, color));
+    let resumed = replay.is_some();
     let mut mode = settings.mode;
     // A resumed session goes on in the mode it was left in.
     let mut restored = "";
-    if let (Some(_), Some(saved)) = (&resume, saved_mode)
+    if let (true, Some(saved)) = (resumed, saved_mode)
         && saved != mode
     {
-        driver.set_mode(saved);
-        // Said in the head line, not again as a change.
-        while out_rx.try_recv().is_ok() {}
+        builder = builder.saved_mode(saved);
         mode = saved;
         restored = " (restored)";
     }
-    let task = tokio::spawn(async move {
-        let r = driver.run(false).await;
-        (driver, r)
-    });
+    let Spawned {
+        session,
+        events: mut out_rx,
+        run: task,
+    } = builder.spawn()?;
+    if !restored.is_empty() {
+        // Said in the head line, not again as a change.
+        out_rx.drain();
+    }
+    let id = session.id().to_owned();
+    let model = session.model_name().to_owned();
     println!(
         "{} {} · {} · mode {}{restored} · /help for commands",
         paint("llembas", Style::Bold, color),
@@ -359,8 +363,8 @@ async fn session_loop(
         mode
     );
     println!("{}", paint(&format!("session {id}"), Style::Dim, color));
-    if let Some(entries) = &resume {
-        print!("{}", render::replay(entries, color));
+    if let Some(replay) = &replay {
+        print!("{replay}");
         if !same_dir(&started_in, &root) {
             println!(
                 "{} this session was started in {}; it goes on here, in {} (its paths may not be here: `llembas -C {} --resume {id}` works there)",
@@ -421,11 +425,11 @@ async fn session_loop(
                 }
                 out = out_rx.recv() => {
                     let Some(out) = out else { break Read::Eof };
-                    if let Out::Event(Event::ModeChanged { mode: m }) = &out {
+                    if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
                         mode = *m;
                     }
                     pending.push_str(&view.render(&out));
-                    if matches!(out, Out::Event(Event::TurnEnded { .. })) {
+                    if matches!(out, Event::Core(CoreEvent::TurnEnded { .. })) {
                         view.line_open = false;
                         let text = std::mem::take(&mut pending);
                         reader.print(text.trim_end_matches('\n').to_owned());
@@ -441,8 +445,7 @@ async fn session_loop(
             Read::Line(l) => l,
             Read::Cycle(l) => {
                 mode = next_mode(mode);
-                let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
-                mode = await_mode(&mut out_rx, &mut view, &spinner, mode).await;
+                mode = change_mode(&session, &mut out_rx, &mut view, &spinner, mode).await;
                 initial = l;
                 continue;
             }
@@ -571,16 +574,12 @@ async fn session_loop(
                 continue;
             }
             Line::Mode(Some(m)) => {
-                mode = m;
-                let _ = ctl_tx.send(Ctl::Op(Op::SetMode { mode }));
-                mode = await_mode(&mut out_rx, &mut view, &spinner, mode).await;
+                mode = change_mode(&session, &mut out_rx, &mut view, &spinner, m).await;
                 continue;
             }
             Line::Compact => {
-                let (tx, rx) = oneshot::channel();
-                let _ = ctl_tx.send(Ctl::Query(Query::Compact, tx));
                 spinner.start("compacting");
-                let answer = rx.await;
+                let answer = session.compact().await;
                 spinner.stop();
                 if let Ok(answer) = answer {
                     println!("{answer}");
@@ -612,9 +611,7 @@ async fn session_loop(
                     Line::Rewind(n) => Query::Rewind(n),
                     _ => continue,
                 };
-                let (tx, rx) = oneshot::channel();
-                let _ = ctl_tx.send(Ctl::Query(q, tx));
-                if let Ok(answer) = rx.await {
+                if let Ok(answer) = session.query(q).await {
                     println!("{answer}");
                 }
                 continue;
@@ -658,11 +655,11 @@ async fn session_loop(
                 images.push(url);
             }
         }
-        let _ = ctl_tx.send(Ctl::Op(Op::Prompt {
+        session.submit(Op::Prompt {
             text,
             origin: Origin::Person,
             images,
-        }));
+        });
         // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
         // into the answer, and waits for the next prompt.
         let _quiet = NoEcho::new();
@@ -674,7 +671,7 @@ async fn session_loop(
             tokio::select! {
                 out = out_rx.recv() => {
                     let Some(out) = out else { break 'outer Next::Quit };
-                    if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
+                    if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
                         spinner.stop();
                         view.show(&out);
                         let always = question.pattern.is_some();
@@ -689,11 +686,11 @@ async fn session_loop(
                                 _ => break harness_core::protocol::Answer::Deny { feedback: None },
                             }
                         };
-                        let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
+                        session.submit(Op::Answer { call_id: call_id.clone(), answer });
                         spinner.start("working");
                         continue;
                     }
-                    if let Out::Question { call_id, options, .. } = &out {
+                    if let Event::Question { call_id, options, .. } = &out {
                         spinner.stop();
                         view.show(&out);
                         let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
@@ -701,20 +698,20 @@ async fn session_loop(
                             Read::Eof => break 'outer Next::Quit,
                             _ => None,
                         };
-                        let _ = ctl_tx.send(Ctl::Reply(call_id.clone(), reply));
+                        session.submit(Op::Reply { call_id: call_id.clone(), text: reply });
                         spinner.start("thinking");
                         continue;
                     }
-                    if let Out::Event(Event::ModeChanged { mode: m }) = &out {
+                    if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
                         mode = *m;
                     }
-                    if matches!(&out, Out::Event(Event::UserInput { origin: Origin::Person, .. })) {
+                    if matches!(&out, Event::Core(CoreEvent::UserInput { origin: Origin::Person, .. })) {
                         ours = true;
                     }
-                    if let Out::Edit { path, before, after, .. } = &out {
+                    if let Event::Edit { path, before, after, .. } = &out {
                         changes.push((path.clone(), before.clone(), after.clone()));
                     }
-                    let ended = ours && matches!(&out, Out::Event(Event::TurnEnded { .. }));
+                    let ended = ours && matches!(&out, Event::Core(CoreEvent::TurnEnded { .. }));
                     spinner.stop();
                     view.show(&out);
                     if ended {
@@ -732,16 +729,15 @@ async fn session_loop(
                     print!("{}", view.close_line());
                     let _ = std::io::stdout().flush();
                     eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
-                    let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
+                    session.submit(Op::Cancel);
                 }
             }
         }
     };
     spinner.stop();
-    drop(ctl_tx);
-    if let Ok((mut driver, r)) = task.await {
-        driver.shutdown().await;
-        r?;
+    drop(session);
+    if let Ok(ended) = task.finished().await {
+        ended.result?;
     }
     println!(
         "{}",
@@ -934,39 +930,35 @@ fn again(last: &mut Option<Instant>) -> bool {
 }
 
 /// What the spinner says while the next output is awaited.
-fn waiting_label(out: &Out) -> Option<String> {
+fn waiting_label(out: &Event) -> Option<String> {
     match out {
-        Out::Event(Event::StepStarted { .. }) => Some("thinking".into()),
-        Out::Event(Event::ToolCallStarted { call, .. }) => Some(format!("running {}", call.name)),
-        Out::Event(Event::ToolCallFinished { .. }) => Some("thinking".into()),
-        Out::Event(Event::ToolCallAnswered { .. }) => Some("working".into()),
+        Event::Core(CoreEvent::StepStarted { .. }) => Some("thinking".into()),
+        Event::Core(CoreEvent::ToolCallStarted { call, .. }) => {
+            Some(format!("running {}", call.name))
+        }
+        Event::Core(CoreEvent::ToolCallFinished { .. }) => Some("thinking".into()),
+        Event::Core(CoreEvent::ToolCallAnswered { .. }) => Some("working".into()),
         _ => None,
     }
 }
 
 /// Shows what arrived while idle (a mode change, a job's wake-up).
-/// After a mode change was asked: draws what the driver sends until it says the mode it is in
-/// now, and answers that mode. The driver answers at once; the wait is bounded so that one gone
-/// quiet cannot hold the prompt (then the mode asked for stands).
-async fn await_mode(
-    rx: &mut mpsc::UnboundedReceiver<Out>,
+/// Asks the session for a mode change and answers the mode it is in after it (the one asked
+/// for when the session has gone), with what it said meanwhile drawn.
+async fn change_mode(
+    session: &Session,
+    events: &mut Events,
     view: &mut View,
     spinner: &Spinner,
     asked: Mode,
 ) -> Mode {
-    let deadline = tokio::time::Instant::now() + MODE_ANSWER_WAIT;
-    while let Ok(Some(out)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-        spinner.stop();
+    let now = session.set_mode(asked).await.unwrap_or(asked);
+    spinner.stop();
+    for out in events.drain() {
         view.show(&out);
-        if let Out::Event(Event::ModeChanged { mode }) = out {
-            return mode;
-        }
     }
-    asked
+    now
 }
-
-/// The longest a mode change waits for the driver's answer before the prompt comes back.
-const MODE_ANSWER_WAIT: Duration = Duration::from_secs(2);
 
 /// How outputs are drawn on the terminal.
 struct View {
@@ -995,7 +987,7 @@ struct View {
 const REASONING_LINES: usize = 4;
 
 impl View {
-    fn show(&mut self, out: &Out) {
+    fn show(&mut self, out: &Event) {
         let text = self.render(out);
         if !text.is_empty() {
             let mut stdout = std::io::stdout();
@@ -1005,10 +997,10 @@ impl View {
     }
 
     /// What an output looks like on the terminal (empty: nothing).
-    fn render(&mut self, out: &Out) -> String {
+    fn render(&mut self, out: &Event) -> String {
         let mut stdout = String::new();
         match out {
-            Out::Event(Event::TextDelta { text }) => {
+            Event::Core(CoreEvent::TextDelta { text }) => {
                 stdout.push_str(&self.fold_note());
                 if self.reasoning_open && self.line_open {
                     stdout.push('\n');
@@ -1023,7 +1015,7 @@ impl View {
                     }
                 }
             }
-            Out::Event(Event::ReasoningDelta { text }) => {
+            Event::Core(CoreEvent::ReasoningDelta { text }) => {
                 let shown_before = self.reasoning_lines;
                 self.reasoning_lines += text.matches('\n').count();
                 if shown_before < REASONING_LINES {
@@ -1042,7 +1034,7 @@ impl View {
                         .max(usize::from(self.folded == 0));
                 }
             }
-            Out::Event(Event::ModelAnswered { usage }) => {
+            Event::Core(CoreEvent::ModelAnswered { usage }) => {
                 self.requests += 1;
                 if let Some(u) = usage {
                     self.tokens_in += u.input_tokens;
@@ -1050,13 +1042,13 @@ impl View {
                     self.last_input = Some(u.input_tokens);
                 }
             }
-            Out::Event(Event::StepStarted { .. }) => {
+            Event::Core(CoreEvent::StepStarted { .. }) => {
                 // A step's answer starts on a line of its own.
                 stdout.push_str(&self.close_line());
                 self.reasoning_lines = 0;
                 self.folded = 0;
             }
-            Out::Event(Event::TurnEnded { reason }) => {
+            Event::Core(CoreEvent::TurnEnded { reason }) => {
                 stdout.push_str(&self.fold_note());
                 stdout.push_str(&self.close_line());
                 if *reason != TurnEnd::Finished {
@@ -1068,7 +1060,7 @@ impl View {
                     stdout.push('\n');
                 }
             }
-            Out::Event(Event::UserInput {
+            Event::Core(CoreEvent::UserInput {
                 origin: Origin::Person,
                 ..
             }) => {}

@@ -9,13 +9,13 @@ use std::process::ExitCode;
 use anyhow::Result;
 use harness_agent::oneshot::{Totals, head, succeeded};
 use harness_agent::typed::{NO_ALWAYS, parse_answer, question_reply};
-use harness_core::protocol::{Answer, Event, Op, PermissionQuestion};
+use harness_core::protocol::{Answer, Event as CoreEvent, PermissionQuestion};
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
 use crate::render;
 use crate::session::SessionParts;
-use harness_agent::{Ctl, Driver, Out};
+use harness_agent::{Event, Op, Spawned};
 
 /// Where questions are answered in a one-shot run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,19 +34,12 @@ pub async fn run(
     answers: Answers,
     job_wait: Option<u64>,
 ) -> Result<ExitCode> {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
-    let (op_tx, op_rx) = mpsc::unbounded_channel();
     // A new session that failed before anything happened (a refused key, a server that is
     // down) is not kept.
     let fresh = parts
         .resume
         .is_none()
         .then(|| parts.store.dir(&parts.meta.id));
-    let (setup, resume) = parts.into_setup();
-    let mut driver = Driver::new(setup, resume.as_deref(), out_tx, op_rx)?;
-    if answers == Answers::Stdin {
-        driver.answers_questions();
-    }
     let wait = match job_wait {
         Some(w) => w,
         None => {
@@ -56,14 +49,18 @@ pub async fn run(
                 .oneshot_wait_seconds
         }
     };
-    driver.wait_for_jobs_at_most(std::time::Duration::from_secs(wait));
-    let id = driver.id().to_owned();
-    let model = driver.model_name().to_owned();
-    driver.queue_prompt(prompt);
-    let mut task = tokio::spawn(async move {
-        let r = driver.run(true).await;
-        (driver, r)
-    });
+    let Spawned {
+        session,
+        events: mut out_rx,
+        run: mut task,
+    } = parts
+        .into_builder()
+        .answers_questions(answers == Answers::Stdin)
+        .one_shot(Some(std::time::Duration::from_secs(wait)))
+        .prompt(prompt)
+        .spawn()?;
+    let id = session.id().to_owned();
+    let model = session.model_name().to_owned();
     let color = render::color_on_stderr();
     let mut stdout = std::io::stdout().lock();
     let mut line_open = false;
@@ -101,24 +98,24 @@ pub async fn run(
                 // The signal's handler ends the commands and the process: the run stops here,
                 // its call recorded as interrupted, instead of taking its next step.
                 stopped_for_signal = true;
-                let _ = op_tx.send(Ctl::Op(Op::Cancel));
+                session.submit(Op::Cancel);
             }
             out = out_rx.recv() => {
                 let Some(out) = out else { continue };
                 totals.note(&out);
-                if let Out::Question { call_id, options, .. } = &out {
+                if let Event::Question { call_id, options, .. } = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
                         (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| question_reply(&l, options)),
                         _ => None,
                     };
-                    let _ = op_tx.send(Ctl::Reply(call_id.clone(), reply));
+                    session.submit(Op::Reply { call_id: call_id.clone(), text: reply });
                     continue;
                 }
-                if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
+                if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
                     emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;
-                    let _ = op_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
+                    session.submit(Op::Answer { call_id: call_id.clone(), answer });
                     continue;
                 }
                 emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
@@ -130,12 +127,12 @@ pub async fn run(
                     return Ok(ExitCode::from(130));
                 }
                 eprintln!("\nllembas: cancelling (Ctrl-C again to quit)");
-                let _ = op_tx.send(Ctl::Op(Op::Cancel));
+                session.submit(Op::Cancel);
             }
             r = &mut task => break r,
         }
     };
-    while let Ok(out) = out_rx.try_recv() {
+    while let Some(out) = out_rx.try_recv() {
         totals.note(&out);
         emit(
             &mut stdout,
@@ -154,13 +151,13 @@ pub async fn run(
         writeln!(stdout)?;
     }
     stdout.flush()?;
-    let (driver, r) = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
-    r?;
-    let last = driver.last_end().cloned();
+    let ended = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
+    ended.result?;
+    drop(session);
+    let last = ended.last_end;
     let kept = totals.kept(fresh.is_some(), last.as_ref());
     let session = match fresh {
         Some(dir) if !kept => {
-            drop(driver);
             let _ = std::fs::remove_dir_all(&dir);
             "not kept: nothing happened".to_owned()
         }
@@ -230,7 +227,7 @@ async fn ask(
 
 fn emit(
     stdout: &mut impl std::io::Write,
-    out: &Out,
+    out: &Event,
     format: OutputFormat,
     color: bool,
     line_open: &mut bool,
@@ -238,26 +235,26 @@ fn emit(
     md: &mut Option<render::markdown::Markdown>,
 ) -> Result<()> {
     // The answer's held Markdown is drawn before anything else is.
-    let text_now = matches!(out, Out::Event(Event::TextDelta { .. }));
+    let text_now = matches!(out, Event::Core(CoreEvent::TextDelta { .. }));
     if !text_now
         && format == OutputFormat::Text
         && let Some(m) = md
         && m.pending()
-        && !matches!(out, Out::Event(Event::ModelAnswered { .. }))
+        && !matches!(out, Event::Core(CoreEvent::ModelAnswered { .. }))
     {
         write!(stdout, "{}", m.finish())?;
         stdout.flush()?;
     }
     match format {
         OutputFormat::Json => {
-            if let Out::Event(e) = out {
+            if let Event::Core(e) = out {
                 serde_json::to_writer(&mut *stdout, e)?;
                 writeln!(stdout)?;
                 stdout.flush()?;
             }
         }
         OutputFormat::Text => match out {
-            Out::Event(Event::TextDelta { text }) => {
+            Event::Core(CoreEvent::TextDelta { text }) => {
                 match md {
                     Some(m) => write!(stdout, "{}", m.push(text, true))?,
                     None => {
@@ -267,7 +264,7 @@ fn emit(
                 }
                 stdout.flush()?;
             }
-            Out::Event(Event::StepStarted { .. }) if *line_open => {
+            Event::Core(CoreEvent::StepStarted { .. }) if *line_open => {
                 writeln!(stdout)?;
                 stdout.flush()?;
                 *line_open = false;

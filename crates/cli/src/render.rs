@@ -6,9 +6,11 @@
 use std::io::IsTerminal as _;
 
 use harness_core::plan::Plan;
-use harness_core::protocol::{Answer, Block, Event, JobEnd, Level, PermissionQuestion};
+use harness_core::protocol::{
+    Answer, Block, Event as CoreEvent, JobEnd, Level, PermissionQuestion,
+};
 
-use harness_agent::Out;
+use harness_agent::Event;
 use harness_agent::title::call_title;
 
 pub mod markdown;
@@ -170,7 +172,7 @@ pub use harness_agent::turn_end_text as turn_end_line;
 
 /// What the person has been shown of each call, so a result is drawn from typed events: a
 /// command streamed as it ran shows its last line only; an edit shows the diff of its
-/// [`Out::Edit`] (a new file headed `--- /dev/null`), not the model's result text; a plan
+/// [`Event::Edit`] (a new file headed `--- /dev/null`), not the model's result text; a plan
 /// call's receipt, a read's content, a question's answer and a command that became a job are
 /// not repeated (the card, the call line, the answer and the job lines say it); the stored
 /// result's id is the model's, not shown.
@@ -191,10 +193,10 @@ pub struct Streamed {
 impl Streamed {
     /// Notes what an output says; `Some(text)` when it is drawn here instead of by
     /// [`activity`] (`Some(None)`: not at all).
-    pub fn fold(&mut self, out: &Out, color: bool) -> Option<Option<String>> {
+    pub fn fold(&mut self, out: &Event, color: bool) -> Option<Option<String>> {
         match out {
             // A running command's output: its first lines, the rest folded (counted).
-            Out::ToolOutput { call_id, text } => {
+            Event::ToolOutput { call_id, text } => {
                 let (shown, folded) = self.streamed.entry(call_id.clone()).or_default();
                 let mut out = String::new();
                 for piece in text.split_inclusive('\n') {
@@ -207,7 +209,7 @@ impl Streamed {
                 }
                 Some((!out.is_empty()).then(|| paint(&out, Style::Dim, color)))
             }
-            Out::Edit {
+            Event::Edit {
                 call_id,
                 path,
                 before,
@@ -219,7 +221,7 @@ impl Streamed {
                 }
                 Some(Some(edit_diff(path, before, after, color)))
             }
-            Out::Event(Event::ToolCallStarted { call, block, .. }) => {
+            Event::Core(CoreEvent::ToolCallStarted { call, block, .. }) => {
                 let command = call
                     .arguments
                     .get("command")
@@ -237,14 +239,14 @@ impl Streamed {
                 (call.name == "question").then_some(None)
             }
             // A declined call's result is the model's note; "declined" was said.
-            Out::Event(Event::ToolCallAnswered {
+            Event::Core(CoreEvent::ToolCallAnswered {
                 call_id,
                 answer: Answer::Deny { .. },
             }) => {
                 self.declined.insert(call_id.clone());
                 None
             }
-            Out::Event(Event::JobStarted { title, .. }) => {
+            Event::Core(CoreEvent::JobStarted { title, .. }) => {
                 let became = self
                     .calls
                     .iter()
@@ -255,7 +257,7 @@ impl Streamed {
                 None
             }
             // A change is asked with its diff: approved seen, not blind.
-            Out::Event(Event::ToolCallAsked {
+            Event::Core(CoreEvent::ToolCallAsked {
                 call_id,
                 question: q,
             }) => {
@@ -268,7 +270,7 @@ impl Streamed {
                 self.previewed.insert(call_id.clone());
                 Some(Some(question_with(q, Some(&diff), color)))
             }
-            Out::Event(Event::ToolCallFinished { result }) => {
+            Event::Core(CoreEvent::ToolCallFinished { result }) => {
                 self.calls.remove(&result.call_id);
                 let folded = self.streamed.remove(&result.call_id).map(|(_, f)| f);
                 let streamed = folded.is_some();
@@ -306,7 +308,7 @@ impl Streamed {
                 Some(Some(fold(content, color)))
             }
             // A wake-up's text is the model's; the job's end was drawn from its event.
-            Out::Event(Event::UserInput {
+            Event::Core(CoreEvent::UserInput {
                 origin: harness_core::protocol::Origin::Machine,
                 ..
             }) => Some(None),
@@ -346,11 +348,11 @@ pub fn edit_diff(path: &str, before: &str, after: &str, color: bool) -> String {
 }
 
 /// What a non-text output looks like on stderr (`None`: nothing to show).
-pub fn activity(out: &Out, color: bool) -> Option<String> {
+pub fn activity(out: &Event, color: bool) -> Option<String> {
     match out {
-        Out::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
-        Out::Edit { .. } | Out::Show { .. } => None,
-        Out::Question {
+        Event::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
+        Event::Edit { .. } | Event::Show { .. } => None,
+        Event::Question {
             question, options, ..
         } => {
             let mut s = format!("{} {question}\n", paint("?", Style::Yellow, color));
@@ -359,14 +361,14 @@ pub fn activity(out: &Out, color: bool) -> Option<String> {
             }
             Some(s)
         }
-        Out::Event(e) => event(e, color),
+        Event::Core(e) => event(e, color),
     }
 }
 
-fn event(e: &Event, color: bool) -> Option<String> {
+fn event(e: &CoreEvent, color: bool) -> Option<String> {
     Some(match e {
-        Event::ReasoningDelta { text } => paint(text, Style::Dim, color),
-        Event::ToolCallStarted {
+        CoreEvent::ReasoningDelta { text } => paint(text, Style::Dim, color),
+        CoreEvent::ToolCallStarted {
             call,
             block,
             purpose,
@@ -386,24 +388,24 @@ fn event(e: &Event, color: bool) -> Option<String> {
                 call_title(&call.name, *block, &call.arguments)
             )
         }
-        Event::ToolCallAsked { question: q, .. } => question(q, color),
-        Event::ToolCallAnswered { answer, .. } => match answer {
+        CoreEvent::ToolCallAsked { question: q, .. } => question(q, color),
+        CoreEvent::ToolCallAnswered { answer, .. } => match answer {
             Answer::Once => "  allowed once\n".into(),
             Answer::Always => "  allowed always\n".into(),
             _ => "  declined\n".into(),
         },
-        Event::ToolCallFinished { result } => {
+        CoreEvent::ToolCallFinished { result } => {
             if result.is_error {
                 paint(&fold(&result.content, false), Style::Red, color)
             } else {
                 fold(&result.content, color)
             }
         }
-        Event::PlanChanged { plan: Some(plan) } => plan_card(plan, color),
-        Event::ModeChanged { mode } => format!("mode: {mode}\n"),
-        Event::JobStarted { job_id, title, .. } => format!("job {job_id} started: {title}\n"),
-        Event::JobNote { job_id, text } => format!("job {job_id}: {text}\n"),
-        Event::JobEnded { job_id, end } => match end {
+        CoreEvent::PlanChanged { plan: Some(plan) } => plan_card(plan, color),
+        CoreEvent::ModeChanged { mode } => format!("mode: {mode}\n"),
+        CoreEvent::JobStarted { job_id, title, .. } => format!("job {job_id} started: {title}\n"),
+        CoreEvent::JobNote { job_id, text } => format!("job {job_id}: {text}\n"),
+        CoreEvent::JobEnded { job_id, end } => match end {
             JobEnd::Done { exit_code } => format!(
                 "job {job_id} ended (exit code {})\n",
                 exit_code
@@ -413,17 +415,17 @@ fn event(e: &Event, color: bool) -> Option<String> {
             JobEnd::Failed { message } => format!("job {job_id} failed: {message}\n"),
             _ => format!("job {job_id} stopped\n"),
         },
-        Event::Compacted {
+        CoreEvent::Compacted {
             before_tokens,
             after_tokens,
         } => {
             format!("context compacted: {before_tokens} → {after_tokens} tokens\n")
         }
-        Event::Notice { level, text } => match level {
+        CoreEvent::Notice { level, text } => match level {
             Level::Warning => format!("{} {text}\n", paint("!", Style::Yellow, color)),
             _ => paint(&format!("{text}\n"), Style::Dim, color),
         },
-        Event::UserInput { .. } => return None,
+        CoreEvent::UserInput { .. } => return None,
         _ => return None,
     })
 }

@@ -7,10 +7,10 @@ use harness_agent::library::{DirLibrary, Library};
 use harness_loop::transcript::Entry;
 use harness_model::{CancellationToken, ModelClient};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use harness_agent::perm::engine;
-use harness_agent::{DriverSetup, Meta, SessionPermissions};
+use harness_agent::{Meta, SessionBuilder, SessionPermissions};
 use harness_core::protocol::SessionKind;
 use harness_spec::Project;
 
@@ -42,26 +42,25 @@ pub struct SessionParts {
 }
 
 impl SessionParts {
-    /// What the runtime's driver is made from: this machine's world, processes and store.
-    pub fn into_setup(self) -> (DriverSetup, Option<Vec<Entry>>) {
+    /// The session on this machine's world, processes and store, ready for what the front end
+    /// holds (questions, a one-shot run) and to spawn.
+    pub fn into_builder(self) -> SessionBuilder {
         let exec = Arc::new(self.exec);
-        let setup = DriverSetup {
-            model: Arc::new(self.client),
-            model_name: self.model_name,
-            perms: self.perms,
-            jobs: Arc::new(HostJobs::new(exec.root(), exec.spill.clone())),
-            world: Arc::new(HostWorld::new(exec)),
-            plan: Arc::new(Mutex::new(harness_core::plan::PlanState::default())),
-            capacity: self.capacity,
-            personality: self.personality,
-            store: Arc::new(self.store),
-            meta: self.meta,
-            agent: None,
-            project: Project::Cli,
-            kind: SessionKind::Agent,
-            product_version: env!("CARGO_PKG_VERSION").into(),
-        };
-        (setup, self.resume)
+        let jobs = Arc::new(HostJobs::new(exec.root(), exec.spill.clone()));
+        let builder = SessionBuilder::new(Arc::new(self.client), Arc::new(HostWorld::new(exec)))
+            .model_name(&self.model_name)
+            .permissions(self.perms)
+            .jobs(jobs)
+            .capacity(self.capacity)
+            .personality(self.personality)
+            .store(Arc::new(self.store))
+            .project(Project::Cli)
+            .kind(SessionKind::Agent)
+            .product_version(env!("CARGO_PKG_VERSION"));
+        match self.resume {
+            Some(entries) => builder.resume(self.meta, entries),
+            None => builder.meta(self.meta),
+        }
     }
 }
 

@@ -15,10 +15,9 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo};
-use harness_agent::{Ctl, Driver};
-use harness_core::protocol::{Mode, Op, Origin};
+use harness_agent::{Op, Session, Spawned};
+use harness_core::protocol::{Mode, Origin};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::Error;
 use crate::commands::{available_commands, slash_command};
@@ -51,7 +50,7 @@ pub(crate) type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
 /// One open session.
 pub(crate) struct Open {
-    pub(crate) ops: mpsc::UnboundedSender<Ctl>,
+    pub(crate) ops: Session,
     pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
     pub(crate) cwd: PathBuf,
     model: String,
@@ -171,7 +170,7 @@ pub async fn serve(
                 if let Ok(sessions) = s4.sessions.lock()
                     && let Some(open) = sessions.get(&n.session_id.to_string())
                 {
-                    let _ = open.ops.send(Ctl::Op(Op::Cancel));
+                    open.ops.submit(Op::Cancel);
                 }
                 Ok(())
             },
@@ -188,7 +187,7 @@ pub async fn serve(
                 };
                 let sent = s5.sessions.lock().ok().and_then(|s| {
                     s.get(&req.session_id.to_string())
-                        .map(|o| o.ops.send(Ctl::Op(Op::SetMode { mode })).is_ok())
+                        .map(|o| o.ops.submit(Op::SetMode { mode }))
                 });
                 match sent {
                     Some(true) => responder.respond(SetSessionModeResponse::new()),
@@ -250,9 +249,7 @@ pub async fn serve(
                 let Ok(id) = req.job_id.parse::<u32>() else {
                     return responder.respond_with_error(unknown_job(&req.job_id));
                 };
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let _ = ops.send(Ctl::JobOutput(id, req.offset, tx));
-                match rx.await {
+                match ops.job_output(id, req.offset).await {
                     Ok(Some((job, text))) => {
                         let object = table
                             .lock()
@@ -280,9 +277,7 @@ pub async fn serve(
                 let Ok(id) = req.job_id.parse::<u32>() else {
                     return responder.respond_with_error(unknown_job(&req.job_id));
                 };
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let _ = ops.send(Ctl::StopJob(id, tx));
-                match rx.await {
+                match ops.stop_job(id).await {
                     Ok(Ok(())) | Ok(Err(_))
                         if table.lock().map(|t| t.contains_key(&id)).unwrap_or(false) =>
                     {
@@ -328,9 +323,7 @@ pub async fn serve(
                 let Some(ops) = ops else {
                     return responder.respond_with_error(unknown_session(&req.session_id));
                 };
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let _ = ops.send(Ctl::Keep(req.turns, tx));
-                match rx.await {
+                match ops.keep(req.turns).await {
                     Ok(Ok(turns)) => responder.respond(LembasResult(json!({"turns": turns}))),
                     Ok(Err(why)) => responder.respond_with_error(
                         agent_client_protocol::Error::invalid_params().data(json!(why)),
@@ -522,12 +515,10 @@ async fn set_config_option(
             "model_unavailable",
         ));
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let _ = ops.send(Ctl::Query(
-        harness_agent::Query::Model(Some(wanted.clone())),
-        tx,
-    ));
-    let answer = rx.await.unwrap_or_default();
+    let answer = ops
+        .query(harness_agent::Query::Model(Some(wanted.clone())))
+        .await
+        .unwrap_or_default();
     if answer != format!("model: {wanted}") {
         return Err(agent_client_protocol::Error::invalid_request().data(json!(answer)));
     }
@@ -629,7 +620,7 @@ async fn open_session(
         })
         .await
         .map_err(|e| e.to_acp())?;
-    let model = opened.setup.model_name.clone();
+    let model = opened.session.shown_model();
     if let Some(w) = &wanted
         && !harness_model::settings::same_model(w, &model)
     {
@@ -639,22 +630,16 @@ async fn open_session(
             "model_unavailable",
         ));
     }
-    let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let (op_tx, op_rx) = mpsc::unbounded_channel();
     let replay = opened
-        .resume
-        .as_deref()
+        .session
+        .resumed()
         .map(|e| replay_updates(e, &req.cwd))
         .unwrap_or_default();
-    let mut driver = Driver::new(opened.setup, opened.resume.as_deref(), out_tx, op_rx)
-        .map_err(|e| Error::Agent(e).to_acp())?;
+    let mut builder = opened.session.holds_display(state.agreed("show"));
     if state.agreed("context")
         && let Some(text) = lembas.get("context").and_then(Value::as_str)
     {
-        driver.set_client_context(text);
-    }
-    if state.agreed("show") {
-        driver.holds_display();
+        builder = builder.client_context(text);
     }
     // What an instance older than 3.0.0 hands over (a 3.0.0 one sends neither).
     if state.agreed("library")
@@ -663,7 +648,7 @@ async fn open_session(
             .and_then(|l| l.get("summary"))
             .and_then(Value::as_str)
     {
-        driver.set_library_summary(summary);
+        builder = builder.library_summary(summary);
     }
     if state.agreed("prototypes")
         && let Some(list) = lembas.get("prototypes")
@@ -672,25 +657,31 @@ async fn open_session(
             agent_client_protocol::Error::invalid_params()
                 .data(json!({"lembas": "invalid_prototypes", "message": e.to_string()}))
         })?;
-        driver.set_prototypes(harness_core::prompt::PrototypeHandoff {
+        builder = builder.prototypes(harness_core::prompt::PrototypeHandoff {
             instance: state.client_spec(),
             prototypes,
         });
     }
     if let Some(entries) = opened.memory_entries {
-        driver.set_memory_entries(entries);
+        builder = builder.memory_entries(entries);
     }
+    let Spawned {
+        session,
+        events,
+        run,
+    } = builder.spawn().map_err(|e| Error::Agent(e).to_acp())?;
     // A reopened session's jobs, as its transcript left them (lost ones ended).
     let jobs: JobTable = Arc::default();
+    let listed = session.jobs().await.map_err(|e| Error::Agent(e).to_acp())?;
     if let Ok(mut t) = jobs.lock() {
-        for job in driver.jobs() {
+        for job in listed {
             let object = job_object(&Arc::default(), &job);
             t.insert(job.id, object);
         }
     }
-    let id = driver.id().to_owned();
+    let id = session.id().to_owned();
     let open = Open {
-        ops: op_tx.clone(),
+        ops: session.clone(),
         pending: Arc::new(Mutex::new(None)),
         cwd: req.cwd.clone(),
         model: model.clone(),
@@ -707,7 +698,7 @@ async fn open_session(
     let pump = Pump {
         session: id.clone(),
         cx,
-        ops: op_tx,
+        ops: session,
         pending: open.pending.clone(),
         mode: open.mode.clone(),
         running: open.running.clone(),
@@ -723,12 +714,14 @@ async fn open_session(
         s.insert(id.clone(), open);
     }
     let host = state.host.clone();
+    let session_id = id.clone();
     tokio::spawn(async move {
-        if let Err(e) = driver.run(false).await {
-            host.notice(&format!("session {}: {e}", driver.id()));
+        match run.finished().await.map(|ended| ended.result) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => host.notice(&format!("session {session_id}: {e}")),
         }
     });
-    tokio::spawn(pump.run(out_rx));
+    tokio::spawn(pump.run(events));
     for update in replay {
         let _ = pump_cx.send_notification(SessionNotification::new(id.clone(), update));
     }
@@ -789,14 +782,10 @@ fn prompt(
             let said = match command {
                 Err(line) => Some(line),
                 Ok(Ok(mode)) => {
-                    let _ = ops.send(Ctl::Op(Op::SetMode { mode }));
+                    ops.submit(Op::SetMode { mode });
                     None
                 }
-                Ok(Err(query)) => {
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    let _ = ops.send(Ctl::Query(query, tx));
-                    rx.await.ok()
-                }
+                Ok(Err(query)) => ops.query(query).await.ok(),
             };
             if let Some(text) = said {
                 let _ = cx.send_notification(SessionNotification::new(
@@ -818,11 +807,11 @@ fn prompt(
         );
     }
     *pending = Some(responder);
-    let _ = open.ops.send(Ctl::Op(Op::Prompt {
+    open.ops.submit(Op::Prompt {
         text,
         origin: Origin::Person,
         images: Vec::new(),
-    }));
+    });
     Ok(())
 }
 

@@ -6,9 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use harness_agent::{BoxFuture, DriverSetup};
+use harness_agent::{BoxFuture, SessionBuilder};
 use harness_core::protocol::Mode;
-use harness_loop::transcript::Entry;
 use serde_json::Value;
 
 use crate::Error;
@@ -49,10 +48,9 @@ pub struct OpenRequest {
 
 /// A session the front end put together.
 pub struct Opened {
-    /// What the runtime's driver is made from.
-    pub setup: DriverSetup,
-    /// A resumed session's saved events (replayed to the client, then continued).
-    pub resume: Option<Vec<Entry>>,
+    /// The session, put together (a resumed one with its saved events, which are replayed to
+    /// the client, then continued); the agent adds what the client handed over and spawns it.
+    pub session: SessionBuilder,
     /// The mode the session starts in.
     pub mode: Mode,
     /// The models its server serves, for the model choice; `None`: only the session's own.

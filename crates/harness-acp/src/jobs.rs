@@ -6,9 +6,8 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate};
-use harness_agent::Ctl;
+use harness_agent::Session;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::agent::State;
 use crate::ext::{
@@ -41,7 +40,7 @@ pub(crate) fn job_object(table: &JobTable, job: &harness_loop::jobs::Job) -> Val
 pub(crate) fn job_session(
     state: &State,
     session: &str,
-) -> Result<(mpsc::UnboundedSender<Ctl>, JobTable), agent_client_protocol::Error> {
+) -> Result<(Session, JobTable), agent_client_protocol::Error> {
     if !state.agreed("jobs") {
         return Err(agent_client_protocol::Error::method_not_found());
     }
@@ -64,10 +63,8 @@ pub(crate) async fn job_send(
         .job_id
         .parse::<u32>()
         .map_err(|_| unknown_job(&req.job_id))?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
     let req_text = req.text.clone();
-    let _ = ops.send(Ctl::SendJob(id, req.text, tx));
-    let queued = match rx.await {
+    let queued = match ops.send_job(id, req.text).await {
         Ok(Some(Ok(queued))) => queued,
         Ok(Some(Err(text))) => return Err(agent_client_protocol::Error::new(-32602, text)),
         _ => return Err(unknown_job(&req.job_id)),
@@ -110,9 +107,7 @@ pub(crate) async fn job_transcript(
         .job_id
         .parse::<u32>()
         .map_err(|_| unknown_job(&req.job_id))?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let _ = ops.send(Ctl::JobTranscript(id, tx));
-    let Ok(Some((job, entries))) = rx.await else {
+    let Ok(Some((job, entries))) = ops.job_transcript(id).await else {
         return Err(unknown_job(&req.job_id));
     };
     let updates = match (job.kind, entries) {

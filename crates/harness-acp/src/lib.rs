@@ -2,8 +2,8 @@
 //! [Agent Client Protocol](https://agentclientprotocol.com) agent for an editor (Zed) or a
 //! LLeMbas instance, over any byte stream or `agent-client-protocol` transport.
 //!
-//! Each ACP session is a `harness_agent::Driver`: the client's requests become its ops, its
-//! outputs become `session/update` notifications (and `session/request_permission` requests for
+//! Each ACP session is a `harness_agent::Session`: the client's requests become its ops and
+//! queries, its events become `session/update` notifications (and `session/request_permission` requests for
 //! the person's questions), a saved session is replayed on `session/load`, and LLeMbas's
 //! `_lembas` extensions (`spec/acp.md`: capabilities, status, limits, directories, rewind, jobs,
 //! plan state, `show`, the memory API, machine turns) are answered here. What only a front end
@@ -30,8 +30,8 @@
 //!         Vec::new()
 //!     }
 //!     fn open(&self, request: OpenRequest) -> BoxFuture<'_, Result<Opened, Error>> {
-//!         // Build a `harness_agent::DriverSetup` for `request.cwd` (model link, tool world,
-//!         // store, permissions) and return it in an `Opened`.
+//!         // Put a `harness_agent::SessionBuilder` together for `request.cwd` (model link, tool
+//!         // world, store, permissions) and return it in an `Opened`.
 //!         Box::pin(async move { Err(Error::Open(format!("{}: not here", request.cwd.display()))) })
 //!     }
 //!     fn dir(&self, _path: &std::path::Path) -> Result<Vec<DirEntry>, String> {

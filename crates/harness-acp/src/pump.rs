@@ -1,4 +1,4 @@
-//! The pump: one session's [`Out`]s carried to the client as `session/update` notifications,
+//! The pump: one session's [`SessionEvent`]s carried to the client as `session/update` notifications,
 //! `session/request_permission` requests, `_lembas/show` requests and the `_lembas` job and
 //! plan notifications, and a prompt's stop reason.
 
@@ -14,10 +14,9 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionRequest, SessionNotification, SessionUpdate, ToolCall as AcpCall,
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use harness_agent::{Ctl, Out};
-use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin};
+use harness_agent::{Event as SessionEvent, Events, Op, Session};
+use harness_core::protocol::{Answer, Block, Event, Mode, Origin};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::agent::Responder;
 use crate::ext::{
@@ -31,7 +30,7 @@ use crate::map::{acp_stop, call_locations, kind_of, meta, output_tail, text_bloc
 pub(crate) struct Pump {
     pub(crate) session: String,
     pub(crate) cx: ConnectionTo<Client>,
-    pub(crate) ops: mpsc::UnboundedSender<Ctl>,
+    pub(crate) ops: Session,
     pub(crate) pending: Arc<Mutex<Option<Responder<PromptResponse>>>>,
     pub(crate) mode: Arc<Mutex<Mode>>,
     pub(crate) running: Arc<Mutex<bool>>,
@@ -83,11 +82,11 @@ impl Pump {
             .send_notification(SessionNotification::new(self.session.clone(), update));
     }
 
-    pub(crate) async fn run(self, mut rx: mpsc::UnboundedReceiver<Out>) {
+    pub(crate) async fn run(self, mut rx: Events) {
         let mut calls: HashMap<String, CallSeen> = HashMap::new();
         while let Some(out) = rx.recv().await {
             match out {
-                Out::ToolOutput { call_id, text } => {
+                SessionEvent::ToolOutput { call_id, text } => {
                     // A running command: in progress, the output new since the last update
                     // (its tail when long); the completed call carries the result.
                     if calls.contains_key(&call_id) {
@@ -100,10 +99,13 @@ impl Pump {
                     }
                 }
                 // Not offered over ACP; should one come, nobody answers it.
-                Out::Question { call_id, .. } => {
-                    let _ = self.ops.send(Ctl::Reply(call_id, None));
+                SessionEvent::Question { call_id, .. } => {
+                    self.ops.submit(Op::Reply {
+                        call_id,
+                        text: None,
+                    });
                 }
-                Out::Show {
+                SessionEvent::Show {
                     call_id,
                     path,
                     title,
@@ -130,11 +132,14 @@ impl Pump {
                             Ok(r) => r.0.get("shown").and_then(Value::as_bool) == Some(true),
                             Err(_) => false,
                         };
-                        let _ = ops.send(Ctl::Reply(call_id, shown.then(String::new)));
+                        ops.submit(Op::Reply {
+                            call_id,
+                            text: shown.then(String::new),
+                        });
                         Ok(())
                     });
                 }
-                Out::Edit {
+                SessionEvent::Edit {
                     call_id,
                     path,
                     before,
@@ -160,7 +165,7 @@ impl Pump {
                         ToolCallUpdateFields::new().content(content),
                     )));
                 }
-                Out::Event(e) => self.event(e, &mut calls),
+                SessionEvent::Core(e) => self.event(e, &mut calls),
             }
         }
     }
@@ -322,7 +327,7 @@ impl Pump {
                         },
                         Err(_) => Answer::Deny { feedback: None },
                     };
-                    let _ = ops.send(Ctl::Op(Op::Answer { call_id, answer }));
+                    ops.submit(Op::Answer { call_id, answer });
                     Ok(())
                 });
             }

@@ -1,12 +1,14 @@
 //! `harness-agent`: the runtime that drives harness sessions, for the terminal agent, the web
 //! server and any Rust program that embeds the harness.
 //!
-//! A session ([`Driver`]) feeds the loop's state machine (`harness-loop`), calls the model
+//! A session feeds the loop's state machine (`harness-loop`), calls the model
 //! through a [`ModelLink`], dispatches tool calls to its [`ToolWorld`], asks its front end
 //! (permission questions, the `question` tool, `show`) through its channels, runs background
 //! jobs through a [`JobSpawner`] and subagents as child sessions, compacts, and stores its
 //! transcript in a [`SessionStore`]. It does no process or network I/O of its own: all of that
-//! is behind the seams. The front end sends [`Ctl`]s and draws the [`Out`]s that come back.
+//! is behind the seams. A front end builds it with [`SessionBuilder`], and [`SessionBuilder::spawn`]
+//! gives the one way to talk to it: a [`Session`] handle ([`Op`]s in with [`Session::submit`],
+//! typed async queries) and its [`Events`], one stream of serde-tagged [`Event`]s.
 //!
 //! The tool catalogue comes from the spec (for the session's project, kind, mode and
 //! requirements), kept to the tools something answers: the loop (`recall`, `report`, the job
@@ -16,10 +18,10 @@
 //! ```
 //! use std::sync::Arc;
 //! use harness_agent::{
-//!     BoxFuture, CallContext, MemoryStore, Out, Ran, RegisteredTool, Reply, ScriptedModel,
-//!     SessionBuilder, ShownFile, ToolWorld,
+//!     BoxFuture, CallContext, CoreEvent, Event, MemoryStore, Ran, RegisteredTool, Reply,
+//!     ScriptedModel, SessionBuilder, ShownFile, ToolWorld,
 //! };
-//! use harness_core::protocol::{Event, Mode, ToolCall};
+//! use harness_core::protocol::{Mode, ToolCall};
 //! use harness_loop::session::ToolOutcome;
 //!
 //! /// A world with one tool of its own and nothing else.
@@ -55,18 +57,19 @@
 //!     Reply::call("clock", serde_json::json!({})),
 //!     Reply::text("It is noon."),
 //! ]);
-//! let mut session = SessionBuilder::new(Arc::new(model), Arc::new(Clock))
+//! let mut spawned = SessionBuilder::new(Arc::new(model), Arc::new(Clock))
 //!     .store(Arc::new(MemoryStore::default()))
 //!     .mode(Mode::Manual)
-//!     .build()?;
-//! session.driver.queue_prompt("What time is it?".into());
-//! session.driver.run(true).await?;
+//!     .prompt("What time is it?")
+//!     .one_shot(None)
+//!     .spawn()?;
 //! let mut said = String::new();
-//! while let Ok(out) = session.out.try_recv() {
-//!     if let Out::Event(Event::TextDelta { text }) = out {
+//! while let Some(event) = spawned.events.recv().await {
+//!     if let Event::Core(CoreEvent::TextDelta { text }) = event {
 //!         said.push_str(&text);
 //!     }
 //! }
+//! spawned.run.finished().await?.result?;
 //! assert!(said.ends_with("It is noon."));
 //! # Ok(())
 //! # }
@@ -77,7 +80,6 @@ pub mod commands;
 mod error;
 pub mod files;
 pub mod library;
-mod manager;
 pub mod memory_api;
 pub mod oneshot;
 pub mod output;
@@ -89,6 +91,7 @@ pub mod protocol;
 mod runner;
 pub mod scripted;
 pub mod seams;
+mod session;
 pub mod session_search;
 pub mod slash;
 pub mod store;
@@ -104,18 +107,20 @@ use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::Project;
 use tokio::sync::mpsc;
 
+use runner::{Driver, DriverSetup};
+
 pub use capacity::CapacityGate;
 pub use error::{Error, Result};
 pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, ViewPaths};
-pub use manager::SessionManager;
 pub use perm::SessionPermissions;
-pub use protocol::{Ctl, Out, Query, stop_reason, turn_end_text};
-pub use runner::{AGENTS, Driver, DriverSetup, offered_tools, runtime_values};
+pub use protocol::{CoreEvent, Event, Op, Query, stop_reason, turn_end_text};
+pub use runner::{AGENTS, offered_tools, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{
     BoxFuture, CallContext, Exit, JobSpawner, Meta, ModelLink, OutputSink, Process, Ran,
     RegisteredTool, SessionStore, ShownFile, ToolWorld,
 };
+pub use session::{Ended, Events, Run, Session, Spawned, WeakSession};
 pub use store::MemoryStore;
 
 /// A job spawner for worlds that run no commands: every background command is refused.
@@ -130,20 +135,11 @@ impl JobSpawner for NoJobs {
     }
 }
 
-/// A built session and the front end's ends of its channels.
-pub struct Built {
-    /// The session.
-    pub driver: Driver,
-    /// Send it ops and the front end's questions.
-    pub ctl: mpsc::UnboundedSender<Ctl>,
-    /// What it says.
-    pub out: mpsc::UnboundedReceiver<Out>,
-}
-
 /// Puts a session together: a model link and a tool world, and, each with a default, the
 /// store (in memory), the job spawner (none), the project (`cli`), the kind (`agent`), the mode
-/// (`manual`), the permission rules (the spec's defaults), the personality and the transcript
-/// to resume.
+/// (`manual`), the permission rules (the spec's defaults), the personality, the transcript to
+/// resume and what the front end holds (questions, a viewer) or hands over (a client's context,
+/// library, prototypes, memory). [`SessionBuilder::spawn`] starts it.
 pub struct SessionBuilder {
     model: Arc<dyn ModelLink>,
     world: Arc<dyn ToolWorld>,
@@ -156,10 +152,28 @@ pub struct SessionBuilder {
     home: String,
     personality: Option<String>,
     product_version: String,
+    model_name: Option<String>,
     perms: Option<SessionPermissions>,
     capacity: Option<Arc<CapacityGate>>,
+    plan: Option<Arc<Mutex<PlanState>>>,
     meta: Option<Meta>,
     resume: Option<Vec<harness_loop::transcript::Entry>>,
+    front: Front,
+}
+
+/// What the front end holds and hands over, set on the driver once it is made.
+#[derive(Default)]
+struct Front {
+    asks: bool,
+    display: bool,
+    client_context: Option<String>,
+    library_summary: Option<String>,
+    prototypes: Option<harness_core::prompt::PrototypeHandoff>,
+    memory_entries: Option<String>,
+    saved_mode: Option<Mode>,
+    prompts: Vec<String>,
+    one_shot: bool,
+    job_wait: Option<std::time::Duration>,
 }
 
 impl SessionBuilder {
@@ -177,10 +191,13 @@ impl SessionBuilder {
             home: "/".into(),
             personality: None,
             product_version: env!("CARGO_PKG_VERSION").into(),
+            model_name: None,
             perms: None,
             capacity: None,
+            plan: None,
             meta: None,
             resume: None,
+            front: Front::default(),
         }
     }
 
@@ -235,6 +252,12 @@ impl SessionBuilder {
         self
     }
 
+    /// The plan the session keeps (a new, empty one by default).
+    pub fn plan(mut self, plan: Arc<Mutex<PlanState>>) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
     /// A personality preset of `spec/prompts/personality/`.
     pub fn personality(mut self, name: Option<String>) -> Self {
         self.personality = name;
@@ -247,6 +270,18 @@ impl SessionBuilder {
         self
     }
 
+    /// The model's name as shown (the model link's by default).
+    pub fn model_name(mut self, name: &str) -> Self {
+        self.model_name = Some(name.to_owned());
+        self
+    }
+
+    /// A new session whose metadata the front end made in the store already.
+    pub fn meta(mut self, meta: Meta) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
     /// Continues the session `meta` from its transcript `entries`.
     pub fn resume(mut self, meta: Meta, entries: Vec<harness_loop::transcript::Entry>) -> Self {
         self.meta = Some(meta);
@@ -254,8 +289,112 @@ impl SessionBuilder {
         self
     }
 
-    /// The session, with the front end's ends of its channels.
-    pub fn build(self) -> Result<Built> {
+    /// The model's name as the session will show it.
+    pub fn shown_model(&self) -> String {
+        self.model_name
+            .clone()
+            .unwrap_or_else(|| self.model.model().name.clone())
+    }
+
+    /// The transcript the session continues ([`Self::resume`]).
+    pub fn resumed(&self) -> Option<&[harness_loop::transcript::Entry]> {
+        self.resume.as_deref()
+    }
+
+    /// The front end answers [`Event::Question`]s: the `question` tool is offered.
+    pub fn answers_questions(mut self, yes: bool) -> Self {
+        self.front.asks = yes;
+        self
+    }
+
+    /// The front end has a viewer (`display` holds, as over ACP with capability `show`): the
+    /// `show` tool is offered and its calls come as [`Event::Show`].
+    pub fn holds_display(mut self, yes: bool) -> Self {
+        self.front.display = yes;
+        self
+    }
+
+    /// Text a client handed over for the prompt (`_meta.lembas.context`), put into the system
+    /// text as given.
+    pub fn client_context(mut self, text: &str) -> Self {
+        self.front.client_context = Some(text.to_owned());
+        self
+    }
+
+    /// The library line a client handed over: the prompt's `{{library_summary}}` (an empty
+    /// library's tools are not offered).
+    pub fn library_summary(mut self, text: &str) -> Self {
+        self.front.library_summary = Some(text.to_owned());
+        self
+    }
+
+    /// The chat's prototypes a client handed over (capability `prototypes`).
+    pub fn prototypes(mut self, handoff: harness_core::prompt::PrototypeHandoff) -> Self {
+        self.front.prototypes = Some(handoff);
+        self
+    }
+
+    /// The prompt's memory entries as the client instance holds them (capability `memory`).
+    pub fn memory_entries(mut self, text: String) -> Self {
+        self.front.memory_entries = Some(text);
+        self
+    }
+
+    /// The mode a resumed session was left in: set as the session starts, as a mode change
+    /// (its [`CoreEvent::ModeChanged`] is the first event).
+    pub fn saved_mode(mut self, mode: Mode) -> Self {
+        self.front.saved_mode = Some(mode);
+        self
+    }
+
+    /// A prompt to run first.
+    pub fn prompt(mut self, text: impl Into<String>) -> Self {
+        self.front.prompts.push(text.into());
+        self
+    }
+
+    /// The session ends as soon as it is idle with no prompt queued and no job running (a
+    /// one-shot run, a test); with `job_wait`, the jobs still running that long after its turn
+    /// ended are stopped and it ends then.
+    pub fn one_shot(mut self, job_wait: Option<std::time::Duration>) -> Self {
+        self.front.one_shot = true;
+        self.front.job_wait = job_wait;
+        self
+    }
+
+    /// Starts the session in a task of its own: its handle, its events and its run. Without
+    /// [`Self::one_shot`] it runs until the last [`Session`] handle is dropped.
+    pub fn spawn(self) -> Result<Spawned> {
+        let one_shot = self.front.one_shot;
+        let (mut driver, ctl, out) = self.driver()?;
+        let session = Session::new(ctl, driver.id(), driver.model_name());
+        let task = tokio::spawn(async move {
+            let result = driver.run(one_shot).await;
+            let running_jobs = driver.running_jobs();
+            driver.shutdown().await;
+            Ended {
+                id: driver.id().to_owned(),
+                result,
+                last_end: driver.last_end().cloned(),
+                history: driver.history().to_vec(),
+                running_jobs,
+            }
+        });
+        Ok(Spawned {
+            session,
+            events: Events::new(out),
+            run: Run::new(task),
+        })
+    }
+
+    /// The driver and the front end's ends of its channels.
+    fn driver(
+        self,
+    ) -> Result<(
+        Driver,
+        mpsc::UnboundedSender<protocol::Ctl>,
+        mpsc::UnboundedReceiver<Event>,
+    )> {
         let perms = match self.perms {
             Some(p) => p,
             None => SessionPermissions::new(
@@ -266,20 +405,25 @@ impl SessionBuilder {
                 self.rules,
             ),
         };
+        let model_name = self
+            .model_name
+            .unwrap_or_else(|| self.model.model().name.clone());
         let meta = match self.meta {
             Some(m) => m,
             None => self
                 .store
-                .create(&self.world.place(), &self.model.model().name)
+                .create(&self.world.place(), &model_name)
                 .map_err(Error::Store)?,
         };
         let setup = DriverSetup {
-            model_name: self.model.model().name.clone(),
+            model_name,
             model: self.model,
             perms,
             world: self.world,
             jobs: self.jobs,
-            plan: Arc::new(Mutex::new(PlanState::default())),
+            plan: self
+                .plan
+                .unwrap_or_else(|| Arc::new(Mutex::new(PlanState::default()))),
             capacity: match self.capacity {
                 Some(gate) => gate,
                 None => Arc::new(CapacityGate::new()?),
@@ -294,7 +438,35 @@ impl SessionBuilder {
         };
         let (out_tx, out) = mpsc::unbounded_channel();
         let (ctl, ctl_rx) = mpsc::unbounded_channel();
-        let driver = Driver::new(setup, self.resume.as_deref(), out_tx, ctl_rx)?;
-        Ok(Built { driver, ctl, out })
+        let mut driver = Driver::new(setup, self.resume.as_deref(), out_tx, ctl_rx)?;
+        let front = self.front;
+        if let Some(text) = &front.client_context {
+            driver.set_client_context(text);
+        }
+        if let Some(text) = &front.library_summary {
+            driver.set_library_summary(text);
+        }
+        if let Some(handoff) = front.prototypes {
+            driver.set_prototypes(handoff);
+        }
+        if let Some(text) = front.memory_entries {
+            driver.set_memory_entries(text);
+        }
+        if front.asks {
+            driver.answers_questions();
+        }
+        if front.display {
+            driver.holds_display();
+        }
+        if let Some(mode) = front.saved_mode {
+            driver.set_mode(mode);
+        }
+        if let Some(wait) = front.job_wait {
+            driver.wait_for_jobs_at_most(wait);
+        }
+        for text in front.prompts {
+            driver.queue_prompt(text);
+        }
+        Ok((driver, ctl, out))
     }
 }

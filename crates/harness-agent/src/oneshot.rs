@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use harness_core::protocol::{Event, TurnEnd};
+use harness_core::protocol::{Event as CoreEvent, TurnEnd};
 use serde_json::{Value, json};
 
-use crate::protocol::Out;
+use crate::protocol::Event;
 
 /// Whether the run succeeded: its turn finished.
 pub fn succeeded(end: Option<&TurnEnd>) -> bool {
@@ -57,23 +57,23 @@ impl Totals {
     }
 
     /// Notes one output of the session.
-    pub fn note(&mut self, out: &Out) {
+    pub fn note(&mut self, out: &Event) {
         match out {
-            Out::Event(Event::ModelAnswered { usage }) => {
+            Event::Core(CoreEvent::ModelAnswered { usage }) => {
                 self.requests += 1;
                 if let Some(u) = usage {
                     self.input_tokens += u.input_tokens;
                     self.output_tokens += u.output_tokens;
                 }
             }
-            Out::Edit { path, .. } => {
+            Event::Edit { path, .. } => {
                 self.files.insert(path.clone());
             }
-            Out::Event(
-                Event::TextDelta { .. }
-                | Event::ReasoningDelta { .. }
-                | Event::ToolCallStarted { .. }
-                | Event::PlanChanged { .. },
+            Event::Core(
+                CoreEvent::TextDelta { .. }
+                | CoreEvent::ReasoningDelta { .. }
+                | CoreEvent::ToolCallStarted { .. }
+                | CoreEvent::PlanChanged { .. },
             ) => self.happened = true,
             _ => {}
         }

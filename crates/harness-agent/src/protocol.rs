@@ -1,15 +1,25 @@
-//! What a front end and a session say to each other: [`Ctl`]s in (the core's ops and the
-//! front end's own questions), [`Out`]s out (the core's event stream and what a front end
-//! draws besides: edits, questions, files to show, output as it comes).
+//! What a front end and a session say to each other: [`Op`]s in (the core's ops and the front
+//! end's answers to what the session asked), [`Event`]s out (the core's event stream and what a
+//! front end draws besides: edits, questions, files to show, output as it comes). Both are
+//! serde-tagged enums (`{"type": "..."}`): a core event is written exactly as harness-core writes
+//! it, the others as `{"type": "edit" | "question" | "show" | "tool_output", ...}`, so a server
+//! stores and forwards them with no JSON of its own.
+//!
+//! The session's answers with a value (its jobs, a rewind, a compaction, a mode change) are the
+//! [`crate::Session`]'s async methods; inside the crate they travel as [`Ctl`]s with a reply
+//! channel.
 
-use harness_core::protocol::{Event, Op, TurnEnd};
+use harness_core::protocol::{Answer, Mode, Origin, TurnEnd};
 use harness_loop::transcript::Entry;
+use serde::{Deserialize, Serialize};
 
-/// What the driver tells its front end.
+pub use harness_core::protocol::Event as CoreEvent;
+
+/// What a session tells its front end.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Out {
+pub enum Event {
     /// An event of the core stream.
-    Event(Event),
+    Core(CoreEvent),
     /// A file a call changed: its text before and after (for clients that draw diffs).
     Edit {
         /// The call.
@@ -21,7 +31,7 @@ pub enum Out {
         /// Its text after.
         after: String,
     },
-    /// The model asks the person (the `question` tool); answer with [`Ctl::Reply`].
+    /// The model asks the person (the `question` tool); answer with [`Op::Reply`].
     Question {
         /// The call.
         call_id: String,
@@ -31,7 +41,8 @@ pub enum Out {
         options: Vec<String>,
     },
     /// A `show` call's file for the person's viewer (only where `display` holds); answer with
-    /// [`Ctl::Reply`]: `Some` when it opened, `None` when the viewer is gone.
+    /// [`Op::Reply`]: `Some` when it opened, `None` when the viewer is gone. Its `content` is
+    /// not written out (a viewer reads the file by its path).
     Show {
         /// The call.
         call_id: String,
@@ -57,52 +68,254 @@ pub enum Out {
     },
 }
 
-/// What a front end sends the driver: an op of the core vocabulary, or a question of the
-/// terminal's own (slash commands) answered with a text to show.
+/// The front end's own events as they are written.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Own {
+    Edit {
+        call_id: String,
+        path: String,
+        before: String,
+        after: String,
+    },
+    Question {
+        call_id: String,
+        question: String,
+        options: Vec<String>,
+    },
+    Show {
+        call_id: String,
+        path: String,
+        title: String,
+        kind: String,
+        language: Option<String>,
+        line: Option<u64>,
+        #[serde(skip_serializing, default)]
+        content: String,
+    },
+    ToolOutput {
+        call_id: String,
+        text: String,
+    },
+}
+
+/// The front end's own events as they are written, borrowed.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OwnRef<'a> {
+    Edit {
+        call_id: &'a str,
+        path: &'a str,
+        before: &'a str,
+        after: &'a str,
+    },
+    Question {
+        call_id: &'a str,
+        question: &'a str,
+        options: &'a [String],
+    },
+    Show {
+        call_id: &'a str,
+        path: &'a str,
+        title: &'a str,
+        kind: &'a str,
+        language: &'a Option<String>,
+        line: &'a Option<u64>,
+    },
+    ToolOutput {
+        call_id: &'a str,
+        text: &'a str,
+    },
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let own = match self {
+            Event::Core(e) => return e.serialize(s),
+            Event::Edit {
+                call_id,
+                path,
+                before,
+                after,
+            } => OwnRef::Edit {
+                call_id,
+                path,
+                before,
+                after,
+            },
+            Event::Question {
+                call_id,
+                question,
+                options,
+            } => OwnRef::Question {
+                call_id,
+                question,
+                options,
+            },
+            Event::Show {
+                call_id,
+                path,
+                title,
+                kind,
+                language,
+                line,
+                ..
+            } => OwnRef::Show {
+                call_id,
+                path,
+                title,
+                kind,
+                language,
+                line,
+            },
+            Event::ToolOutput { call_id, text } => OwnRef::ToolOutput { call_id, text },
+        };
+        own.serialize(s)
+    }
+}
+
+/// An event as it is read: the front end's own, else the core's.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Wire {
+    Own(Own),
+    Core(CoreEvent),
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Event, D::Error> {
+        Ok(match Wire::deserialize(d)? {
+            Wire::Core(e) => Event::Core(e),
+            Wire::Own(Own::Edit {
+                call_id,
+                path,
+                before,
+                after,
+            }) => Event::Edit {
+                call_id,
+                path,
+                before,
+                after,
+            },
+            Wire::Own(Own::Question {
+                call_id,
+                question,
+                options,
+            }) => Event::Question {
+                call_id,
+                question,
+                options,
+            },
+            Wire::Own(Own::Show {
+                call_id,
+                path,
+                title,
+                kind,
+                language,
+                line,
+                content,
+            }) => Event::Show {
+                call_id,
+                path,
+                title,
+                kind,
+                language,
+                line,
+                content,
+            },
+            Wire::Own(Own::ToolOutput { call_id, text }) => Event::ToolOutput { call_id, text },
+        })
+    }
+}
+
+impl From<CoreEvent> for Event {
+    fn from(e: CoreEvent) -> Event {
+        Event::Core(e)
+    }
+}
+
+/// What a front end submits to a session ([`crate::Session::submit`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// A user turn (queued while another runs).
+    Prompt {
+        /// Its text.
+        text: String,
+        /// Who wrote it.
+        #[serde(default)]
+        origin: Origin,
+        /// Images that go with it, as `data:` or `https:` URLs (taken where the model's
+        /// metadata says it reads images; otherwise left out, and the person told).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
+    },
+    /// The answer to a [`CoreEvent::ToolCallAsked`].
+    Answer {
+        /// The call answered.
+        call_id: String,
+        /// The answer.
+        answer: Answer,
+    },
+    /// The person's answer to an [`Event::Question`] or [`Event::Show`] (`None`: nobody
+    /// answered, or the viewer is gone).
+    Reply {
+        /// The call answered.
+        call_id: String,
+        /// The answer.
+        #[serde(default)]
+        text: Option<String>,
+    },
+    /// Change the permission mode (its [`CoreEvent::ModeChanged`] follows;
+    /// [`crate::Session::set_mode`] waits for it).
+    SetMode {
+        /// The new mode.
+        mode: Mode,
+    },
+    /// Stop the running turn (or compaction).
+    Cancel,
+    /// A message for this session from the one that owns it as a job (`job_send`).
+    Message {
+        /// Its text.
+        text: String,
+    },
+}
+
+/// A reply channel of a [`Ctl`].
+pub(crate) type Reply<T> = tokio::sync::oneshot::Sender<T>;
+
+/// What a [`crate::Session`] sends its driver: an op, or a question answered on its channel.
 #[derive(Debug)]
-pub enum Ctl {
+pub(crate) enum Ctl {
     /// An op.
     Op(Op),
-    /// A question, answered on the sender.
-    Query(Query, tokio::sync::oneshot::Sender<String>),
+    /// A mode change, answered with the mode the session is in after it.
+    SetMode(Mode, Reply<Mode>),
+    /// A terminal's question, answered with a text to show.
+    Query(Query, Reply<String>),
     /// A job as the loop keeps it, with its output from `offset` (characters).
-    JobOutput(
-        u32,
-        usize,
-        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, String)>>,
-    ),
+    JobOutput(u32, usize, Reply<Option<(harness_loop::jobs::Job, String)>>),
     /// Stop a job, as `job_stop` would (its end comes as the usual events).
-    StopJob(
-        u32,
-        tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
-    ),
-    /// A message for this session from the one that owns it as a job (`job_send`).
-    Message(String),
-    /// The person's `job_send` (ACP `_lembas/job/send`): the same rules as the model's call;
-    /// answered `Ok(true)` when the message was queued for a running subagent, `Ok(false)`
-    /// when an ended one starts again, `Err` with the tool's error text otherwise (`None` for
-    /// an unknown job).
+    StopJob(u32, Reply<std::result::Result<(), String>>),
+    /// The person's `job_send`: the same rules as the model's call.
     SendJob(
         u32,
         String,
-        tokio::sync::oneshot::Sender<Option<std::result::Result<bool, String>>>,
+        Reply<Option<std::result::Result<bool, String>>>,
     ),
-    /// A job and, for a subagent, the saved conversation it ran (ACP `_lembas/job/transcript`).
+    /// A job and, for a subagent, the saved conversation it ran.
     JobTranscript(
         u32,
-        tokio::sync::oneshot::Sender<Option<(harness_loop::jobs::Job, Option<Vec<Entry>>)>>,
+        Reply<Option<(harness_loop::jobs::Job, Option<Vec<Entry>>)>>,
     ),
-    /// The person's answer to an [`Out::Question`] (`None`: nobody answered).
-    Reply(String, Option<String>),
-    /// Keep this many turns and drop the rest from what the model sees (ACP `_lembas/rewind`);
-    /// refused while a prompt runs or for more turns than the session has.
-    Keep(
-        u32,
-        tokio::sync::oneshot::Sender<std::result::Result<u32, String>>,
-    ),
+    /// Keep this many turns and drop the rest from what the model sees.
+    Keep(u32, Reply<std::result::Result<u32, String>>),
+    /// The session's jobs as the loop keeps them.
+    Jobs(Reply<Vec<harness_loop::jobs::Job>>),
 }
 
-/// The terminal's own questions.
+/// The terminal's own questions, each answered with a text to show
+/// ([`crate::Session::query`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Query {
     /// The session's jobs (as `job_list` answers).
@@ -118,6 +331,7 @@ pub enum Query {
     /// Compact the conversation: the model writes a summary that replaces it (idle only).
     Compact,
 }
+
 /// The reason a turn ended, as one line (a subagent's failure, a terminal's last line).
 pub fn turn_end_text(end: &TurnEnd) -> String {
     match end {

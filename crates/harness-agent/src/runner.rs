@@ -1,7 +1,7 @@
 //! The session runner: it feeds the loop's state machine ([`harness_loop::session::Session`])
 //! and performs the actions it answers — model calls through the [`ModelLink`], tools through
 //! the [`ToolWorld`], questions through the front end, jobs through the [`JobSpawner`] — while
-//! the front end talks to it only with [`Ctl`]s in and [`Out`]s (the core event stream) out.
+//! the front end talks to it only with [`Ctl`]s in and [`Event`]s (the core event stream) out.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -10,8 +10,7 @@ use harness_core::offer::{OfferContext, Offering};
 use harness_core::plan::PlanState;
 use harness_core::prompt::{self, InstructionFile, PromptInput};
 use harness_core::protocol::{
-    Answer, Event, JobEnd, JobKind, Level, Mode, Op, PermissionQuestion, SessionKind, ToolCall,
-    TurnEnd,
+    Answer, JobEnd, JobKind, Level, Mode, PermissionQuestion, SessionKind, ToolCall, TurnEnd,
 };
 use harness_loop::config::LoopConfig;
 use harness_loop::session::ToolTraits;
@@ -28,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
 use crate::perm::SessionPermissions;
-use crate::protocol::{Ctl, Out, Query};
+use crate::protocol::{CoreEvent, Ctl, Event, Op, Query};
 use crate::seams::{
     CallContext, Exit, JobSpawner, Meta, ModelLink, Process, Ran, RegisteredTool, SessionStore,
     ToolWorld,
@@ -75,39 +74,39 @@ pub(crate) enum JobMsg {
 
 /// Everything a session is made from (see [`crate::SessionBuilder`] for a builder).
 #[derive(Clone)]
-pub struct DriverSetup {
+pub(crate) struct DriverSetup {
     /// The model link.
-    pub model: Arc<dyn ModelLink>,
+    pub(crate) model: Arc<dyn ModelLink>,
     /// The model's id as shown.
-    pub model_name: String,
+    pub(crate) model_name: String,
     /// The permission state.
-    pub perms: SessionPermissions,
+    pub(crate) perms: SessionPermissions,
     /// The tools' world (shared with subagents).
-    pub world: Arc<dyn ToolWorld>,
+    pub(crate) world: Arc<dyn ToolWorld>,
     /// Starts background commands.
-    pub jobs: Arc<dyn JobSpawner>,
+    pub(crate) jobs: Arc<dyn JobSpawner>,
     /// The session's plan (shared with subagents).
-    pub plan: Arc<Mutex<PlanState>>,
+    pub(crate) plan: Arc<Mutex<PlanState>>,
     /// The model servers' slots (shared with subagents and the process's other sessions).
-    pub capacity: Arc<crate::capacity::CapacityGate>,
+    pub(crate) capacity: Arc<crate::capacity::CapacityGate>,
     /// The personality preset.
-    pub personality: Option<String>,
+    pub(crate) personality: Option<String>,
     /// The session store.
-    pub store: Arc<dyn SessionStore>,
+    pub(crate) store: Arc<dyn SessionStore>,
     /// This session's metadata.
-    pub meta: Meta,
+    pub(crate) meta: Meta,
     /// For a subagent: its agent's name (`explore`, `general`).
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// The product (`cli` for llembas, `llembas` for the server).
-    pub project: Project,
+    pub(crate) project: Project,
     /// The session kind (`agent` or `chat`).
-    pub kind: SessionKind,
+    pub(crate) kind: SessionKind,
     /// The product's version, for the prompt.
-    pub product_version: String,
+    pub(crate) product_version: String,
 }
 
 /// One session, driven.
-pub struct Driver {
+pub(crate) struct Driver {
     session: Session,
     client: Arc<dyn ModelLink>,
     model_name: String,
@@ -133,7 +132,7 @@ pub struct Driver {
     values: BTreeMap<String, String>,
     store: Arc<dyn SessionStore>,
     meta: Meta,
-    out: mpsc::UnboundedSender<Out>,
+    out: mpsc::UnboundedSender<Event>,
     ops: mpsc::UnboundedReceiver<Ctl>,
     job_tx: mpsc::UnboundedSender<JobMsg>,
     job_rx: mpsc::UnboundedReceiver<JobMsg>,
@@ -279,10 +278,10 @@ pub fn runtime_values() -> BTreeMap<String, String> {
 
 impl Driver {
     /// A new driver; the front end keeps the other ends of `out` and `ops`.
-    pub fn new(
+    pub(crate) fn new(
         setup: DriverSetup,
         resume: Option<&[Entry]>,
-        out: mpsc::UnboundedSender<Out>,
+        out: mpsc::UnboundedSender<Event>,
         ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
         let cfg = LoopConfig::embedded()?;
@@ -428,7 +427,7 @@ impl Driver {
             shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
-            if let Event::JobEnded { job_id, .. } = &event {
+            if let CoreEvent::JobEnded { job_id, .. } = &event {
                 driver.notice(
                     Level::Warning,
                     format!(
@@ -480,13 +479,13 @@ impl Driver {
 
     /// Text an ACP client handed over for the prompt (`_meta.lembas.context`, capability
     /// `context`), put into the system text as given.
-    pub fn set_client_context(&mut self, text: &str) {
+    pub(crate) fn set_client_context(&mut self, text: &str) {
         self.values.insert("client_context".into(), text.to_owned());
     }
 
     /// The library line a client handed over (`_meta.lembas.library.summary`, capability
     /// `library`): the prompt's `{{library_summary}}`.
-    pub fn set_library_summary(&mut self, text: &str) {
+    pub(crate) fn set_library_summary(&mut self, text: &str) {
         self.values
             .insert("library_summary".into(), text.to_owned());
         // An empty library's tools are not offered (`serves: library`).
@@ -496,30 +495,30 @@ impl Driver {
     /// The chat's prototypes a client handed over (capability `prototypes`); the prompt shows
     /// them only as harness-core's `prompt::prototype_lines` decides (an instance older than
     /// 3.0.0, `show` offered).
-    pub fn set_prototypes(&mut self, handoff: prompt::PrototypeHandoff) {
+    pub(crate) fn set_prototypes(&mut self, handoff: prompt::PrototypeHandoff) {
         self.prototypes = Some(handoff);
     }
 
     /// The prompt's memory entries as the client instance holds them (capability `memory`).
-    pub fn set_memory_entries(&mut self, text: String) {
+    pub(crate) fn set_memory_entries(&mut self, text: String) {
         self.values.insert("memory_entries".into(), text);
     }
 
-    /// Says that the front end answers [`Out::Question`]s: the `question` tool is offered.
-    pub fn answers_questions(&mut self) {
+    /// Says that the front end answers [`Event::Question`]s: the `question` tool is offered.
+    pub(crate) fn answers_questions(&mut self) {
         self.asks = true;
         self.offer_again();
     }
 
     /// Says that the front end has a viewer (`display` holds, as over ACP with capability
-    /// `show`): the `show` tool is offered and its calls come as [`Out::Show`].
-    pub fn holds_display(&mut self) {
+    /// `show`): the `show` tool is offered and its calls come as [`Event::Show`].
+    pub(crate) fn holds_display(&mut self) {
         self.display = true;
         self.offer_again();
     }
 
     /// Queues a prompt to run as soon as the session is idle.
-    pub fn queue_prompt(&mut self, text: String) {
+    pub(crate) fn queue_prompt(&mut self, text: String) {
         self.queued_prompts.push_back((text, Vec::new()));
     }
 
@@ -546,33 +545,33 @@ impl Driver {
     }
 
     /// The session's id.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.meta.id
     }
 
     /// How the last turn ended.
-    pub fn last_end(&self) -> Option<&TurnEnd> {
+    pub(crate) fn last_end(&self) -> Option<&TurnEnd> {
         self.last_end.as_ref()
     }
 
     /// The session's jobs as the loop keeps them, running or ended, in id order.
-    pub fn jobs(&self) -> Vec<harness_loop::jobs::Job> {
+    pub(crate) fn jobs(&self) -> Vec<harness_loop::jobs::Job> {
         let mut v: Vec<_> = self.session.jobs().all().cloned().collect();
         v.sort_by_key(|j| j.id);
         v
     }
 
     /// Jobs still running.
-    pub fn running_jobs(&self) -> usize {
+    pub(crate) fn running_jobs(&self) -> usize {
         self.jobs.len() + self.subagents.len()
     }
 
-    fn emit(&self, event: Event) {
-        let _ = self.out.send(Out::Event(event));
+    fn emit(&self, event: CoreEvent) {
+        let _ = self.out.send(Event::Core(event));
     }
 
     fn notice(&self, level: Level, text: impl Into<String>) {
-        self.emit(Event::Notice {
+        self.emit(CoreEvent::Notice {
             level,
             text: text.into(),
         });
@@ -599,7 +598,7 @@ impl Driver {
 
     /// Runs until the front end closes its end of `ops`; with `until_idle`, returns as soon as
     /// the session is idle with no prompt queued and no job running (a one-shot run).
-    pub async fn run(&mut self, until_idle: bool) -> Result<()> {
+    pub(crate) async fn run(&mut self, until_idle: bool) -> Result<()> {
         // A resumed session may have closed the turn a crash cut short.
         self.flush_log()?;
         let mut idle_since: Option<tokio::time::Instant> = None;
@@ -634,7 +633,7 @@ impl Driver {
                     Some(Ctl::Op(Op::Prompt { text, images, .. })) => {
                         self.prompt(text, images).await?;
                     }
-                    Some(Ctl::Message(text)) => self.feed(Input::Message { text }).await?,
+                    Some(Ctl::Op(Op::Message { text })) => self.feed(Input::Message { text }).await?,
                     Some(Ctl::Query(Query::Compact, reply)) => {
                         let text = match self.compact().await? {
                             Ok(text) | Err(text) => text,
@@ -658,7 +657,7 @@ impl Driver {
     /// With [`Driver::run`] until idle, the jobs still running `wait` after a turn ended are
     /// stopped and the run ends (a one-shot run ends with its turn, not with its jobs; their
     /// ends wake the session in that time as usual).
-    pub fn wait_for_jobs_at_most(&mut self, wait: std::time::Duration) {
+    pub(crate) fn wait_for_jobs_at_most(&mut self, wait: std::time::Duration) {
         self.job_wait = Some(wait);
     }
 
@@ -694,7 +693,7 @@ impl Driver {
     }
 
     /// Stops every job (the session is ending).
-    pub async fn shutdown(&mut self) {
+    pub(crate) async fn shutdown(&mut self) {
         for (_, r) in self.jobs.drain() {
             r.stop().await;
         }
@@ -742,12 +741,11 @@ impl Driver {
     /// An op that came while the driver waits on something (or is idle and it is not a prompt).
     fn op_while_busy(&mut self, ctl: Ctl) -> Option<(String, Answer)> {
         let op = match ctl {
-            Ctl::Op(op) => op,
-            Ctl::Reply(call_id, text) => {
+            Ctl::Op(Op::Reply { call_id, text }) => {
                 self.reply = Some((call_id, text));
                 return None;
             }
-            Ctl::Message(text) => {
+            Ctl::Op(Op::Message { text }) => {
                 match self.session.handle(Input::Message { text }) {
                     Ok(actions) => {
                         for a in actions {
@@ -782,7 +780,7 @@ impl Driver {
                 let r = match self.session.jobs_mut().tool("job_send", &args) {
                     Some(harness_loop::jobs::JobDecision::Deliver { id, message, .. }) => {
                         if let Some(child) = self.subagents.get(&id) {
-                            let _ = child.send(Ctl::Message(message));
+                            let _ = child.send(Ctl::Op(Op::Message { text: message }));
                         }
                         Ok(true)
                     }
@@ -844,6 +842,16 @@ impl Driver {
                 let _ = reply.send(text);
                 return None;
             }
+            Ctl::SetMode(mode, reply) => {
+                self.set_mode(mode);
+                let _ = reply.send(self.perms.mode());
+                return None;
+            }
+            Ctl::Jobs(reply) => {
+                let _ = reply.send(self.jobs());
+                return None;
+            }
+            Ctl::Op(op) => op,
         };
         match op {
             Op::Prompt { text, images, .. } => {
@@ -862,7 +870,7 @@ impl Driver {
                 None
             }
             Op::Answer { call_id, answer } => Some((call_id, answer)),
-            _ => None,
+            Op::Reply { .. } | Op::Message { .. } => None,
         }
     }
 
@@ -915,7 +923,7 @@ impl Driver {
     }
 
     /// Changes the permission mode (and what is offered with it).
-    pub fn set_mode(&mut self, mode: Mode) {
+    pub(crate) fn set_mode(&mut self, mode: Mode) {
         self.perms.set_mode(mode);
         self.offer_again();
         // Kept with the session, so that resuming it restores the mode.
@@ -925,7 +933,7 @@ impl Driver {
                 self.notice(Level::Warning, format!("the mode was not saved: {e}"));
             }
         }
-        self.emit(Event::ModeChanged { mode });
+        self.emit(CoreEvent::ModeChanged { mode });
     }
 
     async fn feed(&mut self, input: Input) -> Result<()> {
@@ -934,7 +942,7 @@ impl Driver {
         while let Some(action) = queue.pop_front() {
             let next = match action {
                 // A change is asked about with the diff it would make: approved seen, not blind.
-                Action::Emit(Event::ToolCallAsked {
+                Action::Emit(CoreEvent::ToolCallAsked {
                     call_id,
                     mut question,
                 }) => {
@@ -944,7 +952,7 @@ impl Driver {
                             .pending_call(&call_id)
                             .and_then(|call| crate::preview::change(&*self.world, call));
                     }
-                    self.emit(Event::ToolCallAsked { call_id, question });
+                    self.emit(CoreEvent::ToolCallAsked { call_id, question });
                     None
                 }
                 Action::Emit(event) => {
@@ -972,7 +980,7 @@ impl Driver {
                 }
                 Action::DeliverToJob { id, message } => {
                     if let Some(child) = self.subagents.get(&id) {
-                        let _ = child.send(Ctl::Message(message));
+                        let _ = child.send(Ctl::Op(Op::Message { text: message }));
                     }
                     None
                 }
@@ -1120,7 +1128,7 @@ impl Driver {
     /// the conversation (`loop.json` `context.compaction.request`); the session's history then
     /// becomes that summary and the table of reads, and the dedupe table empties. `Ok(Err)`
     /// says why nothing was compacted.
-    pub async fn compact(&mut self) -> Result<std::result::Result<String, String>> {
+    pub(crate) async fn compact(&mut self) -> Result<std::result::Result<String, String>> {
         let Some(request) = self.session.summary_request() else {
             return Ok(Err(if self.session.history().is_empty() {
                 "nothing to compact yet".into()
@@ -1170,7 +1178,7 @@ impl Driver {
         match self.session.compact_with_answer(&completion.text) {
             Ok(_) => {
                 self.flush_log()?;
-                self.emit(Event::Compacted {
+                self.emit(CoreEvent::Compacted {
                     before_tokens,
                     after_tokens: approx_tokens(self.session.history()),
                 });
@@ -1267,7 +1275,7 @@ impl Driver {
             if let Some(h) = &holder {
                 let notices = out.clone();
                 let mut queued = |position: usize| {
-                    let _ = notices.send(Out::Event(Event::Notice {
+                    let _ = notices.send(Event::Core(CoreEvent::Notice {
                         level: Level::Info,
                         text: format!(
                             "waiting for a free slot of {server}: number {position} in line"
@@ -1281,7 +1289,7 @@ impl Driver {
             let mut on_event = |e: &StreamEvent| {
                 // A retry is told even for a request whose answer is not shown (compaction).
                 if let StreamEvent::Retry(r) = e {
-                    let _ = out.send(Out::Event(Event::Notice {
+                    let _ = out.send(Event::Core(CoreEvent::Notice {
                         level: Level::Info,
                         text: r.to_string(),
                     }));
@@ -1295,12 +1303,12 @@ impl Driver {
                         if let Ok(mut s) = seen.lock() {
                             s.push_str(t);
                         }
-                        Event::TextDelta { text: t.clone() }
+                        CoreEvent::TextDelta { text: t.clone() }
                     }
-                    StreamEvent::Reasoning(t) => Event::ReasoningDelta { text: t.clone() },
+                    StreamEvent::Reasoning(t) => CoreEvent::ReasoningDelta { text: t.clone() },
                     _ => return,
                 };
-                let _ = out.send(Out::Event(ev));
+                let _ = out.send(Event::Core(ev));
             };
             let answer = client.stream(&chat, &cancel, &mut on_event).await;
             if let Some(h) = &holder {
@@ -1337,7 +1345,7 @@ impl Driver {
                 None
             }
         };
-        self.emit(Event::ModelAnswered {
+        self.emit(CoreEvent::ModelAnswered {
             usage: c.usage.map(Into::into),
         });
         let spec = Spec::embedded();
@@ -1364,7 +1372,7 @@ impl Driver {
                 .tool(&call.name)
                 .map(|t| t.block)
                 .unwrap_or(harness_spec::Block::Tool);
-            self.emit(Event::ToolCallStarted {
+            self.emit(CoreEvent::ToolCallStarted {
                 call: call.clone(),
                 block,
                 purpose,
@@ -1533,7 +1541,7 @@ impl Driver {
                     Err(_) => (None, Vec::new()),
                 };
                 self.session.set_open_tasks(open);
-                self.emit(Event::PlanChanged { plan });
+                self.emit(CoreEvent::PlanChanged { plan });
                 ToolOutcome::ok(&call.id, text)
             }
             Err(text) => ToolOutcome::error(&call.id, text),
@@ -1548,7 +1556,7 @@ impl Driver {
                 if let Some(e) = &outcome.edit
                     && !outcome.is_error
                 {
-                    let _ = self.out.send(Out::Edit {
+                    let _ = self.out.send(Event::Edit {
                         call_id: call.id.clone(),
                         path: e.path.clone(),
                         before: e.before.clone(),
@@ -1566,7 +1574,7 @@ impl Driver {
                 let (seen, so_far) = running.output_since(0);
                 match self.session.jobs_mut().overrun(&title, seconds, &so_far) {
                     harness_loop::jobs::Overrun::Continue { id, text } => {
-                        self.emit(Event::JobStarted {
+                        self.emit(CoreEvent::JobStarted {
                             job_id: id.to_string(),
                             kind: JobKind::Command,
                             title,
@@ -1657,7 +1665,7 @@ impl Driver {
             })
             .unwrap_or_default();
         self.reply = None;
-        let _ = self.out.send(Out::Question {
+        let _ = self.out.send(Event::Question {
             call_id: call.id.clone(),
             question,
             options,
@@ -1739,7 +1747,7 @@ impl Driver {
             other => ("code", Some(other.to_owned())),
         };
         self.reply = None;
-        let _ = self.out.send(Out::Show {
+        let _ = self.out.send(Event::Show {
             call_id: call.id.clone(),
             path: file.path.clone(),
             title: path
@@ -1887,12 +1895,12 @@ impl Driver {
         };
         tokio::spawn(async move {
             while let Some(out) = out_rx.recv().await {
-                if let Out::Event(Event::Notice {
+                if let Event::Core(CoreEvent::Notice {
                     level: Level::Warning,
                     text,
                 }) = out
                 {
-                    let _ = parent_out.send(Out::Event(Event::Notice {
+                    let _ = parent_out.send(Event::Core(CoreEvent::Notice {
                         level: Level::Warning,
                         text: format!("{label}: {text}"),
                     }));
@@ -1980,12 +1988,12 @@ impl Driver {
     }
 
     /// The history the model sees now.
-    pub fn history(&self) -> &[Message] {
+    pub(crate) fn history(&self) -> &[Message] {
         self.session.history()
     }
 
     /// The model's name.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         &self.model_name
     }
 }
@@ -2044,13 +2052,13 @@ fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
     out
 }
 
-/// Where a call's output goes as it comes: each piece to the front end as [`Out::ToolOutput`],
+/// Where a call's output goes as it comes: each piece to the front end as [`Event::ToolOutput`],
 /// in order, before the call's result.
-fn forward_output(out: &mpsc::UnboundedSender<Out>, call_id: &str) -> crate::seams::OutputSink {
+fn forward_output(out: &mpsc::UnboundedSender<Event>, call_id: &str) -> crate::seams::OutputSink {
     let out = out.clone();
     let call_id = call_id.to_owned();
     Arc::new(move |text: String| {
-        let _ = out.send(Out::ToolOutput {
+        let _ = out.send(Event::ToolOutput {
             call_id: call_id.clone(),
             text,
         });

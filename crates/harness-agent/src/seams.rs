@@ -1,7 +1,7 @@
 //! The seams between the runtime and the world it runs in, each a trait: the model link
 //! ([`ModelLink`]), the tool world ([`ToolWorld`]), the session store ([`SessionStore`]) and the
 //! job spawner ([`JobSpawner`], whose commands are [`Process`]es). The front end is the other
-//! seam: it holds the ends of the session's channels ([`crate::Ctl`] in, [`crate::Out`] out).
+//! seam: it holds the ends of the session's channels ([`crate::Op`]s in, [`crate::Event`]s out).
 
 use std::collections::BTreeMap;
 use std::future::Future;

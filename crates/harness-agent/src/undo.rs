@@ -3,7 +3,7 @@
 //! is removed); a file changed since the turn's last change of it is left as it is and said.
 //! The files are reached through the front end's [`UndoFiles`].
 
-/// The files a front end's undo reads and writes (by the paths of its `Out::Edit`s).
+/// The files a front end's undo reads and writes (by the paths of its `Event::Edit`s).
 pub trait UndoFiles {
     /// A file's text now (`None`: it cannot be read, or is gone).
     fn read(&self, path: &str) -> Option<String>;

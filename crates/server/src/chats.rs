@@ -6,12 +6,11 @@
 use std::sync::{Arc, Mutex};
 
 use crate::db::{Db, Stmt};
-use harness_agent::{CapacityGate, Ctl, Out, SessionBuilder};
-use harness_core::protocol::{Answer, Event, Mode, Op, Origin, SessionKind, TurnEnd};
+use harness_agent::{CapacityGate, CoreEvent, Event, Op, SessionBuilder, Spawned, WeakSession};
+use harness_core::protocol::{Answer, Mode, Origin, SessionKind, TurnEnd};
 use harness_spec::Project;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::App;
 use crate::auth::User;
@@ -305,10 +304,11 @@ pub async fn create(
     let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
     // No page shows a chat before it exists.
     let link = crate::python::PageLink::new(app, user.id, None, false);
-    let built = builder(app, user, mode, &chosen, link.clone(), narrower)
-        .await?
-        .build()?;
-    let id = built.driver.id().to_owned();
+    let built = spawn(
+        builder(app, user, mode, &chosen, link.clone(), narrower).await?,
+        false,
+    )?;
+    let id = built.session.id().to_owned();
     link.set_chat(&id);
     sqlx::query(
         "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
@@ -368,10 +368,12 @@ async fn live(app: &Arc<App>, user: &User, chat: &ChatRow) -> Result<Arc<Live>> 
     let mode = chat.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(&chat.id), page);
     let narrower = crate::world::chat_grants(&app.pool, &chat.id).await?;
-    let built = builder(app, user, mode, &chat.model, link, &narrower)
-        .await?
-        .resume(meta, entries)
-        .build()?;
+    let built = spawn(
+        builder(app, user, mode, &chat.model, link, &narrower)
+            .await?
+            .resume(meta, entries),
+        page,
+    )?;
     Ok(drive(app, user.id, &chat.id, built, page, made))
 }
 
@@ -392,25 +394,29 @@ async fn ran_elsewhere(app: &App, chat: &str, since: i64) -> Result<bool> {
     Ok(n > 0)
 }
 
-/// Starts driving a built session and pumping its events into the log. Its front end answers
-/// `question`s (the page, whenever one opens); `page`: it has the page's viewer (`display`).
+/// Starts a chat's session: its front end answers `question`s (the page, whenever one opens);
+/// `page`: it has the page's viewer (`display`).
+fn spawn(builder: SessionBuilder, page: bool) -> Result<Spawned> {
+    Ok(builder
+        .answers_questions(true)
+        .holds_display(page)
+        .spawn()?)
+}
+
+/// Keeps a spawned session as the chat's live one and pumps its events into the log.
 fn drive(
     app: &Arc<App>,
     user_id: i64,
     chat: &str,
-    built: harness_agent::Built,
+    built: Spawned,
     page: bool,
     made: String,
 ) -> Arc<Live> {
-    let harness_agent::Built {
-        mut driver,
-        ctl,
-        mut out,
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run: task,
     } = built;
-    driver.answers_questions();
-    if page {
-        driver.holds_display();
-    }
     let weak_ctl = ctl.downgrade();
     let live = Arc::new(Live {
         ctl,
@@ -426,7 +432,8 @@ fn drive(
     let (app2, run2, chat2) = (app.clone(), live.run.clone(), chat_id.clone());
     let live2 = Arc::downgrade(&live);
     tokio::spawn(async move {
-        if let Err(e) = driver.run(false).await {
+        let ended = task.finished().await.and_then(|ended| ended.result);
+        if let Err(e) = ended {
             eprintln!("llembas-server: chat {chat2}: {e}");
             if let Some(l) = live2.upgrade() {
                 app2.chats.remove(&chat2, &l);
@@ -451,7 +458,6 @@ fn drive(
                 app2.chats.ended.notify_waiters();
             }
         }
-        driver.shutdown().await;
     });
     let app = app.clone();
     let run = live.run.clone();
@@ -484,8 +490,8 @@ async fn pump(
     user_id: i64,
     chat: &str,
     run: &Mutex<Option<String>>,
-    ctl: &mpsc::WeakUnboundedSender<Ctl>,
-    o: Out,
+    ctl: &WeakSession,
+    o: Event,
 ) -> Result<()> {
     let run_id = current(run);
     if waits_for_person(&o) {
@@ -495,21 +501,9 @@ async fn pump(
     }
     // What a page is asked to answer (on a shared database recorded before the page hears of it).
     let mut asked = None;
-    let mut value = match &o {
-        Out::Event(e) => serde_json::to_value(e).map_err(|e| Error::Stored(e.to_string()))?,
-        Out::Edit {
-            call_id,
-            path,
-            before,
-            after,
-        } => {
-            json!({"type": "edit", "call_id": call_id, "path": path, "before": before, "after": after})
-        }
-        Out::Question {
-            call_id,
-            question,
-            options,
-        } => {
+    let mut value = serde_json::to_value(&o).map_err(|e| Error::Stored(e.to_string()))?;
+    let ask = match &o {
+        Event::Question { call_id, .. } => {
             // The page answers it (`POST /api/questions/{ask}`), whenever one is open.
             let ask = match ctl.upgrade() {
                 Some(ctl) => Some(app.pages.ask(
@@ -522,17 +516,9 @@ async fn pump(
                 None => None,
             };
             asked = ask.clone().map(|id| (id, crate::page::AskKind::Question));
-            json!({"type": "question", "call_id": call_id, "question": question, "options": options, "ask": ask})
+            Some(ask)
         }
-        Out::Show {
-            call_id,
-            path,
-            title,
-            kind,
-            language,
-            line,
-            ..
-        } => {
+        Event::Show { call_id, .. } => {
             // The page's viewer opens it and says so (`POST /api/shows/{ask}`); with no page
             // open, the call answers that the viewer is gone.
             let ask = match ctl.upgrade() {
@@ -544,22 +530,27 @@ async fn pump(
                     crate::page::Answerer::Session(ctl),
                 )?),
                 Some(ctl) => {
-                    let _ = ctl.send(Ctl::Reply(call_id.clone(), None));
+                    ctl.submit(Op::Reply {
+                        call_id: call_id.clone(),
+                        text: None,
+                    });
                     None
                 }
                 None => None,
             };
             asked = ask.clone().map(|id| (id, crate::page::AskKind::Show));
-            json!({"type": "show", "call_id": call_id, "path": path, "title": title, "kind": kind, "language": language, "line": line, "ask": ask})
+            Some(ask)
         }
-        Out::ToolOutput { call_id, text } => {
-            json!({"type": "tool_output", "call_id": call_id, "text": text})
-        }
+        _ => None,
     };
+    // What the page answers a question or a show with (`POST /api/questions/{ask}`).
+    if let (Some(ask), Some(obj)) = (ask, value.as_object_mut()) {
+        obj.insert("ask".into(), json!(ask));
+    }
     if let Some((id, kind)) = asked {
         record_ask(app, &id, user_id, chat, run_id.as_deref(), kind).await?;
     }
-    if let Out::Event(Event::ToolCallAsked { call_id, .. }) = &o {
+    if let Event::Core(CoreEvent::ToolCallAsked { call_id, .. }) = &o {
         let id = random_id()?;
         crate::db::execute(
             &app.pool,
@@ -580,7 +571,7 @@ async fn pump(
     app.hub
         .append(user_id, chat, run_id.as_deref(), value)
         .await?;
-    if let (Out::Event(Event::TurnEnded { reason }), Some(r)) = (&o, &run_id) {
+    if let (Event::Core(CoreEvent::TurnEnded { reason }), Some(r)) = (&o, &run_id) {
         // A run the server's shutdown cancelled, or whose account can no longer sign in, was
         // interrupted, not stopped by its user.
         let halted = app.chats.take_interrupted(r);
@@ -601,10 +592,10 @@ async fn pump(
 }
 
 /// Whether the run waits on a person after this (a permission, a question, the viewer).
-fn waits_for_person(o: &Out) -> bool {
+fn waits_for_person(o: &Event) -> bool {
     matches!(
         o,
-        Out::Event(Event::ToolCallAsked { .. }) | Out::Question { .. } | Out::Show { .. }
+        Event::Core(CoreEvent::ToolCallAsked { .. }) | Event::Question { .. } | Event::Show { .. }
     )
 }
 
@@ -718,18 +709,18 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
             json!({"type": "run_started", "run": run_id}),
         )
         .await?;
-    let sent = live.ctl.send(Ctl::Op(Op::Prompt {
+    let sent = live.ctl.submit(Op::Prompt {
         text: text.to_owned(),
         origin: Origin::Person,
         images: Vec::new(),
-    }));
-    if sent.is_err() {
+    });
+    if !sent {
         end_run(app, user.id, id, &run_id, "failed").await?;
         return Err(Error::Conflict(format!("the chat {id} has stopped")));
     }
     if app.is_stopping() {
         // The shutdown began after the check above: it may have missed this run.
-        let _ = live.ctl.send(Ctl::Op(Op::Cancel));
+        live.ctl.submit(Op::Cancel);
     }
     Ok(run_id)
 }
@@ -740,7 +731,7 @@ pub async fn interrupt_all(app: &Arc<App>) -> Result<Vec<String>> {
     let mut cancelled = Vec::new();
     for l in app.chats.all() {
         if let Some(r) = current(&l.run) {
-            let _ = l.ctl.send(Ctl::Op(Op::Cancel));
+            l.ctl.submit(Op::Cancel);
             cancelled.push(r);
         }
     }
@@ -819,28 +810,33 @@ pub fn carry_out(app: &App, act: &Act) -> Result<()> {
             if *interrupted {
                 app.chats.interrupt(run);
             }
-            Ctl::Op(Op::Cancel)
+            Op::Cancel
         }
         Act::Answer {
             call_id,
             answer,
             note,
             ..
-        } => Ctl::Op(Op::Answer {
+        } => Op::Answer {
             call_id: call_id.clone(),
             answer: answer_of(answer, note.clone())?,
-        }),
+        },
         // Read from the database first: `shared::take_reply`.
         Act::Reply { .. } => return Ok(()),
-        Act::Mode { mode, .. } => Ctl::Op(Op::SetMode {
+        Act::Mode { mode, .. } => Op::SetMode {
             mode: mode
                 .parse::<Mode>()
                 .map_err(|e| Error::BadRequest(e.to_string()))?,
-        }),
+        },
     };
-    live.ctl
-        .send(ctl)
-        .map_err(|_| Error::Conflict(format!("the chat {} has stopped", act.chat())))
+    if live.ctl.submit(ctl) {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!(
+            "the chat {} has stopped",
+            act.chat()
+        )))
+    }
 }
 
 /// A permission answer as the API spells it.
@@ -984,11 +980,12 @@ async fn close_transcript(app: &Arc<App>, user: &User, chat: &str, run: &str) ->
     let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
     let link = crate::python::PageLink::new(app, user.id, Some(chat), false);
     let narrower = crate::world::chat_grants(&app.pool, chat).await?;
-    let mut built = builder(app, user, mode, &row.model, link, &narrower)
+    let spawned = builder(app, user, mode, &row.model, link, &narrower)
         .await?
         .resume(meta, entries)
-        .build()?;
-    built.driver.run(true).await?;
+        .one_shot(None)
+        .spawn()?;
+    spawned.run.finished().await?.result?;
     Ok(())
 }
 

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use harness_agent::Ctl;
+use harness_agent::{Op, Session};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::db::random_id;
@@ -66,8 +66,8 @@ impl AskKind {
 
 /// Where an ask's answer goes.
 pub enum Answerer {
-    /// To the chat's session, as [`Ctl::Reply`] for the call (`None`: nobody answered).
-    Session(mpsc::UnboundedSender<Ctl>),
+    /// To the chat's session, as [`Op::Reply`] for the call (`None`: nobody answered).
+    Session(Session),
     /// To the tool waiting for it (`None`: the page went).
     Tool(oneshot::Sender<Option<serde_json::Value>>),
 }
@@ -141,7 +141,7 @@ fn answer(answerer: Answerer, call_id: String, text: Option<serde_json::Value>) 
                 serde_json::Value::String(s) => s,
                 other => other.to_string(),
             });
-            let _ = ctl.send(Ctl::Reply(call_id, text));
+            ctl.submit(Op::Reply { call_id, text });
         }
         Answerer::Tool(tx) => {
             let _ = tx.send(text);

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use harness_agent::{Built, Ctl, Out, Reply, ScriptedModel, SessionBuilder};
-use harness_core::protocol::{Answer, Event, Mode, Op, PermissionQuestion, ToolResult};
+use harness_agent::{CoreEvent, Event, Op, Reply, ScriptedModel, SessionBuilder, Spawned};
+use harness_core::protocol::{Answer, Mode, PermissionQuestion, ToolResult};
 use llembas_cli::exec::Exec;
 use llembas_cli::world::HostWorld;
 use serde_json::{Value, json};
@@ -59,34 +59,33 @@ async fn run(place: &Place, mode: Mode, replies: Vec<Reply>) -> Said {
     let exec = Arc::new(Exec::open(&place.project).unwrap());
     let model = ScriptedModel::new(replies.into_iter().chain([Reply::text("done")]));
     let home = llembas_cli::session::home_dir();
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
+    let Spawned {
+        session,
+        events: mut out,
+        run,
     } = SessionBuilder::new(Arc::new(model), Arc::new(HostWorld::new(exec)))
         .mode(mode)
         .rules(Vec::new(), &home)
-        .build()
+        .prompt("go")
+        .one_shot(None)
+        .spawn()
         .unwrap();
-    driver.queue_prompt("go".into());
-    // The driver ends with the run, and with it the sender of what it says.
-    let task = tokio::spawn(async move { driver.run(true).await.unwrap() });
+    // The session ends with the run, and with it what it says.
     let mut said = Said::default();
     while let Some(o) = out.recv().await {
         match o {
-            Out::Event(Event::ToolCallAsked { call_id, question }) => {
-                ctl.send(Ctl::Op(Op::Answer {
+            Event::Core(CoreEvent::ToolCallAsked { call_id, question }) => {
+                assert!(session.submit(Op::Answer {
                     call_id: call_id.clone(),
                     answer: Answer::Once,
-                }))
-                .unwrap();
+                }));
                 said.asked.push((call_id, question));
             }
-            Out::Event(Event::ToolCallFinished { result }) => said.results.push(result),
+            Event::Core(CoreEvent::ToolCallFinished { result }) => said.results.push(result),
             _ => {}
         }
     }
-    task.await.unwrap();
+    run.finished().await.unwrap().result.unwrap();
     said
 }
 

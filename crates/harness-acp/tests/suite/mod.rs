@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use harness_acp::{AgentInfo, DirEntry, Error, Host, OpenRequest, Opened};
 use harness_agent::{
-    BoxFuture, CallContext, CapacityGate, DriverSetup, MemoryStore, NoJobs, Ran, RegisteredTool,
-    Reply, ScriptedModel, SessionPermissions, SessionStore, ShownFile, ToolWorld,
+    BoxFuture, CallContext, CapacityGate, MemoryStore, Ran, RegisteredTool, Reply, ScriptedModel,
+    SessionBuilder, SessionPermissions, ShownFile, ToolWorld,
 };
 use harness_core::protocol::{Mode, SessionKind, ToolCall};
 use harness_loop::session::ToolOutcome;
@@ -89,31 +89,19 @@ impl TestHost {
     fn setup(&self, request: &OpenRequest) -> Result<Opened, Error> {
         let model = Arc::new(ScriptedModel::new(self.script.clone()));
         let world = Arc::new(Rocket);
-        let store = Arc::new(MemoryStore::default());
         let mode = request.mode.unwrap_or(Mode::Manual);
-        let meta = store
-            .create(&world.place(), "scripted")
-            .map_err(Error::Open)?;
         let engine = harness_agent::perm::engine().map_err(|e| Error::Open(e.to_string()))?;
-        let setup = DriverSetup {
-            model,
-            model_name: "scripted".into(),
-            perms: SessionPermissions::new(engine, mode, &world.place(), "/home/ana", Vec::new()),
-            world,
-            jobs: Arc::new(NoJobs),
-            plan: Arc::default(),
-            capacity: Arc::new(CapacityGate::new()?),
-            personality: None,
-            store,
-            meta,
-            agent: None,
-            project: Project::Cli,
-            kind: SessionKind::Agent,
-            product_version: "0.0.0".into(),
-        };
+        let perms = SessionPermissions::new(engine, mode, &world.place(), "/home/ana", Vec::new());
+        let session = SessionBuilder::new(model, world)
+            .model_name("scripted")
+            .permissions(perms)
+            .store(Arc::new(MemoryStore::default()))
+            .capacity(Arc::new(CapacityGate::new()?))
+            .project(Project::Cli)
+            .kind(SessionKind::Agent)
+            .product_version("0.0.0");
         Ok(Opened {
-            setup,
-            resume: None,
+            session,
             mode,
             models: None,
             memory_entries: None,

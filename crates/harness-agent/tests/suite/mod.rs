@@ -8,6 +8,7 @@ mod oneshot;
 mod output;
 mod person;
 mod personal;
+mod protocol;
 mod runtime;
 mod session_search;
 mod sessions;
@@ -19,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness_agent::{
-    BoxFuture, Built, CallContext, Exit, JobSpawner, Out, Process, Ran, RegisteredTool, ShownFile,
+    BoxFuture, CallContext, Event, Exit, JobSpawner, Process, Ran, RegisteredTool, ShownFile,
     ToolWorld,
 };
-use harness_core::protocol::{Event, ToolCall};
+use harness_core::protocol::{Event as CoreEvent, ToolCall};
 use harness_loop::session::ToolOutcome;
 use harness_spec::Risk;
 use serde_json::json;
@@ -141,31 +142,22 @@ impl JobSpawner for QuickJobs {
     }
 }
 
-/// Everything a session said, collected.
-pub fn drain(built: &mut Built) -> Vec<Out> {
-    let mut v = Vec::new();
-    while let Ok(out) = built.out.try_recv() {
-        v.push(out);
-    }
-    v
-}
-
 /// The events among the outs.
-pub fn events(outs: &[Out]) -> Vec<Event> {
+pub fn events(outs: &[Event]) -> Vec<CoreEvent> {
     outs.iter()
         .filter_map(|o| match o {
-            Out::Event(e) => Some(e.clone()),
+            Event::Core(e) => Some(e.clone()),
             _ => None,
         })
         .collect()
 }
 
 /// The text the model streamed.
-pub fn text(outs: &[Out]) -> String {
+pub fn text(outs: &[Event]) -> String {
     events(outs)
         .iter()
         .filter_map(|e| match e {
-            Event::TextDelta { text } => Some(text.as_str()),
+            CoreEvent::TextDelta { text } => Some(text.as_str()),
             _ => None,
         })
         .collect()

@@ -1,8 +1,8 @@
 //! A one-prompt run's report: whether its session is kept, and the JSON stream's lines.
 
-use harness_agent::Out;
+use harness_agent::Event;
 use harness_agent::oneshot::{Totals, head, succeeded};
-use harness_core::protocol::{Event, TurnEnd, Usage};
+use harness_core::protocol::{Event as CoreEvent, TurnEnd, Usage};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -16,7 +16,7 @@ fn a_new_session_that_failed_before_anything_happened_is_not_kept() {
     assert!(!t.kept(true, None));
     assert!(t.kept(false, Some(&error)), "a resumed one always is");
     assert!(t.kept(true, Some(&TurnEnd::Cancelled)));
-    t.note(&Out::Event(Event::TextDelta { text: "Hi".into() }));
+    t.note(&Event::Core(CoreEvent::TextDelta { text: "Hi".into() }));
     assert!(t.happened());
     assert!(t.kept(true, Some(&error)));
     assert!(succeeded(Some(&TurnEnd::Finished)));
@@ -38,10 +38,10 @@ fn the_result_line_adds_the_run_up() {
             output_tokens: 3,
         }),
     ] {
-        t.note(&Out::Event(Event::ModelAnswered { usage }));
+        t.note(&Event::Core(CoreEvent::ModelAnswered { usage }));
     }
     for path in ["/p/b.rs", "/p/a.rs", "/p/b.rs"] {
-        t.note(&Out::Edit {
+        t.note(&Event::Edit {
             call_id: "c".into(),
             path: path.into(),
             before: String::new(),

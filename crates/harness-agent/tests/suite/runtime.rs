@@ -6,56 +6,50 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness_agent::{
-    Built, Ctl, Driver, MemoryStore, Out, Query, Reply, ScriptedModel, SessionBuilder,
-    SessionStore as _,
+    CoreEvent, Ended, Event, MemoryStore, Op, Reply, ScriptedModel, SessionBuilder,
+    SessionStore as _, Spawned,
 };
-use harness_core::protocol::{Answer, Event, JobEnd, Mode, Op, TurnEnd};
+use harness_core::protocol::{Answer, JobEnd, Mode, TurnEnd};
 use harness_loop::transcript::Entry;
 use serde_json::json;
 
 use super::*;
 
-fn session(model: &ScriptedModel, store: &Arc<MemoryStore>, mode: Mode) -> Built {
+fn session(model: &ScriptedModel, store: &Arc<MemoryStore>, mode: Mode) -> SessionBuilder {
     SessionBuilder::new(Arc::new(model.clone()), TestWorld::new())
         .store(store.clone())
         .jobs(Arc::new(QuickJobs))
         .mode(mode)
-        .build()
-        .unwrap()
 }
 
-/// Runs the driver in a task until it is idle, answering with `answer` what it asks.
-async fn run_answering(built: Built, answer: Option<Answer>) -> (Driver, Vec<Out>) {
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
-    } = built;
-    let run = tokio::spawn(async move {
-        driver.run(true).await.unwrap();
-        driver
-    });
+/// Runs the session until it is idle, answering with `answer` what it asks.
+async fn run_answering(builder: SessionBuilder, answer: Option<Answer>) -> (Ended, Vec<Event>) {
+    let Spawned {
+        session,
+        mut events,
+        mut run,
+    } = builder.one_shot(None).spawn().unwrap();
     let mut outs = Vec::new();
     let collect = async {
-        while let Some(o) = out.recv().await {
-            if let (Out::Event(Event::ToolCallAsked { call_id, .. }), Some(a)) = (&o, &answer) {
-                ctl.send(Ctl::Op(Op::Answer {
+        while let Some(o) = events.recv().await {
+            if let (Event::Core(CoreEvent::ToolCallAsked { call_id, .. }), Some(a)) = (&o, &answer)
+            {
+                assert!(session.submit(Op::Answer {
                     call_id: call_id.clone(),
                     answer: a.clone(),
-                }))
-                .unwrap();
+                }));
             }
             outs.push(o);
         }
+        std::future::pending::<()>().await;
     };
-    let driver = tokio::select! {
-        d = run => d.unwrap(),
-        () = collect => unreachable!("the driver holds the sender"),
+    let ended = tokio::select! {
+        e = &mut run => e.unwrap(),
+        () = collect => unreachable!("the collection waits for ever"),
     };
-    while let Ok(o) = out.try_recv() {
-        outs.push(o);
-    }
-    (driver, outs)
+    ended.result.as_ref().unwrap();
+    outs.extend(events.drain());
+    (ended, outs)
 }
 
 /// The tools a request offers: those sent whole, and those the loader (`load_tools`) lists by
@@ -80,8 +74,7 @@ async fn a_deferred_tool_runs_when_called_and_is_sent_whole_once_loaded() {
         Reply::text("done"),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("jobs?".into());
+    let built = session(&model, &store, Mode::Auto).prompt("jobs?");
     let (_d, outs) = run_answering(built, None).await;
     let requests = model.requests();
     let sent =
@@ -93,11 +86,11 @@ async fn a_deferred_tool_runs_when_called_and_is_sent_whole_once_loaded() {
     assert!(sent(2).contains(&"job_list".to_owned()), "{:?}", sent(2));
 }
 
-fn ended(outs: &[Out]) -> Vec<TurnEnd> {
+fn ended(outs: &[Event]) -> Vec<TurnEnd> {
     events(outs)
         .into_iter()
         .filter_map(|e| match e {
-            Event::TurnEnded { reason } => Some(reason),
+            CoreEvent::TurnEnded { reason } => Some(reason),
             _ => None,
         })
         .collect()
@@ -111,21 +104,20 @@ async fn a_turn_of_several_steps_runs_the_worlds_tools_and_is_stored() {
         Reply::text("It is noon and hi."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    let id = built.driver.id().to_owned();
-    built.driver.queue_prompt("What time is it?".into());
-    let (_driver, outs) = run_answering(built, None).await;
+    let built = session(&model, &store, Mode::Auto).prompt("What time is it?");
+    let (ended_as, outs) = run_answering(built, None).await;
+    let id = ended_as.id;
     assert_eq!(text(&outs), "It is noon and hi.");
     assert_eq!(ended(&outs), [TurnEnd::Finished]);
     // The command's output came as it ran, before its result.
     let streamed = outs
         .iter()
-        .position(|o| matches!(o, Out::ToolOutput { text, .. } if text == "echo hi\n"))
+        .position(|o| matches!(o, Event::ToolOutput { text, .. } if text == "echo hi\n"))
         .expect("the output came as it ran");
     let finished = outs
         .iter()
         .position(|o| {
-            matches!(o, Out::Event(Event::ToolCallFinished { result }) if result.content.contains("echo hi\nexit code 0"))
+            matches!(o, Event::Core(CoreEvent::ToolCallFinished { result }) if result.content.contains("echo hi\nexit code 0"))
         })
         .expect("the call finished");
     assert!(streamed < finished);
@@ -173,17 +165,15 @@ async fn a_risky_call_is_asked_and_runs_only_when_allowed() {
         let model = ScriptedModel::new([Reply::call("launch", json!({})), Reply::text("ok")]);
         let store = Arc::new(MemoryStore::default());
         let world = TestWorld::new();
-        let mut built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
+        let built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
             .store(store)
             .mode(Mode::Manual)
-            .build()
-            .unwrap();
-        built.driver.queue_prompt("Launch it.".into());
+            .prompt("Launch it.");
         let (_d, outs) = run_answering(built, Some(answer.clone())).await;
         let asked = events(&outs)
             .into_iter()
             .find_map(|e| match e {
-                Event::ToolCallAsked { question, .. } => Some(question),
+                CoreEvent::ToolCallAsked { question, .. } => Some(question),
                 _ => None,
             })
             .expect("manual mode asks before an execute");
@@ -205,24 +195,24 @@ async fn a_background_job_wakes_the_session_when_it_ends() {
         Reply::text("The build is done."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("Build in the background.".into());
+    let built = session(&model, &store, Mode::Auto).prompt("Build in the background.");
     let (driver, outs) = run_answering(built, None).await;
     let evs = events(&outs);
     assert!(
-        evs.iter().any(|e| matches!(e, Event::JobStarted { .. })),
+        evs.iter()
+            .any(|e| matches!(e, CoreEvent::JobStarted { .. })),
         "{evs:?}"
     );
     assert!(evs.iter().any(|e| matches!(
         e,
-        Event::JobEnded {
+        CoreEvent::JobEnded {
             end: JobEnd::Done { exit_code: Some(0) },
             ..
         }
     )));
     assert_eq!(model.requests().len(), 3, "the job's end woke the model");
     assert!(text(&outs).ends_with("The build is done."));
-    assert_eq!(driver.running_jobs(), 0);
+    assert_eq!(driver.running_jobs, 0);
 }
 
 #[tokio::test]
@@ -236,8 +226,7 @@ async fn a_subagent_runs_as_a_child_session_and_its_reply_answers_the_task() {
         Reply::text("The explorer found them."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("Where are the notes?".into());
+    let built = session(&model, &store, Mode::Auto).prompt("Where are the notes?");
     let (_d, outs) = run_answering(built, None).await;
     let result = first_result(&outs);
     // The result as the model reads it: its id, then the subagent's reply.
@@ -259,8 +248,7 @@ async fn a_subagent_runs_as_a_child_session_and_its_reply_answers_the_task() {
 async fn the_catalogue_offers_what_something_answers() {
     let model = ScriptedModel::new([Reply::text("hi")]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("hi".into());
+    let built = session(&model, &store, Mode::Auto).prompt("hi");
     let _ = run_answering(built, None).await;
     let names = tool_names(&model.requests()[0]);
     for offered in [
@@ -294,8 +282,7 @@ async fn job_send_reaches_a_running_command_as_the_spec_answers() {
         Reply::text("done"),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("send".into());
+    let built = session(&model, &store, Mode::Auto).prompt("send");
     let (_d, outs) = run_answering(built, None).await;
     let result = first_result(&outs);
     // Answered by the loop's job rules, not "Unknown tool".
@@ -316,49 +303,44 @@ async fn compaction_replaces_the_history_with_the_summary() {
         Reply::text("Second answer."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
-    } = session(&model, &store, Mode::Auto);
-    let id = driver.id().to_owned();
-    driver.queue_prompt("Hello.".into());
-    let run = tokio::spawn(async move {
-        driver.run(false).await.unwrap();
-        driver
-    });
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run,
+    } = session(&model, &store, Mode::Auto)
+        .prompt("Hello.")
+        .spawn()
+        .unwrap();
+    let id = ctl.id().to_owned();
     let mut outs = Vec::new();
     while let Some(o) = out.recv().await {
-        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        let done = matches!(o, Event::Core(CoreEvent::TurnEnded { .. }));
         outs.push(o);
         if done {
             break;
         }
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    ctl.send(Ctl::Query(Query::Compact, tx)).unwrap();
-    let said = rx.await.unwrap();
+    let said = ctl.compact().await.unwrap();
     assert!(said.starts_with("compacted"), "{said}");
-    ctl.send(Ctl::Op(Op::Prompt {
+    assert!(ctl.submit(Op::Prompt {
         text: "Again.".into(),
         origin: Default::default(),
         images: Vec::new(),
-    }))
-    .unwrap();
+    }));
     loop {
         let o = out.recv().await.unwrap();
-        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        let done = matches!(o, Event::Core(CoreEvent::TurnEnded { .. }));
         outs.push(o);
         if done {
             break;
         }
     }
     drop(ctl);
-    let _driver = run.await.unwrap();
+    run.finished().await.unwrap().result.unwrap();
     assert!(
         events(&outs)
             .iter()
-            .any(|e| matches!(e, Event::Compacted { .. })),
+            .any(|e| matches!(e, CoreEvent::Compacted { .. })),
         "the core's Compacted event"
     );
     let last = model.requests().pop().unwrap();
@@ -380,50 +362,52 @@ async fn a_resumed_session_goes_on_and_ends_what_a_crash_left_running() {
         Reply::text("Serving."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run,
     } = SessionBuilder::new(Arc::new(model.clone()), TestWorld::new())
         .store(store.clone())
         .jobs(Arc::new(NeverEnds))
         .mode(Mode::Auto)
-        .build()
+        .prompt("Start the server.")
+        .spawn()
         .unwrap();
-    let id = driver.id().to_owned();
-    driver.queue_prompt("Start the server.".into());
-    let run = tokio::spawn(async move { driver.run(false).await });
+    let id = ctl.id().to_owned();
     loop {
-        if let Some(Out::Event(Event::TurnEnded { .. })) = out.recv().await {
+        if let Some(Event::Core(CoreEvent::TurnEnded { .. })) = out.recv().await {
             break;
         }
     }
     // The process dies with its job running.
     run.abort();
-    let _ = run.await;
+    assert!(run.finished().await.is_err(), "the task was aborted");
     drop(ctl);
 
     let entries = store.load(&id).unwrap();
     let model2 = ScriptedModel::new([Reply::text("Back again.")]);
-    let mut built = SessionBuilder::new(Arc::new(model2.clone()), TestWorld::new())
+    let built = SessionBuilder::new(Arc::new(model2.clone()), TestWorld::new())
         .store(store.clone())
         .mode(Mode::Auto)
         .resume(store.find(&id).unwrap(), entries)
-        .build()
-        .unwrap();
-    let lost = drain(&mut built);
+        .prompt("Are you there?");
+    let (_d, outs) = run_answering(built, None).await;
+    // What the crash left running ended before the prompt ran.
+    let lost: Vec<Event> = outs
+        .iter()
+        .take_while(|o| !matches!(o, Event::Core(CoreEvent::UserInput { .. })))
+        .cloned()
+        .collect();
     assert!(
         events(&lost).iter().any(|e| matches!(
             e,
-            Event::JobEnded {
+            CoreEvent::JobEnded {
                 end: JobEnd::Failed { .. },
                 ..
             }
         )),
         "{lost:?}"
     );
-    built.driver.queue_prompt("Are you there?".into());
-    let (_d, outs) = run_answering(built, None).await;
     assert_eq!(text(&outs), "Back again.");
     let sent = serde_json::to_string(&model2.requests()[0].messages).unwrap();
     assert!(
@@ -436,23 +420,22 @@ async fn a_resumed_session_goes_on_and_ends_what_a_crash_left_running() {
 async fn a_cancel_stops_the_running_call_and_ends_the_turn() {
     let model = ScriptedModel::new([Reply::call("bash", json!({"command": "sleep 100"}))]);
     let store = Arc::new(MemoryStore::default());
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
-    } = session(&model, &store, Mode::Auto);
-    driver.queue_prompt("Wait.".into());
-    let run = tokio::spawn(async move {
-        driver.run(true).await.unwrap();
-        driver
-    });
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run,
+    } = session(&model, &store, Mode::Auto)
+        .prompt("Wait.")
+        .one_shot(None)
+        .spawn()
+        .unwrap();
     let mut outs = Vec::new();
     while let Some(o) = out.recv().await {
-        if matches!(o, Out::Event(Event::ToolCallStarted { .. })) {
+        if matches!(o, Event::Core(CoreEvent::ToolCallStarted { .. })) {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            ctl.send(Ctl::Op(Op::Cancel)).unwrap();
+            assert!(ctl.submit(Op::Cancel));
         }
-        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        let done = matches!(o, Event::Core(CoreEvent::TurnEnded { .. }));
         outs.push(o);
         if done {
             break;
@@ -472,30 +455,31 @@ async fn show_reads_through_the_world_and_refuses_what_it_cannot_see() {
         Reply::text("shown"),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
-    } = session(&model, &store, Mode::Auto);
-    driver.holds_display();
-    driver.queue_prompt("Show me.".into());
-    let run = tokio::spawn(async move {
-        driver.run(true).await.unwrap();
-        driver
-    });
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run,
+    } = session(&model, &store, Mode::Auto)
+        .holds_display(true)
+        .prompt("Show me.")
+        .one_shot(None)
+        .spawn()
+        .unwrap();
     let mut results = Vec::new();
     let mut shown = Vec::new();
     while let Some(o) = out.recv().await {
         match o {
-            Out::Show {
+            Event::Show {
                 call_id, content, ..
             } => {
                 shown.push(content);
-                ctl.send(Ctl::Reply(call_id, Some("opened".into())))
-                    .unwrap();
+                assert!(ctl.submit(Op::Reply {
+                    call_id,
+                    text: Some("opened".into())
+                }));
             }
-            Out::Event(Event::ToolCallFinished { result }) => results.push(result),
-            Out::Event(Event::TurnEnded { .. }) => break,
+            Event::Core(CoreEvent::ToolCallFinished { result }) => results.push(result),
+            Event::Core(CoreEvent::TurnEnded { .. }) => break,
             _ => {}
         }
     }
@@ -571,42 +555,41 @@ fn every_turn_end_has_one_acp_stop_reason() {
 }
 
 #[tokio::test]
-async fn a_manager_runs_several_sessions_at_once() {
-    let manager = harness_agent::SessionManager::new();
+async fn several_sessions_run_at_once_each_until_its_last_handle_goes() {
     let store = Arc::new(MemoryStore::default());
     let a = ScriptedModel::new([Reply::text("from a")]);
     let b = ScriptedModel::new([Reply::text("from b")]);
-    let (ida, mut outa) = manager.start(session(&a, &store, Mode::Auto)).unwrap();
-    let (idb, mut outb) = manager.start(session(&b, &store, Mode::Auto)).unwrap();
-    assert_ne!(ida, idb);
-    for (id, prompt) in [(&ida, "hello a"), (&idb, "hello b")] {
-        assert!(manager.send(
-            id,
-            Ctl::Op(Op::Prompt {
-                text: prompt.into(),
-                origin: Default::default(),
-                images: Vec::new(),
-            })
-        ));
+    let mut sa = session(&a, &store, Mode::Auto).spawn().unwrap();
+    let mut sb = session(&b, &store, Mode::Auto).spawn().unwrap();
+    assert_ne!(sa.session.id(), sb.session.id());
+    for (s, prompt) in [(&sa.session, "hello a"), (&sb.session, "hello b")] {
+        assert!(s.submit(Op::Prompt {
+            text: prompt.into(),
+            origin: Default::default(),
+            images: Vec::new(),
+        }));
     }
-    let (got_a, got_b) = tokio::join!(until_end(&mut outa), until_end(&mut outb));
+    let (got_a, got_b) = tokio::join!(until_end(&mut sa.events), until_end(&mut sb.events));
     assert_eq!(text(&got_a), "from a");
     assert_eq!(text(&got_b), "from b");
     // Sessions offered the same tools send one shared copy of them.
     let (sent_a, sent_b) = (a.requests(), b.requests());
     assert!(!sent_a[0].tools.is_empty());
     assert!(Arc::ptr_eq(&sent_a[0].tools, &sent_b[0].tools));
-    assert_eq!(manager.ids().len(), 2);
-    assert!(manager.close(&ida).await.unwrap().is_ok());
-    assert!(!manager.send(&ida, Ctl::Op(Op::Cancel)));
-    assert!(manager.close(&idb).await.unwrap().is_ok());
-    assert!(manager.ids().is_empty());
+    // A weak handle does not keep a session alive; the last handle's drop ends it.
+    let weak = sa.session.downgrade();
+    assert!(weak.upgrade().is_some());
+    drop(sa.session);
+    sa.run.finished().await.unwrap().result.unwrap();
+    assert!(weak.upgrade().is_none());
+    drop(sb.session);
+    sb.run.finished().await.unwrap().result.unwrap();
 }
 
-async fn until_end(out: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Vec<Out> {
+async fn until_end(out: &mut harness_agent::Events) -> Vec<Event> {
     let mut outs = Vec::new();
     while let Some(o) = out.recv().await {
-        let done = matches!(o, Out::Event(Event::TurnEnded { .. }));
+        let done = matches!(o, Event::Core(CoreEvent::TurnEnded { .. }));
         outs.push(o);
         if done {
             break;
@@ -616,11 +599,11 @@ async fn until_end(out: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Vec<O
 }
 
 /// The first call's result among the outs.
-fn first_result(outs: &[Out]) -> harness_core::protocol::ToolResult {
+fn first_result(outs: &[Event]) -> harness_core::protocol::ToolResult {
     events(outs)
         .into_iter()
         .find_map(|e| match e {
-            Event::ToolCallFinished { result } => Some(result),
+            CoreEvent::ToolCallFinished { result } => Some(result),
             _ => None,
         })
         .expect("a call finished")
@@ -636,14 +619,10 @@ async fn a_subagent_cannot_ask_so_its_risky_call_is_declined_and_the_person_told
     ]);
     let store = Arc::new(MemoryStore::default());
     let world = TestWorld::new();
-    let mut built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
+    let built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
         .store(store)
         .mode(Mode::Manual)
-        .build()
-        .unwrap();
-    built
-        .driver
-        .queue_prompt("Have a subagent launch it.".into());
+        .prompt("Have a subagent launch it.");
     // The task itself asks (an execute in manual mode); the person allows it once.
     let (_d, outs) = run_answering(built, Some(Answer::Once)).await;
     assert!(!world.calls.lock().unwrap().contains(&"launch".to_owned()));
@@ -673,8 +652,7 @@ async fn a_running_subagent_holds_a_slot_and_the_main_agent_waits_for_it() {
         Reply::text("All done."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let mut built = session(&model, &store, Mode::Auto);
-    built.driver.queue_prompt("Start a helper.".into());
+    let built = session(&model, &store, Mode::Auto).prompt("Start a helper.");
     let (_d, outs) = run_answering(built, None).await;
     let notices = notices(&outs);
     assert!(
@@ -724,11 +702,11 @@ async fn a_request_waits_for_a_slot_and_a_cancel_leaves_the_line() {
 }
 
 /// The notices' texts among the outs.
-fn notices(outs: &[Out]) -> Vec<String> {
+fn notices(outs: &[Event]) -> Vec<String> {
     events(outs)
         .into_iter()
         .filter_map(|e| match e {
-            Event::Notice { text, .. } => Some(text),
+            CoreEvent::Notice { text, .. } => Some(text),
             _ => None,
         })
         .collect()
@@ -741,33 +719,30 @@ async fn a_stopped_answer_keeps_what_was_shown_and_is_not_asked_again() {
         Reply::text("Fine."),
     ]);
     let store = Arc::new(MemoryStore::default());
-    let Built {
-        mut driver,
-        ctl,
-        mut out,
-    } = session(&model, &store, Mode::Auto);
-    driver.queue_prompt("slow answer please".into());
-    let run = tokio::spawn(async move {
-        driver.run(false).await.unwrap();
-        driver
-    });
+    let Spawned {
+        session: ctl,
+        events: mut out,
+        run,
+    } = session(&model, &store, Mode::Auto)
+        .prompt("slow answer please")
+        .spawn()
+        .unwrap();
     let mut ended = 0;
     let mut cancelled = false;
     while let Some(o) = out.recv().await {
         match o {
-            Out::Event(Event::TextDelta { .. }) if !cancelled => {
+            Event::Core(CoreEvent::TextDelta { .. }) if !cancelled => {
                 cancelled = true;
-                ctl.send(Ctl::Op(Op::Cancel)).unwrap();
+                assert!(ctl.submit(Op::Cancel));
             }
-            Out::Event(Event::TurnEnded { .. }) => {
+            Event::Core(CoreEvent::TurnEnded { .. }) => {
                 ended += 1;
                 if ended == 1 {
-                    ctl.send(Ctl::Op(Op::Prompt {
+                    assert!(ctl.submit(Op::Prompt {
                         text: "danger".into(),
                         origin: harness_core::protocol::Origin::Person,
                         images: Vec::new(),
-                    }))
-                    .unwrap();
+                    }));
                 } else {
                     break;
                 }
@@ -859,17 +834,15 @@ async fn a_change_is_asked_with_the_diff_it_would_make() {
     ];
     for (call, diff) in cases {
         let model = ScriptedModel::new([call, Reply::text("ok")]);
-        let mut built = SessionBuilder::new(Arc::new(model.clone()), Arc::new(EditWorld))
+        let built = SessionBuilder::new(Arc::new(model.clone()), Arc::new(EditWorld))
             .store(Arc::new(MemoryStore::default()))
             .mode(Mode::Manual)
-            .build()
-            .unwrap();
-        built.driver.queue_prompt("Change it.".into());
+            .prompt("Change it.");
         let (_d, outs) = run_answering(built, Some(Answer::Deny { feedback: None })).await;
         let asked = events(&outs)
             .into_iter()
             .find_map(|e| match e {
-                Event::ToolCallAsked { question, .. } => Some(question),
+                CoreEvent::ToolCallAsked { question, .. } => Some(question),
                 _ => None,
             })
             .expect("manual mode asks before a change");
@@ -892,23 +865,23 @@ async fn images_go_with_the_prompt_only_to_a_model_that_reads_them() {
             model = model.with_vision();
         }
         let store = Arc::new(MemoryStore::default());
-        let Built {
-            mut driver,
-            ctl,
-            mut out,
-        } = session(&model, &store, Mode::Edit);
-        ctl.send(Ctl::Op(Op::Prompt {
+        let Spawned {
+            session: ctl,
+            events: mut out,
+            run,
+        } = session(&model, &store, Mode::Edit).spawn().unwrap();
+        assert!(ctl.submit(Op::Prompt {
             text: "What is this?".into(),
             origin: Default::default(),
             images: vec![image.clone()],
-        }))
-        .unwrap();
+        }));
+        let id = ctl.id().to_owned();
         drop(ctl);
-        // Until the front end's end is closed: the prompt sent before it runs first.
-        driver.run(false).await.unwrap();
+        // Until the front end's last handle is gone: the prompt sent before it runs first.
+        run.finished().await.unwrap().result.unwrap();
         let mut notices = Vec::new();
-        while let Ok(o) = out.try_recv() {
-            if let Out::Event(Event::Notice { text, .. }) = o {
+        while let Some(o) = out.try_recv() {
+            if let Event::Core(CoreEvent::Notice { text, .. }) = o {
                 notices.push(text);
             }
         }
@@ -925,7 +898,6 @@ async fn images_go_with_the_prompt_only_to_a_model_that_reads_them() {
             assert_eq!(user, &vec![image.clone()]);
             assert!(notices.is_empty(), "{notices:?}");
             // Kept with the turn: a resumed session sends it again.
-            let id = driver.id().to_owned();
             let kept = store.load(&id).unwrap();
             assert!(
                 kept.iter().any(|e| matches!(

@@ -5,14 +5,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use harness_agent::Ctl;
+use harness_agent::Session;
 use tokio::sync::mpsc;
 
 use crate::App;
 
 /// A chat whose session runs in this process.
 pub struct Live {
-    pub(super) ctl: mpsc::UnboundedSender<Ctl>,
+    /// The session: dropping the last handle ends it.
+    pub(super) ctl: Session,
     /// The run going on, if any.
     pub(super) run: Arc<Mutex<Option<String>>>,
     /// Whether it was built holding `display` and `page` (a page of the chat was open).

@@ -1,0 +1,146 @@
+//! The session's one API: events written as the JSON a server stores and a page reads (the
+//! core's as harness-core writes them, the front end's own as `{"type": ...}`), read back the
+//! same; a mode change answered; the typed queries.
+
+use std::sync::Arc;
+
+use harness_agent::{CoreEvent, Event, MemoryStore, Op, Reply, ScriptedModel, SessionBuilder};
+use harness_core::protocol::{Answer, Level, Mode};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn events_are_written_as_the_page_reads_them_and_read_back() {
+    let show = Event::Show {
+        call_id: "c3".into(),
+        path: "/work/notes.md".into(),
+        title: "notes.md".into(),
+        kind: "markdown".into(),
+        language: None,
+        line: Some(4),
+        content: "# Notes\n".into(),
+    };
+    let cases = [
+        (
+            Event::Core(CoreEvent::Notice {
+                level: Level::Info,
+                text: "hi".into(),
+            }),
+            json!({"type": "notice", "level": "info", "text": "hi"}),
+        ),
+        (
+            Event::Edit {
+                call_id: "c1".into(),
+                path: "/work/a.txt".into(),
+                before: "a".into(),
+                after: "b".into(),
+            },
+            json!({"type": "edit", "call_id": "c1", "path": "/work/a.txt", "before": "a", "after": "b"}),
+        ),
+        (
+            Event::Question {
+                call_id: "c2".into(),
+                question: "Which?".into(),
+                options: vec!["one".into(), "two".into()],
+            },
+            json!({"type": "question", "call_id": "c2", "question": "Which?", "options": ["one", "two"]}),
+        ),
+        // The file's text is not written: a viewer reads the file by its path.
+        (
+            show.clone(),
+            json!({"type": "show", "call_id": "c3", "path": "/work/notes.md", "title": "notes.md",
+                   "kind": "markdown", "language": null, "line": 4}),
+        ),
+        (
+            Event::ToolOutput {
+                call_id: "c4".into(),
+                text: "12%\n".into(),
+            },
+            json!({"type": "tool_output", "call_id": "c4", "text": "12%\n"}),
+        ),
+    ];
+    for (event, written) in cases {
+        assert_eq!(serde_json::to_value(&event).unwrap(), written);
+        let read: Event = serde_json::from_value(written).unwrap();
+        match (&read, &event) {
+            (Event::Show { content, .. }, Event::Show { .. }) => assert!(content.is_empty()),
+            _ => assert_eq!(read, event),
+        }
+    }
+}
+
+#[test]
+fn ops_are_written_tagged() {
+    let cases = [
+        (Op::Cancel, json!({"type": "cancel"})),
+        (
+            Op::Reply {
+                call_id: "c1".into(),
+                text: Some("yes".into()),
+            },
+            json!({"type": "reply", "call_id": "c1", "text": "yes"}),
+        ),
+        (
+            Op::Answer {
+                call_id: "c2".into(),
+                answer: Answer::Once,
+            },
+            json!({"type": "answer", "call_id": "c2", "answer": {"answer": "once"}}),
+        ),
+        (
+            Op::SetMode { mode: Mode::Plan },
+            json!({"type": "set_mode", "mode": "plan"}),
+        ),
+    ];
+    for (op, written) in cases {
+        assert_eq!(serde_json::to_value(&op).unwrap(), written);
+        assert_eq!(serde_json::from_value::<Op>(written).unwrap(), op);
+    }
+}
+
+#[tokio::test]
+async fn a_mode_change_is_answered_after_its_event_and_queries_are_typed() {
+    let model = ScriptedModel::new([Reply::text("Hello.")]);
+    let mut spawned = SessionBuilder::new(Arc::new(model), TestWorld::new())
+        .store(Arc::new(MemoryStore::default()))
+        .mode(Mode::Auto)
+        .spawn()
+        .unwrap();
+    let session = spawned.session.clone();
+    assert_eq!(session.set_mode(Mode::Plan).await.unwrap(), Mode::Plan);
+    // The change was said before it was answered: no waiting on the stream for it.
+    assert_eq!(
+        spawned.events.drain(),
+        [Event::Core(CoreEvent::ModeChanged { mode: Mode::Plan })]
+    );
+    assert!(session.submit(Op::Prompt {
+        text: "Hi.".into(),
+        origin: Default::default(),
+        images: Vec::new(),
+    }));
+    while let Some(e) = spawned.events.recv().await {
+        if matches!(e, Event::Core(CoreEvent::TurnEnded { .. })) {
+            break;
+        }
+    }
+    assert!(session.jobs().await.unwrap().is_empty());
+    assert_eq!(session.job_output(9, 0).await.unwrap(), None);
+    assert_eq!(
+        session.keep(5).await.unwrap(),
+        Err("the session has 1 turns, not 5".to_owned())
+    );
+    assert_eq!(session.keep(1).await.unwrap(), Ok(1));
+    // The last handle's drop ends the session; a weak one does not hold it.
+    let weak = session.downgrade();
+    drop(session);
+    drop(spawned.session);
+    let ended = spawned.run.finished().await.unwrap();
+    ended.result.unwrap();
+    assert!(weak.upgrade().is_none());
+    assert!(matches!(
+        ended.last_end,
+        Some(harness_core::protocol::TurnEnd::Finished)
+    ));
+}
