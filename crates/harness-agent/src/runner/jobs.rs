@@ -1,0 +1,404 @@
+//! The job supervisor: background commands and subagents started, watched, stopped and
+//! started again, their news fed to the session.
+
+use super::*;
+
+/// A running subagent: its final reply, or why it failed.
+pub(super) type SubagentRun = tokio::task::JoinHandle<std::result::Result<String, String>>;
+
+/// A subagent started: its control channel, its run, its session's id.
+pub(super) type Launched = (mpsc::UnboundedSender<Ctl>, SubagentRun, String);
+
+/// What a job's watcher reports.
+#[derive(Debug)]
+pub(crate) enum JobMsg {
+    /// New output of a command job.
+    Output {
+        /// The job.
+        id: u32,
+        /// The output.
+        text: String,
+    },
+    /// A command job ended.
+    Ended {
+        /// The job.
+        id: u32,
+        /// How.
+        exit: Exit,
+    },
+    /// A subagent job said something with `report`.
+    Report {
+        /// The job.
+        id: u32,
+        /// What.
+        text: String,
+    },
+    /// A subagent job ended: its final reply, or why it failed.
+    SubagentEnded {
+        /// The job.
+        id: u32,
+        /// The reply or the failure.
+        reply: std::result::Result<String, String>,
+    },
+}
+
+impl Driver {
+    /// Jobs still running.
+    pub(crate) fn running_jobs(&self) -> usize {
+        self.jobs.len() + self.subagents.len()
+    }
+
+    /// With [`Driver::run`] until idle, the jobs still running `wait` after a turn ended are
+    /// stopped and the run ends (a one-shot run ends with its turn, not with its jobs; their
+    /// ends wake the session in that time as usual).
+    pub(crate) fn wait_for_jobs_at_most(&mut self, wait: std::time::Duration) {
+        self.job_wait = Some(wait);
+    }
+
+    /// The jobs waited for long enough: each is stopped, recorded as stopped (its wake-up kept
+    /// for a later turn), and the person told.
+    pub(super) async fn stop_waited_jobs(&mut self) -> Result<()> {
+        let seconds = self.job_wait.map_or(0, |w| w.as_secs());
+        for id in self.session.jobs().running_ids() {
+            let title = self
+                .session
+                .jobs()
+                .get(id)
+                .map(|j| j.title.clone())
+                .unwrap_or_default();
+            let text = harness_loop::config::fill(
+                LoopConfig::embedded()?.job_text("oneshot_stopped"),
+                &[
+                    ("id", &id.to_string()),
+                    ("title", &title),
+                    ("seconds", &seconds.to_string()),
+                ],
+            );
+            self.notice(Level::Warning, text);
+        }
+        for child in self.subagents.values() {
+            let _ = child.send(Ctl::Op(Op::Cancel));
+        }
+        self.shutdown().await;
+        for event in self.session.end_running_jobs() {
+            self.emit(event);
+        }
+        self.flush_log()
+    }
+
+    /// Stops every job (the session is ending).
+    pub(crate) async fn shutdown(&mut self) {
+        for (_, r) in self.jobs.drain() {
+            r.stop().await;
+        }
+    }
+
+    pub(super) fn job_input(&mut self, msg: JobMsg) -> Input {
+        match msg {
+            JobMsg::Report { id, text } => Input::Report { id, text },
+            JobMsg::SubagentEnded { id, reply } => {
+                self.subagents.remove(&id);
+                let stopped = self.stopping.remove(&id);
+                let (end, final_reply) = match reply {
+                    _ if stopped => (JobEnd::Stopped, None),
+                    Ok(text) => (JobEnd::Done { exit_code: None }, Some(text)),
+                    Err(message) => (JobEnd::Failed { message }, None),
+                };
+                Input::JobEnded {
+                    id,
+                    end,
+                    final_reply,
+                }
+            }
+            JobMsg::Output { id, text } => Input::JobOutput { id, text },
+            JobMsg::Ended { id, exit } => {
+                self.jobs.remove(&id);
+                let end = if self.stopping.remove(&id) {
+                    JobEnd::Stopped
+                } else {
+                    match exit {
+                        Exit::Code(c) => JobEnd::Done { exit_code: Some(c) },
+                        Exit::Signal(s) => JobEnd::Failed {
+                            message: format!("killed by signal {s}"),
+                        },
+                    }
+                };
+                Input::JobEnded {
+                    id,
+                    end,
+                    final_reply: None,
+                }
+            }
+        }
+    }
+
+    /// A job's message that came while the session waits on something: fed to the session at
+    /// once (it never needs an answer), its events shown; the other actions it gave back.
+    pub(super) fn job_while_waiting(&mut self, msg: JobMsg) -> Result<Vec<Action>> {
+        let input = self.job_input(msg);
+        let actions = self.session.handle(input)?;
+        self.flush_log()?;
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                Action::Emit(e) => self.emit(e),
+                other => rest.push(other),
+            }
+        }
+        Ok(rest)
+    }
+
+    pub(super) fn start_job(&mut self, id: u32, kind: JobKind, call: &ToolCall) {
+        if kind != JobKind::Command {
+            match self.spawn_subagent(call, Some(id), CancellationToken::new()) {
+                Ok((ctl, handle, session)) => {
+                    let agent = call
+                        .arguments
+                        .get("agent")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("general")
+                        .to_owned();
+                    self.subagent_sessions.insert(id, (agent, session));
+                    self.watch_subagent(id, Ok((ctl, handle)));
+                }
+                Err(message) => self.watch_subagent(id, Err(message)),
+            }
+            return;
+        }
+        let command = call
+            .arguments
+            .get("command")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let started = if self.approved.contains(&call.id) {
+            self.spawner.spawn_approved(command)
+        } else {
+            self.spawner.spawn(command)
+        };
+        match started {
+            Ok(r) => self.watch_job(id, r, 0),
+            Err(e) => {
+                self.notice(Level::Warning, format!("job {id} did not start: {e}"));
+                let _ = self.job_tx.send(JobMsg::Ended {
+                    id,
+                    exit: Exit::Code(127),
+                });
+            }
+        }
+    }
+
+    /// Starts a subagent for a `task` call: a session of its own on the same disk, model and
+    /// permissions, driven to the end of its prompt. `job`: it runs as that background job (its
+    /// `report`s go to this session). A cancel of `cancel` cancels it. The handle gives its final
+    /// reply.
+    pub(super) fn spawn_subagent(
+        &self,
+        call: &ToolCall,
+        job: Option<u32>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<Launched, String> {
+        if self.agent.is_some() {
+            return Err("a subagent cannot start subagents of its own".into());
+        }
+        let a = &call.arguments;
+        let agent = a
+            .get("agent")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("general");
+        if !AGENTS.contains(&agent) {
+            return Err(format!(
+                "there is no agent {agent:?}: use one of {}",
+                AGENTS.join(", ")
+            ));
+        }
+        let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
+            return Err("task: the argument `prompt` is missing".into());
+        };
+        let mut meta = self.store.create(&self.world.place(), &self.model_name)?;
+        meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
+        self.launch(agent, prompt, meta, None, job, cancel)
+    }
+
+    /// Starts ended subagent job `id` again with its saved context and `message`.
+    pub(super) fn restart_subagent(&mut self, id: u32, message: String) {
+        let Some((agent, session)) = self.subagent_sessions.get(&id).cloned() else {
+            let _ = self.job_tx.send(JobMsg::SubagentEnded {
+                id,
+                reply: Err("the subagent's session is not known here".into()),
+            });
+            return;
+        };
+        let started = self.store.find(&session).and_then(|meta| {
+            let entries = self.store.load(&meta.id)?;
+            self.launch(
+                &agent,
+                &message,
+                meta,
+                Some(entries),
+                Some(id),
+                CancellationToken::new(),
+            )
+        });
+        self.watch_subagent(id, started.map(|(ctl, handle, _)| (ctl, handle)));
+    }
+
+    /// Keeps a background subagent's control channel and wakes the session when it ends (or at
+    /// once, with the reason, when it could not start).
+    pub(super) fn watch_subagent(
+        &mut self,
+        id: u32,
+        started: std::result::Result<(mpsc::UnboundedSender<Ctl>, SubagentRun), String>,
+    ) {
+        match started {
+            Ok((ctl, handle)) => {
+                self.subagents.insert(id, ctl);
+                let tx = self.job_tx.clone();
+                tokio::spawn(async move {
+                    let reply = handle
+                        .await
+                        .unwrap_or_else(|e| Err(format!("the subagent failed: {e}")));
+                    let _ = tx.send(JobMsg::SubagentEnded { id, reply });
+                });
+            }
+            Err(message) => {
+                let _ = self.job_tx.send(JobMsg::SubagentEnded {
+                    id,
+                    reply: Err(message),
+                });
+            }
+        }
+    }
+
+    pub(super) fn launch(
+        &self,
+        agent: &str,
+        prompt: &str,
+        meta: Meta,
+        resume: Option<Vec<Entry>>,
+        job: Option<u32>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<Launched, String> {
+        let setup = DriverSetup {
+            model: self.client.clone(),
+            model_name: self.model_name.clone(),
+            perms: self.perms.clone(),
+            world: self.world.clone(),
+            jobs: self.spawner.clone(),
+            plan: self.plan.clone(),
+            capacity: self.capacity.clone(),
+            personality: self.personality.clone(),
+            store: self.store.clone(),
+            meta,
+            agent: Some(agent.to_owned()),
+            project: self.project,
+            kind: self.kind,
+            product_version: self.product_version.clone(),
+        };
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        let mut child =
+            Driver::new(setup, resume.as_deref(), out_tx, ctl_rx).map_err(|e| format!("{e:#}"))?;
+        let session_id = child.id().to_owned();
+        child.report_to = job.map(|id| (self.job_tx.clone(), id));
+        child.queue_prompt(prompt.to_owned());
+        // What a subagent has to tell the person (the loop's notices, such as a declined
+        // call) reaches the parent's front end, named by the job or task.
+        let parent_out = self.out.clone();
+        let label = match job {
+            Some(id) => format!("job {id}"),
+            None => format!("task {agent}"),
+        };
+        tokio::spawn(async move {
+            while let Some(out) = out_rx.recv().await {
+                if let Event::Core(CoreEvent::Notice {
+                    level: Level::Warning,
+                    text,
+                }) = out
+                {
+                    let _ = parent_out.send(Event::Core(CoreEvent::Notice {
+                        level: Level::Warning,
+                        text: format!("{label}: {text}"),
+                    }));
+                }
+            }
+        });
+        let cancel_tx = ctl_tx.clone();
+        // A running subagent holds a slot of its server (it is admitted at once, and the main
+        // agent's requests wait while the slots are full); its own requests go in it.
+        let gate = self.capacity.clone();
+        let server = self.client.server();
+        let slot =
+            harness_loop::capacity::Holder::Subagent(format!("{}/{session_id}", self.meta.id));
+        let handle = tokio::spawn(async move {
+            gate.acquire(&server, &slot, &CancellationToken::new(), &mut |_| {})
+                .await;
+            let watch = tokio::spawn(async move {
+                cancel.cancelled().await;
+                let _ = cancel_tx.send(Ctl::Op(Op::Cancel));
+            });
+            let r = child.run(true).await;
+            gate.release(&server, &slot);
+            watch.abort();
+            child.shutdown().await;
+            if let Err(e) = r {
+                return Err(format!("the subagent failed: {e:#}"));
+            }
+            match child.last_end() {
+                Some(TurnEnd::Finished) => Ok(child
+                    .history()
+                    .iter()
+                    .rev()
+                    .find_map(|m| match m {
+                        Message::Assistant { text, .. } if !text.trim().is_empty() => {
+                            Some(text.clone())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default()),
+                Some(end) => Err(format!(
+                    "the subagent stopped: {}",
+                    crate::protocol::turn_end_text(end)
+                )),
+                None => Err("the subagent did not run".into()),
+            }
+        });
+        Ok((ctl_tx, handle, session_id))
+    }
+
+    /// Stops a running job: a subagent is cancelled, a command's process stopped; its end comes
+    /// back as the job's usual end, marked stopped.
+    pub(super) fn stop_job(&mut self, id: u32) {
+        if let Some(child) = self.subagents.get(&id) {
+            self.stopping.insert(id);
+            let _ = child.send(Ctl::Op(Op::Cancel));
+        } else if let Some(r) = self.jobs.get(&id).cloned() {
+            self.stopping.insert(id);
+            tokio::spawn(async move {
+                r.stop().await;
+            });
+        }
+    }
+
+    /// Follows a running job: its new output and its end go to the session.
+    pub(super) fn watch_job(&mut self, id: u32, running: Arc<dyn Process>, seen: u64) {
+        self.jobs.insert(id, running.clone());
+        let tx = self.job_tx.clone();
+        tokio::spawn(async move {
+            let mut seen = seen;
+            loop {
+                let done = running
+                    .wait_for(std::time::Duration::from_millis(250))
+                    .await;
+                let (total, text) = running.output_since(seen);
+                if total > seen {
+                    let _ = tx.send(JobMsg::Output { id, text });
+                    seen = total;
+                }
+                if let Some(exit) = done {
+                    let _ = tx.send(JobMsg::Ended { id, exit });
+                    return;
+                }
+            }
+        });
+    }
+}
