@@ -870,3 +870,16 @@ fn dir(state: &State, path: &Path) -> Result<Value, agent_client_protocol::Error
     entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     Ok(json!({"path": path, "entries": entries}))
 }
+
+impl crate::jobs::JobSessions for State {
+    fn agreed(&self, cap: &str) -> bool {
+        State::agreed(self, cap)
+    }
+
+    fn job_parts(&self, session: &str) -> Option<(Session, JobTable, PathBuf)> {
+        self.sessions.lock().ok().and_then(|s| {
+            s.get(session)
+                .map(|o| (o.ops.clone(), o.jobs.clone(), o.cwd.clone()))
+        })
+    }
+}

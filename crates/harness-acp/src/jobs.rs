@@ -1,6 +1,7 @@
 //! `_lembas/jobs` and `_lembas/job/…` (`spec/acp.md` §10): a session's background jobs as the
 //! client sees them, and the person's own job requests.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::Client;
@@ -9,7 +10,6 @@ use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate};
 use harness_agent::Session;
 use serde_json::{Value, json};
 
-use crate::agent::State;
 use crate::ext::{
     JobNoteNotification, JobNotification, JobSendRequest, JobTranscriptRequest, unknown_job,
     unknown_session,
@@ -36,25 +36,42 @@ pub(crate) fn job_object(table: &JobTable, job: &harness_loop::jobs::Job) -> Val
         })
 }
 
-/// The session's control channel and job table, for a `_lembas/job/…` call.
+/// What the job requests need of the agent's state: what the client agreed, and an open
+/// session's handle, job table and directory.
+pub(crate) trait JobSessions {
+    /// Whether the client agreed capability `cap`.
+    fn agreed(&self, cap: &str) -> bool;
+    /// The open session `session`'s handle, job table and directory.
+    fn job_parts(&self, session: &str) -> Option<(Session, JobTable, PathBuf)>;
+}
+
+impl<T: JobSessions> JobSessions for Arc<T> {
+    fn agreed(&self, cap: &str) -> bool {
+        (**self).agreed(cap)
+    }
+
+    fn job_parts(&self, session: &str) -> Option<(Session, JobTable, PathBuf)> {
+        (**self).job_parts(session)
+    }
+}
+
+/// The session's handle and job table, for a `_lembas/job/…` call.
 pub(crate) fn job_session(
-    state: &State,
+    state: &impl JobSessions,
     session: &str,
 ) -> Result<(Session, JobTable), agent_client_protocol::Error> {
     if !state.agreed("jobs") {
         return Err(agent_client_protocol::Error::method_not_found());
     }
     state
-        .sessions
-        .lock()
-        .ok()
-        .and_then(|s| s.get(session).map(|o| (o.ops.clone(), o.jobs.clone())))
+        .job_parts(session)
+        .map(|(ops, jobs, _)| (ops, jobs))
         .ok_or_else(|| unknown_session(session))
 }
 
 /// `_lembas/job/send`: the person's `job_send`.
 pub(crate) async fn job_send(
-    state: &State,
+    state: &impl JobSessions,
     req: JobSendRequest,
     cx: &ConnectionTo<Client>,
 ) -> Result<Value, agent_client_protocol::Error> {
@@ -99,7 +116,7 @@ pub(crate) async fn job_send(
 /// `_lembas/job/transcript`: a subagent's conversation as `session/update` objects; a
 /// command's kept output as one `agent_message_chunk`.
 pub(crate) async fn job_transcript(
-    state: &State,
+    state: &impl JobSessions,
     req: JobTranscriptRequest,
 ) -> Result<Value, agent_client_protocol::Error> {
     let (ops, table) = job_session(state, &req.session_id)?;
@@ -113,10 +130,8 @@ pub(crate) async fn job_transcript(
     let updates = match (job.kind, entries) {
         (harness_core::protocol::JobKind::Subagent, Some(entries)) => {
             let cwd = state
-                .sessions
-                .lock()
-                .ok()
-                .and_then(|s| s.get(&req.session_id).map(|o| o.cwd.clone()))
+                .job_parts(&req.session_id)
+                .map(|(_, _, cwd)| cwd)
                 .unwrap_or_default();
             replay_updates(&entries, &cwd)
         }

@@ -18,13 +18,15 @@ use harness_agent::{Event as SessionEvent, Events, Op, Session};
 use harness_core::protocol::{Answer, Block, Event, Mode, Origin};
 use serde_json::{Value, json};
 
-use crate::agent::Responder;
 use crate::ext::{
     JobNoteNotification, JobNotification, MachinePrompt, MachinePromptEnd, PlanStateNotification,
     ShowRequest,
 };
 use crate::host::Host;
 use crate::map::{acp_stop, call_locations, kind_of, meta, output_tail, text_block};
+
+/// The end a prompt is answered on.
+type Responder<T> = agent_client_protocol::v1::Responder<T>;
 
 /// Carries one session's outputs to the client.
 pub(crate) struct Pump {

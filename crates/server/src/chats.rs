@@ -28,13 +28,14 @@ mod hub;
 mod live;
 mod replay;
 mod shared;
+pub use crate::page::record_ask;
 pub use halt::halt_user;
 pub use hub::{Hub, flush};
 pub use live::{Chats, Live, drop_idle_later, drop_when_unseen};
 use live::{Claim, current, made_of};
 pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
-pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked, record_ask};
+pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
@@ -281,7 +282,7 @@ pub async fn chat_world(
     let world = ChatWorld::new(
         view,
         grants,
-        crate::memory::path(&app.data, user.id),
+        crate::world::memory_path(&app.data, user.id),
         app.data.join("skills").join(user.id.to_string()),
     )
     .with_search(app.search.clone());

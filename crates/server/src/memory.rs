@@ -4,7 +4,7 @@
 //! to one chat of the user (`POST /api/chats/{id}/memory-token` makes one; only its hash is kept,
 //! and it ends with its chat). Changes are the tool's own rules and refusals (harness-fs).
 
-use std::path::{Path as FsPath, PathBuf};
+use std::path::Path as FsPath;
 use std::sync::Arc;
 
 use axum::Json;
@@ -27,10 +27,7 @@ pub const API_BASE: &str = "/api/lembas/v1";
 /// The prefix of a chat-scoped token.
 const TOKEN_PREFIX: &str = "lsk_s_";
 
-/// The memory file of a user.
-pub fn path(data: &FsPath, user_id: i64) -> PathBuf {
-    data.join("memory").join(format!("{user_id}.json"))
-}
+pub use crate::world::memory_path as path;
 
 /// One writer of memory files at a time in this process (the API's read, change and write).
 static WRITING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

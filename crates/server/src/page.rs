@@ -3,20 +3,20 @@
 //! A chat page says which chat it shows when it opens its event stream (`GET
 //! /api/events?chat=ID`); while at least one such stream of the chat is open, the chat holds the
 //! spec requirements `display` and `page` (its session is built with the `show` viewer and the
-//! `python` tool; see [`crate::chats`]). When the last one closes, what a run waits for from a
+//! `python` tool; see the `chats` module). When the last one closes, what a run waits for from a
 //! page (`show` opening, `python` running) is answered at once: the viewer is gone.
 //!
 //! A run asks a page for three things, each given an id the page answers with:
 //!
 //! - a `question` (the `question` tool): `POST /api/questions/{id}` `{"answer": "…"}`;
 //! - a `show`: `POST /api/shows/{id}` `{"opened": true|false}`;
-//! - a `python` run: `POST /api/python/{id}` with the run's result ([`crate::python`]).
+//! - a `python` run: `POST /api/python/{id}` with the run's result (the `python` module).
 //!
 //! The asks live in memory: a run does not outlive its process, and a restart marks it
 //! interrupted. On a database several processes share, each ask also has a row in its `asks`
 //! table, so that a page connected to another process can answer it: the row decides which
 //! answer counts, and the answer goes to the process whose run waits
-//! ([`crate::chats::answer_ask`]).
+//! (`chats::answer_ask`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -295,4 +295,31 @@ impl Pages {
             }
         }
     }
+}
+
+/// Records the ask `id` of a run of `chat` in the `asks` table of a shared database (before the
+/// page hears of it), so that a page connected to any process can answer it. On SQLite the
+/// process's own [`Pages`] is all there is.
+pub async fn record_ask(
+    app: &crate::App,
+    id: &str,
+    user_id: i64,
+    chat: &str,
+    run: Option<&str>,
+    kind: AskKind,
+) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO asks (id, user_id, chat_id, run_id, kind) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(chat)
+    .bind(run)
+    .bind(kind.name())
+    .execute(&app.pool)
+    .await?;
+    Ok(())
 }

@@ -160,7 +160,7 @@ impl PageWorld {
             Err(e) => return ToolOutcome::error(&call.id, e.to_string()),
         };
         let run = app.chats.run_of(chat);
-        let recorded = crate::chats::record_ask(
+        let recorded = crate::page::record_ask(
             &app,
             &ask,
             self.link.user_id,

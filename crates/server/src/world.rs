@@ -384,3 +384,8 @@ impl ToolWorld for ChatWorld {
         self.view.cwd().to_string()
     }
 }
+
+/// The memory file of a user.
+pub fn memory_path(data: &std::path::Path, user_id: i64) -> std::path::PathBuf {
+    data.join("memory").join(format!("{user_id}.json"))
+}

@@ -179,33 +179,6 @@ async fn acts_notice(app: &App, payload: &str) -> Result<()> {
     }
 }
 
-/// Records the ask `id` of a run of `chat` in the `asks` table of a shared database (before the
-/// page hears of it), so that a page connected to any process can answer it. On SQLite the
-/// process's own [`crate::page::Pages`] is all there is.
-pub async fn record_ask(
-    app: &App,
-    id: &str,
-    user_id: i64,
-    chat: &str,
-    run: Option<&str>,
-    kind: AskKind,
-) -> Result<()> {
-    if !app.hub.shared() {
-        return Ok(());
-    }
-    sqlx::query(
-        "INSERT INTO asks (id, user_id, chat_id, run_id, kind) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(id)
-    .bind(user_id)
-    .bind(chat)
-    .bind(run)
-    .bind(kind.name())
-    .execute(&app.pool)
-    .await?;
-    Ok(())
-}
-
 /// Answers the user's ask `id` of `kind` with what the page sent (`None`: nothing, as a viewer
 /// that did not open). Another user's ask, one answered already and one whose run ended are
 /// "no such" (404). On a shared database the ask's row takes the first answer, whichever
