@@ -12,6 +12,7 @@ use harness_agent::Out;
 use harness_agent::title::call_title;
 
 pub mod markdown;
+pub mod view;
 
 /// Whether stderr gets colour.
 pub fn color_on_stderr() -> bool {

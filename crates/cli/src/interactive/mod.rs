@@ -4,276 +4,46 @@
 //! command, the reason and the "always" pattern, Ctrl-C to cancel the running step (twice to
 //! leave), Shift-Tab to cycle the mode, and the slash commands.
 
+mod reader;
+mod term;
+
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use harness_core::protocol::{Event, Mode, Op, Origin, TurnEnd};
-use rustyline::error::ReadlineError;
-use rustyline::history::DefaultHistory;
-use rustyline::{
-    Cmd, ConditionalEventHandler, Editor, EventContext, EventHandler, KeyCode, KeyEvent, Modifiers,
-    RepeatCount,
-};
+use harness_core::protocol::{Event, Mode, Op, Origin};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::render::view::View;
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
-use harness_agent::slash::{COMMANDS, HELP, Line, next_mode, parse_line};
+use harness_agent::slash::{HELP, Line, next_mode, parse_line};
 use harness_agent::{Ctl, Driver, Out, Query};
+use reader::{Read, Reader, start_reader};
+use term::{NoEcho, Spinner};
 
-/// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
-/// directories under the session's directory).
-struct Completion {
-    root: std::path::PathBuf,
-}
-
-impl rustyline::completion::Completer for Completion {
-    type Candidate = String;
-
-    fn complete(
-        &self,
-        line: &str,
-        pos: usize,
-        _ctx: &rustyline::Context<'_>,
-    ) -> rustyline::Result<(usize, Vec<String>)> {
-        let before = &line[..pos];
-        let word_start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
-        let word = &before[word_start..];
-        if let Some(name) = before.strip_prefix('/')
-            && !name.contains(char::is_whitespace)
-        {
-            let hits = COMMANDS
-                .iter()
-                .filter(|c| c.starts_with(name))
-                .map(|c| format!("{c} "))
-                .collect();
-            return Ok((1, hits));
-        }
-        if let Some(m) = before.strip_prefix("/mode ")
-            && !m.contains(char::is_whitespace)
-        {
-            let hits = ["manual", "edit", "auto", "plan"]
-                .iter()
-                .filter(|c| c.starts_with(m))
-                .map(|c| c.to_string())
-                .collect();
-            return Ok((6, hits));
-        }
-        if let Some(partial) = word.strip_prefix('@') {
-            let (dir, prefix) = match partial.rfind('/') {
-                Some(i) => (&partial[..=i], &partial[i + 1..]),
-                None => ("", partial),
-            };
-            let mut hits: Vec<String> = std::fs::read_dir(self.root.join(dir))
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter_map(|e| {
-                            let name = e.file_name().to_string_lossy().into_owned();
-                            let shown = name.starts_with(prefix)
-                                && (prefix.starts_with('.') || !name.starts_with('.'));
-                            shown.then(|| {
-                                // A directory goes on; a file is done (a blank after it).
-                                let end = if e.path().is_dir() { "/" } else { " " };
-                                format!("{dir}{name}{end}")
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            hits.sort();
-            return Ok((word_start + 1, hits));
-        }
-        Ok((pos, Vec::new()))
+/// Draws an output on stdout.
+fn show(view: &mut View, out: &Out) {
+    let text = view.render(out);
+    if !text.is_empty() {
+        let mut stdout = std::io::stdout();
+        let _ = write!(stdout, "{text}");
+        let _ = stdout.flush();
     }
 }
 
-impl rustyline::hint::Hinter for Completion {
-    type Hint = String;
-}
-impl rustyline::highlight::Highlighter for Completion {}
-impl rustyline::validate::Validator for Completion {}
-impl rustyline::Helper for Completion {}
-
-/// Shift-Tab: remember the line, ask for a mode change, end the read. The read ends as an
-/// accepted line (marked as a cycle), not an interrupt: rustyline keeps the keys it read past
-/// this one only then (its `buffer-redux`), so each press of a burst cycles once.
-struct CycleMode(Arc<Mutex<Option<String>>>);
-
-impl ConditionalEventHandler for CycleMode {
-    fn handle(
-        &self,
-        _evt: &rustyline::Event,
-        _n: RepeatCount,
-        _positive: bool,
-        ctx: &EventContext,
-    ) -> Option<Cmd> {
-        if let Ok(mut l) = self.0.lock() {
-            *l = Some(ctx.line().to_owned());
-        }
-        Some(Cmd::AcceptLine)
+/// The terminal's width in columns, when stdout is one.
+fn width() -> Option<usize> {
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
     }
-}
-
-enum Read {
-    Line(String),
-    Cycle(String),
-    Interrupted,
-    Eof,
-}
-
-/// The line editor in a thread of its own (it blocks).
-struct Reader {
-    requests: std::sync::mpsc::Sender<(String, String)>,
-    lines: mpsc::UnboundedReceiver<Read>,
-    /// Prints above the prompt while a line is being read.
-    printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
-}
-
-fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
-    let (req_tx, req_rx) = std::sync::mpsc::channel::<(String, String)>();
-    let (line_tx, line_rx) = mpsc::unbounded_channel();
-    let config = rustyline::Config::builder()
-        .completion_type(rustyline::CompletionType::List)
-        .build();
-    let mut editor: Editor<Completion, DefaultHistory> = Editor::with_config(config)?;
-    editor.set_helper(Some(Completion {
-        root: root.to_path_buf(),
-    }));
-    let cycled = Arc::new(Mutex::new(None));
-    editor.bind_sequence(
-        KeyEvent(KeyCode::BackTab, Modifiers::NONE),
-        EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
-    );
-    let _ = editor.load_history(&history);
-    let printer = editor
-        .create_external_printer()
+    rustix::termios::tcgetwinsize(&stdout)
         .ok()
-        .map(|p| Box::new(p) as Box<dyn rustyline::ExternalPrinter + Send>);
-    std::thread::spawn(move || {
-        while let Ok((prompt, initial)) = req_rx.recv() {
-            let r = editor.readline_with_initial(&prompt, (&initial, ""));
-            let cycle = cycled.lock().ok().and_then(|mut c| c.take());
-            let read = match r {
-                Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
-                Ok(line) => {
-                    if !line.trim().is_empty() {
-                        let _ = editor.add_history_entry(line.as_str());
-                        let _ = editor.save_history(&history);
-                    }
-                    Read::Line(line)
-                }
-                Err(ReadlineError::Interrupted) => Read::Interrupted,
-                Err(_) => Read::Eof,
-            };
-            if line_tx.send(read).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(Reader {
-        requests: req_tx,
-        lines: line_rx,
-        printer,
-    })
-}
-
-impl Reader {
-    /// Prints while a line is being read (above the prompt when the terminal allows).
-    fn print(&mut self, text: String) {
-        if text.is_empty() {
-            return;
-        }
-        match &mut self.printer {
-            Some(p) => {
-                let _ = p.print(text);
-            }
-            None => {
-                print!("{text}");
-                let _ = std::io::stdout().flush();
-            }
-        }
-    }
-
-    async fn read(&mut self, prompt: &str, initial: &str) -> Read {
-        if self
-            .requests
-            .send((prompt.to_owned(), initial.to_owned()))
-            .is_err()
-        {
-            return Read::Eof;
-        }
-        self.lines.recv().await.unwrap_or(Read::Eof)
-    }
-}
-
-/// A spinner with the elapsed time on stderr, while nothing else is being written. Drawing
-/// and stopping hold one lock, so a frame is never drawn over output that followed a stop.
-#[derive(Clone)]
-struct Spinner {
-    state: Arc<Mutex<SpinState>>,
-    on: bool,
-}
-
-#[derive(Default)]
-struct SpinState {
-    since: Option<(Instant, String)>,
-    drawn: bool,
-}
-
-impl Spinner {
-    fn new(on: bool, color: bool) -> Spinner {
-        let s = Spinner {
-            state: Arc::new(Mutex::new(SpinState::default())),
-            on,
-        };
-        if on {
-            let t = s.clone();
-            tokio::spawn(async move {
-                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-                let mut i = 0usize;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let Ok(mut st) = t.state.lock() else { return };
-                    if let Some((since, label)) = &st.since {
-                        let secs = since.elapsed().as_secs_f32();
-                        if secs > 0.3 {
-                            i = (i + 1) % FRAMES.len();
-                            eprint!(
-                                "\r\x1b[K{} {label} {secs:.0}s",
-                                paint(FRAMES[i], Style::Cyan, color)
-                            );
-                            let _ = std::io::stderr().flush();
-                            st.drawn = true;
-                        }
-                    }
-                }
-            });
-        }
-        s
-    }
-
-    fn start(&self, label: &str) {
-        if let Ok(mut st) = self.state.lock() {
-            st.since = Some((Instant::now(), label.to_owned()));
-        }
-    }
-
-    /// Stops and wipes the line (before anything else is written).
-    fn stop(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            st.since = None;
-            if self.on && st.drawn {
-                eprint!("\r\x1b[K");
-                let _ = std::io::stderr().flush();
-                st.drawn = false;
-            }
-        }
-    }
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
 }
 
 /// Runs the interactive terminal.
@@ -372,20 +142,7 @@ async fn session_loop(
         }
     }
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
-    let mut view = View {
-        streamed: render::Streamed::default(),
-        color,
-        line_open: false,
-        reasoning_lines: 0,
-        folded: 0,
-        requests: 0,
-        tokens_in: 0,
-        tokens_out: 0,
-        last_input: None,
-        md: color.then(render::markdown::Markdown::new),
-        live: false,
-        reasoning_open: false,
-    };
+    let mut view = View::new(color, width());
     let mut initial = String::new();
     // The last Ctrl-C, busy or idle: a second one soon after leaves.
     let mut last_interrupt: Option<Instant> = None;
@@ -395,7 +152,7 @@ async fn session_loop(
     let next = 'outer: loop {
         // Idle: read a line.
         // The context used, once the server said it.
-        let used = match (view.last_input, window) {
+        let used = match (view.last_input(), window) {
             (Some(n), Some(w)) if w > 0 => format!(" · {}%", n * 100 / w),
             _ => String::new(),
         };
@@ -411,7 +168,7 @@ async fn session_loop(
         // While the person types, a job's end may start a turn of its own: show it above the
         // prompt, whole lines at a time.
         let mut pending = String::new();
-        view.live = false;
+        view.set_live(false);
         let read = loop {
             tokio::select! {
                 r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
@@ -426,7 +183,7 @@ async fn session_loop(
                     }
                     pending.push_str(&view.render(&out));
                     if matches!(out, Out::Event(Event::TurnEnded { .. })) {
-                        view.line_open = false;
+                        view.line_ended();
                         let text = std::mem::take(&mut pending);
                         reader.print(text.trim_end_matches('\n').to_owned());
                     } else if let Some(cut) = pending.rfind('\n') {
@@ -667,7 +424,7 @@ async fn session_loop(
         // into the answer, and waits for the next prompt.
         let _quiet = NoEcho::new();
         let mut ours = false;
-        view.live = true;
+        view.set_live(true);
         changes.clear();
         spinner.start("thinking");
         loop {
@@ -676,7 +433,7 @@ async fn session_loop(
                     let Some(out) = out else { break 'outer Next::Quit };
                     if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
                         spinner.stop();
-                        view.show(&out);
+                        show(&mut view, &out);
                         let always = question.pattern.is_some();
                         let keys = harness_agent::typed::answer_keys(question);
                         let answer = loop {
@@ -695,7 +452,7 @@ async fn session_loop(
                     }
                     if let Out::Question { call_id, options, .. } = &out {
                         spinner.stop();
-                        view.show(&out);
+                        show(&mut view, &out);
                         let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
                             Read::Line(l) => Some(harness_agent::typed::question_reply(&l, options)),
                             Read::Eof => break 'outer Next::Quit,
@@ -716,7 +473,7 @@ async fn session_loop(
                     }
                     let ended = ours && matches!(&out, Out::Event(Event::TurnEnded { .. }));
                     spinner.stop();
-                    view.show(&out);
+                    show(&mut view, &out);
                     if ended {
                         break;
                     }
@@ -752,40 +509,6 @@ async fn session_loop(
         )
     );
     Ok(next)
-}
-
-/// The terminal without echo while a turn runs (restored when dropped): type-ahead stays in
-/// the terminal's input for the next prompt instead of being drawn into the answer.
-struct NoEcho(Option<rustix::termios::Termios>);
-
-impl NoEcho {
-    fn new() -> NoEcho {
-        let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            return NoEcho(None);
-        }
-        let Ok(before) = rustix::termios::tcgetattr(&stdin) else {
-            return NoEcho(None);
-        };
-        let mut quiet = before.clone();
-        quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
-        match rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet) {
-            Ok(()) => NoEcho(Some(before)),
-            Err(_) => NoEcho(None),
-        }
-    }
-}
-
-impl Drop for NoEcho {
-    fn drop(&mut self) {
-        if let Some(t) = &self.0 {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                t,
-            );
-        }
-    }
 }
 
 /// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
@@ -957,7 +680,7 @@ async fn await_mode(
     let deadline = tokio::time::Instant::now() + MODE_ANSWER_WAIT;
     while let Ok(Some(out)) = tokio::time::timeout_at(deadline, rx.recv()).await {
         spinner.stop();
-        view.show(&out);
+        show(view, &out);
         if let Out::Event(Event::ModeChanged { mode }) = out {
             return mode;
         }
@@ -967,182 +690,3 @@ async fn await_mode(
 
 /// The longest a mode change waits for the driver's answer before the prompt comes back.
 const MODE_ANSWER_WAIT: Duration = Duration::from_secs(2);
-
-/// How outputs are drawn on the terminal.
-struct View {
-    streamed: render::Streamed,
-    color: bool,
-    line_open: bool,
-    reasoning_lines: usize,
-    folded: usize,
-    /// Model requests answered this session, and the tokens the server said.
-    requests: u64,
-    tokens_in: u64,
-    tokens_out: u64,
-    /// The last request's prompt size (the context in use).
-    last_input: Option<u64>,
-    /// The answer's Markdown, drawn as it streams (where colour is on; else written as it
-    /// came).
-    md: Option<render::markdown::Markdown>,
-    /// Whether a line not ended yet is shown as it comes (not while the prompt is read: lines
-    /// are printed above it whole).
-    live: bool,
-    /// Whether the open line is reasoning's.
-    reasoning_open: bool,
-}
-
-/// Reasoning lines shown before the rest is folded.
-const REASONING_LINES: usize = 4;
-
-impl View {
-    fn show(&mut self, out: &Out) {
-        let text = self.render(out);
-        if !text.is_empty() {
-            let mut stdout = std::io::stdout();
-            let _ = write!(stdout, "{text}");
-            let _ = stdout.flush();
-        }
-    }
-
-    /// What an output looks like on the terminal (empty: nothing).
-    fn render(&mut self, out: &Out) -> String {
-        let mut stdout = String::new();
-        match out {
-            Out::Event(Event::TextDelta { text }) => {
-                stdout.push_str(&self.fold_note());
-                if self.reasoning_open && self.line_open {
-                    stdout.push('\n');
-                    self.line_open = false;
-                }
-                self.reasoning_open = false;
-                match &mut self.md {
-                    Some(md) => stdout.push_str(&md.push(text, self.live)),
-                    None => {
-                        stdout.push_str(text);
-                        self.line_open = !text.ends_with('\n');
-                    }
-                }
-            }
-            Out::Event(Event::ReasoningDelta { text }) => {
-                let shown_before = self.reasoning_lines;
-                self.reasoning_lines += text.matches('\n').count();
-                if shown_before < REASONING_LINES {
-                    if let Some(md) = &mut self.md
-                        && md.pending()
-                    {
-                        stdout.push_str(&md.finish());
-                    }
-                    stdout.push_str(&paint(text, Style::Dim, self.color));
-                    self.line_open = !text.ends_with('\n');
-                    self.reasoning_open = true;
-                } else {
-                    self.folded += text
-                        .matches('\n')
-                        .count()
-                        .max(usize::from(self.folded == 0));
-                }
-            }
-            Out::Event(Event::ModelAnswered { usage }) => {
-                self.requests += 1;
-                if let Some(u) = usage {
-                    self.tokens_in += u.input_tokens;
-                    self.tokens_out += u.output_tokens;
-                    self.last_input = Some(u.input_tokens);
-                }
-            }
-            Out::Event(Event::StepStarted { .. }) => {
-                // A step's answer starts on a line of its own.
-                stdout.push_str(&self.close_line());
-                self.reasoning_lines = 0;
-                self.folded = 0;
-            }
-            Out::Event(Event::TurnEnded { reason }) => {
-                stdout.push_str(&self.fold_note());
-                stdout.push_str(&self.close_line());
-                if *reason != TurnEnd::Finished {
-                    stdout.push_str(&paint(
-                        &render::turn_end_line(reason),
-                        Style::Yellow,
-                        self.color,
-                    ));
-                    stdout.push('\n');
-                }
-            }
-            Out::Event(Event::UserInput {
-                origin: Origin::Person,
-                ..
-            }) => {}
-            other => {
-                let folded = self.streamed.fold(other, self.color);
-                if let Some(text) = folded.unwrap_or_else(|| render::activity(other, self.color)) {
-                    stdout.push_str(&self.fold_note());
-                    stdout.push_str(&self.close_line());
-                    stdout.push_str(&text);
-                    self.line_open = !text.ends_with('\n');
-                }
-            }
-        }
-        stdout
-    }
-
-    /// `/status`.
-    fn status(
-        &self,
-        id: &str,
-        model: &str,
-        endpoint: &str,
-        mode: Mode,
-        window: Option<u64>,
-    ) -> String {
-        let tokens = if self.tokens_in + self.tokens_out > 0 {
-            format!(
-                "in {} · out {} this session ({} request{})",
-                self.tokens_in,
-                self.tokens_out,
-                self.requests,
-                if self.requests == 1 { "" } else { "s" }
-            )
-        } else {
-            format!("not said by the server ({} requests)", self.requests)
-        };
-        let context = match (self.last_input, window) {
-            (Some(n), Some(w)) if w > 0 => format!("{n} of {w} tokens ({}%)", n * 100 / w),
-            (Some(n), _) => format!("{n} tokens (the window is not known)"),
-            (None, Some(w)) => format!("a {w}-token window, none said used yet"),
-            (None, None) => "not known".to_owned(),
-        };
-        format!(
-            "model     {model}\nendpoint  {endpoint}\nmode      {mode}\ntokens    {tokens}\ncontext   {context}\nsession   {id}"
-        )
-    }
-
-    fn fold_note(&mut self) -> String {
-        if self.folded == 0 {
-            return String::new();
-        }
-        let mut s = self.close_line();
-        s.push_str(&paint(
-            &format!("  ⋯ {} more lines of reasoning folded", self.folded),
-            Style::Dim,
-            self.color,
-        ));
-        s.push('\n');
-        self.folded = 0;
-        self.reasoning_lines = 0;
-        s
-    }
-
-    fn close_line(&mut self) -> String {
-        if let Some(md) = &mut self.md
-            && md.pending()
-        {
-            return md.finish();
-        }
-        if self.line_open {
-            self.line_open = false;
-            "\n".to_owned()
-        } else {
-            String::new()
-        }
-    }
-}
