@@ -479,6 +479,8 @@ async fn session_loop(
                     }
                     if let Some(label) = waiting_label(&out) {
                         spinner.start(&label);
+                    } else if let Some(now) = view.following(&out) {
+                        spinner.follow(&now);
                     }
                 }
                 _ = sigint.recv() => {

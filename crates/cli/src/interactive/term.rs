@@ -17,6 +17,9 @@ pub(super) struct Spinner {
 #[derive(Default)]
 struct SpinState {
     since: Option<(Instant, String)>,
+    /// When the last stopped spin started (a spin that follows a command's output goes on
+    /// counting from it).
+    last: Option<Instant>,
     drawn: bool,
 }
 
@@ -58,10 +61,20 @@ impl Spinner {
         }
     }
 
+    /// Spins on with another label, the time counted from the last start.
+    pub(super) fn follow(&self, label: &str) {
+        if let Ok(mut st) = self.state.lock() {
+            let since = st.last.unwrap_or_else(Instant::now);
+            st.since = Some((since, label.to_owned()));
+        }
+    }
+
     /// Stops and wipes the line (before anything else is written).
     pub(super) fn stop(&self) {
         if let Ok(mut st) = self.state.lock() {
-            st.since = None;
+            if let Some((since, _)) = st.since.take() {
+                st.last = Some(since);
+            }
             if self.on && st.drawn {
                 eprint!("\r\x1b[K");
                 let _ = std::io::stderr().flush();

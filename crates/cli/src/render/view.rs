@@ -39,7 +39,7 @@ impl View {
     /// A view drawing in colour or not, for a window `width` columns wide (`None`: not known).
     pub fn new(color: bool, width: Option<usize>) -> View {
         View {
-            streamed: render::Streamed::default(),
+            streamed: render::Streamed::new(width),
             color,
             width,
             line_open: false,
@@ -69,6 +69,22 @@ impl View {
     /// Notes that the open line was ended by whoever printed it.
     pub fn line_ended(&mut self) {
         self.line_open = false;
+    }
+
+    /// While a command runs and its output is past the lines shown, what the spinner's row
+    /// says after `out`: the line the output is at, cut to the row (the tail follows).
+    pub fn following(&self, out: &Out) -> Option<String> {
+        let Out::ToolOutput { call_id, .. } = out else {
+            return None;
+        };
+        let now = self.streamed.running_now(call_id)?;
+        // The spinner's frame and time take a few columns.
+        let room = self
+            .width
+            .unwrap_or(render::fold::DEFAULT_WIDTH)
+            .saturating_sub(12)
+            .max(10);
+        Some(render::fold::cut_line(now, room).into_owned())
     }
 
     /// What an output looks like on the terminal (empty: nothing).

@@ -10,6 +10,7 @@ mod paths;
 mod process;
 mod real_server;
 mod sandbox;
+mod screen;
 mod settings;
 mod store;
 mod terminal;

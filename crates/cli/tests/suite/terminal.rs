@@ -440,8 +440,8 @@ async fn a_change_is_asked_with_its_diff() {
     assert_eq!(sb.read("a.txt"), "beta\n");
 }
 
-/// A command's long output is folded to a few lines as it comes (the count said, `/recall`
-/// shows it whole).
+/// A command's long output is folded to its first lines as it comes and its last ones at its end
+/// (the count said, `/recall` shows it whole).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_output_is_folded() {
     let (screen, _, _sb) = pty(

@@ -1,0 +1,116 @@
+//! The interactive terminal's drawing, without a terminal: outputs given to the view of a
+//! window of known width, what it draws snapshotted.
+
+use harness_agent::Out;
+use harness_core::protocol::Event;
+use llembas_cli::render::view::View;
+use serde_json::json;
+
+/// An event from its JSON.
+fn ev(v: serde_json::Value) -> Out {
+    Out::Event(serde_json::from_value::<Event>(v).unwrap())
+}
+
+fn started(id: &str, command: &str) -> Out {
+    ev(json!({
+        "type": "tool_call_started",
+        "call": {"id": id, "name": "bash", "arguments": {"command": command}},
+        "block": "shell",
+    }))
+}
+
+fn finished(id: &str, content: &str, is_error: bool) -> Out {
+    ev(json!({
+        "type": "tool_call_finished",
+        "result": {"call_id": id, "result_id": "#r1", "content": content, "is_error": is_error},
+    }))
+}
+
+fn output(id: &str, text: &str) -> Out {
+    Out::ToolOutput {
+        call_id: id.into(),
+        text: text.into(),
+    }
+}
+
+/// What `outs` draw in a window `width` columns wide, without colour.
+fn draw(width: usize, outs: &[Out]) -> String {
+    let mut view = View::new(false, Some(width));
+    view.set_live(true);
+    let mut s: String = outs.iter().map(|o| view.render(o)).collect();
+    s.push_str(&view.close_line());
+    s
+}
+
+/// A command's long output keeps its first lines and its last ones (the error at its end
+/// shows); while it runs, the spinner's row follows the line it is at.
+#[test]
+fn folded_output_keeps_head_and_tail() {
+    let lines: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let mut view = View::new(false, Some(60));
+    view.set_live(true);
+    let mut drawn = view.render(&started("c1", "make"));
+    let first = output("c1", &lines);
+    drawn.push_str(&view.render(&first));
+    let following = view.following(&first);
+    let last = output("c1", "error: the build failed at the end\n");
+    drawn.push_str(&view.render(&last));
+    let following_after = view.following(&last);
+    drawn.push_str(&view.render(&finished("c1", "exit code 2", true)));
+    insta::assert_snapshot!(format!(
+        "{drawn}---\nfollowing: {following:?}\nthen: {following_after:?}"
+    ));
+}
+
+/// A result (not streamed) keeps its head and tail too.
+#[test]
+fn folded_result_keeps_head_and_tail() {
+    let content: String = (1..=50).map(|i| format!("match {i}\n")).collect();
+    let content = format!("{content}error: the last line says why");
+    let drawn = draw(
+        60,
+        &[
+            ev(json!({
+                "type": "tool_call_started",
+                "call": {"id": "g", "name": "grep", "arguments": {"pattern": "x"}},
+                "block": "search",
+            })),
+            finished("g", &content, false),
+        ],
+    );
+    insta::assert_snapshot!(drawn);
+}
+
+/// A huge single line is cut by the window's width, the rest counted: in a command's output as
+/// it comes, at its end, in a result, and in an edit's diff.
+#[test]
+fn huge_lines_fold_by_width() {
+    let huge = "x".repeat(300_000);
+    let drawn = draw(
+        60,
+        &[
+            started("c1", "cat one-line.txt"),
+            output("c1", &format!("{huge}\nshort\n")),
+            finished("c1", "exit code 0", false),
+            started("c2", "cat again"),
+            output("c2", &"a\n".repeat(8)),
+            output("c2", &huge[..100_000]),
+            output("c2", &huge[..100_000]),
+            finished("c2", "exit code 0", false),
+            ev(json!({
+                "type": "tool_call_started",
+                "call": {"id": "r", "name": "read", "arguments": {"path": "big"}},
+                "block": "tool",
+            })),
+            finished("r", &format!("head\n{huge}\n"), false),
+            Out::Edit {
+                call_id: "w".into(),
+                path: "big.txt".into(),
+                before: String::new(),
+                after: format!("{}\n", "y".repeat(10_000_000)),
+            },
+        ],
+    );
+    assert!(drawn.len() < 4_000, "{} bytes drawn", drawn.len());
+    insta::assert_snapshot!(drawn);
+}
