@@ -352,12 +352,11 @@ impl Driver {
         let mut values = world.values();
         // What the system text needs that a world may leave out.
         values.entry("cwd".into()).or_insert_with(|| world.place());
-        values
-            .entry("platform".into())
-            .or_insert_with(|| std::env::consts::OS.into());
-        values
-            .entry("shell".into())
-            .or_insert_with(|| "none".into());
+        // A world that says no platform or shell (a chat's) has none to say: the bullets
+        // disappear (`spec/prompts/index.json`).
+        for name in ["platform", "shell", "git_status"] {
+            values.entry(name.into()).or_default();
+        }
         values.insert("product_version".into(), setup.product_version.clone());
         values.insert(
             "date".into(),
