@@ -125,11 +125,31 @@ fn first_line(p: &str) -> Option<String> {
 
 /// A plan as a card.
 pub fn plan_card(plan: &Plan, color: bool) -> String {
+    text_card(&plan.render(), color)
+}
+
+/// A plan's Markdown (as `/plan` gives it) as a card: each line behind a bar, the Markdown
+/// drawn where colour is on; headings and task boxes read as words where it is off.
+pub fn text_card(md: &str, color: bool) -> String {
     let mut out = String::new();
     let text = if color {
-        markdown::render(&plan.render())
+        markdown::render(md)
     } else {
-        plan.render()
+        md.lines()
+            .map(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                let l = ["[done] ", "[doing] ", "[todo] ", "[dropped] "]
+                    .iter()
+                    .zip(["✓ ", "▸ ", "○ ", "– "])
+                    .find_map(|(k, v)| {
+                        l.strip_prefix("- ")
+                            .and_then(|t| t.strip_prefix(k))
+                            .map(|t| format!("{v}{t}"))
+                    })
+                    .unwrap_or_else(|| l.to_owned());
+                format!("{l}\n")
+            })
+            .collect()
     };
     for l in text.lines() {
         out.push_str(&format!("  {} {l}", paint("▌", Style::Cyan, color)));

@@ -47,7 +47,7 @@ fn width() -> Option<usize> {
 }
 
 /// Runs the interactive terminal.
-pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
+pub async fn run(mut settings: Settings, parts: SessionParts) -> Result<ExitCode> {
     let history = settings.dirs.data.join("history");
     if let Some(d) = history.parent() {
         let _ = std::fs::create_dir_all(d);
@@ -61,7 +61,9 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
         };
         match session_loop(&settings, p, &mut reader, color).await? {
             Next::Quit => break,
-            Next::New => {
+            Next::New(mode) => {
+                // A new session goes on in the mode the person chose.
+                settings.mode = mode;
                 parts = Some(crate::session::build(&settings, None).await?);
             }
             Next::Resume(id) => {
@@ -74,7 +76,8 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
 
 enum Next {
     Quit,
-    New,
+    /// A new session, in this mode.
+    New(Mode),
     /// Go on with this saved session.
     Resume(String),
 }
@@ -215,7 +218,7 @@ async fn session_loop(
         let text = match parse_line(&line) {
             Line::Empty => continue,
             Line::Quit => break Next::Quit,
-            Line::New => break Next::New,
+            Line::New => break Next::New(mode),
             Line::Resume(pick) => {
                 let store = crate::store::Store::new(settings.dirs.sessions());
                 let list: Vec<harness_agent::Meta> = store
@@ -369,9 +372,18 @@ async fn session_loop(
                     Line::Rewind(n) => Query::Rewind(n),
                     _ => continue,
                 };
+                let paged = matches!(q, Query::Recall(_));
+                let plan = matches!(q, Query::Plan);
                 let (tx, rx) = oneshot::channel();
                 let _ = ctl_tx.send(Ctl::Query(q, tx));
-                if let Ok(answer) = rx.await {
+                let Ok(answer) = rx.await else { continue };
+                if plan && answer != NO_PLAN {
+                    print!("{}", render::text_card(&answer, color));
+                } else if paged {
+                    if !page(&answer, reader, color).await {
+                        break Next::Quit;
+                    }
+                } else {
                     println!("{answer}");
                 }
                 continue;
@@ -436,16 +448,23 @@ async fn session_loop(
                         show(&mut view, &out);
                         let always = question.pattern.is_some();
                         let keys = harness_agent::typed::answer_keys(question);
-                        let answer = loop {
+                        let (answer, stop) = loop {
                             match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
                                 Read::Line(l) => match harness_agent::typed::parse_answer(&l, always) {
-                                    Some(a) => break a,
+                                    Some(a) => break (a, false),
                                     None => println!("{}", harness_agent::typed::NO_ALWAYS),
                                 },
                                 Read::Eof => break 'outer Next::Quit,
-                                _ => break harness_core::protocol::Answer::Deny { feedback: None },
+                                // Ctrl-C stops the turn, as it does while the turn runs.
+                                Read::Interrupted => break (harness_core::protocol::Answer::Deny { feedback: None }, true),
+                                Read::Cycle(_) => break (harness_core::protocol::Answer::Deny { feedback: None }, false),
                             }
                         };
+                        if stop {
+                            last_interrupt = Some(Instant::now());
+                            eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
+                            let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
+                        }
                         let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
                         spinner.start("working");
                         continue;
@@ -646,6 +665,49 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
             (Ok(x), Ok(y)) => x == y,
             _ => false,
         }
+}
+
+/// What `/plan` answers when there is none.
+const NO_PLAN: &str = "no plan yet";
+
+/// The terminal's columns and rows, when stdout is one.
+fn size() -> Option<(usize, usize)> {
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(&stdout)
+        .ok()
+        .map(|w| (usize::from(w.ws_col), usize::from(w.ws_row)))
+        .filter(|(c, r)| *c > 0 && *r > 0)
+}
+
+/// Shows a long text a screen at a time (`/recall`): Enter for the next page, anything else
+/// stops. `false` when the input ended.
+async fn page(text: &str, reader: &mut Reader, color: bool) -> bool {
+    let (cols, rows) = size().unwrap_or((render::fold::DEFAULT_WIDTH, 40));
+    // A row for the pager's own line.
+    let rows = rows.saturating_sub(2).max(3);
+    let mut from = 0;
+    loop {
+        let (shown, next) = render::fold::page(text, from, rows, cols);
+        print!("{shown}");
+        let _ = std::io::stdout().flush();
+        let Some(next) = next else {
+            return true;
+        };
+        let left = text.len() - next;
+        let more = paint(
+            &format!("── {left} more bytes · Enter: next page · q: stop ── "),
+            Style::Dim,
+            color,
+        );
+        match reader.read(&more, "").await {
+            Read::Line(l) if l.trim().is_empty() => from = next,
+            Read::Eof => return false,
+            _ => return true,
+        }
+    }
 }
 
 /// Said at an idle prompt after one Ctrl-C.

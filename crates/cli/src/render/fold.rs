@@ -177,3 +177,51 @@ impl Running {
         self.cols > 0 || self.cut > 0
     }
 }
+
+/// One page of `text` from byte `from`: as many of its lines as fill `rows` rows `cols`
+/// columns wide (a line longer than what is left is split, mid-line, across pages), and where
+/// the next page starts (`None`: this was the last). Only what is shown is read, so a huge
+/// result pages at once.
+pub fn page(text: &str, from: usize, rows: usize, cols: usize) -> (String, Option<usize>) {
+    let cols = cols.max(1);
+    let rows = rows.max(1);
+    let rest = text.get(from..).unwrap_or_default();
+    let mut out = String::new();
+    let mut used = 0usize;
+    let mut at = 0usize;
+    while at < rest.len() && used < rows {
+        let end = rest[at..].find('\n').map_or(rest.len(), |i| at + i);
+        let line = &rest[at..end];
+        // The rows this line fills; the row it ends on is counted once.
+        let mut row_cols = 0usize;
+        let mut line_rows = 1usize;
+        let mut cut = None;
+        for (i, c) in line.char_indices() {
+            let w = c.width().unwrap_or(0);
+            if row_cols + w > cols {
+                line_rows += 1;
+                row_cols = 0;
+                if used + line_rows > rows {
+                    cut = Some(i);
+                    break;
+                }
+            }
+            row_cols += w;
+        }
+        match cut {
+            Some(i) => {
+                out.push_str(&line[..i]);
+                out.push('\n');
+                return (out, Some(from + at + i));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+                used += line_rows;
+                at = (end + 1).min(rest.len());
+            }
+        }
+    }
+    let next = (at < rest.len()).then_some(from + at);
+    (out, next)
+}

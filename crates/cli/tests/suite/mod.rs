@@ -3,6 +3,7 @@
 
 mod acp;
 mod cli;
+mod commands;
 mod compact;
 mod environment;
 mod oneshot;

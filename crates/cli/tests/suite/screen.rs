@@ -114,3 +114,26 @@ fn huge_lines_fold_by_width() {
     assert!(drawn.len() < 4_000, "{} bytes drawn", drawn.len());
     insta::assert_snapshot!(drawn);
 }
+
+/// A long text pages by the window's rows and columns: a line longer than a page is split
+/// across pages; only what a page shows is read.
+#[test]
+fn a_long_text_pages_by_rows_and_columns() {
+    use llembas_cli::render::fold::page;
+    let text = format!("one\ntwo\n{}\nthree\n", "x".repeat(25));
+    let mut from = 0;
+    let mut pages = Vec::new();
+    loop {
+        let (shown, next) = page(&text, from, 3, 10);
+        pages.push(shown);
+        match next {
+            Some(n) => from = n,
+            None => break,
+        }
+    }
+    insta::assert_snapshot!(pages.join("--- page\n"));
+    // A 256 MB line's first page is one screen.
+    let huge = "y".repeat(256 << 20);
+    let (shown, next) = page(&huge, 0, 40, 100);
+    assert_eq!((shown.len(), next), (4_001, Some(4_000)));
+}

@@ -1,0 +1,119 @@
+//! The interactive terminal's commands and keys in a pseudo-terminal: `/plan`'s card, `/new`
+//! keeping the mode, `/recall` paging, Ctrl-C at an approval.
+
+use expectrl::Expect as _;
+use serde_json::json;
+
+use super::terminal::pty;
+use super::*;
+
+/// `/plan` draws the plan as a card, not as its Markdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_plan_draws_the_card() {
+    let (screen, _, _sb) = pty(
+        "auto",
+        vec![
+            tool_call(
+                "c1",
+                "plan_write",
+                json!({"title": "Fix the answer", "phases": [
+                    {"title": "Work", "tasks": [{"title": "read lib.rs"}, {"title": "fix it"}]}]}),
+            ),
+            text(&["Planned."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("plan it");
+            s.expect("Planned.");
+            s.expect("auto ›");
+            s.send_line("/plan");
+            s.expect("fix it");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    let after = &screen[screen.rfind("› /plan").unwrap()..];
+    assert!(!after.contains("##"), "{after}");
+    insta::assert_snapshot!(after);
+}
+
+/// `/new` starts the next session in the mode chosen with `/mode`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_new_keeps_the_mode() {
+    let (screen, _, _sb) = pty("manual", vec![], |s| {
+        s.expect("manual ›");
+        s.send_line("/mode auto");
+        s.expect("auto ›");
+        s.send_line("/new");
+        s.expect("mode auto · /help");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    insta::assert_snapshot!(screen);
+}
+
+/// `/recall` of a long result shows a page at a time: Enter for the next, `q` stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_recall_pages_a_long_result() {
+    let (screen, bytes, _sb) = pty(
+        "auto",
+        vec![
+            tool_call("c1", "bash", json!({"command": "seq 1 5000"})),
+            text(&["Counted."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("count");
+            s.expect("Counted.");
+            s.expect("auto ›");
+            let raw = s.render();
+            let at = raw.find("/recall #").expect(&raw) + "/recall ".len();
+            let id = raw[at..].split(' ').next().unwrap().to_owned();
+            s.send_line(&format!("/recall {id}"));
+            s.expect("Enter: next page");
+            s.send_line("");
+            s.expect("Enter: next page");
+            s.send_line("q");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    // Two pages of the 60-row window were shown, each ended by the pager's line; the screen
+    // ends with the second page.
+    let raw = String::from_utf8_lossy(&bytes);
+    assert_eq!(raw.matches("Enter: next page").count(), 2);
+    insta::assert_snapshot!(screen);
+}
+
+/// Ctrl-C at an approval stops the turn (as it does while the turn runs), not only the call:
+/// the model is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_an_approval_stops_the_turn() {
+    let (screen, _, sb) = pty(
+        "manual",
+        vec![
+            tool_call("c1", "bash", json!({"command": "touch made.txt"})),
+            text(&["I went on anyway."]),
+        ],
+        |s| {
+            s.expect("manual ›");
+            s.send_line("make a file");
+            s.expect("allow? [y/a/n]");
+            s.session.send(expectrl::ControlCode::EndOfText).unwrap();
+            s.expect("cancelled");
+            s.expect("manual ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    assert!(!screen.contains("I went on anyway."), "{screen}");
+    assert!(!sb.project.path().join("made.txt").exists());
+    insta::assert_snapshot!(screen);
+}
