@@ -120,10 +120,14 @@ async fn session_loop(
         mode = saved;
         restored = " (restored)";
     }
-    let task = tokio::spawn(async move {
+    let mut task = tokio::spawn(async move {
         let r = driver.run(false).await;
         (driver, r)
     });
+    // The session's end when it stopped on its own (a store it cannot write: a full disk), and
+    // what it said; the person is told at once, and again at each prompt.
+    let mut stopped = None;
+    let mut stopped_text = String::new();
     println!(
         "{} {} · {} · mode {}{restored} · /help for commands",
         paint("llembas", Style::Bold, color),
@@ -175,6 +179,11 @@ async fn session_loop(
         let read = loop {
             tokio::select! {
                 r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
+                done = &mut task, if stopped.is_none() => {
+                    stopped_text = stop_text(&done, color);
+                    reader.print(stopped_text.clone());
+                    stopped = Some(done);
+                }
                 _ = sigint.recv() => {
                     // Sent before the prompt took the terminal: counts for the next one.
                     last_interrupt = Some(Instant::now());
@@ -427,6 +436,10 @@ async fn session_loop(
                 images.push(url);
             }
         }
+        if stopped.is_some() {
+            println!("{stopped_text}");
+            continue;
+        }
         let _ = ctl_tx.send(Ctl::Op(Op::Prompt {
             text,
             origin: Origin::Person,
@@ -441,6 +454,18 @@ async fn session_loop(
         spinner.start("thinking");
         loop {
             tokio::select! {
+                done = &mut task, if stopped.is_none() => {
+                    spinner.stop();
+                    // What it sent before it stopped.
+                    while let Ok(out) = out_rx.try_recv() {
+                        show(&mut view, &out);
+                    }
+                    print!("{}", view.close_line());
+                    stopped_text = stop_text(&done, color);
+                    println!("{stopped_text}");
+                    stopped = Some(done);
+                    break;
+                }
                 out = out_rx.recv() => {
                     let Some(out) = out else { break 'outer Next::Quit };
                     if let Out::Event(Event::ToolCallAsked { call_id, question }) = &out {
@@ -517,18 +542,24 @@ async fn session_loop(
     };
     spinner.stop();
     drop(ctl_tx);
-    if let Ok((mut driver, r)) = task.await {
+    let said = stopped.is_some();
+    let done = match stopped {
+        Some(done) => done,
+        None => task.await,
+    };
+    if let Ok((mut driver, r)) = done {
         driver.shutdown().await;
-        r?;
+        // An error the person was shown is not said again.
+        if !said {
+            r?;
+        }
     }
-    println!(
-        "{}",
-        paint(
-            &format!("session {id} saved (llembas --resume {id})"),
-            Style::Dim,
-            color
-        )
-    );
+    let saved = if said {
+        format!("session {id}: saved up to the error (llembas --resume {id})")
+    } else {
+        format!("session {id} saved (llembas --resume {id})")
+    };
+    println!("{}", paint(&saved, Style::Dim, color));
     Ok(next)
 }
 
@@ -665,6 +696,25 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
             (Ok(x), Ok(y)) => x == y,
             _ => false,
         }
+}
+
+/// What the person is told when the session stopped on its own: its error.
+fn stop_text<D>(
+    done: &Result<(D, harness_agent::Result<()>), tokio::task::JoinError>,
+    color: bool,
+) -> String {
+    let why = match done {
+        Ok((_, Err(e))) => format!("{e:#}"),
+        Ok((_, Ok(()))) => "it ended".to_owned(),
+        Err(e) => format!("it failed: {e}"),
+    };
+    paint(
+        &format!(
+            "! the session stopped: {why}. Nothing more can be sent in it: /quit, then `llembas --resume` once the cause is fixed"
+        ),
+        Style::Red,
+        color,
+    )
 }
 
 /// What `/plan` answers when there is none.

@@ -117,3 +117,51 @@ async fn ctrl_c_at_an_approval_stops_the_turn() {
     assert!(!sb.project.path().join("made.txt").exists());
     insta::assert_snapshot!(screen);
 }
+
+/// A store that cannot be written (a full disk: the transcript is `/dev/full`) stops the
+/// session at the next prompt with its error said at once, not a spinner for ever; a prompt
+/// after it is answered with the same error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_said_at_the_next_prompt() {
+    let sb = Sandbox::new();
+    let server = harness_test_support::ScriptedServer::start(vec![text(&["Never sent."])])
+        .await
+        .unwrap();
+    let (root, home, url) = (sb.root(), sb.home.path().to_path_buf(), server.base_url());
+    let sessions = home.join("data").join("sessions");
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = super::terminal::Screen {
+            session: terminal_session(&root, &home, &url, "manual"),
+            bytes: Vec::new(),
+        };
+        s.expect("manual ›");
+        let dir = std::fs::read_dir(&sessions)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path();
+        let transcript = dir.join("transcript.jsonl");
+        let _ = std::fs::remove_file(&transcript);
+        std::os::unix::fs::symlink("/dev/full", &transcript).unwrap();
+        s.send_line("hello");
+        s.expect("the session stopped");
+        s.expect("manual ›");
+        s.send_line("hello again");
+        s.expect("the session stopped");
+        s.expect("manual ›");
+        s.send_line("/quit");
+        s.expect("saved up to the error (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let mut screen = screen;
+    for dir in sb.sessions() {
+        let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+        screen = screen.replace(&id, "[session]");
+    }
+    let screen = screen.replace(&sb.home.path().display().to_string(), "[home]");
+    assert!(server.requests().is_empty(), "no request was made");
+    insta::assert_snapshot!(screen);
+}
