@@ -4,6 +4,7 @@
 //! command, the reason and the "always" pattern, Ctrl-C to cancel the running step (twice to
 //! leave), Shift-Tab to cycle the mode, and the slash commands.
 
+pub mod keys;
 mod reader;
 mod term;
 
@@ -22,7 +23,7 @@ use crate::settings::Settings;
 use harness_agent::slash::{HELP, Line, next_mode, parse_line};
 use harness_agent::{Ctl, Driver, Out, Query};
 use reader::{Read, Reader, start_reader};
-use term::{NoEcho, Spinner};
+use term::{Spinner, TypeAhead};
 
 /// Draws an output on stdout.
 fn show(view: &mut View, out: &Out) {
@@ -151,6 +152,10 @@ async fn session_loop(
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View::new(color, width());
     let mut initial = String::new();
+    // Lines typed (ended with Enter) while a turn ran: sent in order, as the prompt would.
+    let mut typed_lines = std::collections::VecDeque::new();
+    // Esc pressed while a turn runs.
+    let (esc_tx, mut esc_rx) = mpsc::unbounded_channel();
     // The last Ctrl-C, busy or idle: a second one soon after leaves.
     let mut last_interrupt: Option<Instant> = None;
     // One listener for the whole session, so a Ctrl-C between a turn's end and the next
@@ -164,44 +169,49 @@ async fn session_loop(
             _ => String::new(),
         };
         let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
-        if reader
-            .requests
-            .send((prompt.clone(), initial.clone()))
-            .is_err()
-        {
-            break Next::Quit;
-        }
-        initial.clear();
-        // While the person types, a job's end may start a turn of its own: show it above the
-        // prompt, whole lines at a time.
-        let mut pending = String::new();
-        view.set_live(false);
-        let read = loop {
-            tokio::select! {
-                r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
-                done = &mut task, if stopped.is_none() => {
-                    stopped_text = stop_text(&done, color);
-                    reader.print(stopped_text.clone());
-                    stopped = Some(done);
-                }
-                _ = sigint.recv() => {
-                    // Sent before the prompt took the terminal: counts for the next one.
-                    last_interrupt = Some(Instant::now());
-                }
-                out = out_rx.recv() => {
-                    let Some(out) = out else { break Read::Eof };
-                    if let Out::Event(Event::ModeChanged { mode: m }) = &out {
-                        mode = *m;
+        let read = if let Some(line) = typed_lines.pop_front() {
+            println!("{prompt}{line}");
+            Read::Line(line)
+        } else {
+            if reader
+                .requests
+                .send((prompt.clone(), initial.clone()))
+                .is_err()
+            {
+                break Next::Quit;
+            }
+            initial.clear();
+            // While the person types, a job's end may start a turn of its own: show it above the
+            // prompt, whole lines at a time.
+            let mut pending = String::new();
+            view.set_live(false);
+            loop {
+                tokio::select! {
+                    r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
+                    done = &mut task, if stopped.is_none() => {
+                        stopped_text = stop_text(&done, color);
+                        reader.print(stopped_text.clone());
+                        stopped = Some(done);
                     }
-                    pending.push_str(&view.render(&out));
-                    if matches!(out, Out::Event(Event::TurnEnded { .. })) {
-                        view.line_ended();
-                        let text = std::mem::take(&mut pending);
-                        reader.print(text.trim_end_matches('\n').to_owned());
-                    } else if let Some(cut) = pending.rfind('\n') {
-                        let rest = pending.split_off(cut + 1);
-                        let text = std::mem::replace(&mut pending, rest);
-                        reader.print(text.trim_end_matches('\n').to_owned());
+                    _ = sigint.recv() => {
+                        // Sent before the prompt took the terminal: counts for the next one.
+                        last_interrupt = Some(Instant::now());
+                    }
+                    out = out_rx.recv() => {
+                        let Some(out) = out else { break Read::Eof };
+                        if let Out::Event(Event::ModeChanged { mode: m }) = &out {
+                            mode = *m;
+                        }
+                        pending.push_str(&view.render(&out));
+                        if matches!(out, Out::Event(Event::TurnEnded { .. })) {
+                            view.line_ended();
+                            let text = std::mem::take(&mut pending);
+                            reader.print(text.trim_end_matches('\n').to_owned());
+                        } else if let Some(cut) = pending.rfind('\n') {
+                            let rest = pending.split_off(cut + 1);
+                            let text = std::mem::replace(&mut pending, rest);
+                            reader.print(text.trim_end_matches('\n').to_owned());
+                        }
                     }
                 }
             }
@@ -447,7 +457,8 @@ async fn session_loop(
         }));
         // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
         // into the answer, and waits for the next prompt.
-        let _quiet = NoEcho::new();
+        while esc_rx.try_recv().is_ok() {}
+        let mut typing = TypeAhead::start(esc_tx.clone());
         let mut ours = false;
         view.set_live(true);
         changes.clear();
@@ -473,6 +484,7 @@ async fn session_loop(
                         show(&mut view, &out);
                         let always = question.pattern.is_some();
                         let keys = harness_agent::typed::answer_keys(question);
+                        typing.pause();
                         let (answer, stop) = loop {
                             match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
                                 Read::Line(l) => match harness_agent::typed::parse_answer(&l, always) {
@@ -491,18 +503,21 @@ async fn session_loop(
                             let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
                         }
                         let _ = ctl_tx.send(Ctl::Op(Op::Answer { call_id: call_id.clone(), answer }));
+                        typing.resume();
                         spinner.start("working");
                         continue;
                     }
                     if let Out::Question { call_id, options, .. } = &out {
                         spinner.stop();
                         show(&mut view, &out);
+                        typing.pause();
                         let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
                             Read::Line(l) => Some(harness_agent::typed::question_reply(&l, options)),
                             Read::Eof => break 'outer Next::Quit,
                             _ => None,
                         };
                         let _ = ctl_tx.send(Ctl::Reply(call_id.clone(), reply));
+                        typing.resume();
                         spinner.start("thinking");
                         continue;
                     }
@@ -537,8 +552,19 @@ async fn session_loop(
                     eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
                     let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
                 }
+                Some(()) = esc_rx.recv() => {
+                    spinner.stop();
+                    print!("{}", view.close_line());
+                    let _ = std::io::stdout().flush();
+                    eprintln!("{}", paint("cancelling… (Esc)", Style::Yellow, color));
+                    let _ = ctl_tx.send(Ctl::Op(Op::Cancel));
+                }
             }
         }
+        // What was typed meanwhile goes to the next prompt.
+        let typed = typing.finish();
+        typed_lines.extend(typed.lines);
+        initial = typed.rest;
     };
     spinner.stop();
     drop(ctl_tx);

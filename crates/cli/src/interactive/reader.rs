@@ -109,6 +109,24 @@ impl ConditionalEventHandler for CycleMode {
     }
 }
 
+/// Enter after a `\` at the cursor: the line goes on on a new line, as in a shell (the `\` is
+/// taken out when the line is read).
+struct BackslashNewline;
+
+impl ConditionalEventHandler for BackslashNewline {
+    fn handle(
+        &self,
+        _evt: &rustyline::Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        ctx.line()[..ctx.pos()]
+            .ends_with('\\')
+            .then_some(Cmd::Newline)
+    }
+}
+
 pub(super) enum Read {
     Line(String),
     Cycle(String),
@@ -139,6 +157,16 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         KeyEvent(KeyCode::BackTab, Modifiers::NONE),
         EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
     );
+    // A prompt holds a newline: Alt-Enter, Ctrl-J, or `\` before Enter.
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::ALT),
+        EventHandler::Simple(Cmd::Newline),
+    );
+    editor.bind_sequence(KeyEvent::ctrl('J'), EventHandler::Simple(Cmd::Newline));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(BackslashNewline)),
+    );
     let _ = editor.load_history(&history);
     let printer = editor
         .create_external_printer()
@@ -151,6 +179,8 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
             let read = match r {
                 Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
                 Ok(line) => {
+                    // A `\` that continued the line is not part of it.
+                    let line = line.replace("\\\n", "\n");
                     if !line.trim().is_empty() {
                         let _ = editor.add_history_entry(line.as_str());
                         let _ = editor.save_history(&history);

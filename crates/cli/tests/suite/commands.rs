@@ -165,3 +165,118 @@ async fn a_full_disk_is_said_at_the_next_prompt() {
     assert!(server.requests().is_empty(), "no request was made");
     insta::assert_snapshot!(screen);
 }
+
+/// Esc stops a running turn and its byte does not stay in the input: a bracketed paste of 3
+/// lines after it is one prompt of 3 lines. A prompt holds a newline by Alt-Enter, Ctrl-J or
+/// `\` before Enter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_stops_the_run_and_prompts_hold_newlines() {
+    let stalled = harness_test_support::Reply::Sse {
+        pieces: vec![format!(
+            "data: {}\n\n",
+            harness_test_support::chunk(json!({"role": "assistant", "content": "Streaming"}), None)
+        )],
+        stall: true,
+    };
+    let sb = Sandbox::new();
+    let server = harness_test_support::ScriptedServer::start(vec![
+        stalled,
+        text(&["Got the paste."]),
+        text(&["Got Alt-Enter."]),
+        text(&["Got Ctrl-J."]),
+        text(&["Got the backslash."]),
+    ])
+    .await
+    .unwrap();
+    let (root, home, url) = (sb.root(), sb.home.path().to_path_buf(), server.base_url());
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = super::terminal::Screen {
+            session: terminal_session(&root, &home, &url, "auto"),
+            bytes: Vec::new(),
+        };
+        s.expect("auto ›");
+        s.send_line("write a long story");
+        s.expect("Streaming");
+        s.session.send("\x1b").unwrap();
+        s.expect("cancelled");
+        s.expect("auto ›");
+        s.session
+            .send("\x1b[200~one\ntwo\nthree\x1b[201~\r")
+            .unwrap();
+        s.expect("Got the paste.");
+        s.expect("auto ›");
+        s.session.send("first\x1b\rsecond\r").unwrap();
+        s.expect("Got Alt-Enter.");
+        s.expect("auto ›");
+        s.session.send("up\ndown\r").unwrap();
+        s.expect("Got Ctrl-J.");
+        s.expect("auto ›");
+        s.session.send("left\\\rright\r").unwrap();
+        s.expect("Got the backslash.");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    let prompts: Vec<String> = server
+        .bodies()
+        .iter()
+        .map(|b| {
+            let m = messages(b);
+            let last = m.iter().rev().find(|m| m["role"] == "user").unwrap();
+            last["content"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    // The stopped turn is noted for the model before the next prompt.
+    let (note, pasted) = prompts[1].split_once("\n\n").unwrap();
+    assert!(note.starts_with("[stopped]"), "{note}");
+    assert_eq!(
+        [&prompts[..1], &[pasted.to_owned()], &prompts[2..]].concat(),
+        [
+            "write a long story",
+            "one\ntwo\nthree",
+            "first\nsecond",
+            "up\ndown",
+            "left\nright"
+        ]
+    );
+    let mut screen = screen;
+    for dir in sb.sessions() {
+        let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+        screen = screen.replace(&id, "[session]");
+    }
+    insta::assert_snapshot!(screen);
+}
+
+/// Type-ahead read from the terminal's bytes: Enter ends a line, a paste is whole, Esc and
+/// keys' sequences are left out, Backspace and Ctrl-U edit.
+#[test]
+fn type_ahead_is_read_as_the_prompt_would() {
+    use llembas_cli::interactive::keys::{Typed, typed_ahead};
+    let t = |lines: &[&str], rest: &str| Typed {
+        lines: lines.iter().map(|l| l.to_string()).collect(),
+        rest: rest.into(),
+    };
+    let cases: [(&[u8], Typed); 7] = [
+        (b"abc", t(&[], "abc")),
+        (b"\x1babc", t(&[], "abc")),
+        (b"ab\rcd", t(&["ab"], "cd")),
+        (
+            b"\x1b[200~one\ntwo\rthree\x1b[201~",
+            t(&[], "one\ntwo\nthree"),
+        ),
+        (b"\x1b[Aup\x1bOBx", t(&[], "upx")),
+        (b"abd\x7fc\x15xyz", t(&[], "xyz")),
+        ("é\x7fe".as_bytes(), t(&[], "e")),
+    ];
+    for (bytes, want) in cases {
+        assert_eq!(
+            typed_ahead(bytes),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
