@@ -49,7 +49,7 @@ impl View {
             tokens_in: 0,
             tokens_out: 0,
             last_input: None,
-            md: color.then(render::markdown::Markdown::new),
+            md: color.then(|| render::markdown::Markdown::with_width(width)),
             live: false,
             reasoning_open: false,
         }

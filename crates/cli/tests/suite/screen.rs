@@ -137,3 +137,69 @@ fn a_long_text_pages_by_rows_and_columns() {
     let (shown, next) = page(&huge, 0, 40, 100);
     assert_eq!((shown.len(), next), (4_001, Some(4_000)));
 }
+
+/// Text without its terminal escapes.
+fn plain(styled: &str) -> String {
+    let mut out = String::new();
+    let mut chars = styled.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The answer's Markdown is fitted to a 60-column window: paragraphs and list items wrap at
+/// word boundaries (a list item's rows under its text), a table that fits is drawn, one that
+/// does not is drawn as a list.
+#[test]
+fn markdown_fits_the_window() {
+    let answer = "\
+The configuration loader reads every file under the settings directory, merges them in order, and reports the first key that does not parse.
+
+- A list item that is long enough to need a second row, so it wraps under its own text.
+
+| name | size |
+|---|---:|
+| a.txt | 12 |
+
+| file | what changed | why it changed | who asked |
+|---|---|---|---|
+| src/config.rs | the loader merges files | two files disagreed | the person |
+| src/main.rs | a flag | a wish for quiet output | the tests |
+
+Asupercalifragilisticexpialidociouswordthatislongerthanthewholewindowitself ends it.
+";
+    let mut view = View::new(true, Some(60));
+    view.set_live(true);
+    let mut drawn = String::new();
+    // As it streams, in pieces that cut words and lines.
+    for piece in answer.as_bytes().chunks(37) {
+        let text = String::from_utf8_lossy(piece).into_owned();
+        drawn.push_str(&view.render(&ev(json!({"type": "text_delta", "text": text}))));
+    }
+    drawn.push_str(&view.close_line());
+    // What the screen keeps: partial lines were wiped (`\r` and `ESC[J`) when drawn whole.
+    let n = |v: u16| std::num::NonZero::new(v).unwrap();
+    let mut p = vt100::Parser::new(n(40), n(60), 0);
+    p.process(drawn.replace('\n', "\r\n").as_bytes());
+    let screen = p
+        .screen()
+        .contents()
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 60, "{line:?}");
+    }
+    assert_eq!(plain(&screen), screen);
+    insta::assert_snapshot!(screen.trim_end());
+}
