@@ -151,6 +151,7 @@ async fn session_loop(
     }
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
     let mut view = View::new(color, width());
+    view.set_price(settings.price(&model));
     let mut initial = String::new();
     // Lines typed (ended with Enter) while a turn ran: sent in order, as the prompt would.
     let mut typed_lines = std::collections::VecDeque::new();
@@ -164,10 +165,14 @@ async fn session_loop(
     let next = 'outer: loop {
         // Idle: read a line.
         // The context used, once the server said it.
-        let used = match (view.last_input(), window) {
+        let mut used = match (view.last_input(), window) {
             (Some(n), Some(w)) if w > 0 => format!(" · {}%", n * 100 / w),
             _ => String::new(),
         };
+        // What the session cost, once a request had a price.
+        if let Some(cost) = view.cost().filter(|c| *c > 0.0) {
+            used.push_str(&format!(" · {}", render::view::usd(cost)));
+        }
         let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
         let read = if let Some(line) = typed_lines.pop_front() {
             println!("{prompt}{line}");
@@ -392,10 +397,20 @@ async fn session_loop(
                     _ => continue,
                 };
                 let paged = matches!(q, Query::Recall(_));
+                let switched = match &q {
+                    Query::Model(Some(name)) => Some(name.clone()),
+                    _ => None,
+                };
                 let plan = matches!(q, Query::Plan);
                 let (tx, rx) = oneshot::channel();
                 let _ = ctl_tx.send(Ctl::Query(q, tx));
                 let Ok(answer) = rx.await else { continue };
+                // The new model's requests are counted at its price.
+                if let Some(name) = switched
+                    && answer == format!("model: {name}")
+                {
+                    view.set_price(settings.price(&name));
+                }
                 if plan && answer != NO_PLAN {
                     print!("{}", render::text_card(&answer, color));
                 } else if paged {

@@ -22,6 +22,12 @@ pub struct View {
     tokens_out: u64,
     /// The last request's prompt size (the context in use).
     last_input: Option<u64>,
+    /// The model's price, when known, and what the session cost at it (and at the prices of
+    /// models used before a switch).
+    price: Option<harness_spec::Cost>,
+    cost: f64,
+    /// Requests answered with no price known (their cost is not counted).
+    unpriced: u64,
     /// The answer's Markdown, drawn as it streams (where colour is on; else written as it
     /// came).
     md: Option<render::markdown::Markdown>,
@@ -49,6 +55,9 @@ impl View {
             tokens_in: 0,
             tokens_out: 0,
             last_input: None,
+            price: None,
+            cost: 0.0,
+            unpriced: 0,
             md: color.then(|| render::markdown::Markdown::with_width(width)),
             live: false,
             reasoning_open: false,
@@ -64,6 +73,17 @@ impl View {
     /// The last request's prompt size (the context in use), once the server said it.
     pub fn last_input(&self) -> Option<u64> {
         self.last_input
+    }
+
+    /// Counts what requests cost from now on at `price` (US dollars per million tokens; `None`:
+    /// not known).
+    pub fn set_price(&mut self, price: Option<harness_spec::Cost>) {
+        self.price = price;
+    }
+
+    /// What the session cost so far, when any request had a price (for the status line).
+    pub fn cost(&self) -> Option<f64> {
+        (self.price.is_some() || self.cost > 0.0).then_some(self.cost)
     }
 
     /// Notes that the open line was ended by whoever printed it.
@@ -131,6 +151,10 @@ impl View {
                     self.tokens_in += u.input_tokens;
                     self.tokens_out += u.output_tokens;
                     self.last_input = Some(u.input_tokens);
+                    match &self.price {
+                        Some(p) => self.cost += p.of(u.input_tokens, u.output_tokens),
+                        None => self.unpriced += 1,
+                    }
                 }
             }
             Out::Event(Event::StepStarted { .. }) => {
@@ -194,8 +218,24 @@ impl View {
             (None, Some(w)) => format!("a {w}-token window, none said used yet"),
             (None, None) => "not known".to_owned(),
         };
+        let cost = match (&self.price, self.unpriced) {
+            (Some(p), 0) => format!(
+                "{} this session (at {} in · {} out per million tokens)",
+                usd(self.cost),
+                usd(p.input),
+                usd(p.output)
+            ),
+            (Some(_), n) => format!(
+                "{} this session, and {n} request{} at no known price",
+                usd(self.cost),
+                if n == 1 { "" } else { "s" }
+            ),
+            (None, _) => format!(
+                "not known: no price for {model} (set one with [prices.\"{model}\"] input = …, output = … in config.toml, US dollars per million tokens)"
+            ),
+        };
         format!(
-            "model     {model}\nendpoint  {endpoint}\nmode      {mode}\ntokens    {tokens}\ncontext   {context}\nsession   {id}"
+            "model     {model}\nendpoint  {endpoint}\nmode      {mode}\ntokens    {tokens}\ncost      {cost}\ncontext   {context}\nsession   {id}"
         )
     }
 
@@ -228,5 +268,14 @@ impl View {
         } else {
             String::new()
         }
+    }
+}
+
+/// An amount of US dollars as a person reads it: cents, or four places below a cent.
+pub fn usd(amount: f64) -> String {
+    if amount == 0.0 || amount >= 0.01 {
+        format!("${amount:.2}")
+    } else {
+        format!("${amount:.4}")
     }
 }

@@ -280,3 +280,65 @@ fn type_ahead_is_read_as_the_prompt_would() {
         );
     }
 }
+
+/// What a session cost: at the configured price (over the catalogue's), in `/status`, in the
+/// prompt's status line after the context used, and in `-p --output json`'s result; the tokens
+/// stay shown. The catalogue prices the models their makers sell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_is_shown_at_the_models_price() {
+    use harness_test_support::chunk;
+    let answered = || {
+        let mut done = chunk(json!({}), Some("stop"));
+        done["usage"] =
+            json!({"prompt_tokens": 12000, "completion_tokens": 40, "total_tokens": 12040});
+        harness_test_support::Reply::sse_chunks(&[
+            chunk(json!({"role": "assistant", "content": "Hi."}), None),
+            done,
+        ])
+    };
+    let config = "default_endpoint = \"t\"\n[endpoints.t]\nbase_url = \"http://127.0.0.1:9/v1\"\ncontext = 40000\n[prices.\"scripted\"]\ninput = 2.0\noutput = 8.0\n";
+    let (screen, _, sb) = super::terminal::pty_with(config, "manual", vec![answered()], |s| {
+        s.expect("manual ›");
+        s.send_line("hello");
+        // (12000 × $2 + 40 × $8) per million tokens.
+        s.expect("manual · 30% · $0.02 ›");
+        s.send_line("/status");
+        s.expect("session   ");
+        s.expect("›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+    })
+    .await;
+    let screen = screen.replace(
+        &screen
+            .lines()
+            .find_map(|l| l.strip_prefix("endpoint  "))
+            .unwrap_or("-")
+            .to_owned(),
+        "[server]",
+    );
+    insta::assert_snapshot!(screen);
+
+    // `-p --output json`: the result line says the cost.
+    let server = harness_test_support::ScriptedServer::start(vec![answered()])
+        .await
+        .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["--output", "json", "-p", "hello"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let result: serde_json::Value =
+        serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        result["usage"],
+        json!({"input_tokens": 12000, "output_tokens": 40})
+    );
+    let cost = result["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.02432).abs() < 1e-9, "{result}");
+
+    // The catalogue's prices: a sold model by its alias, none for open weights.
+    let catalogue = harness_model::Catalogue::embedded().unwrap();
+    let gpt = catalogue.find("gpt-4.1-2025-04-14").unwrap().cost.unwrap();
+    assert_eq!((gpt.input, gpt.output), (2.0, 8.0));
+    assert!(catalogue.find("qwen3-8b").unwrap().cost.is_none());
+}
