@@ -188,7 +188,28 @@ fn empty_answers_are_nudged_then_end_the_turn() {
         );
     }
     let a = s.handle(text("")).unwrap();
-    assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
+    let ends = |a: &[Action]| match end(a) {
+        Some(TurnEnd::Error { message }) => message.clone(),
+        other => panic!("{other:?}"),
+    };
+    // Answers that held only calls which could not be run end the turn saying so, not as
+    // empty answers.
+    let mut cut = session();
+    cut.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let broken = || {
+        Input::Model(ModelOutput {
+            note: Some("Your call of write was not run: the arguments were cut off.".into()),
+            ..ModelOutput::default()
+        })
+    };
+    for _ in 0..cfg.nudges.empty_answer.retries {
+        cut.handle(broken()).unwrap();
+    }
+    let b = cut.handle(broken()).unwrap();
+    insta::assert_snapshot!(format!("empty: {}\ncut: {}", ends(&a), ends(&b)), @r"
+    empty: The model gave 3 empty answers in a row.
+    cut: The model gave 3 answers in a row whose tool calls could not be run (cut off, or not valid), and no text.
+    ");
 }
 
 #[test]
