@@ -1432,8 +1432,14 @@ impl Session {
         if self.busy() {
             return Err(self.unexpected("a rewind"));
         }
-        if turn == 0 || turn > turns || turn <= self.compacted_through {
+        if turn == 0 || turn > turns {
             return Err(Error::Rewind { turn, turns });
+        }
+        if turn <= self.compacted_through {
+            return Err(Error::RewindCompacted {
+                turn,
+                through: self.compacted_through,
+            });
         }
         let at = self.turn_starts[(turn - 1) as usize];
         self.history.truncate(at);

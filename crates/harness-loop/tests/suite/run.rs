@@ -510,6 +510,31 @@ fn rewind_drops_later_turns_and_their_stubs() {
     assert!(s.rewind(9).is_err());
 }
 
+/// A rewind into what a compaction folded is refused naming the compaction and the earliest
+/// turn there is to go back to.
+#[test]
+fn a_rewind_into_a_compaction_names_it() {
+    let mut s = session();
+    for p in ["one", "two"] {
+        s.handle(Input::Prompt { text: p.into() }).unwrap();
+        s.handle(text("done")).unwrap();
+    }
+    s.compact("summary").unwrap();
+    s.handle(Input::Prompt {
+        text: "three".into(),
+    })
+    .unwrap();
+    s.handle(text("done")).unwrap();
+    insta::assert_snapshot!(
+        format!("{}\n{}", s.rewind(2).unwrap_err(), s.rewind(7).unwrap_err()),
+        @r"
+    cannot rewind to turn 2: turns 1 to 2 were compacted into a summary (/compact), so the earliest turn to rewind to is 3
+    cannot rewind to turn 7: the session has 3 turn(s)
+    "
+    );
+    assert!(s.rewind(3).is_ok());
+}
+
 #[test]
 fn calls_that_could_not_be_run_are_said_after_the_results() {
     let note = "Your call of write was not run: the arguments were cut off.";
