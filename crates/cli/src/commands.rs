@@ -179,7 +179,16 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
             }
             runtime.block_on(crate::process::ending_on_signals(async {
                 let parts = session::build(&settings, args.resume.as_deref()).await?;
-                oneshot::run(parts, prompt, settings.output, answers, args.job_wait).await
+                let price = settings.price(&parts.model_name);
+                oneshot::run(
+                    price,
+                    parts,
+                    prompt,
+                    settings.output,
+                    answers,
+                    args.job_wait,
+                )
+                .await
             }))
         }
         None => runtime.block_on(crate::process::ending_on_signals(async {

@@ -28,6 +28,7 @@ pub enum Answers {
 
 /// Runs one prompt to its end.
 pub async fn run(
+    price: Option<harness_spec::Cost>,
     parts: SessionParts,
     prompt: String,
     output: OutputFormat,
@@ -70,6 +71,7 @@ pub async fn run(
         .then(render::markdown::Markdown::new);
     let mut interrupts = 0u32;
     let mut totals = Totals::new();
+    totals.set_price(price);
     if output == OutputFormat::Json {
         // The stream opens with the session it belongs to.
         writeln!(stdout, "{}", head(&id, &model, fresh.is_none()))?;

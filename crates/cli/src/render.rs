@@ -13,7 +13,9 @@ use harness_core::protocol::{
 use harness_agent::Event;
 use harness_agent::title::call_title;
 
+pub mod fold;
 pub mod markdown;
+pub mod view;
 
 /// Whether stderr gets colour.
 pub fn color_on_stderr() -> bool {
@@ -58,40 +60,39 @@ pub fn paint(text: &str, style: Style, color: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// How many lines of a result are shown before it is folded.
+/// How many lines of a running command's output are shown as they come before the rest is
+/// folded.
 const FOLD_LINES: usize = 6;
 
-fn fold(text: &str, color: bool) -> String {
-    let lines: Vec<&str> = text.lines().collect();
+/// A result folded: its first and last lines, each cut to `cap` columns.
+fn fold(text: &str, color: bool, cap: usize) -> String {
     let mut out = String::new();
-    for l in lines.iter().take(FOLD_LINES) {
-        out.push_str(&paint(&format!("  │ {l}"), Style::Dim, color));
-        out.push('\n');
-    }
-    if lines.len() > FOLD_LINES {
-        out.push_str(&paint(
-            &format!("  │ … {} more lines", lines.len() - FOLD_LINES),
-            Style::Dim,
-            color,
-        ));
+    for l in fold::head_and_tail(text, cap) {
+        let line = match l {
+            Ok(l) => format!("  │ {l}"),
+            Err(n) => format!("  │ … {n} more line{}", if n == 1 { "" } else { "s" }),
+        };
+        out.push_str(&paint(&line, Style::Dim, color));
         out.push('\n');
     }
     out
 }
 
-fn diff_lines(diff: &str, color: bool) -> String {
+fn diff_lines(diff: &str, color: bool, cap: usize) -> String {
     coloured_lines(
         diff,
         |l| l.starts_with("+++") || l.starts_with("---"),
         color,
+        cap,
     )
 }
 
 /// A diff's or a patch's lines, indented, coloured: a header line (`is_header`) bold, added
-/// green, removed red, hunk heads cyan.
-fn coloured_lines(text: &str, is_header: impl Fn(&str) -> bool, color: bool) -> String {
+/// green, removed red, hunk heads cyan; each cut to `cap` columns.
+fn coloured_lines(text: &str, is_header: impl Fn(&str) -> bool, color: bool, cap: usize) -> String {
     let mut out = String::new();
     for l in text.lines() {
+        let l = &*fold::cut_line(l, cap);
         let styled = if is_header(l) {
             paint(l, Style::Bold, color)
         } else if l.starts_with('+') {
@@ -126,11 +127,31 @@ fn first_line(p: &str) -> Option<String> {
 
 /// A plan as a card.
 pub fn plan_card(plan: &Plan, color: bool) -> String {
+    text_card(&plan.render(), color)
+}
+
+/// A plan's Markdown (as `/plan` gives it) as a card: each line behind a bar, the Markdown
+/// drawn where colour is on; headings and task boxes read as words where it is off.
+pub fn text_card(md: &str, color: bool) -> String {
     let mut out = String::new();
     let text = if color {
-        markdown::render(&plan.render())
+        markdown::render(md)
     } else {
-        plan.render()
+        md.lines()
+            .map(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                let l = ["[done] ", "[doing] ", "[todo] ", "[dropped] "]
+                    .iter()
+                    .zip(["✓ ", "▸ ", "○ ", "– "])
+                    .find_map(|(k, v)| {
+                        l.strip_prefix("- ")
+                            .and_then(|t| t.strip_prefix(k))
+                            .map(|t| format!("{v}{t}"))
+                    })
+                    .unwrap_or_else(|| l.to_owned());
+                format!("{l}\n")
+            })
+            .collect()
     };
     for l in text.lines() {
         out.push_str(&format!("  {} {l}", paint("▌", Style::Cyan, color)));
@@ -178,8 +199,10 @@ pub use harness_agent::turn_end_text as turn_end_line;
 /// result's id is the model's, not shown.
 #[derive(Debug, Default)]
 pub struct Streamed {
-    /// Calls whose output came as they ran: the lines shown, and those folded.
-    streamed: std::collections::HashMap<String, (usize, usize)>,
+    /// The window's columns, when known.
+    width: Option<usize>,
+    /// Calls whose output came as they ran, as it was shown.
+    streamed: std::collections::HashMap<String, fold::Running>,
     /// Calls started: their tool, block and command (for a job's title).
     calls: std::collections::HashMap<String, (String, Block, String)>,
     /// Calls whose result is not drawn.
@@ -191,22 +214,34 @@ pub struct Streamed {
 }
 
 impl Streamed {
+    /// For a window `width` columns wide (`None`: not known).
+    pub fn new(width: Option<usize>) -> Streamed {
+        Streamed {
+            width,
+            ..Streamed::default()
+        }
+    }
+
+    fn cap(&self) -> usize {
+        fold::line_cap(self.width)
+    }
+
+    /// The line a call's running output is at, past the lines shown (to follow it while the
+    /// command runs).
+    pub fn running_now(&self, call_id: &str) -> Option<&str> {
+        self.streamed.get(call_id)?.now()
+    }
+
     /// Notes what an output says; `Some(text)` when it is drawn here instead of by
     /// [`activity`] (`Some(None)`: not at all).
     pub fn fold(&mut self, out: &Event, color: bool) -> Option<Option<String>> {
         match out {
-            // A running command's output: its first lines, the rest folded (counted).
+            // A running command's output: its first lines, each cut to the window; the last
+            // ones kept for its end, the rest folded (counted).
             Event::ToolOutput { call_id, text } => {
-                let (shown, folded) = self.streamed.entry(call_id.clone()).or_default();
-                let mut out = String::new();
-                for piece in text.split_inclusive('\n') {
-                    if *shown < FOLD_LINES {
-                        out.push_str(piece);
-                        *shown += usize::from(piece.ends_with('\n'));
-                    } else {
-                        *folded += usize::from(piece.ends_with('\n'));
-                    }
-                }
+                let cap = self.cap();
+                let running = self.streamed.entry(call_id.clone()).or_default();
+                let out = running.push(text, FOLD_LINES, cap);
                 Some((!out.is_empty()).then(|| paint(&out, Style::Dim, color)))
             }
             Event::Edit {
@@ -219,7 +254,13 @@ impl Streamed {
                 if self.previewed.remove(call_id) {
                     return Some(None);
                 }
-                Some(Some(edit_diff(path, before, after, color)))
+                Some(Some(fold_diff(&edit_diff(
+                    path,
+                    before,
+                    after,
+                    color,
+                    self.cap(),
+                ))))
             }
             Event::Core(CoreEvent::ToolCallStarted { call, block, .. }) => {
                 let command = call
@@ -262,18 +303,44 @@ impl Streamed {
                 question: q,
             }) => {
                 let change = q.change.as_deref()?;
+                let cap = self.cap();
                 let diff = fold_diff(&if q.tool == "apply_patch" {
-                    patch_lines(change, color)
+                    patch_lines(change, color, cap)
                 } else {
-                    diff_lines(change, color)
+                    diff_lines(change, color, cap)
                 });
                 self.previewed.insert(call_id.clone());
                 Some(Some(question_with(q, Some(&diff), color)))
             }
             Event::Core(CoreEvent::ToolCallFinished { result }) => {
                 self.calls.remove(&result.call_id);
-                let folded = self.streamed.remove(&result.call_id).map(|(_, f)| f);
-                let streamed = folded.is_some();
+                let cap = self.cap();
+                let running = self.streamed.remove(&result.call_id).map(|mut r| {
+                    let open = r.line_open();
+                    let (tail, folded) = r.finish();
+                    (open, tail, folded)
+                });
+                let streamed = running.is_some();
+                // The running output's last lines (the error at its end), after a mark where
+                // lines were left out.
+                let (tail, folded) = match running {
+                    Some((open, tail, folded)) => {
+                        let mut drawn = String::new();
+                        if open {
+                            drawn.push('\n');
+                        }
+                        if folded > 0 {
+                            drawn.push_str(&paint("  …", Style::Dim, color));
+                            drawn.push('\n');
+                        }
+                        for l in &tail {
+                            drawn.push_str(&paint(l, Style::Dim, color));
+                            drawn.push('\n');
+                        }
+                        (drawn, Some(folded))
+                    }
+                    None => (String::new(), None),
+                };
                 let more = match folded {
                     Some(n) if n > 0 => format!(
                         " · {n} more line{} folded (/recall {} shows it whole)",
@@ -287,25 +354,25 @@ impl Streamed {
                 if self.declined.remove(&result.call_id) {
                     return Some(None);
                 }
+                let last = fold::cut_line(content.lines().last().unwrap_or_default(), cap);
                 if result.is_error {
                     let text = if streamed {
-                        format!("  └ {}{more}\n", content.lines().last().unwrap_or_default())
+                        format!("  └ {last}{more}\n")
                     } else {
-                        fold(content, false)
+                        fold(content, false, cap)
                     };
-                    return Some(Some(paint(&text, Style::Red, color)));
+                    return Some(Some(format!("{tail}{}", paint(&text, Style::Red, color))));
                 }
                 if quiet {
                     return Some(None);
                 }
                 if streamed {
-                    let last = content.lines().last().unwrap_or_default();
                     return Some(Some(format!(
-                        "{}\n",
+                        "{tail}{}\n",
                         paint(&format!("  └ {last}{more}"), Style::Dim, color)
                     )));
                 }
-                Some(Some(fold(content, color)))
+                Some(Some(fold(content, color, cap)))
             }
             // A wake-up's text is the model's; the job's end was drawn from its event.
             Event::Core(CoreEvent::UserInput {
@@ -321,8 +388,8 @@ impl Streamed {
 const QUESTION_DIFF_LINES: usize = 20;
 
 /// A patch's lines coloured as a diff.
-fn patch_lines(patch: &str, color: bool) -> String {
-    coloured_lines(patch, |l| l.starts_with("***"), color)
+fn patch_lines(patch: &str, color: bool, cap: usize) -> String {
+    coloured_lines(patch, |l| l.starts_with("***"), color, cap)
 }
 
 /// A drawn diff cut to [`QUESTION_DIFF_LINES`], the rest said as a count.
@@ -343,8 +410,13 @@ fn fold_diff(drawn: &str) -> String {
 }
 
 /// An edit's diff as the person reads it: `--- /dev/null` for a new file.
-pub fn edit_diff(path: &str, before: &str, after: &str, color: bool) -> String {
-    diff_lines(&harness_agent::preview::diff(path, before, after), color)
+/// Each line cut to `cap` columns.
+pub fn edit_diff(path: &str, before: &str, after: &str, color: bool, cap: usize) -> String {
+    diff_lines(
+        &harness_agent::preview::diff(path, before, after),
+        color,
+        cap,
+    )
 }
 
 /// What a non-text output looks like on stderr (`None`: nothing to show).
@@ -396,9 +468,13 @@ fn event(e: &CoreEvent, color: bool) -> Option<String> {
         },
         CoreEvent::ToolCallFinished { result } => {
             if result.is_error {
-                paint(&fold(&result.content, false), Style::Red, color)
+                paint(
+                    &fold(&result.content, false, fold::line_cap(None)),
+                    Style::Red,
+                    color,
+                )
             } else {
-                fold(&result.content, color)
+                fold(&result.content, color, fold::line_cap(None))
             }
         }
         CoreEvent::PlanChanged { plan: Some(plan) } => plan_card(plan, color),

@@ -36,6 +36,10 @@ pub struct ConfigFile {
     /// `network = false` closes the network to sandboxed commands.
     #[serde(default)]
     pub sandbox: Option<SandboxConfig>,
+    /// Prices by model name (`[prices."NAME"]` with `input` and `output`, US dollars per
+    /// million tokens), over the catalogue's.
+    #[serde(default)]
+    pub prices: BTreeMap<String, harness_spec::Cost>,
 }
 
 /// `sandbox` in the config file: a switch, or a table.
@@ -128,6 +132,19 @@ pub struct Settings {
     pub sandbox_network: Option<bool>,
     /// The variables that hold the model's key, kept from the commands' environment.
     pub key_variables: Vec<String>,
+    /// Configured prices by model name.
+    pub prices: BTreeMap<String, harness_spec::Cost>,
+}
+
+impl Settings {
+    /// What model `name` costs: the configured price, else the catalogue's (`None`: not
+    /// known, as for open weights on a local server).
+    pub fn price(&self, name: &str) -> Option<harness_spec::Cost> {
+        self.prices
+            .get(name)
+            .copied()
+            .or_else(|| harness_model::Catalogue::embedded().ok()?.find(name)?.cost)
+    }
 }
 
 /// Reads a mode's name as the person typed it.
@@ -198,6 +215,7 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
         cwd,
         rules: config.rules.clone(),
         personality: config.personality.clone(),
+        prices: config.prices.clone(),
         output: args.output.unwrap_or(OutputFormat::Text),
         dirs,
     })

@@ -97,8 +97,9 @@ impl ToolWorld for HostWorld {
     fn values(&self) -> BTreeMap<String, String> {
         let mut values = BTreeMap::new();
         values.insert("cwd".into(), self.exec.root().display().to_string());
-        values.insert("platform".into(), std::env::consts::OS.into());
-        values.insert("shell".into(), "bash".into());
+        values.insert("platform".into(), platform_line());
+        values.insert("shell".into(), shell_line());
+        values.insert("git_status".into(), git_line(self.exec.root()));
         values.extend(self.exec.personal_values());
         values
     }
@@ -155,5 +156,74 @@ impl JobSpawner for HostJobs {
 
     fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
         self.start(command, false)
+    }
+}
+
+/// The Environment block's platform bullet (`spec/prompts/index.json` `platform`): the system
+/// and architecture the tools run on.
+pub fn platform_line() -> String {
+    format!(
+        "Platform: {} {}",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// The Environment block's shell bullet: the `bash` commands run with, by its path as `PATH`
+/// finds it (the name alone when it is not found).
+pub fn shell_line() -> String {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("bash"))
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(p) => format!("Shell: {}", p.display()),
+        None => "Shell: bash".to_owned(),
+    }
+}
+
+/// The Environment block's git bullet for `dir`: its branch and whether the tree has
+/// uncommitted changes, or `not a git repository`; empty when git cannot be run.
+pub fn git_line(dir: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["status", "--porcelain=v1", "--branch"])
+        .current_dir(dir)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => git_status_line(&String::from_utf8_lossy(&o.stdout)),
+        // git ran and said no: not a repository (or one it cannot read).
+        Ok(_) => "Git: not a git repository".to_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The bullet from `git status --porcelain=v1 --branch`'s output.
+pub fn git_status_line(status: &str) -> String {
+    let mut lines = status.lines();
+    let head = lines
+        .next()
+        .and_then(|l| l.strip_prefix("## "))
+        .unwrap_or_default();
+    let branch = if let Some(b) = head.strip_prefix("No commits yet on ") {
+        format!("branch {b} (no commits yet)")
+    } else if head.starts_with("HEAD (no branch)") {
+        "detached HEAD".to_owned()
+    } else {
+        let name = head.split("...").next().unwrap_or(head);
+        let name = name.split(' ').next().unwrap_or(name);
+        format!("branch {name}")
+    };
+    let changed = lines.filter(|l| !l.is_empty()).count();
+    if changed == 0 {
+        format!("Git: {branch}, clean")
+    } else {
+        format!(
+            "Git: {branch}, {changed} uncommitted change{}",
+            if changed == 1 { "" } else { "s" }
+        )
     }
 }

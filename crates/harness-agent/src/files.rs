@@ -299,11 +299,25 @@ fn arg_str<'a>(call: &'a ToolCall, key: &str) -> Arg<&'a str> {
 fn arg_usize(call: &ToolCall, key: &str) -> Arg<usize> {
     match call.arguments.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| wrong_type(call, key, "a whole number, 0 or more").into()),
+        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) => Ok(Some(n)),
+            // A whole number too large to hold (1e20): said as such, not as the wrong type.
+            None if v
+                .as_f64()
+                .is_some_and(|f| f.is_finite() && f >= 0.0 && f.fract() == 0.0) =>
+            {
+                Err(ToolOutcome::error(
+                    &call.id,
+                    format!(
+                        "{}: `{key}` {v} is past the largest {key} there can be ({})",
+                        call.name,
+                        usize::MAX
+                    ),
+                )
+                .into())
+            }
+            None => Err(wrong_type(call, key, "a whole number, 0 or more").into()),
+        },
     }
 }
 

@@ -35,6 +35,9 @@ pub struct Totals {
     output_tokens: u64,
     files: BTreeSet<String>,
     happened: bool,
+    /// The model's price, when known, and what the run cost at it.
+    price: Option<harness_spec::Cost>,
+    cost: f64,
 }
 
 impl Default for Totals {
@@ -53,7 +56,15 @@ impl Totals {
             output_tokens: 0,
             files: BTreeSet::new(),
             happened: false,
+            price: None,
+            cost: 0.0,
         }
+    }
+
+    /// Counts the run's cost at `price` (US dollars per million tokens; `None`: not known, and
+    /// the result says so).
+    pub fn set_price(&mut self, price: Option<harness_spec::Cost>) {
+        self.price = price;
     }
 
     /// Notes one output of the session.
@@ -64,6 +75,9 @@ impl Totals {
                 if let Some(u) = usage {
                     self.input_tokens += u.input_tokens;
                     self.output_tokens += u.output_tokens;
+                    if let Some(p) = &self.price {
+                        self.cost += p.of(u.input_tokens, u.output_tokens);
+                    }
                 }
             }
             Event::Edit { path, .. } => {
@@ -104,6 +118,7 @@ impl Totals {
             "is_error": !succeeded(end),
             "requests": self.requests,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "cost_usd": self.price.map(|_| self.cost),
             "duration_ms": u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "files_changed": self.files,
         })

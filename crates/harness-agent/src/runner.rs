@@ -544,12 +544,11 @@ fn prompt_values(setup: &DriverSetup) -> BTreeMap<String, String> {
     let world = &setup.world;
     let mut values = world.values();
     values.entry("cwd".into()).or_insert_with(|| world.place());
-    values
-        .entry("platform".into())
-        .or_insert_with(|| std::env::consts::OS.into());
-    values
-        .entry("shell".into())
-        .or_insert_with(|| "none".into());
+    // A world that says no platform or shell (a chat's) has none to say: the bullets
+    // disappear (`spec/prompts/index.json`).
+    for name in ["platform", "shell", "git_status"] {
+        values.entry(name.into()).or_default();
+    }
     values.insert("product_version".into(), setup.product_version.clone());
     values.insert(
         "date".into(),

@@ -46,6 +46,17 @@ pub enum Error {
         /// The turns there are.
         turns: u32,
     },
+    /// A rewind to a turn a compaction folded into its summary.
+    #[error(
+        "cannot rewind to turn {turn}: turns 1 to {through} were compacted into a summary (/compact), so the earliest turn to rewind to is {}",
+        through + 1
+    )]
+    RewindCompacted {
+        /// The turn asked for.
+        turn: u32,
+        /// The last turn the compaction folded.
+        through: u32,
+    },
 }
 
 /// The result type of this crate.

@@ -884,16 +884,20 @@ impl Session {
         if empty {
             turn.empty_in_row += 1;
             let count = turn.empty_in_row;
+            let unrunnable = note.is_some();
             if count <= self.cfg.nudges.empty_answer.retries {
                 // Calls that could not be run are said as such, not as an empty answer.
                 let text = note.unwrap_or_else(|| self.cfg.nudges.empty_answer.text.clone());
                 self.push_user(text, Origin::Machine);
                 return self.next_call();
             }
-            let message = fill(
-                &self.cfg.calls.empty_turn_end,
-                &[("count", &count.to_string())],
-            );
+            // Answers whose calls could not be run were not empty: the end says what happened.
+            let end = if unrunnable {
+                &self.cfg.calls.unrunnable_turn_end
+            } else {
+                &self.cfg.calls.empty_turn_end
+            };
+            let message = fill(end, &[("count", &count.to_string())]);
             return self.end(TurnEnd::Error { message });
         }
         turn.empty_in_row = 0;
@@ -1428,8 +1432,14 @@ impl Session {
         if self.busy() {
             return Err(self.unexpected("a rewind"));
         }
-        if turn == 0 || turn > turns || turn <= self.compacted_through {
+        if turn == 0 || turn > turns {
             return Err(Error::Rewind { turn, turns });
+        }
+        if turn <= self.compacted_through {
+            return Err(Error::RewindCompacted {
+                turn,
+                through: self.compacted_through,
+            });
         }
         let at = self.turn_starts[(turn - 1) as usize];
         self.history.truncate(at);

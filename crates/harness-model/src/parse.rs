@@ -288,6 +288,8 @@ pub struct StreamParser<'q> {
     server_finish: Option<String>,
     done: bool,
     saw_chunk: bool,
+    /// The body's first bytes, to say what came when it was not an event stream.
+    body_start: Vec<u8>,
     error: Option<ModelError>,
     so_far: Completion,
 }
@@ -306,6 +308,7 @@ impl<'q> StreamParser<'q> {
             server_finish: None,
             done: false,
             saw_chunk: false,
+            body_start: Vec::new(),
             error: None,
             so_far: Completion::empty(),
         }
@@ -319,6 +322,9 @@ impl<'q> StreamParser<'q> {
 
     /// Feeds raw body bytes (split anywhere).
     pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
+        let room = BODY_START.saturating_sub(self.body_start.len());
+        self.body_start
+            .extend_from_slice(&bytes[..room.min(bytes.len())]);
         let payloads = self.sse.push_bytes(bytes);
         self.push_payloads(payloads)
     }
@@ -521,7 +527,7 @@ impl<'q> StreamParser<'q> {
                 message: if self.saw_chunk {
                     "the stream ended without a finish_reason or [DONE]".into()
                 } else {
-                    "the server closed the answer without sending anything".into()
+                    not_a_stream(&self.body_start)
                 },
                 retry_after: None,
                 loading: false,
@@ -685,6 +691,35 @@ pub fn error_completion(error: ModelError) -> Completion {
             server_reason: None,
             error: Some(error),
         },
+    }
+}
+
+/// The body's first bytes kept to say what came instead of an event stream.
+const BODY_START: usize = 80;
+
+/// What a body that held no stream chunk was: nothing, HTML (a web page where the API was
+/// expected: a base URL without its `/v1`, a proxy's or a login page), or something else, its
+/// start quoted.
+fn not_a_stream(start: &[u8]) -> String {
+    let text = String::from_utf8_lossy(start);
+    let text = text.trim_start();
+    if text.is_empty() {
+        return "the server closed the answer without sending anything".into();
+    }
+    let quoted: String = text
+        .chars()
+        .take(60)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let lower = text.to_ascii_lowercase();
+    if lower.starts_with("<!doctype html") || lower.starts_with("<html") || lower.starts_with('<') {
+        format!(
+            "the server answered with an HTML page, not an event stream (it begins {quoted:?}): the base URL may be a web page's, not the API's (which usually ends in /v1)"
+        )
+    } else {
+        format!(
+            "the server answered with something other than an event stream (it begins {quoted:?})"
+        )
     }
 }
 

@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 
 pub use conformance::CaseFile;
 pub use loop_config::LoopConfig;
-pub use models::Model;
+pub use models::{Cost, Model};
 pub use tool::{
     Block, Confirm, Narrow, Offered, Project, PromptEntry, PromptIndex, Renamed, Requirement, Risk,
     Scope, SearchRanking, Serves, Sessions, Tool, Variable,

@@ -149,6 +149,8 @@ pub struct CallTexts {
     pub no_result: String,
     /// The turn ends after empty answers (`{count}`).
     pub empty_turn_end: String,
+    /// The turn ends after answers whose calls could not be run (`{count}`).
+    pub unrunnable_turn_end: String,
     /// The turn ends after repeated calls (`{count}`).
     pub repeated_turn_end: String,
     /// A command the person ran themselves (`!cmd` in the terminal), sent before their next

@@ -3,8 +3,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A model's price: US dollars per million tokens (models.dev `cost.input`, `cost.output`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// Per million prompt tokens.
+    pub input: f64,
+    /// Per million answer tokens (reasoning included).
+    pub output: f64,
+}
+
+impl Cost {
+    /// What `input` prompt tokens and `output` answer tokens cost, in US dollars.
+    pub fn of(&self, input: u64, output: u64) -> f64 {
+        // Token counts stay far below 2^53: the conversion is exact.
+        #[allow(clippy::cast_precision_loss)]
+        let (i, o) = (input as f64, output as f64);
+        (i * self.input + o * self.output) / 1_000_000.0
+    }
+}
+
 /// One model of the catalogue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
     /// The maker's id.
     pub id: String,
@@ -47,6 +66,9 @@ pub struct Model {
     /// Whether it calls tools.
     #[serde(default)]
     pub tools: bool,
+    /// The maker's list price, where the maker sells it.
+    #[serde(default)]
+    pub cost: Option<Cost>,
     /// Requests a usual server runs for it at once.
     #[serde(default)]
     pub capacity: Option<u32>,

@@ -31,6 +31,8 @@ pub struct Markdown {
     fence: Option<Fence>,
     /// Table rows waiting for the table's end (its widths need every row).
     table: Vec<String>,
+    /// The window's columns (`None`: the terminal's, asked when needed).
+    width: Option<usize>,
 }
 
 struct Fence {
@@ -42,6 +44,18 @@ impl Markdown {
     /// A text with nothing drawn yet.
     pub fn new() -> Markdown {
         Markdown::default()
+    }
+
+    /// A text drawn for a window `width` columns wide (`None`: the terminal's).
+    pub fn with_width(width: Option<usize>) -> Markdown {
+        Markdown {
+            width,
+            ..Markdown::default()
+        }
+    }
+
+    fn columns(&self) -> usize {
+        self.width.unwrap_or_else(columns).max(20)
     }
 
     /// Whether something is held (a line not ended, a table, an open code block).
@@ -98,7 +112,7 @@ impl Markdown {
         }
         let width = self.shown.width().max(1);
         self.shown.clear();
-        let rows = (width - 1) / columns();
+        let rows = (width - 1) / self.columns();
         let mut s = String::from("\r");
         if rows > 0 {
             let _ = write!(s, "\x1b[{rows}A");
@@ -150,7 +164,7 @@ impl Markdown {
             );
             return out;
         }
-        out.push_str(&block_line(line));
+        out.push_str(&block_line(line, self.columns()));
         out.push('\n');
         out
     }
@@ -161,7 +175,7 @@ impl Markdown {
             return String::new();
         }
         let rows = std::mem::take(&mut self.table);
-        match table(&rows.join("\n")) {
+        match table(&rows.join("\n"), self.columns()) {
             Some(t) => t,
             None => rows.iter().map(|r| format!("{}\n", inline(r))).collect(),
         }
@@ -230,7 +244,7 @@ fn highlight(h: &mut syntect::easy::HighlightLines<'static>, line: &str) -> Stri
 
 /// A line outside code and tables: its block marker (heading, list item, quote, rule) drawn,
 /// its text's inline Markdown styled.
-fn block_line(line: &str) -> String {
+fn block_line(line: &str, width: usize) -> String {
     let trimmed = line.trim_start();
     let indent = &line[..line.len() - trimmed.len()];
     if trimmed.is_empty() {
@@ -242,7 +256,7 @@ fn block_line(line: &str) -> String {
             .iter()
             .any(|c| rule.chars().all(|x| x.to_string() == *c))
     {
-        return format!("{DIM}{}{RESET}", "─".repeat(columns().min(60)));
+        return format!("{DIM}{}{RESET}", "─".repeat(width.min(60)));
     }
     let hashes = trimmed.chars().take_while(|c| *c == '#').count();
     if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
@@ -253,15 +267,23 @@ fn block_line(line: &str) -> String {
             BOLD.to_owned()
         };
         let under = if hashes == 1 { UNDERLINE } else { "" };
-        return format!(
-            "{style}{under}{}{RESET}",
-            restyle(&text, &format!("{style}{under}"))
+        return wrap(
+            &format!(
+                "{style}{under}{}{RESET}",
+                restyle(&text, &format!("{style}{under}"))
+            ),
+            width,
+            0,
         );
     }
     if let Some(rest) = trimmed.strip_prefix('>') {
-        return format!(
-            "{indent}{DIM}│{RESET} {ITALIC}{}{RESET}",
-            restyle(&inline(rest.trim_start()), ITALIC)
+        return wrap(
+            &format!(
+                "{indent}{DIM}│{RESET} {ITALIC}{}{RESET}",
+                restyle(&inline(rest.trim_start()), ITALIC)
+            ),
+            width,
+            indent.width() + 2,
         );
     }
     if let Some((marker, rest)) = list_marker(trimmed) {
@@ -275,9 +297,71 @@ fn block_line(line: &str) -> String {
                 None => (marker, rest),
             },
         };
-        return format!("{indent}{CYAN}{marker}{RESET} {}", inline(rest));
+        let hang = indent.width() + marker.width() + 1;
+        return wrap(
+            &format!("{indent}{CYAN}{marker}{RESET} {}", inline(rest)),
+            width,
+            hang,
+        );
     }
-    format!("{indent}{}", inline(trimmed))
+    wrap(
+        &format!("{indent}{}", inline(trimmed)),
+        width,
+        indent.width(),
+    )
+}
+
+/// A styled line wrapped at word boundaries to `width` columns, its following rows indented
+/// by `hang`; a word longer than a row is broken where the row ends.
+fn wrap(styled: &str, width: usize, hang: usize) -> String {
+    if visible_width(styled) <= width {
+        return styled.to_owned();
+    }
+    let hang = hang.min(width / 2);
+    let mut out = String::new();
+    let mut col = 0usize;
+    // Words with the blanks before them, escapes kept with the text they style.
+    for (i, word) in styled.split(' ').enumerate() {
+        let w = visible_width(word);
+        if i > 0 {
+            if col + 1 + w <= width {
+                out.push(' ');
+                col += 1;
+            } else {
+                out.push('\n');
+                out.push_str(&" ".repeat(hang));
+                col = hang;
+            }
+        }
+        if col + w <= width {
+            out.push_str(word);
+            col += w;
+            continue;
+        }
+        // Longer than what is left of a fresh row: broken where rows end.
+        let mut chars = word.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                out.push(c);
+                for e in chars.by_ref() {
+                    out.push(e);
+                    if e.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+                continue;
+            }
+            let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if col + cw > width {
+                out.push('\n');
+                out.push_str(&" ".repeat(hang));
+                col = hang;
+            }
+            out.push(c);
+            col += cw;
+        }
+    }
+    out
 }
 
 /// A list item's marker (`•` for `-`, `*`, `+`; the number for `1.`) and its text.
@@ -396,7 +480,7 @@ fn without_escapes(styled: &str) -> String {
 }
 
 /// A table drawn with its columns aligned, the head bold (`None`: the rows are not a table).
-fn table(text: &str) -> Option<String> {
+fn table(text: &str, width: usize) -> Option<String> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut aligns: Vec<Alignment> = Vec::new();
     let mut cell: Option<String> = None;
@@ -449,6 +533,11 @@ fn table(text: &str) -> Option<String> {
             widths[i] = widths[i].max(visible_width(c));
         }
     }
+    // Two columns of indent, a bar, and each cell with a blank either side and a bar.
+    let drawn: usize = 3 + widths.iter().map(|w| w + 3).sum::<usize>();
+    if drawn > width {
+        return Some(table_as_list(&rows, head_rows, width));
+    }
     let rule = |l: &str, m: &str, r: &str| {
         let mid: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
         format!("  {DIM}{l}{}{r}{RESET}\n", mid.join(m))
@@ -484,6 +573,29 @@ fn table(text: &str) -> Option<String> {
     }
     out.push_str(&rule("└", "┴", "┘"));
     Some(out)
+}
+
+/// A table too wide for the window as a list: each row a bullet with its first cell, then each
+/// other cell under it after its column's head.
+fn table_as_list(rows: &[Vec<String>], head_rows: usize, width: usize) -> String {
+    let head = rows.first().filter(|_| head_rows > 0);
+    let mut out = String::new();
+    for r in rows.iter().skip(head_rows) {
+        for (i, c) in r.iter().enumerate() {
+            let name = head
+                .and_then(|h| h.get(i))
+                .map(|h| format!("{BOLD}{}{RESET}: ", restyle(h, BOLD)))
+                .unwrap_or_default();
+            let line = if i == 0 {
+                format!("{CYAN}•{RESET} {name}{c}")
+            } else {
+                format!("  {name}{c}")
+            };
+            out.push_str(&wrap(&line, width, if i == 0 { 2 } else { 4 }));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn push_style(cell: &mut Option<String>, styles: &mut Vec<&'static str>, style: &'static str) {

@@ -3,13 +3,16 @@
 
 mod acp;
 mod cli;
+mod commands;
 mod compact;
+mod environment;
 mod oneshot;
 mod patch;
 mod paths;
 mod process;
 mod real_server;
 mod sandbox;
+mod screen;
 mod settings;
 mod store;
 mod terminal;

@@ -310,6 +310,7 @@ async fn headless_runs_name_their_session_and_totals() {
             "is_error": false,
             "requests": 2,
             "usage": {"input_tokens": 0, "output_tokens": 0},
+            "cost_usd": null,
             "files_changed": [root.join("made.txt").display().to_string()],
         })
     );

@@ -6,13 +6,13 @@ use serde_json::json;
 
 use super::*;
 
-struct Screen {
-    session: expectrl::session::OsSession,
-    bytes: Vec<u8>,
+pub(super) struct Screen {
+    pub(super) session: expectrl::session::OsSession,
+    pub(super) bytes: Vec<u8>,
 }
 
 impl Screen {
-    fn expect(&mut self, text: &str) {
+    pub(super) fn expect(&mut self, text: &str) {
         match self.session.expect(text) {
             Ok(found) => self.bytes.extend_from_slice(found.as_bytes()),
             Err(e) => {
@@ -28,11 +28,11 @@ impl Screen {
         }
     }
 
-    fn send_line(&mut self, line: &str) {
+    pub(super) fn send_line(&mut self, line: &str) {
         self.session.send(format!("{line}\r")).unwrap();
     }
 
-    fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let n = |v: u16| std::num::NonZero::new(v).unwrap();
         let mut p = vt100::Parser::new(n(60), n(100), 0);
         p.process(&self.bytes);
@@ -48,7 +48,7 @@ impl Screen {
 }
 
 /// Result ids (`[#a3f2]`) are salted by the session's id: shown as `[#id]`.
-fn redact_ids(text: &str) -> String {
+pub(super) fn redact_ids(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find("[#") {
@@ -152,7 +152,7 @@ async fn interactive_session_in_a_pty() {
 
 /// Starts the terminal in `mode` against `replies`, runs `script` on its screen, gives the
 /// screen and the raw bytes written.
-async fn pty(
+pub(super) async fn pty(
     mode: &'static str,
     replies: Vec<harness_test_support::Reply>,
     script: impl FnOnce(&mut Screen) + Send + 'static,
@@ -161,7 +161,7 @@ async fn pty(
 }
 
 /// [`pty`] with this config file.
-async fn pty_with(
+pub(super) async fn pty_with(
     config: &str,
     mode: &'static str,
     replies: Vec<harness_test_support::Reply>,
@@ -172,7 +172,7 @@ async fn pty_with(
 
 /// The terminal a test runs in.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Term {
+pub(super) enum Term {
     /// As the test pty starts: no echo, `NO_COLOR`.
     Plain,
     /// Echoing what is typed, as a person's does.
@@ -182,7 +182,7 @@ enum Term {
 }
 
 /// [`pty_with`] in this terminal.
-async fn pty_full(
+pub(super) async fn pty_full(
     config: &str,
     term: Term,
     mode: &'static str,
@@ -440,8 +440,8 @@ async fn a_change_is_asked_with_its_diff() {
     assert_eq!(sb.read("a.txt"), "beta\n");
 }
 
-/// A command's long output is folded to a few lines as it comes (the count said, `/recall`
-/// shows it whole).
+/// A command's long output is folded to its first lines as it comes and its last ones at its end
+/// (the count said, `/recall` shows it whole).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_output_is_folded() {
     let (screen, _, _sb) = pty(

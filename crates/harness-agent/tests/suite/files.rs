@@ -105,6 +105,11 @@ fn a_wrong_type_is_named_and_errors_name_paths_as_successes_do() {
             "read: `offset` must be a whole number, 0 or more",
         ),
         (
+            "read",
+            json!({"path": "/home/p/proj/a.txt", "offset": 1e20}),
+            "read: `offset` 1e+20 is past the largest offset there can be (18446744073709551615)",
+        ),
+        (
             "write",
             json!({"path": "/home/p/proj/b.txt", "content": ["x"]}),
             "write: `content` must be a string",

@@ -27,6 +27,11 @@ fn a_new_session_that_failed_before_anything_happened_is_not_kept() {
 #[test]
 fn the_result_line_adds_the_run_up() {
     let mut t = Totals::new();
+    // $2 and $8 per million tokens in and out.
+    t.set_price(Some(harness_spec::Cost {
+        input: 2.0,
+        output: 8.0,
+    }));
     for usage in [
         Some(Usage {
             input_tokens: 100,
@@ -51,6 +56,9 @@ fn the_result_line_adds_the_run_up() {
     let mut r = t.result("s1", true, Some(&TurnEnd::Finished));
     assert!(r["duration_ms"].is_u64());
     r.as_object_mut().unwrap().remove("duration_ms");
+    // (220 × 2 + 10 × 8) / 1e6 dollars.
+    let cost = r.as_object_mut().unwrap().remove("cost_usd").unwrap();
+    assert!((cost.as_f64().unwrap() - 0.00052).abs() < 1e-12, "{cost}");
     assert_eq!(
         r,
         json!({
@@ -66,8 +74,12 @@ fn the_result_line_adds_the_run_up() {
     );
     let r = Totals::new().result("s2", false, None);
     assert_eq!(
-        (r["exit_reason"].clone(), r["is_error"].clone()),
-        (json!({"kind": "not_run"}), json!(true))
+        (
+            r["exit_reason"].clone(),
+            r["is_error"].clone(),
+            r["cost_usd"].clone()
+        ),
+        (json!({"kind": "not_run"}), json!(true), json!(null))
     );
     assert_eq!(
         head("s1", "qwen", false),

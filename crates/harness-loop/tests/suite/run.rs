@@ -188,7 +188,28 @@ fn empty_answers_are_nudged_then_end_the_turn() {
         );
     }
     let a = s.handle(text("")).unwrap();
-    assert!(matches!(end(&a), Some(TurnEnd::Error { .. })));
+    let ends = |a: &[Action]| match end(a) {
+        Some(TurnEnd::Error { message }) => message.clone(),
+        other => panic!("{other:?}"),
+    };
+    // Answers that held only calls which could not be run end the turn saying so, not as
+    // empty answers.
+    let mut cut = session();
+    cut.handle(Input::Prompt { text: "go".into() }).unwrap();
+    let broken = || {
+        Input::Model(ModelOutput {
+            note: Some("Your call of write was not run: the arguments were cut off.".into()),
+            ..ModelOutput::default()
+        })
+    };
+    for _ in 0..cfg.nudges.empty_answer.retries {
+        cut.handle(broken()).unwrap();
+    }
+    let b = cut.handle(broken()).unwrap();
+    insta::assert_snapshot!(format!("empty: {}\ncut: {}", ends(&a), ends(&b)), @r"
+    empty: The model gave 3 empty answers in a row.
+    cut: The model gave 3 answers in a row whose tool calls could not be run (cut off, or not valid), and no text.
+    ");
 }
 
 #[test]
@@ -487,6 +508,31 @@ fn rewind_drops_later_turns_and_their_stubs() {
         "no stub to a rewound read"
     );
     assert!(s.rewind(9).is_err());
+}
+
+/// A rewind into what a compaction folded is refused naming the compaction and the earliest
+/// turn there is to go back to.
+#[test]
+fn a_rewind_into_a_compaction_names_it() {
+    let mut s = session();
+    for p in ["one", "two"] {
+        s.handle(Input::Prompt { text: p.into() }).unwrap();
+        s.handle(text("done")).unwrap();
+    }
+    s.compact("summary").unwrap();
+    s.handle(Input::Prompt {
+        text: "three".into(),
+    })
+    .unwrap();
+    s.handle(text("done")).unwrap();
+    insta::assert_snapshot!(
+        format!("{}\n{}", s.rewind(2).unwrap_err(), s.rewind(7).unwrap_err()),
+        @r"
+    cannot rewind to turn 2: turns 1 to 2 were compacted into a summary (/compact), so the earliest turn to rewind to is 3
+    cannot rewind to turn 7: the session has 3 turn(s)
+    "
+    );
+    assert!(s.rewind(3).is_ok());
 }
 
 #[test]

@@ -111,3 +111,31 @@ fn the_model_is_told_which_calls_were_not_run() {
         }
     );
 }
+
+/// A 200 whose body is no event stream says what came: an HTML page (a base URL without its
+/// `/v1`), something else, or nothing.
+#[test]
+fn a_body_that_is_no_stream_says_what_it_was() {
+    let said = |body: &[u8]| {
+        let mut parser = harness_model::StreamParser::new(quirks());
+        // Split anywhere.
+        for piece in body.chunks(7) {
+            parser.push_bytes(piece);
+        }
+        let (_, completion) = parser.finish();
+        completion.finish.error.unwrap().message
+    };
+    insta::assert_snapshot!(
+        [
+            said(b"<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head><body>...</body></html>"),
+            said(b"Not Found"),
+            said(b""),
+        ]
+        .join("\n"),
+        @r#"
+    the server answered with an HTML page, not an event stream (it begins "<!DOCTYPE html> <html><head><title>Welcome to nginx!</title>"): the base URL may be a web page's, not the API's (which usually ends in /v1)
+    the server answered with something other than an event stream (it begins "Not Found")
+    the server closed the answer without sending anything
+    "#
+    );
+}

@@ -4,280 +4,51 @@
 //! command, the reason and the "always" pattern, Ctrl-C to cancel the running step (twice to
 //! leave), Shift-Tab to cycle the mode, and the slash commands.
 
+pub mod keys;
+mod reader;
+mod term;
+
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use harness_core::protocol::{Event as CoreEvent, Mode, Origin, TurnEnd};
-use rustyline::error::ReadlineError;
-use rustyline::history::DefaultHistory;
-use rustyline::{
-    Cmd, ConditionalEventHandler, Editor, EventContext, EventHandler, KeyCode, KeyEvent, Modifiers,
-    RepeatCount,
-};
+use harness_core::protocol::{Event as CoreEvent, Mode, Origin};
 use tokio::sync::mpsc;
 
+use crate::render::view::View;
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
-use harness_agent::slash::{COMMANDS, HELP, Line, next_mode, parse_line};
+use harness_agent::slash::{HELP, Line, next_mode, parse_line};
 use harness_agent::{Event, Events, Op, Query, Session, Spawned};
+use reader::{Read, Reader, start_reader};
+use term::{Spinner, TypeAhead};
 
-/// Tab: a slash command's name (and `/mode`'s modes), or the path after an `@` (files and
-/// directories under the session's directory).
-struct Completion {
-    root: std::path::PathBuf,
-}
-
-impl rustyline::completion::Completer for Completion {
-    type Candidate = String;
-
-    fn complete(
-        &self,
-        line: &str,
-        pos: usize,
-        _ctx: &rustyline::Context<'_>,
-    ) -> rustyline::Result<(usize, Vec<String>)> {
-        let before = &line[..pos];
-        let word_start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
-        let word = &before[word_start..];
-        if let Some(name) = before.strip_prefix('/')
-            && !name.contains(char::is_whitespace)
-        {
-            let hits = COMMANDS
-                .iter()
-                .filter(|c| c.starts_with(name))
-                .map(|c| format!("{c} "))
-                .collect();
-            return Ok((1, hits));
-        }
-        if let Some(m) = before.strip_prefix("/mode ")
-            && !m.contains(char::is_whitespace)
-        {
-            let hits = ["manual", "edit", "auto", "plan"]
-                .iter()
-                .filter(|c| c.starts_with(m))
-                .map(|c| c.to_string())
-                .collect();
-            return Ok((6, hits));
-        }
-        if let Some(partial) = word.strip_prefix('@') {
-            let (dir, prefix) = match partial.rfind('/') {
-                Some(i) => (&partial[..=i], &partial[i + 1..]),
-                None => ("", partial),
-            };
-            let mut hits: Vec<String> = std::fs::read_dir(self.root.join(dir))
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter_map(|e| {
-                            let name = e.file_name().to_string_lossy().into_owned();
-                            let shown = name.starts_with(prefix)
-                                && (prefix.starts_with('.') || !name.starts_with('.'));
-                            shown.then(|| {
-                                // A directory goes on; a file is done (a blank after it).
-                                let end = if e.path().is_dir() { "/" } else { " " };
-                                format!("{dir}{name}{end}")
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            hits.sort();
-            return Ok((word_start + 1, hits));
-        }
-        Ok((pos, Vec::new()))
+/// Draws an output on stdout.
+fn show(view: &mut View, out: &Event) {
+    let text = view.render(out);
+    if !text.is_empty() {
+        let mut stdout = std::io::stdout();
+        let _ = write!(stdout, "{text}");
+        let _ = stdout.flush();
     }
 }
 
-impl rustyline::hint::Hinter for Completion {
-    type Hint = String;
-}
-impl rustyline::highlight::Highlighter for Completion {}
-impl rustyline::validate::Validator for Completion {}
-impl rustyline::Helper for Completion {}
-
-/// Shift-Tab: remember the line, ask for a mode change, end the read. The read ends as an
-/// accepted line (marked as a cycle), not an interrupt: rustyline keeps the keys it read past
-/// this one only then (its `buffer-redux`), so each press of a burst cycles once.
-struct CycleMode(Arc<Mutex<Option<String>>>);
-
-impl ConditionalEventHandler for CycleMode {
-    fn handle(
-        &self,
-        _evt: &rustyline::Event,
-        _n: RepeatCount,
-        _positive: bool,
-        ctx: &EventContext,
-    ) -> Option<Cmd> {
-        if let Ok(mut l) = self.0.lock() {
-            *l = Some(ctx.line().to_owned());
-        }
-        Some(Cmd::AcceptLine)
+/// The terminal's width in columns, when stdout is one.
+fn width() -> Option<usize> {
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
     }
-}
-
-enum Read {
-    Line(String),
-    Cycle(String),
-    Interrupted,
-    Eof,
-}
-
-/// The line editor in a thread of its own (it blocks).
-struct Reader {
-    requests: std::sync::mpsc::Sender<(String, String)>,
-    lines: mpsc::UnboundedReceiver<Read>,
-    /// Prints above the prompt while a line is being read.
-    printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
-}
-
-fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
-    let (req_tx, req_rx) = std::sync::mpsc::channel::<(String, String)>();
-    let (line_tx, line_rx) = mpsc::unbounded_channel();
-    let config = rustyline::Config::builder()
-        .completion_type(rustyline::CompletionType::List)
-        .build();
-    let mut editor: Editor<Completion, DefaultHistory> = Editor::with_config(config)?;
-    editor.set_helper(Some(Completion {
-        root: root.to_path_buf(),
-    }));
-    let cycled = Arc::new(Mutex::new(None));
-    editor.bind_sequence(
-        KeyEvent(KeyCode::BackTab, Modifiers::NONE),
-        EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
-    );
-    let _ = editor.load_history(&history);
-    let printer = editor
-        .create_external_printer()
+    rustix::termios::tcgetwinsize(&stdout)
         .ok()
-        .map(|p| Box::new(p) as Box<dyn rustyline::ExternalPrinter + Send>);
-    std::thread::spawn(move || {
-        while let Ok((prompt, initial)) = req_rx.recv() {
-            let r = editor.readline_with_initial(&prompt, (&initial, ""));
-            let cycle = cycled.lock().ok().and_then(|mut c| c.take());
-            let read = match r {
-                Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
-                Ok(line) => {
-                    if !line.trim().is_empty() {
-                        let _ = editor.add_history_entry(line.as_str());
-                        let _ = editor.save_history(&history);
-                    }
-                    Read::Line(line)
-                }
-                Err(ReadlineError::Interrupted) => Read::Interrupted,
-                Err(_) => Read::Eof,
-            };
-            if line_tx.send(read).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(Reader {
-        requests: req_tx,
-        lines: line_rx,
-        printer,
-    })
-}
-
-impl Reader {
-    /// Prints while a line is being read (above the prompt when the terminal allows).
-    fn print(&mut self, text: String) {
-        if text.is_empty() {
-            return;
-        }
-        match &mut self.printer {
-            Some(p) => {
-                let _ = p.print(text);
-            }
-            None => {
-                print!("{text}");
-                let _ = std::io::stdout().flush();
-            }
-        }
-    }
-
-    async fn read(&mut self, prompt: &str, initial: &str) -> Read {
-        if self
-            .requests
-            .send((prompt.to_owned(), initial.to_owned()))
-            .is_err()
-        {
-            return Read::Eof;
-        }
-        self.lines.recv().await.unwrap_or(Read::Eof)
-    }
-}
-
-/// A spinner with the elapsed time on stderr, while nothing else is being written. Drawing
-/// and stopping hold one lock, so a frame is never drawn over output that followed a stop.
-#[derive(Clone)]
-struct Spinner {
-    state: Arc<Mutex<SpinState>>,
-    on: bool,
-}
-
-#[derive(Default)]
-struct SpinState {
-    since: Option<(Instant, String)>,
-    drawn: bool,
-}
-
-impl Spinner {
-    fn new(on: bool, color: bool) -> Spinner {
-        let s = Spinner {
-            state: Arc::new(Mutex::new(SpinState::default())),
-            on,
-        };
-        if on {
-            let t = s.clone();
-            tokio::spawn(async move {
-                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-                let mut i = 0usize;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let Ok(mut st) = t.state.lock() else { return };
-                    if let Some((since, label)) = &st.since {
-                        let secs = since.elapsed().as_secs_f32();
-                        if secs > 0.3 {
-                            i = (i + 1) % FRAMES.len();
-                            eprint!(
-                                "\r\x1b[K{} {label} {secs:.0}s",
-                                paint(FRAMES[i], Style::Cyan, color)
-                            );
-                            let _ = std::io::stderr().flush();
-                            st.drawn = true;
-                        }
-                    }
-                }
-            });
-        }
-        s
-    }
-
-    fn start(&self, label: &str) {
-        if let Ok(mut st) = self.state.lock() {
-            st.since = Some((Instant::now(), label.to_owned()));
-        }
-    }
-
-    /// Stops and wipes the line (before anything else is written).
-    fn stop(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            st.since = None;
-            if self.on && st.drawn {
-                eprint!("\r\x1b[K");
-                let _ = std::io::stderr().flush();
-                st.drawn = false;
-            }
-        }
-    }
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
 }
 
 /// Runs the interactive terminal.
-pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
+pub async fn run(mut settings: Settings, parts: SessionParts) -> Result<ExitCode> {
     let history = settings.dirs.data.join("history");
     if let Some(d) = history.parent() {
         let _ = std::fs::create_dir_all(d);
@@ -291,7 +62,9 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
         };
         match session_loop(&settings, p, &mut reader, color).await? {
             Next::Quit => break,
-            Next::New => {
+            Next::New(mode) => {
+                // A new session goes on in the mode the person chose.
+                settings.mode = mode;
                 parts = Some(crate::session::build(&settings, None).await?);
             }
             Next::Resume(id) => {
@@ -304,7 +77,8 @@ pub async fn run(settings: Settings, parts: SessionParts) -> Result<ExitCode> {
 
 enum Next {
     Quit,
-    New,
+    /// A new session, in this mode.
+    New(Mode),
     /// Go on with this saved session.
     Resume(String),
 }
@@ -347,7 +121,7 @@ async fn session_loop(
     let Spawned {
         session,
         events: mut out_rx,
-        run: task,
+        run: mut task,
     } = builder.spawn()?;
     if !restored.is_empty() {
         // Said in the head line, not again as a change.
@@ -355,6 +129,10 @@ async fn session_loop(
     }
     let id = session.id().to_owned();
     let model = session.model_name().to_owned();
+    // The session's end when it stopped on its own (a store it cannot write: a full disk), and
+    // what it said; the person is told at once, and again at each prompt.
+    let mut stopped = None;
+    let mut stopped_text = String::new();
     println!(
         "{} {} · {} · mode {}{restored} · /help for commands",
         paint("llembas", Style::Bold, color),
@@ -376,21 +154,13 @@ async fn session_loop(
         }
     }
     let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
-    let mut view = View {
-        streamed: render::Streamed::default(),
-        color,
-        line_open: false,
-        reasoning_lines: 0,
-        folded: 0,
-        requests: 0,
-        tokens_in: 0,
-        tokens_out: 0,
-        last_input: None,
-        md: color.then(render::markdown::Markdown::new),
-        live: false,
-        reasoning_open: false,
-    };
+    let mut view = View::new(color, width());
+    view.set_price(settings.price(&model));
     let mut initial = String::new();
+    // Lines typed (ended with Enter) while a turn ran: sent in order, as the prompt would.
+    let mut typed_lines = std::collections::VecDeque::new();
+    // Esc pressed while a turn runs.
+    let (esc_tx, mut esc_rx) = mpsc::unbounded_channel();
     // The last Ctrl-C, busy or idle: a second one soon after leaves.
     let mut last_interrupt: Option<Instant> = None;
     // One listener for the whole session, so a Ctrl-C between a turn's end and the next
@@ -399,44 +169,58 @@ async fn session_loop(
     let next = 'outer: loop {
         // Idle: read a line.
         // The context used, once the server said it.
-        let used = match (view.last_input, window) {
+        let mut used = match (view.last_input(), window) {
             (Some(n), Some(w)) if w > 0 => format!(" · {}%", n * 100 / w),
             _ => String::new(),
         };
-        let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
-        if reader
-            .requests
-            .send((prompt.clone(), initial.clone()))
-            .is_err()
-        {
-            break Next::Quit;
+        // What the session cost, once a request had a price.
+        if let Some(cost) = view.cost().filter(|c| *c > 0.0) {
+            used.push_str(&format!(" · {}", render::view::usd(cost)));
         }
-        initial.clear();
-        // While the person types, a job's end may start a turn of its own: show it above the
-        // prompt, whole lines at a time.
-        let mut pending = String::new();
-        view.live = false;
-        let read = loop {
-            tokio::select! {
-                r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
-                _ = sigint.recv() => {
-                    // Sent before the prompt took the terminal: counts for the next one.
-                    last_interrupt = Some(Instant::now());
-                }
-                out = out_rx.recv() => {
-                    let Some(out) = out else { break Read::Eof };
-                    if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
-                        mode = *m;
+        let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
+        let read = if let Some(line) = typed_lines.pop_front() {
+            println!("{prompt}{line}");
+            Read::Line(line)
+        } else {
+            if reader
+                .requests
+                .send((prompt.clone(), initial.clone()))
+                .is_err()
+            {
+                break Next::Quit;
+            }
+            initial.clear();
+            // While the person types, a job's end may start a turn of its own: show it above the
+            // prompt, whole lines at a time.
+            let mut pending = String::new();
+            view.set_live(false);
+            loop {
+                tokio::select! {
+                    r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
+                    done = &mut task, if stopped.is_none() => {
+                        stopped_text = stop_text(&done, color);
+                        reader.print(stopped_text.clone());
+                        stopped = Some(done);
                     }
-                    pending.push_str(&view.render(&out));
-                    if matches!(out, Event::Core(CoreEvent::TurnEnded { .. })) {
-                        view.line_open = false;
-                        let text = std::mem::take(&mut pending);
-                        reader.print(text.trim_end_matches('\n').to_owned());
-                    } else if let Some(cut) = pending.rfind('\n') {
-                        let rest = pending.split_off(cut + 1);
-                        let text = std::mem::replace(&mut pending, rest);
-                        reader.print(text.trim_end_matches('\n').to_owned());
+                    _ = sigint.recv() => {
+                        // Sent before the prompt took the terminal: counts for the next one.
+                        last_interrupt = Some(Instant::now());
+                    }
+                    out = out_rx.recv() => {
+                        let Some(out) = out else { break Read::Eof };
+                        if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
+                            mode = *m;
+                        }
+                        pending.push_str(&view.render(&out));
+                        if matches!(out, Event::Core(CoreEvent::TurnEnded { .. })) {
+                            view.line_ended();
+                            let text = std::mem::take(&mut pending);
+                            reader.print(text.trim_end_matches('\n').to_owned());
+                        } else if let Some(cut) = pending.rfind('\n') {
+                            let rest = pending.split_off(cut + 1);
+                            let text = std::mem::replace(&mut pending, rest);
+                            reader.print(text.trim_end_matches('\n').to_owned());
+                        }
                     }
                 }
             }
@@ -461,7 +245,7 @@ async fn session_loop(
         let text = match parse_line(&line) {
             Line::Empty => continue,
             Line::Quit => break Next::Quit,
-            Line::New => break Next::New,
+            Line::New => break Next::New(mode),
             Line::Resume(pick) => {
                 let store = crate::store::Store::new(settings.dirs.sessions());
                 let list: Vec<harness_agent::Meta> = store
@@ -611,7 +395,28 @@ async fn session_loop(
                     Line::Rewind(n) => Query::Rewind(n),
                     _ => continue,
                 };
-                if let Ok(answer) = session.query(q).await {
+                let paged = matches!(q, Query::Recall(_));
+                let switched = match &q {
+                    Query::Model(Some(name)) => Some(name.clone()),
+                    _ => None,
+                };
+                let plan = matches!(q, Query::Plan);
+                let Ok(answer) = session.query(q).await else {
+                    continue;
+                };
+                // The new model's requests are counted at its price.
+                if let Some(name) = switched
+                    && answer == format!("model: {name}")
+                {
+                    view.set_price(settings.price(&name));
+                }
+                if plan && answer != NO_PLAN {
+                    print!("{}", render::text_card(&answer, color));
+                } else if paged {
+                    if !page(&answer, reader, color).await {
+                        break Next::Quit;
+                    }
+                } else {
                     println!("{answer}");
                 }
                 continue;
@@ -655,6 +460,10 @@ async fn session_loop(
                 images.push(url);
             }
         }
+        if stopped.is_some() {
+            println!("{stopped_text}");
+            continue;
+        }
         session.submit(Op::Prompt {
             text,
             origin: Origin::Person,
@@ -662,43 +471,67 @@ async fn session_loop(
         });
         // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
         // into the answer, and waits for the next prompt.
-        let _quiet = NoEcho::new();
+        while esc_rx.try_recv().is_ok() {}
+        let mut typing = TypeAhead::start(esc_tx.clone());
         let mut ours = false;
-        view.live = true;
+        view.set_live(true);
         changes.clear();
         spinner.start("thinking");
         loop {
             tokio::select! {
+                done = &mut task, if stopped.is_none() => {
+                    spinner.stop();
+                    // What it sent before it stopped.
+                    while let Some(out) = out_rx.try_recv() {
+                        show(&mut view, &out);
+                    }
+                    print!("{}", view.close_line());
+                    stopped_text = stop_text(&done, color);
+                    println!("{stopped_text}");
+                    stopped = Some(done);
+                    break;
+                }
                 out = out_rx.recv() => {
                     let Some(out) = out else { break 'outer Next::Quit };
                     if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
                         spinner.stop();
-                        view.show(&out);
+                        show(&mut view, &out);
                         let always = question.pattern.is_some();
                         let keys = harness_agent::typed::answer_keys(question);
-                        let answer = loop {
+                        typing.pause();
+                        let (answer, stop) = loop {
                             match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
                                 Read::Line(l) => match harness_agent::typed::parse_answer(&l, always) {
-                                    Some(a) => break a,
+                                    Some(a) => break (a, false),
                                     None => println!("{}", harness_agent::typed::NO_ALWAYS),
                                 },
                                 Read::Eof => break 'outer Next::Quit,
-                                _ => break harness_core::protocol::Answer::Deny { feedback: None },
+                                // Ctrl-C stops the turn, as it does while the turn runs.
+                                Read::Interrupted => break (harness_core::protocol::Answer::Deny { feedback: None }, true),
+                                Read::Cycle(_) => break (harness_core::protocol::Answer::Deny { feedback: None }, false),
                             }
                         };
+                        if stop {
+                            last_interrupt = Some(Instant::now());
+                            eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
+                            session.submit(Op::Cancel);
+                        }
                         session.submit(Op::Answer { call_id: call_id.clone(), answer });
+                        typing.resume();
                         spinner.start("working");
                         continue;
                     }
                     if let Event::Question { call_id, options, .. } = &out {
                         spinner.stop();
-                        view.show(&out);
+                        show(&mut view, &out);
+                        typing.pause();
                         let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
                             Read::Line(l) => Some(harness_agent::typed::question_reply(&l, options)),
                             Read::Eof => break 'outer Next::Quit,
                             _ => None,
                         };
                         session.submit(Op::Reply { call_id: call_id.clone(), text: reply });
+                        typing.resume();
                         spinner.start("thinking");
                         continue;
                     }
@@ -713,12 +546,14 @@ async fn session_loop(
                     }
                     let ended = ours && matches!(&out, Event::Core(CoreEvent::TurnEnded { .. }));
                     spinner.stop();
-                    view.show(&out);
+                    show(&mut view, &out);
                     if ended {
                         break;
                     }
                     if let Some(label) = waiting_label(&out) {
                         spinner.start(&label);
+                    } else if let Some(now) = view.following(&out) {
+                        spinner.follow(&now);
                     }
                 }
                 _ = sigint.recv() => {
@@ -731,57 +566,40 @@ async fn session_loop(
                     eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
                     session.submit(Op::Cancel);
                 }
+                Some(()) = esc_rx.recv() => {
+                    spinner.stop();
+                    print!("{}", view.close_line());
+                    let _ = std::io::stdout().flush();
+                    eprintln!("{}", paint("cancelling… (Esc)", Style::Yellow, color));
+                    session.submit(Op::Cancel);
+                }
             }
         }
+        // What was typed meanwhile goes to the next prompt.
+        let typed = typing.finish();
+        typed_lines.extend(typed.lines);
+        initial = typed.rest;
     };
     spinner.stop();
     drop(session);
-    if let Ok(ended) = task.finished().await {
-        ended.result?;
+    let said = stopped.is_some();
+    let done = match stopped {
+        Some(done) => done,
+        None => task.await,
+    };
+    if let Ok(ended) = done {
+        // An error the person was shown is not said again.
+        if !said {
+            ended.result?;
+        }
     }
-    println!(
-        "{}",
-        paint(
-            &format!("session {id} saved (llembas --resume {id})"),
-            Style::Dim,
-            color
-        )
-    );
+    let saved = if said {
+        format!("session {id}: saved up to the error (llembas --resume {id})")
+    } else {
+        format!("session {id} saved (llembas --resume {id})")
+    };
+    println!("{}", paint(&saved, Style::Dim, color));
     Ok(next)
-}
-
-/// The terminal without echo while a turn runs (restored when dropped): type-ahead stays in
-/// the terminal's input for the next prompt instead of being drawn into the answer.
-struct NoEcho(Option<rustix::termios::Termios>);
-
-impl NoEcho {
-    fn new() -> NoEcho {
-        let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            return NoEcho(None);
-        }
-        let Ok(before) = rustix::termios::tcgetattr(&stdin) else {
-            return NoEcho(None);
-        };
-        let mut quiet = before.clone();
-        quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
-        match rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet) {
-            Ok(()) => NoEcho(Some(before)),
-            Err(_) => NoEcho(None),
-        }
-    }
-}
-
-impl Drop for NoEcho {
-    fn drop(&mut self) {
-        if let Some(t) = &self.0 {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                t,
-            );
-        }
-    }
 }
 
 /// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
@@ -919,6 +737,65 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
         }
 }
 
+/// What the person is told when the session stopped on its own: its error.
+fn stop_text(done: &harness_agent::Result<harness_agent::Ended>, color: bool) -> String {
+    let why = match done {
+        Ok(harness_agent::Ended { result: Err(e), .. }) => format!("{e:#}"),
+        Ok(_) => "it ended".to_owned(),
+        Err(e) => format!("it failed: {e}"),
+    };
+    paint(
+        &format!(
+            "! the session stopped: {why}. Nothing more can be sent in it: /quit, then `llembas --resume` once the cause is fixed"
+        ),
+        Style::Red,
+        color,
+    )
+}
+
+/// What `/plan` answers when there is none.
+const NO_PLAN: &str = "no plan yet";
+
+/// The terminal's columns and rows, when stdout is one.
+fn size() -> Option<(usize, usize)> {
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(&stdout)
+        .ok()
+        .map(|w| (usize::from(w.ws_col), usize::from(w.ws_row)))
+        .filter(|(c, r)| *c > 0 && *r > 0)
+}
+
+/// Shows a long text a screen at a time (`/recall`): Enter for the next page, anything else
+/// stops. `false` when the input ended.
+async fn page(text: &str, reader: &mut Reader, color: bool) -> bool {
+    let (cols, rows) = size().unwrap_or((render::fold::DEFAULT_WIDTH, 40));
+    // A row for the pager's own line.
+    let rows = rows.saturating_sub(2).max(3);
+    let mut from = 0;
+    loop {
+        let (shown, next) = render::fold::page(text, from, rows, cols);
+        print!("{shown}");
+        let _ = std::io::stdout().flush();
+        let Some(next) = next else {
+            return true;
+        };
+        let left = text.len() - next;
+        let more = paint(
+            &format!("── {left} more bytes · Enter: next page · q: stop ── "),
+            Style::Dim,
+            color,
+        );
+        match reader.read(&more, "").await {
+            Read::Line(l) if l.trim().is_empty() => from = next,
+            Read::Eof => return false,
+            _ => return true,
+        }
+    }
+}
+
 /// Said at an idle prompt after one Ctrl-C.
 const LEAVE_HINT: &str = "(Ctrl-C again to leave, or /quit)";
 
@@ -955,186 +832,7 @@ async fn change_mode(
     let now = session.set_mode(asked).await.unwrap_or(asked);
     spinner.stop();
     for out in events.drain() {
-        view.show(&out);
+        show(view, &out);
     }
     now
-}
-
-/// How outputs are drawn on the terminal.
-struct View {
-    streamed: render::Streamed,
-    color: bool,
-    line_open: bool,
-    reasoning_lines: usize,
-    folded: usize,
-    /// Model requests answered this session, and the tokens the server said.
-    requests: u64,
-    tokens_in: u64,
-    tokens_out: u64,
-    /// The last request's prompt size (the context in use).
-    last_input: Option<u64>,
-    /// The answer's Markdown, drawn as it streams (where colour is on; else written as it
-    /// came).
-    md: Option<render::markdown::Markdown>,
-    /// Whether a line not ended yet is shown as it comes (not while the prompt is read: lines
-    /// are printed above it whole).
-    live: bool,
-    /// Whether the open line is reasoning's.
-    reasoning_open: bool,
-}
-
-/// Reasoning lines shown before the rest is folded.
-const REASONING_LINES: usize = 4;
-
-impl View {
-    fn show(&mut self, out: &Event) {
-        let text = self.render(out);
-        if !text.is_empty() {
-            let mut stdout = std::io::stdout();
-            let _ = write!(stdout, "{text}");
-            let _ = stdout.flush();
-        }
-    }
-
-    /// What an output looks like on the terminal (empty: nothing).
-    fn render(&mut self, out: &Event) -> String {
-        let mut stdout = String::new();
-        match out {
-            Event::Core(CoreEvent::TextDelta { text }) => {
-                stdout.push_str(&self.fold_note());
-                if self.reasoning_open && self.line_open {
-                    stdout.push('\n');
-                    self.line_open = false;
-                }
-                self.reasoning_open = false;
-                match &mut self.md {
-                    Some(md) => stdout.push_str(&md.push(text, self.live)),
-                    None => {
-                        stdout.push_str(text);
-                        self.line_open = !text.ends_with('\n');
-                    }
-                }
-            }
-            Event::Core(CoreEvent::ReasoningDelta { text }) => {
-                let shown_before = self.reasoning_lines;
-                self.reasoning_lines += text.matches('\n').count();
-                if shown_before < REASONING_LINES {
-                    if let Some(md) = &mut self.md
-                        && md.pending()
-                    {
-                        stdout.push_str(&md.finish());
-                    }
-                    stdout.push_str(&paint(text, Style::Dim, self.color));
-                    self.line_open = !text.ends_with('\n');
-                    self.reasoning_open = true;
-                } else {
-                    self.folded += text
-                        .matches('\n')
-                        .count()
-                        .max(usize::from(self.folded == 0));
-                }
-            }
-            Event::Core(CoreEvent::ModelAnswered { usage }) => {
-                self.requests += 1;
-                if let Some(u) = usage {
-                    self.tokens_in += u.input_tokens;
-                    self.tokens_out += u.output_tokens;
-                    self.last_input = Some(u.input_tokens);
-                }
-            }
-            Event::Core(CoreEvent::StepStarted { .. }) => {
-                // A step's answer starts on a line of its own.
-                stdout.push_str(&self.close_line());
-                self.reasoning_lines = 0;
-                self.folded = 0;
-            }
-            Event::Core(CoreEvent::TurnEnded { reason }) => {
-                stdout.push_str(&self.fold_note());
-                stdout.push_str(&self.close_line());
-                if *reason != TurnEnd::Finished {
-                    stdout.push_str(&paint(
-                        &render::turn_end_line(reason),
-                        Style::Yellow,
-                        self.color,
-                    ));
-                    stdout.push('\n');
-                }
-            }
-            Event::Core(CoreEvent::UserInput {
-                origin: Origin::Person,
-                ..
-            }) => {}
-            other => {
-                let folded = self.streamed.fold(other, self.color);
-                if let Some(text) = folded.unwrap_or_else(|| render::activity(other, self.color)) {
-                    stdout.push_str(&self.fold_note());
-                    stdout.push_str(&self.close_line());
-                    stdout.push_str(&text);
-                    self.line_open = !text.ends_with('\n');
-                }
-            }
-        }
-        stdout
-    }
-
-    /// `/status`.
-    fn status(
-        &self,
-        id: &str,
-        model: &str,
-        endpoint: &str,
-        mode: Mode,
-        window: Option<u64>,
-    ) -> String {
-        let tokens = if self.tokens_in + self.tokens_out > 0 {
-            format!(
-                "in {} · out {} this session ({} request{})",
-                self.tokens_in,
-                self.tokens_out,
-                self.requests,
-                if self.requests == 1 { "" } else { "s" }
-            )
-        } else {
-            format!("not said by the server ({} requests)", self.requests)
-        };
-        let context = match (self.last_input, window) {
-            (Some(n), Some(w)) if w > 0 => format!("{n} of {w} tokens ({}%)", n * 100 / w),
-            (Some(n), _) => format!("{n} tokens (the window is not known)"),
-            (None, Some(w)) => format!("a {w}-token window, none said used yet"),
-            (None, None) => "not known".to_owned(),
-        };
-        format!(
-            "model     {model}\nendpoint  {endpoint}\nmode      {mode}\ntokens    {tokens}\ncontext   {context}\nsession   {id}"
-        )
-    }
-
-    fn fold_note(&mut self) -> String {
-        if self.folded == 0 {
-            return String::new();
-        }
-        let mut s = self.close_line();
-        s.push_str(&paint(
-            &format!("  ⋯ {} more lines of reasoning folded", self.folded),
-            Style::Dim,
-            self.color,
-        ));
-        s.push('\n');
-        self.folded = 0;
-        self.reasoning_lines = 0;
-        s
-    }
-
-    fn close_line(&mut self) -> String {
-        if let Some(md) = &mut self.md
-            && md.pending()
-        {
-            return md.finish();
-        }
-        if self.line_open {
-            self.line_open = false;
-            "\n".to_owned()
-        } else {
-            String::new()
-        }
-    }
 }
