@@ -206,8 +206,15 @@ async fn session_loop(
                         // Sent before the prompt took the terminal: counts for the next one.
                         last_interrupt = Some(Instant::now());
                     }
-                    out = out_rx.recv() => {
-                        let Some(out) = out else { break Read::Eof };
+                    out = out_rx.recv(), if stopped.is_none() => {
+                        // The events end with the session's run: it stopped on its own.
+                        let Some(out) = out else {
+                            let done = (&mut task).await;
+                            stopped_text = stop_text(&done, color);
+                            reader.print(stopped_text.clone());
+                            stopped = Some(done);
+                            continue;
+                        };
                         if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
                             mode = *m;
                         }
@@ -492,7 +499,19 @@ async fn session_loop(
                     break;
                 }
                 out = out_rx.recv() => {
-                    let Some(out) = out else { break 'outer Next::Quit };
+                    // The events end with the session's run: it stopped on its own.
+                    let Some(out) = out else {
+                        if stopped.is_some() {
+                            break 'outer Next::Quit;
+                        }
+                        let done = (&mut task).await;
+                        spinner.stop();
+                        print!("{}", view.close_line());
+                        stopped_text = stop_text(&done, color);
+                        println!("{stopped_text}");
+                        stopped = Some(done);
+                        break;
+                    };
                     if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
                         spinner.stop();
                         show(&mut view, &out);
