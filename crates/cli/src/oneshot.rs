@@ -62,13 +62,8 @@ pub async fn run(
         .spawn()?;
     let id = session.id().to_owned();
     let model = session.model_name().to_owned();
-    let color = render::color_on_stderr();
     let mut stdout = std::io::stdout().lock();
-    let mut line_open = false;
-    let mut streamed = render::Streamed::default();
-    // The answer drawn as Markdown on a terminal with colour; piped, as the model wrote it.
-    let mut md = (output == OutputFormat::Text && render::color_on_stdout())
-        .then(render::markdown::Markdown::new);
+    let mut printer = Printer::new(output);
     let mut interrupts = 0u32;
     let mut totals = Totals::new();
     totals.set_price(price);
@@ -106,7 +101,7 @@ pub async fn run(
                 let Some(out) = out else { continue };
                 totals.note(&out);
                 if let Event::Question { call_id, options, .. } = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
+                    printer.emit(&mut stdout, &out)?;
                     let reply = match (answers, stdin_lines.as_mut()) {
                         (Answers::Stdin, Some(rx)) => rx.recv().await.flatten().map(|l| question_reply(&l, options)),
                         _ => None,
@@ -115,12 +110,12 @@ pub async fn run(
                     continue;
                 }
                 if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
-                    emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
+                    printer.emit(&mut stdout, &out)?;
                     let answer = ask(question, answers, stdin_lines.as_mut()).await;
                     session.submit(Op::Answer { call_id: call_id.clone(), answer });
                     continue;
                 }
-                emit(&mut stdout, &out, output, color, &mut line_open, &mut streamed, &mut md)?;
+                printer.emit(&mut stdout, &out)?;
             }
             _ = sigint.recv() => {
                 interrupts += 1;
@@ -136,23 +131,9 @@ pub async fn run(
     };
     while let Some(out) = out_rx.try_recv() {
         totals.note(&out);
-        emit(
-            &mut stdout,
-            &out,
-            output,
-            color,
-            &mut line_open,
-            &mut streamed,
-            &mut md,
-        )?;
+        printer.emit(&mut stdout, &out)?;
     }
-    if let Some(md) = &mut md {
-        write!(stdout, "{}", md.finish())?;
-    }
-    if line_open && output == OutputFormat::Text {
-        writeln!(stdout)?;
-    }
-    stdout.flush()?;
+    printer.finish(&mut stdout)?;
     let ended = result.map_err(|e| anyhow::anyhow!("the session failed: {e}"))?;
     ended.result?;
     drop(session);
@@ -227,62 +208,95 @@ async fn ask(
     }
 }
 
-fn emit(
-    stdout: &mut impl std::io::Write,
-    out: &Event,
+/// How a one-shot run writes what the session says: the answer on stdout (Markdown on a
+/// terminal with colour, as the model wrote it when piped), the activity on stderr drawn as
+/// the terminal draws it (folded by lines and by stderr's width); with `--output json` the
+/// events as JSON lines on stdout.
+struct Printer {
     format: OutputFormat,
     color: bool,
-    line_open: &mut bool,
-    streamed: &mut render::Streamed,
-    md: &mut Option<render::markdown::Markdown>,
-) -> Result<()> {
-    // The answer's held Markdown is drawn before anything else is.
-    let text_now = matches!(out, Event::Core(CoreEvent::TextDelta { .. }));
-    if !text_now
-        && format == OutputFormat::Text
-        && let Some(m) = md
-        && m.pending()
-        && !matches!(out, Event::Core(CoreEvent::ModelAnswered { .. }))
-    {
-        write!(stdout, "{}", m.finish())?;
-        stdout.flush()?;
-    }
-    match format {
-        OutputFormat::Json => {
-            if let Event::Core(e) = out {
-                serde_json::to_writer(&mut *stdout, e)?;
-                writeln!(stdout)?;
-                stdout.flush()?;
-            }
+    line_open: bool,
+    streamed: render::Streamed,
+    md: Option<render::markdown::Markdown>,
+}
+
+impl Printer {
+    fn new(format: OutputFormat) -> Printer {
+        let width = render::width_of(&std::io::stderr());
+        Printer {
+            format,
+            color: render::color_on_stderr(),
+            line_open: false,
+            streamed: render::Streamed::new(width),
+            md: (format == OutputFormat::Text && render::color_on_stdout()).then(|| {
+                render::markdown::Markdown::with_width(render::width_of(&std::io::stdout()))
+            }),
         }
-        OutputFormat::Text => match out {
-            Event::Core(CoreEvent::TextDelta { text }) => {
-                match md {
-                    Some(m) => write!(stdout, "{}", m.push(text, true))?,
-                    None => {
-                        write!(stdout, "{text}")?;
-                        *line_open = !text.ends_with('\n');
-                    }
-                }
-                stdout.flush()?;
-            }
-            Event::Core(CoreEvent::StepStarted { .. }) if *line_open => {
-                writeln!(stdout)?;
-                stdout.flush()?;
-                *line_open = false;
-            }
-            other => {
-                let folded = streamed.fold(other, color);
-                if let Some(text) = folded.unwrap_or_else(|| render::activity(other, color)) {
-                    if *line_open {
-                        writeln!(stdout)?;
-                        stdout.flush()?;
-                        *line_open = false;
-                    }
-                    eprint!("{text}");
-                }
-            }
-        },
     }
-    Ok(())
+
+    /// Ends the answer: what Markdown holds is drawn, the open line ended.
+    fn finish(&mut self, stdout: &mut impl std::io::Write) -> Result<()> {
+        if let Some(md) = &mut self.md {
+            write!(stdout, "{}", md.finish())?;
+        }
+        if self.line_open && self.format == OutputFormat::Text {
+            writeln!(stdout)?;
+        }
+        stdout.flush()?;
+        Ok(())
+    }
+
+    fn emit(&mut self, stdout: &mut impl std::io::Write, out: &Event) -> Result<()> {
+        // The answer's held Markdown is drawn before anything else is.
+        let text_now = matches!(out, Event::Core(CoreEvent::TextDelta { .. }));
+        if !text_now
+            && self.format == OutputFormat::Text
+            && let Some(m) = &mut self.md
+            && m.pending()
+            && !matches!(out, Event::Core(CoreEvent::ModelAnswered { .. }))
+        {
+            write!(stdout, "{}", m.finish())?;
+            stdout.flush()?;
+        }
+        match self.format {
+            OutputFormat::Json => {
+                if let Event::Core(e) = out {
+                    serde_json::to_writer(&mut *stdout, e)?;
+                    writeln!(stdout)?;
+                    stdout.flush()?;
+                }
+            }
+            OutputFormat::Text => match out {
+                Event::Core(CoreEvent::TextDelta { text }) => {
+                    match &mut self.md {
+                        Some(m) => write!(stdout, "{}", m.push(text, true))?,
+                        None => {
+                            write!(stdout, "{text}")?;
+                            self.line_open = !text.ends_with('\n');
+                        }
+                    }
+                    stdout.flush()?;
+                }
+                Event::Core(CoreEvent::StepStarted { .. }) if self.line_open => {
+                    writeln!(stdout)?;
+                    stdout.flush()?;
+                    self.line_open = false;
+                }
+                other => {
+                    let folded = self.streamed.fold(other, self.color);
+                    if let Some(text) =
+                        folded.unwrap_or_else(|| render::activity(other, self.color))
+                    {
+                        if self.line_open {
+                            writeln!(stdout)?;
+                            stdout.flush()?;
+                            self.line_open = false;
+                        }
+                        eprint!("{text}");
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
 }

@@ -3,7 +3,7 @@
 //! results folded to a few lines, questions with the exact command, the reason and the "always"
 //! pattern. Colour only on a terminal and never with `NO_COLOR`.
 
-use std::io::IsTerminal as _;
+use std::io::IsTerminal;
 
 use harness_core::plan::Plan;
 use harness_core::protocol::{
@@ -20,6 +20,17 @@ pub mod view;
 /// Whether stderr gets colour.
 pub fn color_on_stderr() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// The width of a terminal in columns (`None`: not a terminal, or it does not say).
+pub fn width_of(fd: &(impl std::os::fd::AsFd + IsTerminal)) -> Option<usize> {
+    if !fd.is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(fd)
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
 }
 
 /// Whether stdout gets colour.

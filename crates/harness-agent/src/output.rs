@@ -53,6 +53,8 @@ pub struct HeldOutput {
     unsent: String,
     unsent_chars: usize,
     unshown: u64,
+    /// Line ends among the characters dropped unshown.
+    unshown_lines: u64,
 }
 
 impl HeldOutput {
@@ -72,6 +74,7 @@ impl HeldOutput {
             unsent: String::new(),
             unsent_chars: 0,
             unshown: 0,
+            unshown_lines: 0,
         }
     }
 
@@ -113,9 +116,11 @@ impl HeldOutput {
                     .char_indices()
                     .nth(drop)
                     .map_or(self.unsent.len(), |(i, _)| i);
+                let lines = self.unsent[..cut].bytes().filter(|b| *b == b'\n').count();
                 self.unsent.drain(..cut);
                 self.unsent_chars -= drop;
                 self.unshown += drop as u64;
+                self.unshown_lines += lines as u64;
             }
         }
     }
@@ -212,9 +217,26 @@ impl HeldOutput {
         let mut text = std::mem::take(&mut self.unsent);
         self.unsent_chars = 0;
         if self.unshown > 0 {
-            text = format!("[… {} characters not shown …]\n{text}", self.unshown);
+            text = format!("{}\n{text}", fold_note(self.unshown_lines, self.unshown));
             self.unshown = 0;
+            self.unshown_lines = 0;
         }
         Some(text)
     }
+}
+
+/// The line that stands for output folded unshown: `[… L lines, C characters not shown …]`
+/// (a front end that counts lines reads it back with [`folded_lines`]).
+pub fn fold_note(lines: u64, chars: u64) -> String {
+    format!("[… {lines} lines, {chars} characters not shown …]")
+}
+
+/// The lines a [`fold_note`] line stands for (`None`: `line` is not one).
+pub fn folded_lines(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix("[… ")?;
+    let (lines, rest) = rest.split_once(" lines, ")?;
+    rest.strip_suffix(" characters not shown …]")?
+        .parse::<u64>()
+        .ok()?;
+    lines.parse().ok()
 }

@@ -37,14 +37,7 @@ fn show(view: &mut View, out: &Event) {
 
 /// The terminal's width in columns, when stdout is one.
 fn width() -> Option<usize> {
-    let stdout = std::io::stdout();
-    if !stdout.is_terminal() {
-        return None;
-    }
-    rustix::termios::tcgetwinsize(&stdout)
-        .ok()
-        .map(|w| usize::from(w.ws_col))
-        .filter(|w| *w > 0)
+    render::width_of(&std::io::stdout())
 }
 
 /// Runs the interactive terminal.

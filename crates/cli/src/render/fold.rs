@@ -102,6 +102,14 @@ impl Running {
                 Some(b) => (b, true),
                 None => (piece, false),
             };
+            // Output folded before it was shown stands for its lines.
+            if ended
+                && self.partial.is_empty()
+                && let Some(n) = harness_agent::output::folded_lines(body)
+            {
+                self.past += usize::try_from(n).unwrap_or(usize::MAX);
+                continue;
+            }
             if self.shown < head {
                 for c in body.chars() {
                     let w = c.width().unwrap_or(0);
@@ -168,7 +176,7 @@ impl Running {
             self.end_partial();
         }
         let tail: Vec<String> = self.tail.drain(..).collect();
-        let left_out = self.past - tail.len();
+        let left_out = self.past.saturating_sub(tail.len());
         (tail, left_out)
     }
 

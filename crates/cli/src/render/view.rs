@@ -231,7 +231,7 @@ impl View {
                 if n == 1 { "" } else { "s" }
             ),
             (None, _) => format!(
-                "not known: no price for {model} (set one with [prices.\"{model}\"] input = …, output = … in config.toml, US dollars per million tokens)"
+                "not known for {model} ([prices.\"{model}\"] in config.toml sets its price)"
             ),
         };
         format!(

@@ -203,3 +203,24 @@ Asupercalifragilisticexpialidociouswordthatislongerthanthewholewindowitself ends
     assert_eq!(plain(&screen), screen);
     insta::assert_snapshot!(screen.trim_end());
 }
+
+/// Output folded before it was shown (a command printing faster than it is drawn) is counted by
+/// the lines it stood for: 15,000,000 lines say so, though only a few were streamed.
+#[test]
+fn lines_folded_unshown_are_counted() {
+    let head: String = (1..=6).map(|i| format!("{i}\n")).collect();
+    let note = harness_agent::output::fold_note(14_999_990, 98_888_890);
+    let tail: String = (14_999_997..=15_000_000)
+        .map(|i| format!("{i}\n"))
+        .collect();
+    let drawn = draw(
+        60,
+        &[
+            started("c1", "seq 1 15000000"),
+            output("c1", &head),
+            output("c1", &format!("{note}\n{tail}")),
+            finished("c1", "exit code 0", false),
+        ],
+    );
+    insta::assert_snapshot!(drawn);
+}

@@ -34,6 +34,14 @@ fn output_past_the_limits_is_held_as_head_and_tail_and_spilled_whole() {
         "{shown}"
     );
     assert_eq!(held.take_unsent(), None);
+    // The note says the lines folded too, and reads back.
+    let mut lines = HeldOutput::new(limits, None);
+    lines.push(&"x\n".repeat(50), true);
+    let shown = lines.take_unsent().unwrap();
+    let note = shown.lines().next().unwrap();
+    assert_eq!(note, "[… 46 lines, 92 characters not shown …]");
+    assert_eq!(harness_agent::output::folded_lines(note), Some(46));
+    assert_eq!(harness_agent::output::folded_lines("[… 46 lines]"), None);
     // A watcher past the head reads on from the tail.
     assert_eq!(held.since(all.len() as u64 - 3), &all[all.len() - 3..]);
 }
