@@ -276,7 +276,7 @@ impl Context {
         let (body, kind) = if !self.hygiene {
             (ins.output.clone(), InsertKind::Full)
         } else if ins.is_error {
-            let (body, _) = self.cap(&ins.output, &id);
+            let (body, _) = self.shown(&ins.tool, &ins.output, &id);
             (body, InsertKind::Error)
         } else if let Some(stub) = self.stub_for(&ins) {
             stub
