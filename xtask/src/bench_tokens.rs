@@ -11,6 +11,11 @@
 //!   `job_output` (deferred) and read the job's output, mark the plan done, answer, and answer
 //!   the job's end.
 //!
+//! - `long-fix`: a 17-step task in a small Python shop (files of 56–215 lines, in
+//!   `xtask/bench-long/`, committed in a fresh repository): a glob, three greps, reads of four
+//!   files, a failing unittest run of 12.5 KB, a re-read of part of a file, two edits, a passing
+//!   run, an unchanged re-read of the test file, `git diff`, answer.
+//!
 //! The line to beat, measured on `fix-bug` side by side against one local scripted server
 //! (o200k over the request bodies; spec 3.1.0-draft before issue 14):
 //!
@@ -50,6 +55,8 @@ pub struct TaskFigures {
     pub tool_count: usize,
     /// Tokens of the first request's system message.
     pub prompt: usize,
+    /// Tokens of the last request's body (how far the context grew).
+    pub last: usize,
     /// Tokens of every request's body, added up.
     pub whole: usize,
     /// How many requests the model was sent.
@@ -79,6 +86,117 @@ fn repo(dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir.join(".git"))?;
     }
     Ok(())
+}
+
+/// The long task's repository: `xtask/bench-long/`, committed.
+const SHOP: [(&str, &str); 6] = [
+    ("shop/__init__.py", ""),
+    (
+        "shop/pricing.py",
+        include_str!("../bench-long/shop/pricing.py"),
+    ),
+    (
+        "shop/models.py",
+        include_str!("../bench-long/shop/models.py"),
+    ),
+    ("shop/cart.py", include_str!("../bench-long/shop/cart.py")),
+    ("tests/__init__.py", ""),
+    (
+        "tests/test_cart.py",
+        include_str!("../bench-long/tests/test_cart.py"),
+    ),
+];
+
+fn shop_repo(dir: &Path) -> Result<()> {
+    for (path, text) in SHOP {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    std::fs::write(
+        dir.join("README.md"),
+        "# shop\n\nA cart, its prices and their tests: `python3 -m unittest`.\n",
+    )?;
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@example.com",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !(git(&["init", "-q"]) && git(&["add", "."]) && git(&["commit", "-qm", "shop"])) {
+        bail!(
+            "git could not make the long task's repository in {}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn long_fix(root: &str) -> Vec<Reply> {
+    let at = |p: &str| format!("{root}/{p}");
+    let tests = "python3 -m unittest 2>&1";
+    vec![
+        Reply::call("glob", json!({"pattern": "**/*.py"})),
+        Reply::call(
+            "grep",
+            json!({"pattern": "def (net|tax|total)", "path": root}),
+        ),
+        Reply::call("grep", json!({"pattern": "apply_discount", "path": root})),
+        Reply::call("read", json!({"path": at("shop/cart.py")})),
+        Reply::call("read", json!({"path": at("shop/pricing.py")})),
+        Reply::call("read", json!({"path": at("tests/test_cart.py")})),
+        Reply::call(
+            "bash",
+            json!({"purpose": "run the tests", "command": tests}),
+        ),
+        Reply::call("read", json!({"path": at("shop/models.py")})),
+        Reply::call(
+            "grep",
+            json!({"pattern": "quantity", "path": at("shop"), "include": "*.py"}),
+        ),
+        Reply::call(
+            "edit",
+            json!({
+                "path": at("shop/pricing.py"),
+                "old_string": "    return price * Decimal(percent) / 100",
+                "new_string": "    return price * (100 - Decimal(percent)) / 100"
+            }),
+        ),
+        Reply::call(
+            "read",
+            json!({"path": at("shop/cart.py"), "offset": 33, "limit": 20}),
+        ),
+        Reply::call(
+            "edit",
+            json!({
+                "path": at("shop/cart.py"),
+                "old_string": "            total = quantity\n",
+                "new_string": "            total = line.quantity + quantity\n"
+            }),
+        ),
+        Reply::call(
+            "bash",
+            json!({"purpose": "run the tests again", "command": tests}),
+        ),
+        Reply::call("read", json!({"path": at("tests/test_cart.py")})),
+        Reply::call(
+            "bash",
+            json!({"purpose": "show the change", "command": "git diff"}),
+        ),
+        Reply::text(
+            "Fixed two bugs: `apply_discount` returned the discount instead of the discounted price (shop/pricing.py), and adding a SKU already in the cart replaced its quantity instead of adding to it (shop/cart.py). All 19 tests pass.",
+        ),
+    ]
 }
 
 fn fix_bug(root: &str) -> Vec<Reply> {
@@ -140,13 +258,44 @@ fn plan_job(root: &str) -> Vec<Reply> {
     ]
 }
 
-/// A fresh CLI session in a new repository, answering `script`; the requests it sent.
-fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
+/// A task: its name, its repository, its prompt and the model's script.
+struct Task {
+    name: &'static str,
+    repo: fn(&Path) -> Result<()>,
+    prompt: &'static str,
+    script: fn(&str) -> Vec<Reply>,
+}
+
+const CALC_PROMPT: &str = "The tests fail: fix the bug in calc.py.";
+
+const TASKS: [Task; 3] = [
+    Task {
+        name: "fix-bug",
+        repo,
+        prompt: CALC_PROMPT,
+        script: fix_bug,
+    },
+    Task {
+        name: "plan-job",
+        repo,
+        prompt: CALC_PROMPT,
+        script: plan_job,
+    },
+    Task {
+        name: "long-fix",
+        repo: shop_repo,
+        prompt: "The cart's tests fail (`python3 -m unittest`): find the bugs in shop/ and fix them.",
+        script: long_fix,
+    },
+];
+
+/// A fresh CLI session in a new repository, answering the task's script; the requests it sent.
+fn run(task: &Task) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().join("calc");
     std::fs::create_dir_all(&root)?;
     let root = std::fs::canonicalize(&root)?;
-    repo(&root)?;
+    (task.repo)(&root)?;
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data)?;
     let mut exec = Exec::open(&root)?;
@@ -161,7 +310,7 @@ fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, Scr
     };
     let spill = exec.spill.clone();
     let exec = Arc::new(exec);
-    let model = ScriptedModel::new(script(&root.display().to_string()));
+    let model = ScriptedModel::new((task.script)(&root.display().to_string()));
     let store = llembas_cli::store::Store::new(data.join("sessions"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -178,7 +327,7 @@ fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, Scr
         .rules(Vec::new(), &data.display().to_string())
         // The terminal answers questions, as a fresh interactive session does.
         .answers_questions(true)
-        .prompt("The tests fail: fix the bug in calc.py.")
+        .prompt(task.prompt)
         .one_shot(None)
         .spawn()
         .context("the session did not build")?;
@@ -199,12 +348,9 @@ fn count(bpe: &tiktoken_rs::CoreBPE, v: &Value) -> usize {
     bpe.encode_with_special_tokens(&v.to_string()).len()
 }
 
-fn figures(
-    name: &'static str,
-    script: impl FnOnce(&str) -> Vec<Reply>,
-    bpe: &tiktoken_rs::CoreBPE,
-) -> Result<TaskFigures> {
-    let (requests, model) = run(script)?;
+fn figures(task: &Task, bpe: &tiktoken_rs::CoreBPE) -> Result<TaskFigures> {
+    let name = task.name;
+    let (requests, model) = run(task)?;
     if requests.is_empty() {
         bail!("{name}: the model was sent no request");
     }
@@ -262,36 +408,35 @@ fn figures(
         },
         tool_count: requests[0].tools.len(),
         prompt: bpe.encode_with_special_tokens(&system).len(),
+        last: bodies.last().map_or(0, |b| count(bpe, b)),
         whole: bodies.iter().map(|b| count(bpe, b)).sum(),
         requests: bodies.len(),
         names,
     })
 }
 
-/// Both tasks' figures.
+/// Every task's figures.
 pub fn measure() -> Result<Vec<TaskFigures>> {
     let bpe = tiktoken_rs::o200k_base()?;
-    Ok(vec![
-        figures("fix-bug", fix_bug, &bpe)?,
-        figures("plan-job", plan_job, &bpe)?,
-    ])
+    TASKS.iter().map(|t| figures(t, &bpe)).collect()
 }
 
 /// Prints the table.
 pub fn bench_tokens() -> Result<()> {
     let all = measure()?;
     println!(
-        "| task | first request | tools in it | system prompt | whole task | requests |\n|---|---|---|---|---|---|"
+        "| task | first request | tools in it | system prompt | last request | whole task | requests |\n|---|---|---|---|---|---|---|"
     );
     for f in &all {
         println!(
-            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} |",
+            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} tokens | {} |",
             f.name,
             f.first,
             f.first_bytes as f64 / 1000.0,
             f.tool_count,
             f.tools,
             f.prompt,
+            f.last,
             f.whole,
             f.requests
         );

@@ -29,6 +29,21 @@ pub trait PathMap: Send + Sync {
     fn here(&self) -> &str {
         "/"
     }
+    /// A path of the view as `glob` and `grep` list it: relative to the working directory when
+    /// inside it (shorter, and the file tools take it as given), else as [`PathMap::shown`].
+    fn listed(&self, p: &VPath) -> String {
+        self.shown(p)
+    }
+}
+
+/// `abs` relative to the directory `root` when inside it (and not `root` itself).
+fn relative_to(root: &str, abs: String) -> String {
+    match abs.strip_prefix(root) {
+        Some(rest) if root != "/" && rest.len() > 1 && rest.starts_with('/') => {
+            rest[1..].to_owned()
+        }
+        _ => abs,
+    }
 }
 
 /// A directory of a machine's disk seen as the view's `/` (the host backend rooted there): a
@@ -80,6 +95,10 @@ impl PathMap for DirPaths {
     fn here(&self) -> &str {
         "."
     }
+
+    fn listed(&self, p: &VPath) -> String {
+        relative_to(&self.root, self.shown(p))
+    }
 }
 
 /// The whole disk seen as the view's `/` ([`harness_fs::HostBackend::open_disk`]): a path is
@@ -98,6 +117,10 @@ impl PathMap for AbsolutePaths {
 
     fn here(&self) -> &str {
         "."
+    }
+
+    fn listed(&self, p: &VPath) -> String {
+        relative_to(&self.0.root, self.shown(p))
     }
 }
 
@@ -508,7 +531,7 @@ impl FileTools {
                 match fst::glob(view, &root, pattern, 200) {
                     Ok(g) => {
                         let mut text: Vec<String> =
-                            g.paths.iter().map(|p| paths.shown(p)).collect();
+                            g.paths.iter().map(|p| paths.listed(p)).collect();
                         if text.is_empty() {
                             text.push("No files found".to_owned());
                         }
@@ -528,12 +551,7 @@ impl FileTools {
                 let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
                 let opts = grep_options(call)?;
                 Ok(match fst::grep(view, &root, pattern, &opts) {
-                    Ok(mut g) => {
-                        for m in g.matches.iter_mut().chain(&mut g.context_lines) {
-                            m.path = VPath::parse(&paths.shown(&m.path));
-                        }
-                        ToolOutcome::ok(&call.id, g.render())
-                    }
+                    Ok(g) => ToolOutcome::ok(&call.id, g.render_with(&|p| paths.listed(p))),
                     Err(e) => error(call, paths, e),
                 })
             })(),

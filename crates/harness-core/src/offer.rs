@@ -6,7 +6,8 @@
 //! - its `scope` includes the project, and its `sessions` admit the session's kind;
 //! - `offered: subagent` tools (`report`) only to subagents, never to the main agent;
 //! - every requirement it `requires` (`page`, `display`, `forge`) holds now;
-//! - `plan_submit` only in plan mode (`plan_write` and `plan_update` in every mode);
+//! - `plan_submit` only in plan mode (`plan_write` and `plan_update` in every mode, deferred
+//!   but in plan mode);
 //! - a read-only helper is given exactly the tools of risk `read`;
 //! - a tool that `serves` a world (`library`, `skills`) only while the session's [`Facts`] say
 //!   that world holds something (a fact not known counts as holding something).
@@ -223,9 +224,15 @@ pub fn is_offered(tool: &Tool, cx: &OfferContext) -> bool {
         && tool.name != LOADER
 }
 
-/// Whether an offered tool goes as one line under the loader rather than whole.
+/// The plan's own tools: deferred in every mode but plan mode, where they are the work.
+const PLAN_TOOLS: [&str; 2] = ["plan_write", "plan_update"];
+
+/// Whether an offered tool goes as one line under the loader rather than whole (the plan's
+/// tools never in plan mode).
 pub fn is_deferred(tool: &Tool, cx: &OfferContext) -> bool {
-    tool.deferred && !cx.loaded.contains(&tool.name)
+    tool.deferred
+        && !cx.loaded.contains(&tool.name)
+        && !(cx.mode == Mode::Plan && PLAN_TOOLS.contains(&tool.name.as_str()))
 }
 
 /// The `purpose` argument of `purpose.json`: its name, its schema, where it goes.

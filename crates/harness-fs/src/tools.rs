@@ -144,7 +144,7 @@ pub fn read(
         } else {
             (*line).to_string()
         };
-        let entry = format!("{}: {shown}\n", i + 1);
+        let entry = format!("{}\t{shown}\n", i + 1);
         if bytes + entry.len() > READ_BYTES && last >= offset {
             capped = true;
             break;
@@ -166,9 +166,7 @@ pub fn read(
     } else {
         format!("(End of file - total {total} lines)")
     };
-    let rendered = format!(
-        "<path>{p}</path>\n<type>file</type>\n<hash>{hash}</hash>\n<content>\n{body}\n{footer}\n</content>"
-    );
+    let rendered = format!("{p} (hash {hash})\n{body}{footer}");
     ledger.record(&p, hash.clone());
     let first = if total == 0 { 0 } else { offset };
     Ok(ReadWindow {
@@ -613,6 +611,12 @@ impl GrepResult {
     /// `path-line- text`, and `--` between groups that do not touch, as ripgrep's `-C`), or
     /// paths (`files`), or `path:N` (`count`).
     pub fn render(&self) -> String {
+        self.render_with(&|p| p.to_string())
+    }
+
+    /// [`GrepResult::render`] with each path as `show` names it (e.g. relative to the working
+    /// directory).
+    pub fn render_with(&self, show: &dyn Fn(&VPath) -> String) -> String {
         if self.matches.is_empty() {
             return "No matches found".to_string();
         }
@@ -620,17 +624,17 @@ impl GrepResult {
         match self.mode {
             GrepMode::Files => {
                 for (p, _) in self.files() {
-                    out.push_str(&format!("{p}\n"));
+                    out.push_str(&format!("{}\n", show(p)));
                 }
             }
             GrepMode::Count => {
                 for (p, n) in self.files() {
-                    out.push_str(&format!("{p}:{n}\n"));
+                    out.push_str(&format!("{}:{n}\n", show(p)));
                 }
             }
             GrepMode::Lines if self.context_lines.is_empty() => {
                 for m in &self.matches {
-                    out.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+                    out.push_str(&format!("{}:{}: {}\n", show(&m.path), m.line, m.text));
                 }
             }
             GrepMode::Lines => {
@@ -649,7 +653,12 @@ impl GrepResult {
                         out.push_str("--\n");
                     }
                     let sep = if matched { ':' } else { '-' };
-                    out.push_str(&format!("{}{sep}{}{sep} {}\n", m.path, m.line, m.text));
+                    out.push_str(&format!(
+                        "{}{sep}{}{sep} {}\n",
+                        show(&m.path),
+                        m.line,
+                        m.text
+                    ));
                     last = Some((&m.path, m.line));
                 }
             }

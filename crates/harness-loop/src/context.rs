@@ -276,12 +276,12 @@ impl Context {
         let (body, kind) = if !self.hygiene {
             (ins.output.clone(), InsertKind::Full)
         } else if ins.is_error {
-            let (body, _) = self.cap(&ins.output, &id);
+            let (body, _) = self.shown(&ins.tool, &ins.output, &id);
             (body, InsertKind::Error)
         } else if let Some(stub) = self.stub_for(&ins) {
             stub
         } else {
-            let (body, elided) = self.cap(&ins.output, &id);
+            let (body, elided) = self.shown(&ins.tool, &ins.output, &id);
             match elided {
                 Some(elided) => (body, InsertKind::Capped { elided }),
                 None => (body, InsertKind::Full),
@@ -392,6 +392,18 @@ impl Context {
     /// (and how many lines were not shown whole).
     pub fn cap(&self, text: &str, id: &ResultId) -> (String, Option<usize>) {
         cap_text(&self.cfg, text, id)
+    }
+
+    /// What the model is sent of a tool's output: its repeats folded ([`fold_repeats`]), then
+    /// the output cap.
+    fn shown(&self, tool: &str, text: &str, id: &ResultId) -> (String, Option<usize>) {
+        match fold_repeats(&self.cfg, tool, text, id) {
+            Some((folded, n)) => {
+                let (body, more) = cap_text(&self.cfg, &folded, id);
+                (body, Some(n + more.unwrap_or(0)))
+            }
+            None => cap_text(&self.cfg, text, id),
+        }
     }
 
     /// Puts back a result a transcript recorded (resuming a session): the store, and — as
@@ -602,6 +614,81 @@ pub fn canonical_args(v: &Value) -> String {
 
 fn listing_key(tool: &str, args: &Value) -> String {
     format!("{tool}\0{}", canonical_args(args))
+}
+
+/// A line's shape: digits one `0`, quoted text emptied — the lines of a test run's failures,
+/// or a build's warnings, share theirs.
+fn shape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut quote: Option<char> = None;
+    let mut digit = false;
+    for c in line.chars() {
+        if let Some(q) = quote {
+            if c == q {
+                out.push(c);
+                quote = None;
+            }
+            continue;
+        }
+        if c.is_ascii_digit() {
+            if !digit {
+                out.push('0');
+            }
+            digit = true;
+            continue;
+        }
+        digit = false;
+        if c == '"' || c == '\'' {
+            quote = Some(c);
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `context.repeats`: the output of a command (a tool `cfg.repeats.tools` names) of at least
+/// `min_chars` characters whose middle — the lines after the head, before the tail — repeats
+/// the shapes ([`shape`]) of the lines before it, at least `min_repeated_percent` of its lines,
+/// keeps its head and tail around the elision line; `None` when it is shown as it is. The
+/// answer is the text and how many lines it leaves out.
+pub fn fold_repeats(
+    cfg: &ContextConfig,
+    tool: &str,
+    text: &str,
+    id: &ResultId,
+) -> Option<(String, usize)> {
+    let r = &cfg.repeats;
+    if !r.tools.iter().any(|t| t == tool) || text.chars().count() < r.min_chars {
+        return None;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= r.head_lines + r.tail_lines {
+        return None;
+    }
+    let (head, rest) = lines.split_at(r.head_lines);
+    let (middle, tail) = rest.split_at(rest.len() - r.tail_lines);
+    let mut seen: HashSet<String> = head.iter().map(|l| shape(l)).collect();
+    let mut repeated = 0usize;
+    for line in middle {
+        if !seen.insert(shape(line)) {
+            repeated += 1;
+        }
+    }
+    if repeated * 100 < r.min_repeated_percent * middle.len() {
+        return None;
+    }
+    let marker = fill(
+        &r.elision,
+        &[("n", &middle.len().to_string()), ("ref", id.as_str())],
+    );
+    let mut out = head.join("\n");
+    out.push('\n');
+    out.push_str(&marker);
+    for line in tail {
+        out.push('\n');
+        out.push_str(line);
+    }
+    Some((out, middle.len()))
 }
 
 /// The output cap of `cfg` applied to `text` (see [`Context::cap`]).

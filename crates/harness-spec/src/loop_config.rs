@@ -249,6 +249,8 @@ pub struct ContextConfig {
     pub stubs: StubTexts,
     /// The output cap.
     pub cap: Cap,
+    /// Command output whose middle repeats, folded.
+    pub repeats: Repeats,
     /// `recall`.
     pub recall: RecallConfig,
     /// Edit diffs.
@@ -346,6 +348,24 @@ pub struct Cap {
     pub head_chars: usize,
     /// Tail characters kept.
     pub tail_chars: usize,
+    /// The elision line (`{n}`, `{ref}`).
+    pub elision: String,
+}
+
+/// `context.repeats`: a command's output whose middle repeats the shapes of its head (a test
+/// run's failures, a build's warnings) keeps its head and tail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repeats {
+    /// The tools whose results are folded.
+    pub tools: Vec<String>,
+    /// Characters a result has before its repeats are folded.
+    pub min_chars: usize,
+    /// Head lines kept.
+    pub head_lines: usize,
+    /// Tail lines kept.
+    pub tail_lines: usize,
+    /// The share (percent) of the middle's lines whose shape was seen before, at least.
+    pub min_repeated_percent: usize,
     /// The elision line (`{n}`, `{ref}`).
     pub elision: String,
 }

@@ -478,7 +478,7 @@ async fn copes_with_a_quirky_server() {
         run.stderr
     );
     let r = tool_results(&server.bodies()[1]);
-    assert!(r[0].contains("1: remember the milk"), "{r:?}");
+    assert!(r[0].contains("1\tremember the milk"), "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,7 +152,7 @@ async fn real_model_answers_and_a_tool_call_round_trips() {
         finished["result"]["content"]
             .as_str()
             .unwrap()
-            .contains("1: The capital of France is Paris."),
+            .contains("1\tThe capital of France is Paris."),
         "{finished}"
     );
     // The real server streamed an answer after it, piece by piece.

@@ -19,19 +19,14 @@ fn read_numbers_lines_and_says_how_to_continue() {
     let ledger = Ledger::new();
     let w = tools::read(&view, &ledger, "/a.txt", Some(2), Some(1)).unwrap();
     insta::assert_snapshot!(w.text, @r"
-    <path>/a.txt</path>
-    <type>file</type>
-    <hash>b6285c57e8797db5</hash>
-    <content>
-    2: two
-
+    /a.txt (hash b6285c57e8797db5)
+    2	two
     (Showing lines 2-2 of 3. Use offset=3 to continue.)
-    </content>
     ");
     let all = tools::read(&view, &ledger, "a.txt", None, None).unwrap();
     assert!(
         all.text
-            .ends_with("3: three\n\n(End of file - total 3 lines)\n</content>")
+            .ends_with("3\tthree\n(End of file - total 3 lines)")
     );
     assert_eq!(
         tools::read(&view, &ledger, "/a.txt", Some(9), None),
