@@ -641,13 +641,17 @@ async fn open_session(
     }
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (op_tx, op_rx) = mpsc::unbounded_channel();
-    let replay = opened
-        .resume
-        .as_deref()
-        .map(|e| replay_updates(e, &req.cwd))
-        .unwrap_or_default();
     let mut driver = Driver::new(opened.setup, opened.resume.as_deref(), out_tx, op_rx)
         .map_err(|e| Error::Agent(e).to_acp())?;
+    // Replayed as resuming left it: a call cut off mid-run has its result.
+    let replay = match opened.resume.as_deref() {
+        Some(saved) => replay_updates(
+            &driver.saved().unwrap_or_else(|_| saved.to_vec()),
+            &req.cwd,
+            state.agreed("jobs"),
+        ),
+        None => Vec::new(),
+    };
     if state.agreed("context")
         && let Some(text) = lembas.get("context").and_then(Value::as_str)
     {
@@ -827,6 +831,7 @@ fn prompt(
 }
 
 fn status(state: &State) -> Value {
+    let jobs = state.agreed("jobs");
     let sessions: Vec<Value> = state
         .sessions
         .lock()
@@ -835,14 +840,24 @@ fn status(state: &State) -> Value {
                 .iter()
                 .map(|(id, o)| {
                     let running = o.running.lock().map(|r| *r).unwrap_or(false);
-                    json!({
+                    let mut session = json!({
                         "sessionId": id,
                         "chat": o.chat,
                         "cwd": o.cwd,
                         "model": o.model,
                         "mode": o.mode.lock().map(|m| m.as_str()).unwrap_or("manual"),
                         "state": if running { "running" } else { "idle" },
-                    })
+                    });
+                    // Capability `jobs`: every job of the session, running or ended, by id.
+                    if jobs {
+                        session["jobs"] = o
+                            .jobs
+                            .lock()
+                            .map(|t| t.values().cloned().collect::<Vec<_>>())
+                            .unwrap_or_default()
+                            .into();
+                    }
+                    session
                 })
                 .collect();
             v.sort_by(|a, b| a["sessionId"].as_str().cmp(&b["sessionId"].as_str()));

@@ -123,7 +123,7 @@ pub(crate) async fn job_transcript(
                 .ok()
                 .and_then(|s| s.get(&req.session_id).map(|o| o.cwd.clone()))
                 .unwrap_or_default();
-            replay_updates(&entries, &cwd)
+            replay_updates(&entries, &cwd, true)
         }
         _ if job.output.is_empty() => Vec::new(),
         _ => vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(

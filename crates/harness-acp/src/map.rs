@@ -96,9 +96,13 @@ pub fn kind_of(block: Block, risk: Option<Risk>) -> ToolKind {
 }
 
 /// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
+/// A message the harness wrote (a job's wake-up, a machine turn, a nudge) is never replayed as
+/// the person's: with `machine` (the client agreed capability `jobs`) it is a
+/// `user_message_chunk` marked `_meta.lembas.machine` (`spec/acp.md` §10), else it is left out.
 pub fn replay_updates(
     entries: &[harness_loop::transcript::Entry],
     cwd: &Path,
+    machine: bool,
 ) -> Vec<SessionUpdate> {
     use harness_loop::transcript::Entry;
     let spec = harness_spec::Spec::embedded();
@@ -109,6 +113,9 @@ pub fn replay_updates(
             Entry::TurnStarted { text, origin, .. } | Entry::User { text, origin } => {
                 let mut chunk = ContentChunk::new(text_block(text.clone()));
                 if *origin == Origin::Machine {
+                    if !machine {
+                        continue;
+                    }
                     chunk = chunk.meta(meta(json!({"machine": true})));
                 }
                 out.push(SessionUpdate::UserMessageChunk(chunk));

@@ -550,6 +550,12 @@ impl Driver {
         &self.meta.id
     }
 
+    /// The session's transcript as its store holds it now: for a resumed session, with what
+    /// resuming added (the results of calls cut off mid-run, the cut turn's end).
+    pub fn saved(&self) -> Result<Vec<Entry>> {
+        self.store.load(&self.meta.id).map_err(Error::Store)
+    }
+
     /// How the last turn ended.
     pub fn last_end(&self) -> Option<&TurnEnd> {
         self.last_end.as_ref()

@@ -128,6 +128,8 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                 let st = cx.send_request(Status {}).block_task().await?;
                 assert_eq!(st.0["sessions"][0]["state"], "idle", "{:?}", st.0);
                 assert_eq!(st.0["sessions"][0]["chat"], "c_1");
+                // No `jobs` without the capability.
+                assert_eq!(st.0["sessions"][0].get("jobs"), None, "{:?}", st.0);
                 // Rewind: more turns than the session has is refused; keeping none is done.
                 let sid = s.session_id.to_string();
                 let err = cx
@@ -546,6 +548,9 @@ async fn jobs_and_machine_turns_reach_the_client() {
                     .await?;
                 assert_eq!(jobs.0["jobs"][0]["state"], "done", "{}", jobs.0);
                 assert_eq!(jobs.0["jobs"][0]["exit_code"], 0);
+                // `_lembas/status` lists the same jobs under the session.
+                let status = cx.send_request(Status {}).block_task().await?;
+                assert_eq!(status.0["sessions"][0]["jobs"], jobs.0["jobs"], "{}", status.0);
                 let out = cx
                     .send_request(JobOutput {
                         session_id: sid,

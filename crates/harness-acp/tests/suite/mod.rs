@@ -2,7 +2,9 @@
 //! that talks to the agent over an in-memory duplex stream.
 
 mod map;
+mod replay;
 mod session;
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -75,6 +77,8 @@ pub struct TestHost {
     pub notices: Mutex<Vec<String>>,
     /// The memory API of each session opened.
     pub memory_apis: Mutex<Vec<Option<harness_agent::memory_api::Api>>>,
+    /// Where its sessions are kept (a saved one is loaded from here).
+    pub store: Arc<MemoryStore>,
 }
 
 impl TestHost {
@@ -83,17 +87,23 @@ impl TestHost {
             script,
             notices: Mutex::new(Vec::new()),
             memory_apis: Mutex::new(Vec::new()),
+            store: Arc::default(),
         })
     }
 
     fn setup(&self, request: &OpenRequest) -> Result<Opened, Error> {
         let model = Arc::new(ScriptedModel::new(self.script.clone()));
         let world = Arc::new(Rocket);
-        let store = Arc::new(MemoryStore::default());
+        let store = self.store.clone();
         let mode = request.mode.unwrap_or(Mode::Manual);
-        let meta = store
-            .create(&world.place(), "scripted")
-            .map_err(Error::Open)?;
+        let meta = match &request.resume {
+            Some(id) => store
+                .find(id)
+                .map_err(|_| Error::NoSavedSession(id.clone()))?,
+            None => store
+                .create(&world.place(), "scripted")
+                .map_err(Error::Open)?,
+        };
         let engine = harness_agent::perm::engine().map_err(|e| Error::Open(e.to_string()))?;
         let setup = DriverSetup {
             model,
@@ -104,16 +114,20 @@ impl TestHost {
             plan: Arc::default(),
             capacity: Arc::new(CapacityGate::new()?),
             personality: None,
-            store,
+            store: store.clone(),
             meta,
             agent: None,
             project: Project::Cli,
             kind: SessionKind::Agent,
             product_version: "0.0.0".into(),
         };
+        let resume = match &request.resume {
+            Some(id) => Some(store.load(id).map_err(Error::Open)?),
+            None => None,
+        };
         Ok(Opened {
             setup,
-            resume: None,
+            resume,
             mode,
             models: None,
             memory_entries: None,
@@ -136,10 +150,7 @@ impl Host for TestHost {
                 .lock()
                 .unwrap()
                 .push(request.memory_api.clone());
-            match &request.resume {
-                Some(id) => Err(Error::NoSavedSession(id.clone())),
-                None => self.setup(&request),
-            }
+            self.setup(&request)
         })
     }
 
