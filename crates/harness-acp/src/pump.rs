@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use harness_agent::{Ctl, Out};
-use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin};
+use harness_core::protocol::{Answer, Block, Event, Mode, Op, Origin, TurnEnd};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -401,7 +401,16 @@ impl Pump {
                     mode.as_str(),
                 )));
             }
-            Event::Notice { text, .. } => self.host.notice(&text),
+            Event::Notice { level, text } => {
+                // While a prompt runs (a model request retried after a 429, a wait for the
+                // server's slot), the client hears it as progress: a thought, marked a notice.
+                if self.running.lock().map(|r| *r).unwrap_or(false) {
+                    let chunk = ContentChunk::new(text_block(format!("{text}\n")))
+                        .meta(meta(json!({"notice": level})));
+                    self.update(SessionUpdate::AgentThoughtChunk(chunk));
+                }
+                self.host.notice(&text);
+            }
             Event::JobStarted {
                 job_id,
                 kind,
@@ -460,6 +469,11 @@ impl Pump {
                     })));
                 }
                 if let Some(responder) = responder {
+                    // The model link failed: `spec/acp.md` §5's -32042, by the end's kind.
+                    if let TurnEnd::ModelUnavailable { message } = &reason {
+                        let _ = responder.respond_with_error(model_unavailable(message));
+                        return;
+                    }
                     let _ = match harness_agent::stop_reason(&reason) {
                         Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
                         Err(message) => responder.respond_with_error(
@@ -471,4 +485,14 @@ impl Pump {
             _ => {}
         }
     }
+}
+
+/// The error a prompt answers when the model link failed mid-session (`spec/acp.md` §5:
+/// `-32042`, never a fallback to another model).
+fn model_unavailable(message: &str) -> agent_client_protocol::Error {
+    crate::ext::lembas_error(
+        -32042,
+        format!("Model unavailable: {message}"),
+        "model_unavailable",
+    )
 }

@@ -330,6 +330,12 @@ pub enum TurnEnd {
         /// The error, one line, as shown to the person.
         message: String,
     },
+    /// The model link failed: its server could not be reached, or kept failing past the link's
+    /// retries (an ACP prompt answers `-32042`, `spec/acp.md` §5).
+    ModelUnavailable {
+        /// The link's error, one line, as shown to the person.
+        message: String,
+    },
 }
 
 /// How loud a notice is.

@@ -2,6 +2,7 @@
 //! that talks to the agent over an in-memory duplex stream.
 
 mod map;
+mod model;
 mod replay;
 mod session;
 mod wire;
@@ -173,4 +174,75 @@ pub fn info() -> AgentInfo {
         version: "9.9.9".into(),
         instance: "test-1".into(),
     }
+}
+
+/// One prompt of `prompt` in a new session of `host` (auto mode, a plain client): the answer,
+/// or the error's code, message and data; and the updates seen.
+pub async fn prompt_once(
+    host: Arc<TestHost>,
+    prompt: Vec<agent_client_protocol::v1::schema::ContentBlock>,
+) -> (
+    Result<agent_client_protocol::v1::schema::PromptResponse, (i32, String, serde_json::Value)>,
+    Vec<agent_client_protocol::v1::schema::SessionUpdate>,
+) {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{
+        InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
+    };
+    use agent_client_protocol::{ByteStreams, Client};
+    use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+    let (agent_end, client_end) = tokio::io::duplex(64 * 1024);
+    let (agent_in, agent_out) = tokio::io::split(agent_end);
+    let agent = tokio::spawn(harness_acp::serve_stream(host, info(), agent_in, agent_out));
+    let (client_in, client_out) = tokio::io::split(client_end);
+    let transport = ByteStreams::new(client_out.compat_write(), client_in.compat());
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let u = updates.clone();
+    let answer = Arc::new(Mutex::new(None));
+    let a = answer.clone();
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                u.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(transport, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let s = cx
+                .send_request(
+                    NewSessionRequest::new("/work").meta(map::lembas(json!({"mode": "auto"}))),
+                )
+                .block_task()
+                .await?;
+            let r = cx
+                .send_request(PromptRequest::new(s.session_id, prompt))
+                .block_task()
+                .await
+                .map_err(|e| {
+                    (
+                        i32::from(e.code),
+                        e.message.clone(),
+                        e.data.clone().unwrap_or_default(),
+                    )
+                });
+            *a.lock().unwrap() = Some(r);
+            Ok(())
+        });
+    tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the ACP run took over 60 s")
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), agent)
+        .await
+        .expect("the agent did not end")
+        .unwrap()
+        .unwrap();
+    let answer = answer.lock().unwrap().take().unwrap();
+    let updates = updates.lock().unwrap();
+    (answer, updates.iter().map(|n| n.update.clone()).collect())
 }
