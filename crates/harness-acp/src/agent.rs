@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentBlock, ContentChunk,
+    AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentChunk,
     CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, Meta, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
-    SessionConfigSelectOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    LoadSessionResponse, Meta, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo};
 use harness_agent::{Ctl, Driver};
@@ -29,7 +30,7 @@ use crate::ext::{
 };
 use crate::host::{AgentInfo, Host, ModelChoice, OpenRequest};
 use crate::jobs::{JobTable, job_object, job_send, job_session, job_transcript};
-use crate::map::{inside_roots, meta, mode_state, replay_updates, text_block};
+use crate::map::{inside_roots, meta, mode_state, prompt_input, replay_updates, text_block};
 use crate::pump::Pump;
 
 /// The `_lembas` protocol this agent speaks.
@@ -391,7 +392,12 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
             .map(|c| (*c).to_owned())
             .collect();
     }
-    let caps = AgentCapabilities::new().load_session(true).meta(meta(json!({
+    // Images and embedded files are taken (`spec/acp.md` §3); audio is not.
+    let prompt = PromptCapabilities::new().image(true).embedded_context(true);
+    let caps = AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(prompt)
+        .meta(meta(json!({
         "protocol": LEMBAS_PROTOCOL,
         "spec": harness_spec::Spec::embedded().version().to_string(),
         "capabilities": CAPABILITIES,
@@ -761,16 +767,7 @@ fn prompt(
     let Some(open) = sessions.get(&id) else {
         return responder.respond_with_error(unknown_session(&id));
     };
-    let mut text = String::new();
-    for block in &req.prompt {
-        match block {
-            ContentBlock::Text(t) => text.push_str(&t.text),
-            ContentBlock::ResourceLink(l) => {
-                text.push_str(&format!("\n[{}]({})\n", l.name, l.uri));
-            }
-            _ => {}
-        }
-    }
+    let (text, images) = prompt_input(&req.prompt);
     // A slash command the session advertised: done here, not sent to the model.
     let mode = open.mode.lock().map(|m| *m).unwrap_or(Mode::Manual);
     if let Some(command) = slash_command(&text, mode) {
@@ -825,7 +822,7 @@ fn prompt(
     let _ = open.ops.send(Ctl::Op(Op::Prompt {
         text,
         origin: Origin::Person,
-        images: Vec::new(),
+        images,
     }));
     Ok(())
 }

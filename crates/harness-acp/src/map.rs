@@ -305,3 +305,53 @@ pub fn acp_stop(stop: &str) -> StopReason {
         _ => StopReason::EndTurn,
     }
 }
+
+/// What a prompt's content blocks give the session: its text and its images (`data:` URLs).
+/// Text blocks are the text; a resource link is named in it as a Markdown link; an embedded
+/// text resource (a file the editor attached) follows as `<context ref="URI">…</context>`; an
+/// image, or an embedded resource of an image type, is an image; any other block is named in
+/// the text as left out, never dropped unsaid.
+pub fn prompt_input(blocks: &[ContentBlock]) -> (String, Vec<String>) {
+    use agent_client_protocol::v1::schema::EmbeddedResourceResource;
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => text.push_str(&t.text),
+            ContentBlock::ResourceLink(l) => {
+                text.push_str(&format!("\n[{}]({})\n", l.name, l.uri));
+            }
+            ContentBlock::Image(i) => match &i.uri {
+                Some(uri) if i.data.is_empty() && uri.starts_with("https:") => {
+                    images.push(uri.clone());
+                }
+                _ => images.push(format!("data:{};base64,{}", i.mime_type, i.data)),
+            },
+            ContentBlock::Resource(r) => match &r.resource {
+                EmbeddedResourceResource::TextResourceContents(t) => {
+                    text.push_str(&format!(
+                        "\n<context ref=\"{}\">\n{}\n</context>\n",
+                        t.uri,
+                        t.text.trim_end_matches('\n')
+                    ));
+                }
+                EmbeddedResourceResource::BlobResourceContents(b) => match b.mime_type.as_deref() {
+                    Some(m) if m.starts_with("image/") => {
+                        images.push(format!("data:{m};base64,{}", b.blob));
+                    }
+                    m => text.push_str(&format!(
+                        "\n[{} ({}): binary content, not read]\n",
+                        b.uri,
+                        m.unwrap_or("no type")
+                    )),
+                },
+                _ => text.push_str("\n[an embedded resource of an unknown kind, not read]\n"),
+            },
+            ContentBlock::Audio(a) => {
+                text.push_str(&format!("\n[an audio clip ({}), not taken]\n", a.mime_type));
+            }
+            _ => text.push_str("\n[a content block of an unknown kind, not read]\n"),
+        }
+    }
+    (text, images)
+}

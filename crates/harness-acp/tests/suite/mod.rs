@@ -1,6 +1,7 @@
 //! Helpers: a host whose sessions run a scripted model in a world of one tool, and a client
 //! that talks to the agent over an in-memory duplex stream.
 
+mod content;
 mod map;
 mod model;
 mod replay;
@@ -80,6 +81,10 @@ pub struct TestHost {
     pub memory_apis: Mutex<Vec<Option<harness_agent::memory_api::Api>>>,
     /// Where its sessions are kept (a saved one is loaded from here).
     pub store: Arc<MemoryStore>,
+    /// Whether its model reads images.
+    pub vision: std::sync::atomic::AtomicBool,
+    /// The model of each session opened, to read what it was sent.
+    pub models: Mutex<Vec<ScriptedModel>>,
 }
 
 impl TestHost {
@@ -89,11 +94,18 @@ impl TestHost {
             notices: Mutex::new(Vec::new()),
             memory_apis: Mutex::new(Vec::new()),
             store: Arc::default(),
+            vision: Default::default(),
+            models: Mutex::new(Vec::new()),
         })
     }
 
     fn setup(&self, request: &OpenRequest) -> Result<Opened, Error> {
-        let model = Arc::new(ScriptedModel::new(self.script.clone()));
+        let mut scripted = ScriptedModel::new(self.script.clone());
+        if self.vision.load(std::sync::atomic::Ordering::Relaxed) {
+            scripted = scripted.with_vision();
+        }
+        self.models.lock().unwrap().push(scripted.clone());
+        let model = Arc::new(scripted);
         let world = Arc::new(Rocket);
         let store = self.store.clone();
         let mode = request.mode.unwrap_or(Mode::Manual);
