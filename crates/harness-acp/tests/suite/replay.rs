@@ -155,7 +155,8 @@ async fn machine_messages_never_replay_as_the_persons() {
         },
     ];
     // (capabilities, the user messages replayed: text and whether marked machine)
-    let cases: [(&[&str], Vec<(&str, bool)>); 2] = [
+    type Case<'a> = (&'a [&'a str], Vec<(&'a str, bool)>);
+    let cases: [Case; 2] = [
         // A plain editor: the person's own only.
         (&[], vec![("build it in the background", false)]),
         // A client that knows jobs: the machine's marked as such.
