@@ -636,6 +636,17 @@ async fn open_session(
         .await
         .map_err(|e| e.to_acp())?;
     let model = opened.setup.model_name.clone();
+    // Capability `plan_state`: the chat's plan, handed back whole (`spec/acp.md` §8).
+    let client_plan = match lembas.get("plan_state") {
+        Some(p) if state.agreed("plan_state") => Some(
+            serde_json::from_value::<Option<harness_core::plan::Plan>>(p.clone()).map_err(|e| {
+                agent_client_protocol::Error::invalid_params()
+                    .data(json!({"lembas": "invalid_plan_state", "message": e.to_string()}))
+            })?,
+        ),
+        _ => None,
+    };
+    let plan = opened.setup.plan.clone();
     if let Some(w) = &wanted
         && !harness_model::settings::same_model(w, &model)
     {
@@ -649,7 +660,14 @@ async fn open_session(
     let (op_tx, op_rx) = mpsc::unbounded_channel();
     let mut driver = Driver::new(opened.setup, opened.resume.as_deref(), out_tx, op_rx)
         .map_err(|e| Error::Agent(e).to_acp())?;
+    // The client's plan over the one the transcript's plan calls left.
+    if let Some(p) = client_plan
+        && let Ok(mut held) = plan.lock()
+    {
+        held.plan = p;
+    }
     // Replayed as resuming left it: a call cut off mid-run has its result.
+    let resumed = opened.resume.is_some();
     let replay = match opened.resume.as_deref() {
         Some(saved) => replay_updates(
             &driver.saved().unwrap_or_else(|_| saved.to_vec()),
@@ -741,6 +759,14 @@ async fn open_session(
     tokio::spawn(pump.run(out_rx));
     for update in replay {
         let _ = pump_cx.send_notification(SessionNotification::new(id.clone(), update));
+    }
+    // With `plan_state`, the plan follows a replay.
+    if resumed && state.agreed("plan_state") {
+        let held = plan.lock().ok().and_then(|p| p.plan.clone());
+        let _ = pump_cx.send_notification(crate::ext::PlanStateNotification {
+            session_id: id.clone(),
+            plan: serde_json::to_value(held).unwrap_or(Value::Null),
+        });
     }
     let _ = pump_cx.send_notification(SessionNotification::new(
         id.clone(),

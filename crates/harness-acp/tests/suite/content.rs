@@ -74,3 +74,40 @@ async fn a_prompts_images_reach_a_model_that_sees() {
     );
     assert_eq!(images.len(), 2, "{images:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_plan_state_is_the_sessions_plan() {
+    use agent_client_protocol::v1::schema::SessionUpdate;
+    let plan = serde_json::json!({
+        "title": "Retry failed uploads",
+        "summary": "Wrap the upload client in a bounded retry.",
+        "findings": [], "objectives": [],
+        "phases": [{"id": "p1", "title": "Work", "tasks": [
+            {"id": "t1", "title": "Add RetryPolicy", "status": "doing"}]}],
+        "submitted": false
+    });
+    let slash = || vec![ContentBlock::Text(TextContent::new("/plan"))];
+    // (capabilities, whether the plan card names the client's plan)
+    for (caps, held) in [(&["plan_state"][..], true), (&[][..], false)] {
+        let host = TestHost::new(Vec::new());
+        let meta = serde_json::json!({"mode": "auto", "plan_state": plan});
+        let (answer, updates) = super::prompt_with(host, caps, meta, slash()).await;
+        answer.unwrap();
+        let said: String = updates
+            .iter()
+            .filter_map(|u| match u {
+                SessionUpdate::AgentMessageChunk(c) => match &c.content {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            said.contains("Retry failed uploads"),
+            held,
+            "{caps:?}: {said}"
+        );
+        assert_eq!(said.contains("Add RetryPolicy"), held, "{caps:?}: {said}");
+    }
+}

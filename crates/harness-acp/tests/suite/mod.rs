@@ -188,10 +188,26 @@ pub fn info() -> AgentInfo {
     }
 }
 
-/// One prompt of `prompt` in a new session of `host` (auto mode, a plain client): the answer,
-/// or the error's code, message and data; and the updates seen.
+/// The answer to a prompt, or the error's code, message and data; and the updates seen.
+pub type Prompted = (
+    Result<agent_client_protocol::v1::schema::PromptResponse, (i32, String, serde_json::Value)>,
+    Vec<agent_client_protocol::v1::schema::SessionUpdate>,
+);
+
+/// One prompt of `prompt` in a new session of `host` (auto mode, a plain client).
 pub async fn prompt_once(
     host: Arc<TestHost>,
+    prompt: Vec<agent_client_protocol::v1::schema::ContentBlock>,
+) -> Prompted {
+    prompt_with(host, &[], json!({"mode": "auto"}), prompt).await
+}
+
+/// One prompt of `prompt` in a new session of `host` opened with `_meta.lembas` `lembas`, by a
+/// client of the `_lembas` capabilities `caps`.
+pub async fn prompt_with(
+    host: Arc<TestHost>,
+    caps: &[&str],
+    lembas: serde_json::Value,
     prompt: Vec<agent_client_protocol::v1::schema::ContentBlock>,
 ) -> (
     Result<agent_client_protocol::v1::schema::PromptResponse, (i32, String, serde_json::Value)>,
@@ -203,6 +219,7 @@ pub async fn prompt_once(
     };
     use agent_client_protocol::{ByteStreams, Client};
     use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+    let caps: Vec<String> = caps.iter().map(|c| (*c).to_owned()).collect();
     let (agent_end, client_end) = tokio::io::duplex(64 * 1024);
     let (agent_in, agent_out) = tokio::io::split(agent_end);
     let agent = tokio::spawn(harness_acp::serve_stream(host, info(), agent_in, agent_out));
@@ -222,13 +239,17 @@ pub async fn prompt_once(
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_with(transport, async move |cx| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                .block_task()
-                .await?;
+            cx.send_request(
+                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                    agent_client_protocol::v1::schema::ClientCapabilities::new().meta(map::lembas(
+                        json!({"protocol": 2, "spec": "3.1.0", "capabilities": caps}),
+                    )),
+                ),
+            )
+            .block_task()
+            .await?;
             let s = cx
-                .send_request(
-                    NewSessionRequest::new("/work").meta(map::lembas(json!({"mode": "auto"}))),
-                )
+                .send_request(NewSessionRequest::new("/work").meta(map::lembas(lembas)))
                 .block_task()
                 .await?;
             let r = cx
