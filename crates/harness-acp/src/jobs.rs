@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::State;
 use crate::ext::{
-    JobNoteNotification, JobNotification, JobSendRequest, JobTranscriptRequest, unknown_job,
-    unknown_session,
+    JobNotification, JobSendRequest, JobTranscriptRequest, unknown_job, unknown_session,
 };
 use crate::map::{replay_updates, text_block};
 
@@ -65,7 +64,6 @@ pub(crate) async fn job_send(
         .parse::<u32>()
         .map_err(|_| unknown_job(&req.job_id))?;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let req_text = req.text.clone();
     let _ = ops.send(Ctl::SendJob(id, req.text, tx));
     let queued = match rx.await {
         Ok(Some(Ok(queued))) => queued,
@@ -91,10 +89,7 @@ pub(crate) async fn job_send(
             "sessionId": req.session_id, "job": job,
         })));
     }
-    let _ = cx.send_notification(JobNoteNotification(json!({
-        "sessionId": req.session_id, "jobId": req.job_id,
-        "note": if queued { "sent" } else { "restarted" }, "text": req_text,
-    })));
+    // Its `job_note` (`sent`, `restarted`) comes from the session, as for the model's sends.
     let delivered = if queued { "queued" } else { "restarted" };
     Ok(json!({"job": job, "delivered": delivered}))
 }

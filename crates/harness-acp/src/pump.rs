@@ -455,6 +455,16 @@ impl Pump {
                     "sessionId": self.session, "jobId": job_id, "note": "report", "text": text,
                 })));
             }
+            // A message for a job, the model's or the person's: sent, restarted or dropped.
+            Event::JobMessage {
+                job_id,
+                text,
+                delivery,
+            } if self.jobs_cap => {
+                let _ = self.cx.send_notification(JobNoteNotification(json!({
+                    "sessionId": self.session, "jobId": job_id, "note": delivery, "text": text,
+                })));
+            }
             Event::TurnEnded { reason } => {
                 if let Ok(mut r) = self.running.lock() {
                     *r = false;

@@ -10,8 +10,8 @@ use harness_core::offer::{OfferContext, Offering};
 use harness_core::plan::PlanState;
 use harness_core::prompt::{self, InstructionFile, PromptInput};
 use harness_core::protocol::{
-    Answer, Event, JobEnd, JobKind, Level, Mode, Op, PermissionQuestion, SessionKind, ToolCall,
-    TurnEnd,
+    Answer, Event, JobDelivery, JobEnd, JobKind, Level, Mode, Op, PermissionQuestion, SessionKind,
+    ToolCall, TurnEnd,
 };
 use harness_loop::config::LoopConfig;
 use harness_loop::session::ToolTraits;
@@ -787,13 +787,15 @@ impl Driver {
                 let args = serde_json::json!({"id": id, "message": message});
                 let r = match self.session.jobs_mut().tool("job_send", &args) {
                     Some(harness_loop::jobs::JobDecision::Deliver { id, message, .. }) => {
-                        if let Some(child) = self.subagents.get(&id) {
-                            let _ = child.send(Ctl::Message(message));
+                        match self.deliver_to_job(id, message, false) {
+                            JobDelivery::Dropped => Err(format!(
+                                "job {id}'s subagent is gone: the message was dropped"
+                            )),
+                            _ => Ok(true),
                         }
-                        Ok(true)
                     }
                     Some(harness_loop::jobs::JobDecision::Restart { id, message, .. }) => {
-                        self.restart_subagent(id, message);
+                        self.deliver_to_job(id, message, true);
                         Ok(false)
                     }
                     Some(d) => Err(d.text().to_owned()),
@@ -977,13 +979,11 @@ impl Driver {
                     None
                 }
                 Action::DeliverToJob { id, message } => {
-                    if let Some(child) = self.subagents.get(&id) {
-                        let _ = child.send(Ctl::Message(message));
-                    }
+                    self.deliver_to_job(id, message, false);
                     None
                 }
                 Action::RestartJob { id, message } => {
-                    self.restart_subagent(id, message);
+                    self.deliver_to_job(id, message, true);
                     None
                 }
                 Action::ReportToParent { text } => {
@@ -1807,6 +1807,29 @@ impl Driver {
     }
 
     /// Starts ended subagent job `id` again with its saved context and `message`.
+    /// A message for job `id` (the model's `job_send` or the person's): handed to its running
+    /// subagent, or with `restart` the ended subagent started again with it; told as
+    /// [`Event::JobMessage`], `dropped` when the subagent is gone.
+    fn deliver_to_job(&mut self, id: u32, message: String, restart: bool) -> JobDelivery {
+        let delivery = if restart {
+            self.restart_subagent(id, message.clone());
+            JobDelivery::Restarted
+        } else {
+            match self.subagents.get(&id) {
+                Some(child) if child.send(Ctl::Message(message.clone())).is_ok() => {
+                    JobDelivery::Sent
+                }
+                _ => JobDelivery::Dropped,
+            }
+        };
+        self.emit(Event::JobMessage {
+            job_id: id.to_string(),
+            text: message,
+            delivery,
+        });
+        delivery
+    }
+
     fn restart_subagent(&mut self, id: u32, message: String) {
         let Some((agent, session)) = self.subagent_sessions.get(&id).cloned() else {
             let _ = self.job_tx.send(JobMsg::SubagentEnded {

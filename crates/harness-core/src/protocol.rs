@@ -287,6 +287,18 @@ pub enum JobKind {
     Subagent,
 }
 
+/// What became of a message for a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobDelivery {
+    /// Queued for the running subagent.
+    Sent,
+    /// The ended subagent was started again with it.
+    Restarted,
+    /// It reached nobody: the subagent was gone.
+    Dropped,
+}
+
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -445,6 +457,16 @@ pub enum Event {
         job_id: String,
         /// The note.
         text: String,
+    },
+    /// A message for a job (the model's `job_send`, or the person's) was handed to its running
+    /// subagent, started an ended one again, or could not reach it.
+    JobMessage {
+        /// The job's id.
+        job_id: String,
+        /// The message.
+        text: String,
+        /// What became of it.
+        delivery: JobDelivery,
     },
     /// A job ended.
     JobEnded {

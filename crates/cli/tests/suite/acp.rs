@@ -289,6 +289,14 @@ where
     with_agent_spec(sb, url, "3.0.0", caps, body).await
 }
 
+/// The `_lembas/job_note` notifications an agent run sent, in order.
+type Notes = Arc<Mutex<Vec<Value>>>;
+
+tokio::task_local! {
+    /// Where [`with_agent_spec`] keeps the `_lembas/job_note`s of the run (when set).
+    static NOTES: Notes;
+}
+
 /// [`with_agent_caps`] for a client at spec version `spec`.
 async fn with_agent_spec<F>(
     sb: &Sandbox,
@@ -321,6 +329,7 @@ where
     );
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let u = updates.clone();
+    let notes: Notes = NOTES.try_with(Arc::clone).unwrap_or_default();
     tokio::time::timeout(
         std::time::Duration::from_secs(60),
         Client
@@ -328,6 +337,13 @@ where
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
                     u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_notification(
+                async move |n: JobNote, _cx| {
+                    notes.lock().unwrap().push(n.0);
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
@@ -421,6 +437,10 @@ async fn session_load_replays_and_continues() {
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
 #[notification(method = "_lembas/job")]
 struct JobEvent(Value);
+
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "_lembas/job_note")]
+struct JobNote(Value);
 
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
 #[notification(method = "_lembas/prompt")]
@@ -550,7 +570,11 @@ async fn jobs_and_machine_turns_reach_the_client() {
                 assert_eq!(jobs.0["jobs"][0]["exit_code"], 0);
                 // `_lembas/status` lists the same jobs under the session.
                 let status = cx.send_request(Status {}).block_task().await?;
-                assert_eq!(status.0["sessions"][0]["jobs"], jobs.0["jobs"], "{}", status.0);
+                assert_eq!(
+                    status.0["sessions"][0]["jobs"], jobs.0["jobs"],
+                    "{}",
+                    status.0
+                );
                 let out = cx
                     .send_request(JobOutput {
                         session_id: sid,
@@ -666,7 +690,8 @@ async fn job_send_and_transcript_reach_the_jobs() {
     replies.extend((0..12).map(|_| text(&["ok."])));
     let server = ScriptedServer::start(replies).await.unwrap();
     let url = server.base_url();
-    with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
+    let notes: Notes = Arc::default();
+    let run = with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
         let s = cx
             .send_request(NewSessionRequest::new(root).meta(lembas(json!({"mode": "auto"}))))
             .block_task()
@@ -765,8 +790,16 @@ async fn job_send_and_transcript_reach_the_jobs() {
         assert_eq!(texts.first(), Some(&"look around"), "{}", t.0);
         assert!(texts.iter().any(|t| t.contains("look again")), "{texts:?}");
         Ok(())
-    })
-    .await;
+    });
+    NOTES.scope(notes.clone(), run).await;
+    // The restart is told as the session's own `job_note`, once.
+    let notes = notes.lock().unwrap();
+    let told: Vec<(&str, &str)> = notes
+        .iter()
+        .filter(|n| n["note"] != "report")
+        .map(|n| (n["note"].as_str().unwrap(), n["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(told, [("restarted", "look again")], "{notes:?}");
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
