@@ -26,10 +26,19 @@ pub enum Answers {
     Nobody,
 }
 
+/// The prompt of a one-shot run.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    /// Its text.
+    pub text: String,
+    /// Its images (`--image`), as `data:` URLs.
+    pub images: Vec<String>,
+}
+
 /// Runs one prompt to its end.
 pub async fn run(
     parts: SessionParts,
-    prompt: String,
+    prompt: Prompt,
     output: OutputFormat,
     answers: Answers,
     job_wait: Option<u64>,
@@ -59,7 +68,7 @@ pub async fn run(
     driver.wait_for_jobs_at_most(std::time::Duration::from_secs(wait));
     let id = driver.id().to_owned();
     let model = driver.model_name().to_owned();
-    driver.queue_prompt(prompt);
+    driver.queue_prompt_with(prompt.text, prompt.images);
     let mut task = tokio::spawn(async move {
         let r = driver.run(true).await;
         (driver, r)

@@ -520,7 +520,12 @@ impl Driver {
 
     /// Queues a prompt to run as soon as the session is idle.
     pub fn queue_prompt(&mut self, text: String) {
-        self.queued_prompts.push_back((text, Vec::new()));
+        self.queue_prompt_with(text, Vec::new());
+    }
+
+    /// Queues a prompt with its images (`data:` or `https:` URLs), as [`Self::queue_prompt`].
+    pub fn queue_prompt_with(&mut self, text: String, images: Vec<String>) {
+        self.queued_prompts.push_back((text, images));
     }
 
     /// Starts the person's prompt, with the images that go with it where the model reads
