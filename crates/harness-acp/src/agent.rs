@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentChunk,
-    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, Meta, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigOptionValue, SessionConfigSelectOption, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason,
+    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, Meta, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    SessionConfigSelectOption, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo};
 use harness_agent::{Ctl, Driver};
@@ -125,6 +126,7 @@ pub async fn serve(
     let s2 = state.clone();
     let s3 = state.clone();
     let s4 = state.clone();
+    let s4b = state.clone();
     let s5 = state.clone();
     let s6 = state.clone();
     let s7 = state.clone();
@@ -177,6 +179,13 @@ pub async fn serve(
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: ListSessionsRequest, responder, _cx| match list_sessions(&s4b, &req) {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |req: SetSessionModeRequest, responder, _cx| {
@@ -397,6 +406,7 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
     let caps = AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(prompt)
+        .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
         .meta(meta(json!({
         "protocol": LEMBAS_PROTOCOL,
         "spec": harness_spec::Spec::embedded().version().to_string(),
@@ -851,6 +861,44 @@ fn prompt(
         images,
     }));
     Ok(())
+}
+
+/// `session/list`: the saved sessions (of `cwd` when given), newest first, in one page; a
+/// LLeMbas instance's only those inside the roots.
+fn list_sessions(
+    state: &State,
+    req: &ListSessionsRequest,
+) -> Result<ListSessionsResponse, agent_client_protocol::Error> {
+    if let Some(cwd) = &req.cwd
+        && !cwd.is_absolute()
+    {
+        return Err(
+            agent_client_protocol::Error::invalid_params().data(json!(format!(
+                "cwd must be an absolute path: {}",
+                cwd.display()
+            ))),
+        );
+    }
+    let mut saved = state
+        .host
+        .sessions(req.cwd.as_deref())
+        .map_err(|e| agent_client_protocol::Error::internal_error().data(json!(e)))?;
+    if state.lembas_client.lock().map(|l| *l).unwrap_or(true) {
+        let roots = state.roots();
+        saved.retain(|m| inside_roots(&m.cwd, &roots));
+    }
+    saved.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+    let sessions = saved
+        .into_iter()
+        .map(|m| {
+            let mut info = SessionInfo::new(m.id, m.cwd).updated_at(crate::pump::iso(m.updated));
+            if !m.title.is_empty() {
+                info = info.title(m.title);
+            }
+            info
+        })
+        .collect();
+    Ok(ListSessionsResponse::new(sessions))
 }
 
 fn status(state: &State) -> Value {

@@ -60,7 +60,11 @@ static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// Now as `2026-11-29T20:14:03Z`.
 fn iso_now() -> String {
-    let t = harness_agent::time::now();
+    iso(harness_agent::time::now())
+}
+
+/// A time in seconds since the epoch as `2026-11-29T20:14:03Z`.
+pub(crate) fn iso(t: u64) -> String {
     let day = harness_agent::time::format_time(t);
     format!("{}T{}:{:02}Z", &day[..10], &day[11..], t % 60)
 }

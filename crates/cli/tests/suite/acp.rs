@@ -1832,3 +1832,60 @@ async fn a_write_outside_names_one_path_to_the_client() {
     let rerooted = root.join(target.strip_prefix("/").unwrap());
     assert!(!rerooted.exists(), "{} was made", rerooted.display());
 }
+
+/// `session/list`: the saved sessions of a directory, newest first, advertised in
+/// `initialize`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_sessions_are_listed() {
+    use agent_client_protocol::v1::schema::ListSessionsRequest;
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![text(&["One."]), text(&["Two."])])
+        .await
+        .unwrap();
+    with_agent(&sb, &server.base_url(), async move |cx| {
+        let mut opened = Vec::new();
+        for words in ["first", "second"] {
+            let s = cx
+                .send_request(NewSessionRequest::new(root.clone()))
+                .block_task()
+                .await?;
+            cx.send_request(PromptRequest::new(
+                s.session_id.clone(),
+                vec![ContentBlock::Text(TextContent::new(words))],
+            ))
+            .block_task()
+            .await?;
+            opened.push(s.session_id.to_string());
+        }
+        let listed = cx
+            .send_request(ListSessionsRequest::new().cwd(root.clone()))
+            .block_task()
+            .await?;
+        let mut ids: Vec<String> = listed
+            .sessions
+            .iter()
+            .map(|s| s.session_id.to_string())
+            .collect();
+        assert!(listed.sessions.iter().all(|s| s.cwd == root), "{listed:?}");
+        let times: Vec<&str> = listed
+            .sessions
+            .iter()
+            .map(|s| s.updated_at.as_deref().unwrap())
+            .collect();
+        let mut newest_first = times.clone();
+        newest_first.sort_by(|a, b| b.cmp(a));
+        assert_eq!(times, newest_first);
+        ids.sort();
+        opened.sort();
+        assert_eq!(ids, opened);
+        // Another directory has none.
+        let none = cx
+            .send_request(ListSessionsRequest::new().cwd(root.join("sub")))
+            .block_task()
+            .await?;
+        assert!(none.sessions.is_empty(), "{none:?}");
+        Ok(())
+    })
+    .await;
+}
