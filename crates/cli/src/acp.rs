@@ -74,6 +74,12 @@ impl Host for CliHost {
     fn notice(&self, text: &str) {
         eprintln!("llembas acp: {text}");
     }
+
+    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, String> {
+        crate::store::Store::new(self.settings.dirs.sessions())
+            .list(cwd)
+            .map_err(|e| format!("{e:#}"))
+    }
 }
 
 impl CliHost {

@@ -37,6 +37,12 @@ pub struct Args {
     #[arg(short = 'p', long, num_args = 0..=1, default_missing_value = "-")]
     pub prompt: Option<String>,
 
+    /// With -p: an image to go with the prompt (png, jpeg, gif or webp; repeatable). It reaches
+    /// the model where its metadata says it reads images; otherwise it is left out, said on
+    /// stderr.
+    #[arg(long, value_name = "FILE")]
+    pub image: Vec<PathBuf>,
+
     /// With -p: seconds to wait for background jobs after the answer ended [default: the
     /// spec's `jobs.limits.oneshot_wait_seconds`, 120].
     #[arg(long, value_name = "SECONDS")]

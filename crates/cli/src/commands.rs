@@ -3,7 +3,7 @@
 use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use harness_core::offer::{self, OfferContext};
 use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::{Project, Spec};
@@ -172,14 +172,28 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if prompt.is_none() && !args.image.is_empty() {
+        bail!(
+            "--image goes with a one-shot prompt (-p); in the terminal, name an image with @path"
+        );
+    }
     match prompt {
         Some(prompt) => {
             if prompt.trim().is_empty() {
                 bail!("the prompt is empty");
             }
+            let images = args
+                .image
+                .iter()
+                .map(|p| image(p))
+                .collect::<Result<Vec<_>>>()?;
             runtime.block_on(crate::process::ending_on_signals(async {
                 let parts = session::build(&settings, args.resume.as_deref()).await?;
                 let price = settings.price(&parts.model_name);
+                let prompt = oneshot::Prompt {
+                    text: prompt,
+                    images,
+                };
                 oneshot::run(
                     price,
                     parts,
@@ -196,6 +210,17 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
             crate::interactive::run(settings.clone(), parts).await
         })),
     }
+}
+
+/// An `--image` file as the `data:` URL the prompt carries.
+fn image(path: &std::path::Path) -> Result<String> {
+    let name = path.to_string_lossy();
+    if harness_agent::person::image_type(&name).is_none() {
+        bail!("--image {name}: not an image by its name (png, jpg, jpeg, gif or webp)");
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("--image {name}"))?;
+    harness_agent::person::image_url(&name, &bytes)
+        .with_context(|| format!("--image {name}: not an image"))
 }
 
 fn read_stdin() -> Result<String> {

@@ -26,11 +26,20 @@ pub enum Answers {
     Nobody,
 }
 
+/// The prompt of a one-shot run.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    /// Its text.
+    pub text: String,
+    /// Its images (`--image`), as `data:` URLs.
+    pub images: Vec<String>,
+}
+
 /// Runs one prompt to its end.
 pub async fn run(
     price: Option<harness_spec::Cost>,
     parts: SessionParts,
-    prompt: String,
+    prompt: Prompt,
     output: OutputFormat,
     answers: Answers,
     job_wait: Option<u64>,
@@ -58,7 +67,7 @@ pub async fn run(
         .into_builder()
         .answers_questions(answers == Answers::Stdin)
         .one_shot(Some(std::time::Duration::from_secs(wait)))
-        .prompt(prompt)
+        .prompt_with_images(prompt.text, prompt.images)
         .spawn()?;
     let id = session.id().to_owned();
     let model = session.model_name().to_owned();

@@ -7,12 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentBlock, ContentChunk,
-    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, Meta, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
-    SessionConfigSelectOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentChunk,
+    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, Meta, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    SessionConfigSelectOption, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo};
 use harness_agent::{Op, Session, Spawned};
@@ -28,7 +30,7 @@ use crate::ext::{
 };
 use crate::host::{AgentInfo, Host, ModelChoice, OpenRequest};
 use crate::jobs::{JobTable, job_object, job_send, job_session, job_transcript};
-use crate::map::{inside_roots, meta, mode_state, replay_updates, text_block};
+use crate::map::{inside_roots, meta, mode_state, prompt_input, replay_updates, text_block};
 use crate::pump::Pump;
 
 /// The `_lembas` protocol this agent speaks.
@@ -123,6 +125,7 @@ pub async fn serve(
     let s2 = state.clone();
     let s3 = state.clone();
     let s4 = state.clone();
+    let s4b = state.clone();
     let s5 = state.clone();
     let s6 = state.clone();
     let s7 = state.clone();
@@ -175,6 +178,13 @@ pub async fn serve(
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: ListSessionsRequest, responder, _cx| match list_sessions(&s4b, &req) {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |req: SetSessionModeRequest, responder, _cx| {
@@ -384,7 +394,13 @@ fn initialize(state: &State, req: InitializeRequest) -> InitializeResponse {
             .map(|c| (*c).to_owned())
             .collect();
     }
-    let caps = AgentCapabilities::new().load_session(true).meta(meta(json!({
+    // Images and embedded files are taken (`spec/acp.md` §3); audio is not.
+    let prompt = PromptCapabilities::new().image(true).embedded_context(true);
+    let caps = AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(prompt)
+        .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
+        .meta(meta(json!({
         "protocol": LEMBAS_PROTOCOL,
         "spec": harness_spec::Spec::embedded().version().to_string(),
         "capabilities": CAPABILITIES,
@@ -621,6 +637,17 @@ async fn open_session(
         .await
         .map_err(|e| e.to_acp())?;
     let model = opened.session.shown_model();
+    // Capability `plan_state`: the chat's plan, handed back whole (`spec/acp.md` §8).
+    let client_plan = match lembas.get("plan_state") {
+        Some(p) if state.agreed("plan_state") => Some(
+            serde_json::from_value::<Option<harness_core::plan::Plan>>(p.clone()).map_err(|e| {
+                agent_client_protocol::Error::invalid_params()
+                    .data(json!({"lembas": "invalid_plan_state", "message": e.to_string()}))
+            })?,
+        ),
+        _ => None,
+    };
+    let plan: Arc<Mutex<harness_core::plan::PlanState>> = Arc::default();
     if let Some(w) = &wanted
         && !harness_model::settings::same_model(w, &model)
     {
@@ -630,12 +657,13 @@ async fn open_session(
             "model_unavailable",
         ));
     }
-    let replay = opened
+    // What the transcript held before resuming closed what it left open.
+    let saved = opened.session.resumed().map(<[_]>::to_vec);
+    let resumed = saved.is_some();
+    let mut builder = opened
         .session
-        .resumed()
-        .map(|e| replay_updates(e, &req.cwd))
-        .unwrap_or_default();
-    let mut builder = opened.session.holds_display(state.agreed("show"));
+        .holds_display(state.agreed("show"))
+        .plan(plan.clone());
     if state.agreed("context")
         && let Some(text) = lembas.get("context").and_then(Value::as_str)
     {
@@ -670,6 +698,21 @@ async fn open_session(
         events,
         run,
     } = builder.spawn().map_err(|e| Error::Agent(e).to_acp())?;
+    // The client's plan over the one the transcript's plan calls left.
+    if let Some(p) = client_plan
+        && let Ok(mut held) = plan.lock()
+    {
+        held.plan = p;
+    }
+    // Replayed as resuming left it: a call cut off mid-run has its result.
+    let replay = match saved {
+        Some(saved) => replay_updates(
+            &session.saved().unwrap_or(saved),
+            &req.cwd,
+            state.agreed("jobs"),
+        ),
+        None => Vec::new(),
+    };
     // A reopened session's jobs, as its transcript left them (lost ones ended).
     let jobs: JobTable = Arc::default();
     let listed = session.jobs().await.map_err(|e| Error::Agent(e).to_acp())?;
@@ -725,6 +768,14 @@ async fn open_session(
     for update in replay {
         let _ = pump_cx.send_notification(SessionNotification::new(id.clone(), update));
     }
+    // With `plan_state`, the plan follows a replay.
+    if resumed && state.agreed("plan_state") {
+        let held = plan.lock().ok().and_then(|p| p.plan.clone());
+        let _ = pump_cx.send_notification(crate::ext::PlanStateNotification {
+            session_id: id.clone(),
+            plan: serde_json::to_value(held).unwrap_or(Value::Null),
+        });
+    }
     let _ = pump_cx.send_notification(SessionNotification::new(
         id.clone(),
         SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands())),
@@ -750,16 +801,7 @@ fn prompt(
     let Some(open) = sessions.get(&id) else {
         return responder.respond_with_error(unknown_session(&id));
     };
-    let mut text = String::new();
-    for block in &req.prompt {
-        match block {
-            ContentBlock::Text(t) => text.push_str(&t.text),
-            ContentBlock::ResourceLink(l) => {
-                text.push_str(&format!("\n[{}]({})\n", l.name, l.uri));
-            }
-            _ => {}
-        }
-    }
+    let (text, images) = prompt_input(&req.prompt);
     // A slash command the session advertised: done here, not sent to the model.
     let mode = open.mode.lock().map(|m| *m).unwrap_or(Mode::Manual);
     if let Some(command) = slash_command(&text, mode) {
@@ -810,12 +852,51 @@ fn prompt(
     open.ops.submit(Op::Prompt {
         text,
         origin: Origin::Person,
-        images: Vec::new(),
+        images,
     });
     Ok(())
 }
 
+/// `session/list`: the saved sessions (of `cwd` when given), newest first, in one page; a
+/// LLeMbas instance's only those inside the roots.
+fn list_sessions(
+    state: &State,
+    req: &ListSessionsRequest,
+) -> Result<ListSessionsResponse, agent_client_protocol::Error> {
+    if let Some(cwd) = &req.cwd
+        && !cwd.is_absolute()
+    {
+        return Err(
+            agent_client_protocol::Error::invalid_params().data(json!(format!(
+                "cwd must be an absolute path: {}",
+                cwd.display()
+            ))),
+        );
+    }
+    let mut saved = state
+        .host
+        .sessions(req.cwd.as_deref())
+        .map_err(|e| agent_client_protocol::Error::internal_error().data(json!(e)))?;
+    if state.lembas_client.lock().map(|l| *l).unwrap_or(true) {
+        let roots = state.roots();
+        saved.retain(|m| inside_roots(&m.cwd, &roots));
+    }
+    saved.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+    let sessions = saved
+        .into_iter()
+        .map(|m| {
+            let mut info = SessionInfo::new(m.id, m.cwd).updated_at(crate::pump::iso(m.updated));
+            if !m.title.is_empty() {
+                info = info.title(m.title);
+            }
+            info
+        })
+        .collect();
+    Ok(ListSessionsResponse::new(sessions))
+}
+
 fn status(state: &State) -> Value {
+    let jobs = state.agreed("jobs");
     let sessions: Vec<Value> = state
         .sessions
         .lock()
@@ -824,14 +905,24 @@ fn status(state: &State) -> Value {
                 .iter()
                 .map(|(id, o)| {
                     let running = o.running.lock().map(|r| *r).unwrap_or(false);
-                    json!({
+                    let mut session = json!({
                         "sessionId": id,
                         "chat": o.chat,
                         "cwd": o.cwd,
                         "model": o.model,
                         "mode": o.mode.lock().map(|m| m.as_str()).unwrap_or("manual"),
                         "state": if running { "running" } else { "idle" },
-                    })
+                    });
+                    // Capability `jobs`: every job of the session, running or ended, by id.
+                    if jobs {
+                        session["jobs"] = o
+                            .jobs
+                            .lock()
+                            .map(|t| t.values().cloned().collect::<Vec<_>>())
+                            .unwrap_or_default()
+                            .into();
+                    }
+                    session
                 })
                 .collect();
             v.sort_by(|a, b| a["sessionId"].as_str().cmp(&b["sessionId"].as_str()));

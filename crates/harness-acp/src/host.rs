@@ -119,4 +119,11 @@ pub trait Host: Send + Sync + 'static {
     /// A line for the person running the agent (never for the client): a notice of a session,
     /// an input ignored, a session that failed.
     fn notice(&self, text: &str);
+
+    /// The saved sessions (`session/list`), of `cwd` only when given, in any order; none
+    /// unless the front end keeps sessions to list.
+    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, String> {
+        let _ = cwd;
+        Ok(Vec::new())
+    }
 }

@@ -11,8 +11,7 @@ use harness_agent::Session;
 use serde_json::{Value, json};
 
 use crate::ext::{
-    JobNoteNotification, JobNotification, JobSendRequest, JobTranscriptRequest, unknown_job,
-    unknown_session,
+    JobNotification, JobSendRequest, JobTranscriptRequest, unknown_job, unknown_session,
 };
 use crate::map::{replay_updates, text_block};
 
@@ -80,7 +79,6 @@ pub(crate) async fn job_send(
         .job_id
         .parse::<u32>()
         .map_err(|_| unknown_job(&req.job_id))?;
-    let req_text = req.text.clone();
     let queued = match ops.send_job(id, req.text).await {
         Ok(Some(Ok(queued))) => queued,
         Ok(Some(Err(text))) => return Err(agent_client_protocol::Error::new(-32602, text)),
@@ -105,10 +103,7 @@ pub(crate) async fn job_send(
             "sessionId": req.session_id, "job": job,
         })));
     }
-    let _ = cx.send_notification(JobNoteNotification(json!({
-        "sessionId": req.session_id, "jobId": req.job_id,
-        "note": if queued { "sent" } else { "restarted" }, "text": req_text,
-    })));
+    // Its `job_note` (`sent`, `restarted`) comes from the session, as for the model's sends.
     let delivered = if queued { "queued" } else { "restarted" };
     Ok(json!({"job": job, "delivered": delivered}))
 }
@@ -133,7 +128,7 @@ pub(crate) async fn job_transcript(
                 .job_parts(&req.session_id)
                 .map(|(_, _, cwd)| cwd)
                 .unwrap_or_default();
-            replay_updates(&entries, &cwd)
+            replay_updates(&entries, &cwd, true)
         }
         _ if job.output.is_empty() => Vec::new(),
         _ => vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(

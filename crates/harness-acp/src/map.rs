@@ -96,9 +96,13 @@ pub fn kind_of(block: Block, risk: Option<Risk>) -> ToolKind {
 }
 
 /// The conversation of saved events as `session/update`s, in order (ACP's `session/load`).
+/// A message the harness wrote (a job's wake-up, a machine turn, a nudge) is never replayed as
+/// the person's: with `machine` (the client agreed capability `jobs`) it is a
+/// `user_message_chunk` marked `_meta.lembas.machine` (`spec/acp.md` §10), else it is left out.
 pub fn replay_updates(
     entries: &[harness_loop::transcript::Entry],
     cwd: &Path,
+    machine: bool,
 ) -> Vec<SessionUpdate> {
     use harness_loop::transcript::Entry;
     let spec = harness_spec::Spec::embedded();
@@ -109,6 +113,9 @@ pub fn replay_updates(
             Entry::TurnStarted { text, origin, .. } | Entry::User { text, origin } => {
                 let mut chunk = ContentChunk::new(text_block(text.clone()));
                 if *origin == Origin::Machine {
+                    if !machine {
+                        continue;
+                    }
                     chunk = chunk.meta(meta(json!({"machine": true})));
                 }
                 out.push(SessionUpdate::UserMessageChunk(chunk));
@@ -297,4 +304,54 @@ pub fn acp_stop(stop: &str) -> StopReason {
         "max_turn_requests" => StopReason::MaxTurnRequests,
         _ => StopReason::EndTurn,
     }
+}
+
+/// What a prompt's content blocks give the session: its text and its images (`data:` URLs).
+/// Text blocks are the text; a resource link is named in it as a Markdown link; an embedded
+/// text resource (a file the editor attached) follows as `<context ref="URI">…</context>`; an
+/// image, or an embedded resource of an image type, is an image; any other block is named in
+/// the text as left out, never dropped unsaid.
+pub fn prompt_input(blocks: &[ContentBlock]) -> (String, Vec<String>) {
+    use agent_client_protocol::v1::schema::EmbeddedResourceResource;
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => text.push_str(&t.text),
+            ContentBlock::ResourceLink(l) => {
+                text.push_str(&format!("\n[{}]({})\n", l.name, l.uri));
+            }
+            ContentBlock::Image(i) => match &i.uri {
+                Some(uri) if i.data.is_empty() && uri.starts_with("https:") => {
+                    images.push(uri.clone());
+                }
+                _ => images.push(format!("data:{};base64,{}", i.mime_type, i.data)),
+            },
+            ContentBlock::Resource(r) => match &r.resource {
+                EmbeddedResourceResource::TextResourceContents(t) => {
+                    text.push_str(&format!(
+                        "\n<context ref=\"{}\">\n{}\n</context>\n",
+                        t.uri,
+                        t.text.trim_end_matches('\n')
+                    ));
+                }
+                EmbeddedResourceResource::BlobResourceContents(b) => match b.mime_type.as_deref() {
+                    Some(m) if m.starts_with("image/") => {
+                        images.push(format!("data:{m};base64,{}", b.blob));
+                    }
+                    m => text.push_str(&format!(
+                        "\n[{} ({}): binary content, not read]\n",
+                        b.uri,
+                        m.unwrap_or("no type")
+                    )),
+                },
+                _ => text.push_str("\n[an embedded resource of an unknown kind, not read]\n"),
+            },
+            ContentBlock::Audio(a) => {
+                text.push_str(&format!("\n[an audio clip ({}), not taken]\n", a.mime_type));
+            }
+            _ => text.push_str("\n[a content block of an unknown kind, not read]\n"),
+        }
+    }
+    (text, images)
 }

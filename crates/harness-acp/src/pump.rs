@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use harness_agent::{Event as SessionEvent, Events, Op, Session};
-use harness_core::protocol::{Answer, Block, Event, Mode, Origin};
+use harness_core::protocol::{Answer, Block, Event, Mode, Origin, TurnEnd};
 use serde_json::{Value, json};
 
 use crate::ext::{
@@ -61,7 +61,11 @@ static MACHINE_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// Now as `2026-11-29T20:14:03Z`.
 fn iso_now() -> String {
-    let t = harness_agent::time::now();
+    iso(harness_agent::time::now())
+}
+
+/// A time in seconds since the epoch as `2026-11-29T20:14:03Z`.
+pub(crate) fn iso(t: u64) -> String {
     let day = harness_agent::time::format_time(t);
     format!("{}T{}:{:02}Z", &day[..10], &day[11..], t % 60)
 }
@@ -408,7 +412,16 @@ impl Pump {
                     mode.as_str(),
                 )));
             }
-            Event::Notice { text, .. } => self.host.notice(&text),
+            Event::Notice { level, text } => {
+                // While a prompt runs (a model request retried after a 429, a wait for the
+                // server's slot), the client hears it as progress: a thought, marked a notice.
+                if self.running.lock().map(|r| *r).unwrap_or(false) {
+                    let chunk = ContentChunk::new(text_block(format!("{text}\n")))
+                        .meta(meta(json!({"notice": level})));
+                    self.update(SessionUpdate::AgentThoughtChunk(chunk));
+                }
+                self.host.notice(&text);
+            }
             Event::JobStarted {
                 job_id,
                 kind,
@@ -453,6 +466,16 @@ impl Pump {
                     "sessionId": self.session, "jobId": job_id, "note": "report", "text": text,
                 })));
             }
+            // A message for a job, the model's or the person's: sent, restarted or dropped.
+            Event::JobMessage {
+                job_id,
+                text,
+                delivery,
+            } if self.jobs_cap => {
+                let _ = self.cx.send_notification(JobNoteNotification(json!({
+                    "sessionId": self.session, "jobId": job_id, "note": delivery, "text": text,
+                })));
+            }
             Event::TurnEnded { reason } => {
                 if let Ok(mut r) = self.running.lock() {
                     *r = false;
@@ -467,6 +490,11 @@ impl Pump {
                     })));
                 }
                 if let Some(responder) = responder {
+                    // The model link failed: `spec/acp.md` §5's -32042, by the end's kind.
+                    if let TurnEnd::ModelUnavailable { message } = &reason {
+                        let _ = responder.respond_with_error(model_unavailable(message));
+                        return;
+                    }
                     let _ = match harness_agent::stop_reason(&reason) {
                         Ok(stop) => responder.respond(PromptResponse::new(acp_stop(stop))),
                         Err(message) => responder.respond_with_error(
@@ -478,4 +506,14 @@ impl Pump {
             _ => {}
         }
     }
+}
+
+/// The error a prompt answers when the model link failed mid-session (`spec/acp.md` §5:
+/// `-32042`, never a fallback to another model).
+fn model_unavailable(message: &str) -> agent_client_protocol::Error {
+    crate::ext::lembas_error(
+        -32042,
+        format!("Model unavailable: {message}"),
+        "model_unavailable",
+    )
 }

@@ -16,7 +16,9 @@ const BAD_LINE_PREFIX_BYTES: usize = 200;
 /// than by that crate: a blank line is skipped; a line that is not UTF-8, not JSON or over
 /// [`MAX_LINE_BYTES`] reaches it as a short stand-in (see [`stand_in`]) that it answers
 /// with a parse error (`-32700`, `id: null`) and goes on — never the whole line echoed back, and
-/// never the end of the connection.
+/// never the end of the connection. A request over the limit whose `id` leads its text (see
+/// [`request_id`]) is answered here on that id instead, `-32600` with the limit, so the client
+/// waiting on it hears.
 pub fn lines(
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
@@ -24,27 +26,43 @@ pub fn lines(
     impl futures_util::Sink<String, Error = std::io::Error> + Send + 'static,
     impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static,
 > {
-    use tokio::io::AsyncWriteExt as _;
+    // One writer for both: the crate's messages, and the answers to lines too long for it.
+    let output = std::sync::Arc::new(tokio::sync::Mutex::new(output));
+    let answers = output.clone();
     let reader = tokio::io::BufReader::new(input);
-    let incoming = futures_util::stream::unfold(Some(reader), async |reader| {
-        let mut reader = reader?;
-        loop {
-            match next_line(&mut reader).await {
-                Ok(None) => return None,
-                Ok(Some(WireLine::Blank)) => continue,
-                Ok(Some(WireLine::Text(line))) => return Some((Ok(line), Some(reader))),
-                Err(e) => return Some((Err(e), None)),
+    let incoming = futures_util::stream::unfold(Some(reader), move |reader| {
+        let answers = answers.clone();
+        async move {
+            let mut reader = reader?;
+            loop {
+                match next_line(&mut reader).await {
+                    Ok(None) => return None,
+                    Ok(Some(WireLine::Blank)) => continue,
+                    Ok(Some(WireLine::Text(line))) => return Some((Ok(line), Some(reader))),
+                    Ok(Some(WireLine::Answer(line))) => {
+                        if let Err(e) = write_line(&mut *answers.lock().await, line).await {
+                            return Some((Err(e), None));
+                        }
+                    }
+                    Err(e) => return Some((Err(e), None)),
+                }
             }
         }
     });
-    let outgoing = futures_util::sink::unfold(output, async |mut out, line: String| {
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
-        out.write_all(&bytes).await?;
-        out.flush().await?;
+    let outgoing = futures_util::sink::unfold(output, async |out, line: String| {
+        write_line(&mut *out.lock().await, line).await?;
         Ok::<_, std::io::Error>(out)
     });
     Lines::new(Box::pin(outgoing), Box::pin(incoming))
+}
+
+/// Writes `line` and its newline, and flushes.
+async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: String) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut bytes = line.into_bytes();
+    bytes.push(b'\n');
+    out.write_all(&bytes).await?;
+    out.flush().await
 }
 
 /// One line of the input as the crate is to see it.
@@ -54,6 +72,9 @@ enum WireLine {
     Blank,
     /// A JSON line, or the stand-in for a bad one.
     Text(String),
+    /// The answer to a request too long to take whose id could be read: written back here,
+    /// the request never reaching the crate.
+    Answer(String),
 }
 
 /// The next line of `input` (without its `\n` or `\r\n`), `None` at the end. At most
@@ -101,11 +122,15 @@ fn memchr_newline(buf: &[u8]) -> Option<usize> {
 /// What the crate is given for a line of `len` bytes whose first bytes are `kept`.
 fn judge_line(kept: Vec<u8>, len: usize) -> WireLine {
     if len > MAX_LINE_BYTES {
-        return WireLine::Text(stand_in(
+        let line = stand_in(
             &kept,
             len,
             &format!("over the limit of {MAX_LINE_BYTES} bytes"),
-        ));
+        );
+        return match request_id(&kept[..kept.len().min(ID_SCAN_BYTES)]) {
+            Some(id) => WireLine::Answer(too_long_answer(id, line)),
+            None => WireLine::Text(line),
+        };
     }
     match String::from_utf8(kept) {
         Err(e) => WireLine::Text(stand_in(e.as_bytes(), len, "not UTF-8")),
@@ -123,4 +148,82 @@ fn judge_line(kept: Vec<u8>, len: usize) -> WireLine {
 fn stand_in(bytes: &[u8], len: usize, why: &str) -> String {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(BAD_LINE_PREFIX_BYTES)]);
     format!("# a line of {len} bytes, {why}; it began: {head}")
+}
+
+/// How far into a line too long to take its request id is looked for, in bytes.
+const ID_SCAN_BYTES: usize = 64 * 1024;
+
+/// The error that answers request `id` whose line was too long to take (`-32600`): the
+/// limit, and the stand-in `line` as for a parse error.
+fn too_long_answer(id: serde_json::Value, line: String) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32600,
+            "message": format!("Invalid request: a message may be at most {MAX_LINE_BYTES} bytes (16 MiB)"),
+            "data": {"line": line, "limit": MAX_LINE_BYTES},
+        },
+    })
+    .to_string()
+}
+
+/// The `id` of the JSON-RPC request whose text begins with `prefix`, when that member of the
+/// top object (a number or a string) lies whole in it. The text is scanned, not parsed: the
+/// strings, escapes and nesting tracked, nothing built but the id.
+pub fn request_id(prefix: &[u8]) -> Option<serde_json::Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < prefix.len() {
+        match prefix[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'"' => {
+                let end = string_end(prefix, i)?;
+                let key = &prefix[i..=end];
+                i = end + 1;
+                if depth == 1 && key == b"\"id\"" {
+                    let rest = &prefix[i..];
+                    let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+                    if rest[colon] == b':' {
+                        return id_value(&rest[colon + 1..]);
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the quote that closes the string opening at `start`.
+fn string_end(text: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < text.len() {
+        match text[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// A request id (a string or a number) at the start of `text`, white space first.
+fn id_value(text: &[u8]) -> Option<serde_json::Value> {
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = if text[start] == b'"' {
+        string_end(text, start)? + 1
+    } else {
+        start
+            + text[start..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || b"-+.eE".contains(b)))?
+    };
+    match serde_json::from_slice::<serde_json::Value>(&text[start..end]).ok()? {
+        v @ (serde_json::Value::String(_) | serde_json::Value::Number(_)) => Some(v),
+        _ => None,
+    }
 }

@@ -171,7 +171,7 @@ struct Front {
     prototypes: Option<harness_core::prompt::PrototypeHandoff>,
     memory_entries: Option<String>,
     saved_mode: Option<Mode>,
-    prompts: Vec<String>,
+    prompts: Vec<(String, Vec<String>)>,
     one_shot: bool,
     job_wait: Option<std::time::Duration>,
 }
@@ -349,7 +349,13 @@ impl SessionBuilder {
 
     /// A prompt to run first.
     pub fn prompt(mut self, text: impl Into<String>) -> Self {
-        self.front.prompts.push(text.into());
+        self.front.prompts.push((text.into(), Vec::new()));
+        self
+    }
+
+    /// A prompt with its images (`data:` or `https:` URLs), as [`Self::prompt`].
+    pub fn prompt_with_images(mut self, text: impl Into<String>, images: Vec<String>) -> Self {
+        self.front.prompts.push((text.into(), images));
         self
     }
 
@@ -366,8 +372,9 @@ impl SessionBuilder {
     /// [`Self::one_shot`] it runs until the last [`Session`] handle is dropped.
     pub fn spawn(self) -> Result<Spawned> {
         let one_shot = self.front.one_shot;
+        let store = self.store.clone();
         let (mut driver, ctl, out) = self.driver()?;
-        let session = Session::new(ctl, driver.id(), driver.model_name());
+        let session = Session::new(ctl, driver.id(), driver.model_name(), store);
         let task = tokio::spawn(async move {
             let result = driver.run(one_shot).await;
             let running_jobs = driver.running_jobs();
@@ -464,8 +471,8 @@ impl SessionBuilder {
         if let Some(wait) = front.job_wait {
             driver.wait_for_jobs_at_most(wait);
         }
-        for text in front.prompts {
-            driver.queue_prompt(text);
+        for (text, images) in front.prompts {
+            driver.queue_prompt_with(text, images);
         }
         Ok((driver, ctl, out))
     }

@@ -102,7 +102,10 @@ impl Totals {
     /// failed (or never ran) before anything happened (a refused key, a server that is down)
     /// is not.
     pub fn kept(&self, fresh: bool, end: Option<&TurnEnd>) -> bool {
-        let failed = matches!(end, None | Some(TurnEnd::Error { .. }));
+        let failed = matches!(
+            end,
+            None | Some(TurnEnd::Error { .. } | TurnEnd::ModelUnavailable { .. })
+        );
         !(fresh && failed && !self.happened)
     }
 

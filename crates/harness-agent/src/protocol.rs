@@ -340,7 +340,9 @@ pub fn turn_end_text(end: &TurnEnd) -> String {
         TurnEnd::Budget { limit } => format!("stopped: the {limit} budget ran out"),
         TurnEnd::PlanSubmitted => "the plan waits for approval".into(),
         TurnEnd::ContextOverflow => "stopped: the model's context is full".into(),
-        TurnEnd::Error { message } => format!("error: {message}"),
+        TurnEnd::Error { message } | TurnEnd::ModelUnavailable { message } => {
+            format!("error: {message}")
+        }
         other => format!("ended: {other:?}"),
     }
 }
@@ -355,7 +357,7 @@ pub fn stop_reason(end: &TurnEnd) -> Result<&'static str, String> {
         TurnEnd::Budget { limit } if limit == "tokens" => Ok("max_tokens"),
         TurnEnd::Budget { .. } => Ok("max_turn_requests"),
         TurnEnd::ContextOverflow => Ok("max_tokens"),
-        TurnEnd::Error { message } => Err(message.clone()),
+        TurnEnd::Error { message } | TurnEnd::ModelUnavailable { message } => Err(message.clone()),
         other => Err(turn_end_text(other)),
     }
 }

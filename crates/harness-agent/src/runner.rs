@@ -15,7 +15,8 @@ use harness_core::offer::{OfferContext, Offering};
 use harness_core::plan::PlanState;
 use harness_core::prompt::{self, InstructionFile, PromptInput};
 use harness_core::protocol::{
-    Answer, JobEnd, JobKind, Level, Mode, PermissionQuestion, SessionKind, ToolCall, TurnEnd,
+    Answer, JobDelivery, JobEnd, JobKind, Level, Mode, PermissionQuestion, SessionKind, ToolCall,
+    TurnEnd,
 };
 use harness_loop::config::LoopConfig;
 use harness_loop::session::ToolTraits;
@@ -264,7 +265,12 @@ impl Driver {
 
     /// Queues a prompt to run as soon as the session is idle.
     pub(crate) fn queue_prompt(&mut self, text: String) {
-        self.queued_prompts.push_back((text, Vec::new()));
+        self.queue_prompt_with(text, Vec::new());
+    }
+
+    /// Queues a prompt with its images (`data:` or `https:` URLs), as [`Self::queue_prompt`].
+    pub(crate) fn queue_prompt_with(&mut self, text: String, images: Vec<String>) {
+        self.queued_prompts.push_back((text, images));
     }
 
     /// Starts the person's prompt, with the images that go with it where the model reads
@@ -437,13 +443,11 @@ impl Driver {
                     None
                 }
                 Action::DeliverToJob { id, message } => {
-                    if let Some(child) = self.subagents.get(&id) {
-                        let _ = child.send(Ctl::Op(Op::Message { text: message }));
-                    }
+                    self.deliver_to_job(id, message, false);
                     None
                 }
                 Action::RestartJob { id, message } => {
-                    self.restart_subagent(id, message);
+                    self.deliver_to_job(id, message, true);
                     None
                 }
                 Action::ReportToParent { text } => {

@@ -24,6 +24,9 @@ pub enum Reply {
     Fail(String),
     /// Text streamed, then nothing more until the request is cancelled (a slow answer).
     Stall(String),
+    /// The request fails for this reason and is retried at once, as the model link retries a
+    /// 429: the retry is told, and the next reply answers the same request.
+    Retry(String),
 }
 
 impl Reply {
@@ -119,7 +122,18 @@ impl ModelLink for ScriptedModel {
             if let Ok(mut r) = self.requests.lock() {
                 r.push(request.clone());
             }
-            let next = self.replies.lock().ok().and_then(|mut r| r.pop_front());
+            let mut next = self.replies.lock().ok().and_then(|mut r| r.pop_front());
+            let mut attempt = 0;
+            while let Some(Reply::Retry(reason)) = &next {
+                attempt += 1;
+                on_event(&StreamEvent::Retry(harness_model::Retry {
+                    attempt,
+                    max_attempts: 5,
+                    reason: reason.clone(),
+                    wait: std::time::Duration::ZERO,
+                }));
+                next = self.replies.lock().ok().and_then(|mut r| r.pop_front());
+            }
             let n = {
                 let mut c = self.calls.lock().unwrap_or_else(|e| e.into_inner());
                 *c += 1;
@@ -134,6 +148,7 @@ impl ModelLink for ScriptedModel {
             let (text, calls) = match reply {
                 Reply::Text(t) => (t, Vec::new()),
                 Reply::Calls(t, c) => (t, c),
+                Reply::Retry(_) => (String::new(), Vec::new()),
                 Reply::Fail(message) => {
                     return Err(harness_model::Error::Decode(message));
                 }

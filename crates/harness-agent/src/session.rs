@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::protocol::{Ctl, Event, Op, Query};
+use crate::seams::SessionStore;
 
 /// A running session as its front end holds it: cheap to clone; the session ends (its jobs
 /// stopped) when the last handle is dropped, or, for a one-shot session, when it is idle.
@@ -20,6 +21,7 @@ pub struct Session {
     ops: mpsc::UnboundedSender<Ctl>,
     id: Arc<str>,
     model: Arc<str>,
+    store: Arc<dyn SessionStore>,
 }
 
 /// A handle that does not keep the session alive ([`Session::downgrade`]).
@@ -28,6 +30,7 @@ pub struct WeakSession {
     ops: mpsc::WeakUnboundedSender<Ctl>,
     id: Arc<str>,
     model: Arc<str>,
+    store: Arc<dyn SessionStore>,
 }
 
 /// What a session says, in order.
@@ -66,12 +69,24 @@ pub struct Spawned {
 }
 
 impl Session {
-    pub(crate) fn new(ops: mpsc::UnboundedSender<Ctl>, id: &str, model: &str) -> Session {
+    pub(crate) fn new(
+        ops: mpsc::UnboundedSender<Ctl>,
+        id: &str,
+        model: &str,
+        store: Arc<dyn SessionStore>,
+    ) -> Session {
         Session {
             ops,
             id: id.into(),
             model: model.into(),
+            store,
         }
+    }
+
+    /// The session's transcript as its store holds it now: for a resumed session, with what
+    /// resuming added (the results of calls cut off mid-run, the cut turn's end).
+    pub fn saved(&self) -> Result<Vec<Entry>> {
+        self.store.load(&self.id).map_err(Error::Store)
     }
 
     /// The session's id (its transcript's in the store).
@@ -95,6 +110,7 @@ impl Session {
             ops: self.ops.downgrade(),
             id: self.id.clone(),
             model: self.model.clone(),
+            store: self.store.clone(),
         }
     }
 
@@ -170,6 +186,7 @@ impl WeakSession {
             ops: self.ops.upgrade()?,
             id: self.id.clone(),
             model: self.model.clone(),
+            store: self.store.clone(),
         })
     }
 }

@@ -287,6 +287,18 @@ pub enum JobKind {
     Subagent,
 }
 
+/// What became of a message for a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobDelivery {
+    /// Queued for the running subagent.
+    Sent,
+    /// The ended subagent was started again with it.
+    Restarted,
+    /// It reached nobody: the subagent was gone.
+    Dropped,
+}
+
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -328,6 +340,12 @@ pub enum TurnEnd {
     /// Something failed that the loop could not recover from.
     Error {
         /// The error, one line, as shown to the person.
+        message: String,
+    },
+    /// The model link failed: its server could not be reached, or kept failing past the link's
+    /// retries (an ACP prompt answers `-32042`, `spec/acp.md` §5).
+    ModelUnavailable {
+        /// The link's error, one line, as shown to the person.
         message: String,
     },
 }
@@ -439,6 +457,16 @@ pub enum Event {
         job_id: String,
         /// The note.
         text: String,
+    },
+    /// A message for a job (the model's `job_send`, or the person's) was handed to its running
+    /// subagent, started an ended one again, or could not reach it.
+    JobMessage {
+        /// The job's id.
+        job_id: String,
+        /// The message.
+        text: String,
+        /// What became of it.
+        delivery: JobDelivery,
     },
     /// A job ended.
     JobEnded {

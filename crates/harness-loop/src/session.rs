@@ -223,10 +223,14 @@ pub enum Input {
     },
     /// The model answered.
     Model(ModelOutput),
-    /// The model could not be reached or failed after the model link's retries.
+    /// The model could not be reached or failed after the model link's retries: the turn
+    /// ends as [`TurnEnd::ModelUnavailable`], or as an error for a context overflow.
     ModelFailed {
         /// One line for the person.
         message: String,
+        /// The model said the prompt did not fit its window (and compaction did not help).
+        #[serde(default)]
+        overflow: bool,
     },
     /// Results of the batch last asked for (any order; matched by call id).
     ToolResults(Vec<ToolOutcome>),
@@ -661,11 +665,15 @@ impl Session {
                 }
                 Ok(self.on_model(out))
             }
-            Input::ModelFailed { message } => {
+            Input::ModelFailed { message, overflow } => {
                 if self.phase != Phase::Model {
                     return Err(self.unexpected("a model failure"));
                 }
-                Ok(self.end(TurnEnd::Error { message }))
+                Ok(self.end(if overflow {
+                    TurnEnd::Error { message }
+                } else {
+                    TurnEnd::ModelUnavailable { message }
+                }))
             }
             Input::Answer { call_id, answer } => {
                 if self.phase != Phase::Asking {

@@ -481,7 +481,7 @@ fn status_of(end: &TurnEnd) -> &'static str {
     match end {
         TurnEnd::Finished | TurnEnd::PlanSubmitted => "finished",
         TurnEnd::Cancelled => "stopped",
-        TurnEnd::Error { .. } => "failed",
+        TurnEnd::Error { .. } | TurnEnd::ModelUnavailable { .. } => "failed",
         _ => "ended",
     }
 }

@@ -1139,7 +1139,7 @@ class ChatView {
         break;
       case "turn_ended": {
         const r = e.reason || {};
-        if (r.kind === "error") this.add($("p", { class: "notice error", text: r.message }));
+        if (r.kind === "error" || r.kind === "model_unavailable") this.add($("p", { class: "notice error", text: r.message }));
         else if (r.kind === "budget") this.add($("p", { class: "notice", text: `Stopped at the ${r.limit} limit.` }));
         else if (r.kind === "context_overflow") this.add($("p", { class: "notice error", text: "The context is full." }));
         this.turn = null;

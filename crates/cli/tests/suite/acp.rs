@@ -128,6 +128,8 @@ async fn a_prompt_with_a_tool_call_and_a_question() {
                 let st = cx.send_request(Status {}).block_task().await?;
                 assert_eq!(st.0["sessions"][0]["state"], "idle", "{:?}", st.0);
                 assert_eq!(st.0["sessions"][0]["chat"], "c_1");
+                // No `jobs` without the capability.
+                assert_eq!(st.0["sessions"][0].get("jobs"), None, "{:?}", st.0);
                 // Rewind: more turns than the session has is refused; keeping none is done.
                 let sid = s.session_id.to_string();
                 let err = cx
@@ -287,6 +289,14 @@ where
     with_agent_spec(sb, url, "3.0.0", caps, body).await
 }
 
+/// The `_lembas/job_note` notifications an agent run sent, in order.
+type Notes = Arc<Mutex<Vec<Value>>>;
+
+tokio::task_local! {
+    /// Where [`with_agent_spec`] keeps the `_lembas/job_note`s of the run (when set).
+    static NOTES: Notes;
+}
+
 /// [`with_agent_caps`] for a client at spec version `spec`.
 async fn with_agent_spec<F>(
     sb: &Sandbox,
@@ -319,6 +329,7 @@ where
     );
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let u = updates.clone();
+    let notes: Notes = NOTES.try_with(Arc::clone).unwrap_or_default();
     tokio::time::timeout(
         std::time::Duration::from_secs(60),
         Client
@@ -326,6 +337,13 @@ where
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
                     u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_notification(
+                async move |n: JobNote, _cx| {
+                    notes.lock().unwrap().push(n.0);
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
@@ -419,6 +437,10 @@ async fn session_load_replays_and_continues() {
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
 #[notification(method = "_lembas/job")]
 struct JobEvent(Value);
+
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "_lembas/job_note")]
+struct JobNote(Value);
 
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
 #[notification(method = "_lembas/prompt")]
@@ -546,6 +568,13 @@ async fn jobs_and_machine_turns_reach_the_client() {
                     .await?;
                 assert_eq!(jobs.0["jobs"][0]["state"], "done", "{}", jobs.0);
                 assert_eq!(jobs.0["jobs"][0]["exit_code"], 0);
+                // `_lembas/status` lists the same jobs under the session.
+                let status = cx.send_request(Status {}).block_task().await?;
+                assert_eq!(
+                    status.0["sessions"][0]["jobs"], jobs.0["jobs"],
+                    "{}",
+                    status.0
+                );
                 let out = cx
                     .send_request(JobOutput {
                         session_id: sid,
@@ -661,7 +690,8 @@ async fn job_send_and_transcript_reach_the_jobs() {
     replies.extend((0..12).map(|_| text(&["ok."])));
     let server = ScriptedServer::start(replies).await.unwrap();
     let url = server.base_url();
-    with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
+    let notes: Notes = Arc::default();
+    let run = with_agent_caps(&sb, &url, &["jobs"], async move |cx| {
         let s = cx
             .send_request(NewSessionRequest::new(root).meta(lembas(json!({"mode": "auto"}))))
             .block_task()
@@ -760,8 +790,16 @@ async fn job_send_and_transcript_reach_the_jobs() {
         assert_eq!(texts.first(), Some(&"look around"), "{}", t.0);
         assert!(texts.iter().any(|t| t.contains("look again")), "{texts:?}");
         Ok(())
-    })
-    .await;
+    });
+    NOTES.scope(notes.clone(), run).await;
+    // The restart is told as the session's own `job_note`, once.
+    let notes = notes.lock().unwrap();
+    let told: Vec<(&str, &str)> = notes
+        .iter()
+        .filter(|n| n["note"] != "report")
+        .map(|n| (n["note"].as_str().unwrap(), n["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(told, [("restarted", "look again")], "{notes:?}");
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
@@ -1793,4 +1831,61 @@ async fn a_write_outside_names_one_path_to_the_client() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "made\n");
     let rerooted = root.join(target.strip_prefix("/").unwrap());
     assert!(!rerooted.exists(), "{} was made", rerooted.display());
+}
+
+/// `session/list`: the saved sessions of a directory, newest first, advertised in
+/// `initialize`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_sessions_are_listed() {
+    use agent_client_protocol::v1::schema::ListSessionsRequest;
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![text(&["One."]), text(&["Two."])])
+        .await
+        .unwrap();
+    with_agent(&sb, &server.base_url(), async move |cx| {
+        let mut opened = Vec::new();
+        for words in ["first", "second"] {
+            let s = cx
+                .send_request(NewSessionRequest::new(root.clone()))
+                .block_task()
+                .await?;
+            cx.send_request(PromptRequest::new(
+                s.session_id.clone(),
+                vec![ContentBlock::Text(TextContent::new(words))],
+            ))
+            .block_task()
+            .await?;
+            opened.push(s.session_id.to_string());
+        }
+        let listed = cx
+            .send_request(ListSessionsRequest::new().cwd(root.clone()))
+            .block_task()
+            .await?;
+        let mut ids: Vec<String> = listed
+            .sessions
+            .iter()
+            .map(|s| s.session_id.to_string())
+            .collect();
+        assert!(listed.sessions.iter().all(|s| s.cwd == root), "{listed:?}");
+        let times: Vec<&str> = listed
+            .sessions
+            .iter()
+            .map(|s| s.updated_at.as_deref().unwrap())
+            .collect();
+        let mut newest_first = times.clone();
+        newest_first.sort_by(|a, b| b.cmp(a));
+        assert_eq!(times, newest_first);
+        ids.sort();
+        opened.sort();
+        assert_eq!(ids, opened);
+        // Another directory has none.
+        let none = cx
+            .send_request(ListSessionsRequest::new().cwd(root.join("sub")))
+            .block_task()
+            .await?;
+        assert!(none.sessions.is_empty(), "{none:?}");
+        Ok(())
+    })
+    .await;
 }

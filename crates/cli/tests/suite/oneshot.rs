@@ -1318,3 +1318,52 @@ async fn a_write_outside_lands_where_it_was_asked() {
     // The model reads the change as its diff, of the same path.
     assert!(r.last().unwrap().contains(&format!("+++ b{t}\n")), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_go_with_a_one_shot_prompt() {
+    let sb = Sandbox::new();
+    // Not real images: the bytes go as they are, base64 in data: URLs.
+    sb.write("cat.png", "PNG-bytes");
+    sb.write("dog.jpg", "JPG-bytes");
+    let server = ScriptedServer::start(vec![text(&["A cat and a dog."])])
+        .await
+        .unwrap();
+    // gpt-4o's metadata says it reads images.
+    let args = [
+        "--model",
+        "gpt-4o",
+        "-p",
+        "what are these",
+        "--image",
+        "cat.png",
+        "--image",
+        "dog.jpg",
+    ];
+    let run = sb.run(&server.base_url(), &args, "").await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = server.bodies()[0].to_string();
+    assert!(
+        body.contains("data:image/png;base64,UE5HLWJ5dGVz"),
+        "{body}"
+    );
+    assert!(
+        body.contains("data:image/jpeg;base64,SlBHLWJ5dGVz"),
+        "{body}"
+    );
+    // Not an image by its name: refused before any request.
+    sb.write("notes.txt", "words");
+    let run = sb
+        .run(
+            &server.base_url(),
+            &["-p", "read", "--image", "notes.txt"],
+            "",
+        )
+        .await;
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("--image notes.txt: not an image by its name (png, jpg, jpeg, gif or webp)"),
+        "{run:?}"
+    );
+    assert_eq!(server.bodies().len(), 1);
+}

@@ -77,3 +77,34 @@ fn asked_changes_as_diffs() {
         "    user = load(request)\n    return render(user, 1)\n"
     );
 }
+
+#[test]
+fn plan_calls_are_titled_in_words_not_json() {
+    let cases = [
+        (
+            "plan_write",
+            json!({"title": "Retry failed uploads", "summary": "Wrap it.", "phases": []}),
+            "Plan: Retry failed uploads",
+        ),
+        ("plan_write", json!({"summary": "No title."}), "Plan"),
+        (
+            "plan_update",
+            json!({"tasks": [{"id": "t1", "status": "done"}, {"id": "t2", "title": "Use it"}],
+                   "add": [{"phase": "p1", "title": "Test it"}]}),
+            "Plan update: t1 done, t2 renamed, 1 task added",
+        ),
+        ("plan_update", json!({}), "Plan update"),
+        (
+            "plan_submit",
+            json!({"message": "Ready."}),
+            "Plan submitted for approval",
+        ),
+    ];
+    for (name, args, title) in cases {
+        assert_eq!(
+            harness_agent::title::call_title(name, Block::Plan, &args),
+            title,
+            "{name} {args}"
+        );
+    }
+}

@@ -76,6 +76,12 @@ async fn a_prompt_runs_a_session_over_a_duplex_stream() {
             assert_eq!(m["lembas"]["limits"]["roots"], json!(["/work"]));
             assert_eq!(m["lembas"]["limits"]["models"], json!(["scripted"]));
             assert!(init.agent_capabilities.load_session);
+            // Images and embedded files are taken; audio is not.
+            let prompt = &init.agent_capabilities.prompt_capabilities;
+            assert!(prompt.image && prompt.embedded_context && !prompt.audio);
+            // Past sessions are listed (`session/list`).
+            let sessions = &init.agent_capabilities.session_capabilities;
+            assert!(sessions.list.is_some());
 
             // A LLeMbas client keeps to the host's roots.
             let err = cx

@@ -114,13 +114,15 @@ impl Driver {
         let args = serde_json::json!({"id": id, "message": message});
         Some(match self.session.jobs_mut().tool("job_send", &args) {
             Some(harness_loop::jobs::JobDecision::Deliver { id, message, .. }) => {
-                if let Some(child) = self.subagents.get(&id) {
-                    let _ = child.send(Ctl::Op(Op::Message { text: message }));
+                match self.deliver_to_job(id, message, false) {
+                    JobDelivery::Dropped => Err(format!(
+                        "job {id}'s subagent is gone: the message was dropped"
+                    )),
+                    _ => Ok(true),
                 }
-                Ok(true)
             }
             Some(harness_loop::jobs::JobDecision::Restart { id, message, .. }) => {
-                self.restart_subagent(id, message);
+                self.deliver_to_job(id, message, true);
                 Ok(false)
             }
             Some(d) => Err(d.text().to_owned()),

@@ -220,6 +220,40 @@ impl Driver {
     }
 
     /// Starts ended subagent job `id` again with its saved context and `message`.
+    /// A message for job `id` (the model's `job_send` or the person's): handed to its running
+    /// subagent, or with `restart` the ended subagent started again with it; told as
+    /// [`CoreEvent::JobMessage`], `dropped` when the subagent is gone.
+    pub(super) fn deliver_to_job(
+        &mut self,
+        id: u32,
+        message: String,
+        restart: bool,
+    ) -> JobDelivery {
+        let delivery = if restart {
+            self.restart_subagent(id, message.clone());
+            JobDelivery::Restarted
+        } else {
+            match self.subagents.get(&id) {
+                Some(child)
+                    if child
+                        .send(Ctl::Op(Op::Message {
+                            text: message.clone(),
+                        }))
+                        .is_ok() =>
+                {
+                    JobDelivery::Sent
+                }
+                _ => JobDelivery::Dropped,
+            }
+        };
+        self.emit(CoreEvent::JobMessage {
+            job_id: id.to_string(),
+            text: message,
+            delivery,
+        });
+        delivery
+    }
+
     pub(super) fn restart_subagent(&mut self, id: u32, message: String) {
         let Some((agent, session)) = self.subagent_sessions.get(&id).cloned() else {
             let _ = self.job_tx.send(JobMsg::SubagentEnded {

@@ -177,6 +177,7 @@ impl Driver {
                 self.overflowed = matches!(e, harness_model::Error::ContextOverflow(_));
                 Input::ModelFailed {
                     message: e.to_string(),
+                    overflow: self.overflowed,
                 }
             }
         })
@@ -254,7 +255,10 @@ impl Driver {
                 let message = c.finish.error.map(|e| e.to_string()).unwrap_or_else(|| {
                     format!("the model's answer ended with {}", c.finish.reason.as_str())
                 });
-                return Input::ModelFailed { message };
+                return Input::ModelFailed {
+                    message,
+                    overflow: self.overflowed,
+                };
             }
             FinishReason::Length if c.tool_calls.is_empty() => {
                 self.notice(Level::Warning, "the answer was cut at the output limit");

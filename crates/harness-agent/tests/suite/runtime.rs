@@ -549,6 +549,12 @@ fn every_turn_end_has_one_acp_stop_reason() {
             },
             Err("the server is gone".to_owned()),
         ),
+        (
+            TurnEnd::ModelUnavailable {
+                message: "cannot reach the model server".into(),
+            },
+            Err("cannot reach the model server".to_owned()),
+        ),
     ] {
         assert_eq!(harness_agent::stop_reason(&end), stop, "{end:?}");
     }

@@ -649,3 +649,24 @@ fn a_finished_call_says_its_label_apart_so_a_person_sees_the_body_alone() {
     );
     assert_eq!(result.body(), "line one\nline two");
 }
+
+#[test]
+fn a_model_link_failure_ends_the_turn_as_its_own_kind() {
+    let message = || "cannot reach the model server".to_owned();
+    let cases = [
+        (false, TurnEnd::ModelUnavailable { message: message() }),
+        // A prompt too big for the window is the conversation's, not the link's.
+        (true, TurnEnd::Error { message: message() }),
+    ];
+    for (overflow, want) in cases {
+        let mut s = session();
+        s.handle(Input::Prompt { text: "go".into() }).unwrap();
+        let a = s
+            .handle(Input::ModelFailed {
+                message: message(),
+                overflow,
+            })
+            .unwrap();
+        assert_eq!(end(&a), Some(&want));
+    }
+}
