@@ -247,53 +247,10 @@ async fn session_loop(
             Line::Quit => break Next::Quit,
             Line::New => break Next::New(mode),
             Line::Resume(pick) => {
-                let store = crate::store::Store::new(settings.dirs.sessions());
-                let list: Vec<harness_agent::Meta> = store
-                    .list(Some(&root))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|m| m.id != id)
-                    .take(RESUME_LIST)
-                    .collect();
-                let pick = match pick {
-                    Some(p) => p,
-                    None if list.is_empty() => {
-                        println!("no other saved session in {}", root.display());
-                        continue;
-                    }
-                    None => {
-                        println!("{}", sessions_list(&list));
-                        match reader
-                            .read(
-                                &paint(
-                                    "resume which? (a number; Enter stays) › ",
-                                    Style::Yellow,
-                                    color,
-                                ),
-                                "",
-                            )
-                            .await
-                        {
-                            Read::Line(l) if !l.trim().is_empty() => l.trim().to_owned(),
-                            Read::Eof => break Next::Quit,
-                            _ => continue,
-                        }
-                    }
-                };
-                let chosen = match pick.parse::<usize>() {
-                    Ok(n) => match n.checked_sub(1).and_then(|i| list.get(i)) {
-                        Some(m) => Ok(m.id.clone()),
-                        None => Err(format!("no session numbered {n}: /resume lists them")),
-                    },
-                    Err(_) => store
-                        .find(&pick, &root)
-                        .map(|m| m.id)
-                        .map_err(|e| e.to_string()),
-                };
-                match chosen {
-                    Ok(other) if other == id => println!("this is session {id} already"),
-                    Ok(other) => break Next::Resume(other),
-                    Err(e) => println!("{e}"),
+                match pick_session(pick, settings, &root, &id, reader, color).await {
+                    Picked::Quit => break Next::Quit,
+                    Picked::Stay => {}
+                    Picked::Other(other) => break Next::Resume(other),
                 }
                 continue;
             }
@@ -423,43 +380,7 @@ async fn session_loop(
             }
             Line::Prompt(p) => p,
         };
-        // The files it names with `@path` go after it.
-        let text = {
-            let mut text = text;
-            for (attached, line) in mentions(&text.clone(), &root) {
-                println!("{}", paint(&line, Style::Dim, color));
-                text.push_str("\n\n");
-                text.push_str(&attached);
-            }
-            text
-        };
-        // What the person ran with `!` since the last prompt goes first.
-        let text = if ran.is_empty() {
-            text
-        } else {
-            let mut before = std::mem::take(&mut ran).join("\n\n");
-            before.push_str("\n\n");
-            before.push_str(&text);
-            before
-        };
-        // The images it names with `@path` go with it.
-        let mut images = Vec::new();
-        for path in harness_agent::person::mentioned_paths(&text) {
-            if harness_agent::person::image_type(&path).is_none() {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(root.join(&path)) else {
-                continue;
-            };
-            if let Some(url) = harness_agent::person::image_url(&path, &bytes) {
-                let line = format!(
-                    "  attached image {path} ({} KB)",
-                    bytes.len().div_ceil(1024)
-                );
-                println!("{}", paint(&line, Style::Dim, color));
-                images.push(url);
-            }
-        }
+        let (text, images) = prompt_with_attachments(text, &mut ran, &root, color);
         if stopped.is_some() {
             println!("{stopped_text}");
             continue;
@@ -612,6 +533,113 @@ async fn session_loop(
     };
     println!("{}", paint(&saved, Style::Dim, color));
     Ok(next)
+}
+
+/// What `/resume` chose.
+enum Picked {
+    /// The input ended.
+    Quit,
+    /// Nothing else (said why).
+    Stay,
+    /// Go on with this session.
+    Other(String),
+}
+
+/// `/resume [N|ID]`: the session picked by its number in the list of this directory's saved
+/// sessions (listed and asked for when none was given) or by its id.
+async fn pick_session(
+    pick: Option<String>,
+    settings: &Settings,
+    root: &std::path::Path,
+    id: &str,
+    reader: &mut Reader,
+    color: bool,
+) -> Picked {
+    let store = crate::store::Store::new(settings.dirs.sessions());
+    let list: Vec<harness_agent::Meta> = store
+        .list(Some(root))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.id != id)
+        .take(RESUME_LIST)
+        .collect();
+    let pick = match pick {
+        Some(p) => p,
+        None if list.is_empty() => {
+            println!("no other saved session in {}", root.display());
+            return Picked::Stay;
+        }
+        None => {
+            println!("{}", sessions_list(&list));
+            let asked = paint(
+                "resume which? (a number; Enter stays) › ",
+                Style::Yellow,
+                color,
+            );
+            match reader.read(&asked, "").await {
+                Read::Line(l) if !l.trim().is_empty() => l.trim().to_owned(),
+                Read::Eof => return Picked::Quit,
+                _ => return Picked::Stay,
+            }
+        }
+    };
+    let chosen = match pick.parse::<usize>() {
+        Ok(n) => match n.checked_sub(1).and_then(|i| list.get(i)) {
+            Some(m) => Ok(m.id.clone()),
+            None => Err(format!("no session numbered {n}: /resume lists them")),
+        },
+        Err(_) => store
+            .find(&pick, root)
+            .map(|m| m.id)
+            .map_err(|e| e.to_string()),
+    };
+    match chosen {
+        Ok(other) if other == id => println!("this is session {id} already"),
+        Ok(other) => return Picked::Other(other),
+        Err(e) => println!("{e}"),
+    }
+    Picked::Stay
+}
+
+/// A prompt as it is sent: what the person ran with `!` since the last one first, then the
+/// prompt, then the text files it names with `@path`; and the images it names. Each attachment
+/// is said on the screen.
+fn prompt_with_attachments(
+    text: String,
+    ran: &mut Vec<String>,
+    root: &std::path::Path,
+    color: bool,
+) -> (String, Vec<String>) {
+    let mut text = text;
+    for (attached, line) in mentions(&text.clone(), root) {
+        println!("{}", paint(&line, Style::Dim, color));
+        text.push_str("\n\n");
+        text.push_str(&attached);
+    }
+    if !ran.is_empty() {
+        let mut before = std::mem::take(ran).join("\n\n");
+        before.push_str("\n\n");
+        before.push_str(&text);
+        text = before;
+    }
+    let mut images = Vec::new();
+    for path in harness_agent::person::mentioned_paths(&text) {
+        if harness_agent::person::image_type(&path).is_none() {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(root.join(&path)) else {
+            continue;
+        };
+        if let Some(url) = harness_agent::person::image_url(&path, &bytes) {
+            let line = format!(
+                "  attached image {path} ({} KB)",
+                bytes.len().div_ceil(1024)
+            );
+            println!("{}", paint(&line, Style::Dim, color));
+            images.push(url);
+        }
+    }
+    (text, images)
 }
 
 /// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
