@@ -166,9 +166,7 @@ pub fn read(
     } else {
         format!("(End of file - total {total} lines)")
     };
-    let rendered = format!(
-        "{p} (hash {hash})\n{body}{footer}"
-    );
+    let rendered = format!("{p} (hash {hash})\n{body}{footer}");
     ledger.record(&p, hash.clone());
     let first = if total == 0 { 0 } else { offset };
     Ok(ReadWindow {
