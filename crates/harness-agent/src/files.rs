@@ -614,11 +614,9 @@ impl FileTools {
         Ok(match fst::read(view, &self.ledger, &vp, offset, limit) {
             Ok(w) => {
                 let host = paths.shown(&w.path);
-                let text = w.text.replacen(
-                    &format!("<path>{}</path>", w.path),
-                    &format!("<path>{host}</path>"),
-                    1,
-                );
+                let text =
+                    w.text
+                        .replacen(&format!("{} (hash ", w.path), &format!("{host} (hash "), 1);
                 ToolOutcome {
                     call_id: call.id.clone(),
                     output: text,

@@ -89,8 +89,8 @@ async fn reads_edits_runs_and_plans() {
     assert_eq!(r.len(), 2, "{r:?}");
     assert!(r[0].contains("Plan written: 2 tasks"), "{}", r[0]);
     assert!(r[0].starts_with("[#"), "every result has its id: {}", r[0]);
-    assert!(r[1].contains(&format!("<path>{lib}</path>")), "{}", r[1]);
-    assert!(r[1].contains("2:     41"), "{}", r[1]);
+    assert!(r[1].contains(&format!("{lib} (hash ")), "{}", r[1]);
+    assert!(r[1].contains("2\t    41"), "{}", r[1]);
     // The plan is in the system text from then on.
     let system = messages(&bodies[1])[0]["content"]
         .as_str()

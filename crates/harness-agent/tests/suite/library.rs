@@ -82,7 +82,7 @@ fn knowledge_search_and_get() {
         None,
     );
     assert!(!e, "{w}");
-    assert!(w.contains("25: The backoff doubles each time."), "{w}");
+    assert!(w.contains("25\tThe backoff doubles each time."), "{w}");
 }
 
 /// A library of two documents and two notes, none sharing a word with the queries below.

@@ -368,18 +368,17 @@ fn the_first_step_of_coding_work_is_sent_whole() {
     let o = Offering::new(Spec::embedded(), fresh_cli(&[])).expect("offering");
     let sent: Vec<&str> = o.tools.iter().map(|t| t.name.as_str()).collect();
     for name in [
-        "read",
-        "write",
-        "edit",
-        "glob",
-        "grep",
-        "list",
-        "bash",
-        "plan_write",
-        "plan_update",
-        LOADER,
+        "read", "write", "edit", "glob", "grep", "list", "bash", LOADER,
     ] {
         assert!(sent.contains(&name), "{name} is not sent whole: {sent:?}");
+    }
+    // The plan's tools wait under the loader until a task plans (or the mode is plan mode).
+    let deferred: Vec<&str> = o.deferred.iter().map(|t| t.name.as_str()).collect();
+    for name in ["plan_write", "plan_update"] {
+        assert!(
+            deferred.contains(&name),
+            "{name} is not deferred: {deferred:?}"
+        );
     }
     assert!(!o.deferred.is_empty());
     for t in &o.deferred {
@@ -388,6 +387,17 @@ fn the_first_step_of_coding_work_is_sent_whole() {
             "{} sent and deferred",
             t.name
         );
+    }
+}
+
+#[test]
+fn plan_mode_sends_the_plans_tools_whole() {
+    let mut c = fresh_cli(&[]);
+    c.mode = Mode::Plan;
+    let o = Offering::new(Spec::embedded(), c).expect("offering");
+    let sent: Vec<&str> = o.tools.iter().map(|t| t.name.as_str()).collect();
+    for name in ["plan_write", "plan_update", "plan_submit"] {
+        assert!(sent.contains(&name), "{name} is not sent whole: {sent:?}");
     }
 }
 
