@@ -34,6 +34,7 @@ impl ToolWorld for Weather {
             }),
             risk: harness_spec::Risk::Read,
             exclusive: false,
+            deferred: false,
         }]
     }
 

@@ -224,6 +224,9 @@ fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
             && (c.asks || name != "question")
             && (c.searches || name != "session_search")
     })?;
+    // The world's deferred tools (an MCP server's) go behind the same loader.
+    let deferred = c.world.registered().into_iter().filter(|r| r.deferred);
+    o.defer_outside(deferred.map(|r| (r.name.clone(), r.summary())).collect())?;
     Ok(o)
 }
 
@@ -262,11 +265,16 @@ fn specs_of(offering: &Offering<'_>, registered: &[RegisteredTool]) -> Vec<ToolS
             description: t.description.clone(),
             parameters: t.parameters.clone(),
         })
-        .chain(registered.iter().map(|r| ToolSpec {
-            name: r.name.clone(),
-            description: r.description.clone(),
-            parameters: r.parameters.clone(),
-        }))
+        .chain(
+            registered
+                .iter()
+                .filter(|r| !offering.is_deferred(&r.name))
+                .map(|r| ToolSpec {
+                    name: r.name.clone(),
+                    description: r.description.clone(),
+                    parameters: r.parameters.clone(),
+                }),
+        )
         .collect()
 }
 

@@ -36,6 +36,7 @@ impl ToolWorld for Rocket {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
             RegisteredTool {
                 name: "countdown".into(),
@@ -43,6 +44,7 @@ impl ToolWorld for Rocket {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
         ]
     }

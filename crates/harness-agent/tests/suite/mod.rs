@@ -55,6 +55,7 @@ impl ToolWorld for TestWorld {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Read,
                 exclusive: false,
+                deferred: false,
             },
             RegisteredTool {
                 name: "launch".into(),
@@ -62,6 +63,7 @@ impl ToolWorld for TestWorld {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
         ]
     }
