@@ -141,7 +141,10 @@ fn plan_job(root: &str) -> Vec<Reply> {
 }
 
 /// A fresh CLI session in a new repository, answering `script`; the requests it sent.
-fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
+fn run(
+    script: impl FnOnce(&str) -> Vec<Reply>,
+    mcp: &[harness_mcp::ServerConfig],
+) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().join("calc");
     std::fs::create_dir_all(&root)?;
@@ -168,16 +171,22 @@ fn run(script: impl FnOnce(&str) -> Vec<Reply>) -> Result<(Vec<ChatRequest>, Scr
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let built = SessionBuilder::new(
-            Arc::new(model.clone()),
-            Arc::new(HostWorld::new(exec.clone())),
-        )
-        .store(Arc::new(store))
-        .jobs(Arc::new(HostJobs::new(&root, spill)))
-        .mode(Mode::Auto)
-        .rules(Vec::new(), &data.display().to_string())
-        .build()
-        .context("the session did not build")?;
+        let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec.clone()));
+        if !mcp.is_empty() {
+            let (servers, notices) =
+                harness_mcp::Mcp::start(mcp, harness_mcp::Limits::default()).await;
+            if servers.servers().len() != mcp.len() {
+                bail!("the MCP servers did not all start: {}", notices.join("; "));
+            }
+            world = Arc::new(harness_mcp::WithMcp::new(world, Arc::new(servers)));
+        }
+        let built = SessionBuilder::new(Arc::new(model.clone()), world)
+            .store(Arc::new(store))
+            .jobs(Arc::new(HostJobs::new(&root, spill)))
+            .mode(Mode::Auto)
+            .rules(Vec::new(), &data.display().to_string())
+            .build()
+            .context("the session did not build")?;
         let harness_agent::Built {
             mut driver,
             mut out,
@@ -205,7 +214,16 @@ fn figures(
     script: impl FnOnce(&str) -> Vec<Reply>,
     bpe: &tiktoken_rs::CoreBPE,
 ) -> Result<TaskFigures> {
-    let (requests, model) = run(script)?;
+    figures_with(name, script, bpe, &[])
+}
+
+fn figures_with(
+    name: &'static str,
+    script: impl FnOnce(&str) -> Vec<Reply>,
+    bpe: &tiktoken_rs::CoreBPE,
+    mcp: &[harness_mcp::ServerConfig],
+) -> Result<TaskFigures> {
+    let (requests, model) = run(script, mcp)?;
     if requests.is_empty() {
         bail!("{name}: the model was sent no request");
     }
@@ -300,6 +318,51 @@ pub fn bench_tokens() -> Result<()> {
     if let Some(f) = all.first() {
         let each: Vec<String> = f.names.iter().map(|(n, t)| format!("{n} {t}")).collect();
         println!("\ntools of the first request (tokens): {}", each.join(", "));
+    }
+    mcp_table()
+}
+
+/// `fix-bug`'s first request with three `server-everything`s configured (39 MCP tools), their
+/// tools deferred behind `load_tools` (the default) and sent whole, beside none.
+fn mcp_table() -> Result<()> {
+    let bin = match crate::mcp_servers::install() {
+        Ok(bin) => bin,
+        Err(e) => {
+            println!("\nMCP: skipped, server-everything is not installed: {e:#}");
+            return Ok(());
+        }
+    };
+    let bpe = tiktoken_rs::o200k_base()?;
+    let servers = |defer: bool| -> Vec<harness_mcp::ServerConfig> {
+        ["one", "two", "three"]
+            .iter()
+            .map(|name| {
+                let mut c = harness_mcp::ServerConfig::new(
+                    *name,
+                    harness_mcp::Transport::stdio(&bin.display().to_string(), ["stdio"]),
+                );
+                c.defer = defer;
+                c
+            })
+            .collect()
+    };
+    println!(
+        "\n| fix-bug with MCP | first request | tools in it | whole task |\n|---|---|---|---|"
+    );
+    for (label, mcp) in [
+        ("no MCP server", Vec::new()),
+        ("39 MCP tools, deferred", servers(true)),
+        ("39 MCP tools, sent whole", servers(false)),
+    ] {
+        let f = figures_with("fix-bug", fix_bug, &bpe, &mcp)?;
+        println!(
+            "| {label} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens |",
+            f.first,
+            f.first_bytes as f64 / 1000.0,
+            f.tool_count,
+            f.tools,
+            f.whole
+        );
     }
     Ok(())
 }

@@ -39,18 +39,30 @@ pub struct SessionParts {
     pub resume: Option<Vec<Entry>>,
     /// The model servers' slots (shared by the sessions of this process).
     pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The MCP servers started for it (ended with it).
+    pub mcp: Option<Arc<harness_mcp::Mcp>>,
+    /// What starting them said (servers that did not start, tools dropped); said on stderr by
+    /// [`SessionParts::into_setup`] unless a front end took them to say otherwise.
+    pub mcp_notices: Vec<String>,
 }
 
 impl SessionParts {
     /// What the runtime's driver is made from: this machine's world, processes and store.
     pub fn into_setup(self) -> (DriverSetup, Option<Vec<Entry>>) {
+        for n in &self.mcp_notices {
+            eprintln!("llembas: {n}");
+        }
         let exec = Arc::new(self.exec);
+        let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec.clone()));
+        if let Some(mcp) = self.mcp {
+            world = Arc::new(harness_mcp::WithMcp::new(world, mcp));
+        }
         let setup = DriverSetup {
             model: Arc::new(self.client),
             model_name: self.model_name,
             perms: self.perms,
             jobs: Arc::new(HostJobs::new(exec.root(), exec.spill.clone())),
-            world: Arc::new(HostWorld::new(exec)),
+            world,
             plan: Arc::new(Mutex::new(harness_core::plan::PlanState::default())),
             capacity: self.capacity,
             personality: self.personality,
@@ -139,7 +151,10 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             );
         }
     }
+    let (mcp, mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
     Ok(SessionParts {
+        mcp,
+        mcp_notices,
         client,
         model_name: name,
         perms,
@@ -150,6 +165,18 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         resume,
         capacity: harness_agent::CapacityGate::process()?,
     })
+}
+
+/// Starts the session's MCP servers: them (`None` when none is configured), and what starting
+/// them said (which did not start, which tools were dropped).
+pub async fn start_mcp(
+    servers: &[harness_mcp::ServerConfig],
+) -> (Option<Arc<harness_mcp::Mcp>>, Vec<String>) {
+    if servers.is_empty() {
+        return (None, Vec::new());
+    }
+    let (mcp, notices) = harness_mcp::Mcp::start(servers, harness_mcp::Limits::default()).await;
+    (Some(Arc::new(mcp)), notices)
 }
 
 /// The person's home directory (`/` when there is none).

@@ -36,6 +36,12 @@ pub struct ConfigFile {
     /// `network = false` closes the network to sandboxed commands.
     #[serde(default)]
     pub sandbox: Option<SandboxConfig>,
+    /// MCP servers, `[mcp.NAME]` ([`crate::mcp`]).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, crate::mcp::McpEntry>,
+    /// Whether the project's `.mcp.json` servers are started.
+    #[serde(default)]
+    pub project_mcp: Option<bool>,
 }
 
 /// `sandbox` in the config file: a switch, or a table.
@@ -128,6 +134,8 @@ pub struct Settings {
     pub sandbox_network: Option<bool>,
     /// The variables that hold the model's key, kept from the commands' environment.
     pub key_variables: Vec<String>,
+    /// The MCP servers configured, started or not ([`crate::mcp`]).
+    pub mcp: Vec<crate::mcp::Listed>,
 }
 
 /// Reads a mode's name as the person typed it.
@@ -189,7 +197,14 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
         Some("on" | "1" | "true") => sandbox = Some(true),
         Some(other) => bail!("LLEMBAS_SANDBOX={other:?}: use on or off"),
     }
+    let mcp = crate::mcp::configured(
+        &config.mcp,
+        &dirs.config_file,
+        config.project_mcp.unwrap_or(false),
+        &cwd,
+    )?;
     Ok(Settings {
+        mcp,
         sandbox,
         sandbox_network,
         key_variables,

@@ -90,6 +90,9 @@ pub enum Transport {
         /// The variable holding a bearer token to send, if any (the token itself is never
         /// stored in a configuration).
         bearer_token_env: Option<String>,
+        /// Headers sent with every request, as a client that holds them gave them (ACP's
+        /// `mcpServers`).
+        headers: Vec<(String, String)>,
     },
 }
 

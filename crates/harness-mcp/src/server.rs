@@ -130,6 +130,7 @@ impl Server {
             Transport::Http {
                 url,
                 bearer_token_env,
+                headers,
             } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -140,6 +141,21 @@ impl Server {
                         var: var.clone(),
                     })?;
                     cfg = cfg.auth_header(token);
+                }
+                let mut custom = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let bad = |why: String| Error::Handshake {
+                        server: config.name.clone(),
+                        reason: format!("its header {k:?} cannot be sent: {why}"),
+                    };
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| bad(e.to_string()))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| bad(e.to_string()))?;
+                    custom.insert(name, value);
+                }
+                if !custom.is_empty() {
+                    cfg = cfg.custom_headers(custom);
                 }
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let client = reqwest::Client::builder()

@@ -4,6 +4,7 @@
 mod acp;
 mod cli;
 mod compact;
+mod mcp;
 mod oneshot;
 mod patch;
 mod paths;

@@ -119,6 +119,7 @@ impl TestHost {
             mode,
             models: None,
             memory_entries: None,
+            mcp_notices: Vec::new(),
         })
     }
 }

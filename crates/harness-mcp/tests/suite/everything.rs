@@ -205,6 +205,8 @@ async fn over_streamable_http_its_tools_are_called_and_a_missing_token_is_a_noti
             Transport::Http {
                 url: url.clone(),
                 bearer_token_env: None,
+                headers: Vec::new(),
+                headers: Vec::new(),
             },
         ),
         ServerConfig::new(
@@ -212,6 +214,7 @@ async fn over_streamable_http_its_tools_are_called_and_a_missing_token_is_a_noti
             Transport::Http {
                 url,
                 bearer_token_env: Some("LLEMBAS_TEST_NO_SUCH_TOKEN".into()),
+                headers: Vec::new(),
             },
         ),
     ];
