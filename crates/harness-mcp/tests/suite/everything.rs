@@ -206,7 +206,6 @@ async fn over_streamable_http_its_tools_are_called_and_a_missing_token_is_a_noti
                 url: url.clone(),
                 bearer_token_env: None,
                 headers: Vec::new(),
-                headers: Vec::new(),
             },
         ),
         ServerConfig::new(
