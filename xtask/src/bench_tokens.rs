@@ -289,8 +289,12 @@ const TASKS: [Task; 3] = [
     },
 ];
 
-/// A fresh CLI session in a new repository, answering the task's script; the requests it sent.
-fn run(task: &Task) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
+/// A fresh CLI session in a new repository, answering the task's script, with the MCP servers
+/// `mcp`; the requests it sent.
+fn run(
+    task: &Task,
+    mcp: &[harness_mcp::ServerConfig],
+) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().join("calc");
     std::fs::create_dir_all(&root)?;
@@ -317,20 +321,26 @@ fn run(task: &Task) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let mut spawned = SessionBuilder::new(
-            Arc::new(model.clone()),
-            Arc::new(HostWorld::new(exec.clone())),
-        )
-        .store(Arc::new(store))
-        .jobs(Arc::new(HostJobs::new(&root, spill)))
-        .mode(Mode::Auto)
-        .rules(Vec::new(), &data.display().to_string())
-        // The terminal answers questions, as a fresh interactive session does.
-        .answers_questions(true)
-        .prompt(task.prompt)
-        .one_shot(None)
-        .spawn()
-        .context("the session did not build")?;
+        let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec.clone()));
+        if !mcp.is_empty() {
+            let (servers, notices) =
+                harness_mcp::Mcp::start(mcp, harness_mcp::Limits::default()).await;
+            if servers.servers().len() != mcp.len() {
+                bail!("the MCP servers did not all start: {}", notices.join("; "));
+            }
+            world = Arc::new(harness_mcp::WithMcp::new(world, Arc::new(servers)));
+        }
+        let mut spawned = SessionBuilder::new(Arc::new(model.clone()), world)
+            .store(Arc::new(store))
+            .jobs(Arc::new(HostJobs::new(&root, spill)))
+            .mode(Mode::Auto)
+            .rules(Vec::new(), &data.display().to_string())
+            // The terminal answers questions, as a fresh interactive session does.
+            .answers_questions(true)
+            .prompt(task.prompt)
+            .one_shot(None)
+            .spawn()
+            .context("the session did not build")?;
         while spawned.events.recv().await.is_some() {}
         spawned
             .run
@@ -349,8 +359,16 @@ fn count(bpe: &tiktoken_rs::CoreBPE, v: &Value) -> usize {
 }
 
 fn figures(task: &Task, bpe: &tiktoken_rs::CoreBPE) -> Result<TaskFigures> {
+    figures_with(task, bpe, &[])
+}
+
+fn figures_with(
+    task: &Task,
+    bpe: &tiktoken_rs::CoreBPE,
+    mcp: &[harness_mcp::ServerConfig],
+) -> Result<TaskFigures> {
     let name = task.name;
-    let (requests, model) = run(task)?;
+    let (requests, model) = run(task, mcp)?;
     if requests.is_empty() {
         bail!("{name}: the model was sent no request");
     }
@@ -444,6 +462,51 @@ pub fn bench_tokens() -> Result<()> {
     if let Some(f) = all.first() {
         let each: Vec<String> = f.names.iter().map(|(n, t)| format!("{n} {t}")).collect();
         println!("\ntools of the first request (tokens): {}", each.join(", "));
+    }
+    mcp_table()
+}
+
+/// `fix-bug`'s first request with three `server-everything`s configured (39 MCP tools), their
+/// tools deferred behind `load_tools` (the default) and sent whole, beside none.
+fn mcp_table() -> Result<()> {
+    let bin = match crate::mcp_servers::install() {
+        Ok(bin) => bin,
+        Err(e) => {
+            println!("\nMCP: skipped, server-everything is not installed: {e:#}");
+            return Ok(());
+        }
+    };
+    let bpe = tiktoken_rs::o200k_base()?;
+    let servers = |defer: bool| -> Vec<harness_mcp::ServerConfig> {
+        ["one", "two", "three"]
+            .iter()
+            .map(|name| {
+                let mut c = harness_mcp::ServerConfig::new(
+                    *name,
+                    harness_mcp::Transport::stdio(&bin.display().to_string(), ["stdio"]),
+                );
+                c.defer = defer;
+                c
+            })
+            .collect()
+    };
+    println!(
+        "\n| fix-bug with MCP | first request | tools in it | whole task |\n|---|---|---|---|"
+    );
+    for (label, mcp) in [
+        ("no MCP server", Vec::new()),
+        ("39 MCP tools, deferred", servers(true)),
+        ("39 MCP tools, sent whole", servers(false)),
+    ] {
+        let f = figures_with(&TASKS[0], &bpe, &mcp)?;
+        println!(
+            "| {label} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens |",
+            f.first,
+            f.first_bytes as f64 / 1000.0,
+            f.tool_count,
+            f.tools,
+            f.whole
+        );
     }
     Ok(())
 }

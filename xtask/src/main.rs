@@ -15,6 +15,7 @@ use serde_json::Value;
 mod bench_server;
 mod bench_tokens;
 mod disk;
+mod mcp_servers;
 mod pyodide;
 mod real_model;
 mod runners;
@@ -187,6 +188,7 @@ fn test() -> Result<ExitCode> {
     let mut failed = Vec::new();
     disk::report("start");
     pyodide::install_for_tests();
+    mcp_servers::install_for_tests();
     for (name, args) in steps {
         if !cargo(args)? {
             failed.push(name);

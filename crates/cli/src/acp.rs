@@ -102,6 +102,17 @@ impl CliHost {
         if let Some(p) = req.personality {
             settings.personality = Some(p);
         }
+        // The client's MCP servers beside the configured ones (its own win a name both give).
+        settings
+            .mcp
+            .retain(|l| !req.mcp_servers.iter().any(|s| s.name == l.server.name));
+        settings
+            .mcp
+            .extend(req.mcp_servers.iter().map(|s| crate::mcp::Listed {
+                server: s.clone(),
+                from: "acp",
+                enabled: true,
+            }));
         let mut parts = crate::session::build(&settings, req.resume.as_deref())
             .await
             .map_err(|e| Error::Open(format!("{e:#}")))?;
@@ -111,6 +122,8 @@ impl CliHost {
             parts.exec.personal.memory = None;
             parts.exec.memory_api = Some(api.clone());
         }
+        // Said by the ACP side (on stderr and in the session's `_meta`).
+        let mcp_notices = std::mem::take(&mut parts.mcp_notices);
         let models: Arc<dyn ModelChoice> = Arc::new(parts.client.clone());
         let memory_entries = match &memory_api {
             Some(api) => {
@@ -123,6 +136,7 @@ impl CliHost {
             mode: settings.mode,
             models: Some(models),
             memory_entries,
+            mcp_notices,
         })
     }
 }

@@ -116,6 +116,12 @@ pub enum Command {
         #[command(subcommand)]
         command: PermissionCommand,
     },
+    /// List, add or remove MCP servers (the config file's `[mcp.NAME]` blocks).
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Show what the embedded spec says.
     Spec {
         /// What to show.
@@ -132,6 +138,36 @@ pub enum PermissionCommand {
         /// The command, after `--`.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
+    },
+}
+
+/// `llembas mcp …`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// List the configured MCP servers (the config file's and the project's `.mcp.json`).
+    List,
+    /// Add a server: `llembas mcp add NAME -- COMMAND [ARGS...]` (a program speaking MCP on
+    /// stdio) or `llembas mcp add NAME --url URL [--bearer-token-env VAR]`.
+    Add {
+        /// Its name: its tools are offered as `mcp__NAME__TOOL`.
+        name: String,
+        /// A streamable HTTP server's URL.
+        #[arg(long)]
+        url: Option<String>,
+        /// The variable holding the HTTP server's bearer token.
+        #[arg(long, value_name = "VAR")]
+        bearer_token_env: Option<String>,
+        /// A variable for the program, `KEY=VALUE`. Repeatable.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// The program and its arguments, after `--`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Remove a server from the config file.
+    Remove {
+        /// Its name.
+        name: String,
     },
 }
 

@@ -8,11 +8,70 @@ use harness_core::offer::{self, OfferContext};
 use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::{Project, Spec};
 
-use crate::args::{Args, PermissionCommand, SpecCommand};
+use crate::args::{Args, McpCommand, PermissionCommand, SpecCommand};
 use crate::oneshot::{self, Answers};
 use crate::session;
 use crate::settings::Settings;
 use crate::store::{Store, format_time};
+
+/// `llembas mcp …`.
+pub fn mcp(command: &McpCommand, settings: &Settings) -> Result<ExitCode> {
+    let mut o = std::io::stdout().lock();
+    let path = &settings.dirs.config_file;
+    let read = || match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(anyhow!("cannot read {}: {e}", path.display())),
+    };
+    let write = |text: &str| -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+        // Checked before it replaces the file: what is written must still load.
+        toml::from_str::<crate::settings::ConfigFile>(text)
+            .map_err(|e| anyhow!("the edited config file would not load: {e}"))?;
+        std::fs::write(path, text).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))
+    };
+    match command {
+        McpCommand::List => {
+            for line in crate::mcp::list_lines(&settings.mcp) {
+                writeln!(o, "{line}")?;
+            }
+        }
+        McpCommand::Add {
+            name,
+            url,
+            bearer_token_env,
+            env,
+            command,
+        } => {
+            let mut entry = crate::mcp::McpEntry {
+                url: url.clone(),
+                bearer_token_env: bearer_token_env.clone(),
+                ..Default::default()
+            };
+            if let Some((program, rest)) = command.split_first() {
+                entry.command = Some(program.clone());
+                entry.args = rest.to_vec();
+            }
+            for kv in env {
+                let Some((k, v)) = kv.split_once('=') else {
+                    bail!("--env {kv:?}: write KEY=VALUE");
+                };
+                entry.env.insert(k.to_owned(), v.to_owned());
+            }
+            entry.server(name, "llembas mcp add")?;
+            write(&crate::mcp::add_block(&read()?, name, &entry)?)?;
+            writeln!(o, "added the MCP server {name} to {}", path.display())?;
+        }
+        McpCommand::Remove { name } => {
+            write(&crate::mcp::remove_block(&read()?, name)?)?;
+            writeln!(o, "removed the MCP server {name} from {}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// `llembas spec …`.
 pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {

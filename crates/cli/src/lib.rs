@@ -12,6 +12,7 @@ pub mod args;
 pub mod commands;
 pub mod exec;
 pub mod interactive;
+pub mod mcp;
 pub mod memory_api;
 pub mod oneshot;
 pub mod process;
@@ -50,6 +51,10 @@ fn run_command(args: &Args) -> Result<ExitCode> {
         Some(Command::Sessions { all }) => {
             let settings = resolve(args)?;
             commands::sessions(&settings, *all)
+        }
+        Some(Command::Mcp { command }) => {
+            let settings = resolve(args)?;
+            commands::mcp(command, &settings)
         }
         Some(Command::Acp) => {
             let settings = resolve(args)?;

@@ -39,15 +39,27 @@ pub struct SessionParts {
     pub resume: Option<Vec<Entry>>,
     /// The model servers' slots (shared by the sessions of this process).
     pub capacity: Arc<harness_agent::CapacityGate>,
+    /// The MCP servers started for it (ended with it).
+    pub mcp: Option<Arc<harness_mcp::Mcp>>,
+    /// What starting them said (servers that did not start, tools dropped); said on stderr by
+    /// [`SessionParts::into_setup`] unless a front end took them to say otherwise.
+    pub mcp_notices: Vec<String>,
 }
 
 impl SessionParts {
     /// The session on this machine's world, processes and store, ready for what the front end
     /// holds (questions, a one-shot run) and to spawn.
     pub fn into_builder(self) -> SessionBuilder {
+        for n in &self.mcp_notices {
+            eprintln!("llembas: {n}");
+        }
         let exec = Arc::new(self.exec);
         let jobs = Arc::new(HostJobs::new(exec.root(), exec.spill.clone()));
-        let builder = SessionBuilder::new(Arc::new(self.client), Arc::new(HostWorld::new(exec)))
+        let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec));
+        if let Some(mcp) = self.mcp {
+            world = Arc::new(harness_mcp::WithMcp::new(world, mcp));
+        }
+        let builder = SessionBuilder::new(Arc::new(self.client), world)
             .model_name(&self.model_name)
             .permissions(self.perms)
             .jobs(jobs)
@@ -138,7 +150,10 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             );
         }
     }
+    let (mcp, mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
     Ok(SessionParts {
+        mcp,
+        mcp_notices,
         client,
         model_name: name,
         perms,
@@ -149,6 +164,18 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         resume,
         capacity: harness_agent::CapacityGate::process()?,
     })
+}
+
+/// Starts the session's MCP servers: them (`None` when none is configured), and what starting
+/// them said (which did not start, which tools were dropped).
+pub async fn start_mcp(
+    servers: &[harness_mcp::ServerConfig],
+) -> (Option<Arc<harness_mcp::Mcp>>, Vec<String>) {
+    if servers.is_empty() {
+        return (None, Vec::new());
+    }
+    let (mcp, notices) = harness_mcp::Mcp::start(servers, harness_mcp::Limits::default()).await;
+    (Some(Arc::new(mcp)), notices)
 }
 
 /// The person's home directory (`/` when there is none).

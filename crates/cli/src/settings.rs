@@ -40,6 +40,12 @@ pub struct ConfigFile {
     /// million tokens), over the catalogue's.
     #[serde(default)]
     pub prices: BTreeMap<String, harness_spec::Cost>,
+    /// MCP servers, `[mcp.NAME]` ([`crate::mcp`]).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, crate::mcp::McpEntry>,
+    /// Whether the project's `.mcp.json` servers are started.
+    #[serde(default)]
+    pub project_mcp: Option<bool>,
 }
 
 /// `sandbox` in the config file: a switch, or a table.
@@ -134,6 +140,8 @@ pub struct Settings {
     pub key_variables: Vec<String>,
     /// Configured prices by model name.
     pub prices: BTreeMap<String, harness_spec::Cost>,
+    /// The MCP servers configured, started or not ([`crate::mcp`]).
+    pub mcp: Vec<crate::mcp::Listed>,
 }
 
 impl Settings {
@@ -206,7 +214,14 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
         Some("on" | "1" | "true") => sandbox = Some(true),
         Some(other) => bail!("LLEMBAS_SANDBOX={other:?}: use on or off"),
     }
+    let mcp = crate::mcp::configured(
+        &config.mcp,
+        &dirs.config_file,
+        config.project_mcp.unwrap_or(false),
+        &cwd,
+    )?;
     Ok(Settings {
+        mcp,
         sandbox,
         sandbox_network,
         key_variables,

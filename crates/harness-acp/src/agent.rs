@@ -420,23 +420,18 @@ async fn new_session(
     req: NewSessionRequest,
     cx: ConnectionTo<Client>,
 ) -> Result<NewSessionResponse, agent_client_protocol::Error> {
-    let (id, mode, mut meta) = open_session(state, &req.cwd, req.meta.as_ref(), None, cx).await?;
+    let (servers, mut notices) = mcp_servers(&req.mcp_servers);
+    let (id, mode, mut meta, said) =
+        open_session(state, &req.cwd, req.meta.as_ref(), None, servers, cx).await?;
+    notices.extend(said);
     if !req.mcp_servers.is_empty() {
-        // Until MCP lands, said rather than silently dropped.
-        let notice = format!(
-            "MCP servers are not supported yet: the {} given {} ignored.",
-            req.mcp_servers.len(),
-            if req.mcp_servers.len() == 1 {
-                "was"
-            } else {
-                "were"
-            }
-        );
-        state.host.notice(&notice);
+        for n in &notices {
+            state.host.notice(n);
+        }
         if let Some(l) = meta.get_mut("lembas").and_then(Value::as_object_mut) {
             l.insert(
                 "mcp_servers".into(),
-                json!({"ignored": req.mcp_servers.len(), "notice": notice}),
+                json!({"given": req.mcp_servers.len(), "notices": notices}),
             );
         }
     }
@@ -459,7 +454,12 @@ async fn load_session(
         return Err(agent_client_protocol::Error::invalid_request()
             .data(json!(format!("session {id} is open already"))));
     }
-    let (id, mode, meta) = open_session(state, &req.cwd, req.meta.as_ref(), Some(id), cx).await?;
+    let (servers, notices) = mcp_servers(&req.mcp_servers);
+    let (id, mode, meta, said) =
+        open_session(state, &req.cwd, req.meta.as_ref(), Some(id), servers, cx).await?;
+    for n in notices.iter().chain(&said) {
+        state.host.notice(n);
+    }
     Ok(LoadSessionResponse::new()
         .modes(mode_state(mode))
         .config_options(config_options(state, &id).await)
@@ -548,13 +548,65 @@ async fn set_config_option(
     ))
 }
 
+/// The client's `mcpServers` as the MCP client's servers, and a notice for each it cannot reach
+/// (SSE and ACP-tunnelled servers are not supported). An HTTP server's headers are sent as given.
+fn mcp_servers(
+    given: &[agent_client_protocol::v1::schema::McpServer],
+) -> (Vec<harness_mcp::ServerConfig>, Vec<String>) {
+    use agent_client_protocol::v1::schema::McpServer;
+    let mut servers = Vec::new();
+    let mut notices = Vec::new();
+    for s in given {
+        let transport = match s {
+            McpServer::Stdio(s) => (
+                s.name.clone(),
+                harness_mcp::Transport::Stdio {
+                    command: s.command.display().to_string(),
+                    args: s.args.clone(),
+                    env: s
+                        .env
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                    cwd: None,
+                },
+            ),
+            McpServer::Http(s) => (
+                s.name.clone(),
+                harness_mcp::Transport::Http {
+                    url: s.url.clone(),
+                    bearer_token_env: None,
+                    headers: s
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.clone(), h.value.clone()))
+                        .collect(),
+                },
+            ),
+            other => {
+                notices.push(format!(
+                    "the MCP server {} is not started: only stdio and streamable HTTP servers are supported",
+                    serde_json::to_value(other)
+                        .ok()
+                        .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned))
+                        .unwrap_or_default()
+                ));
+                continue;
+            }
+        };
+        servers.push(harness_mcp::ServerConfig::new(transport.0, transport.1));
+    }
+    (servers, notices)
+}
+
 async fn open_session(
     state: &Arc<State>,
     cwd: &Path,
     req_meta: Option<&Meta>,
     resume: Option<String>,
+    mcp_servers: Vec<harness_mcp::ServerConfig>,
     cx: ConnectionTo<Client>,
-) -> Result<(String, Mode, Meta), agent_client_protocol::Error> {
+) -> Result<(String, Mode, Meta, Vec<String>), agent_client_protocol::Error> {
     struct Req<'a> {
         cwd: PathBuf,
         meta: Option<&'a Meta>,
@@ -633,9 +685,11 @@ async fn open_session(
             personality,
             scope: scope.clone(),
             memory_api,
+            mcp_servers,
         })
         .await
         .map_err(|e| e.to_acp())?;
+    let said = opened.mcp_notices.clone();
     let model = opened.session.shown_model();
     // Capability `plan_state`: the chat's plan, handed back whole (`spec/acp.md` §8).
     let client_plan = match lembas.get("plan_state") {
@@ -784,7 +838,7 @@ async fn open_session(
     let m = meta(json!({
         "instance": {"id": state.info.instance, "session": id, "model": model, "spec": spec}
     }));
-    Ok((id, opened.mode, m))
+    Ok((id, opened.mode, m, said))
 }
 
 fn prompt(

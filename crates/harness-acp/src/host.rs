@@ -44,6 +44,9 @@ pub struct OpenRequest {
     /// `memory` was agreed): the session's `memory` tool is to use it instead of a file of this
     /// device.
     pub memory_api: Option<harness_agent::memory_api::Api>,
+    /// The MCP servers the client gave (`mcpServers`), for the front end to start beside its
+    /// own and end with the session.
+    pub mcp_servers: Vec<harness_mcp::ServerConfig>,
 }
 
 /// A session the front end put together.
@@ -58,6 +61,8 @@ pub struct Opened {
     /// The memory entries for the prompt, where the memory is an instance's
     /// ([`OpenRequest::memory_api`]).
     pub memory_entries: Option<String>,
+    /// What starting the MCP servers said: those that did not start, tools dropped.
+    pub mcp_notices: Vec<String>,
 }
 
 /// A subdirectory as `_lembas/dir` lists it.

@@ -26,6 +26,7 @@ impl ToolWorld for Weather {
             parameters: json!({"type": "object", "properties": {"city": city}, "required": ["city"]}),
             risk: harness_spec::Risk::Execute, // asked about in the manual mode
             exclusive: false,
+            deferred: false,
         }]
     }
     fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {

@@ -38,6 +38,7 @@
 //!             parameters: serde_json::json!({"type": "object", "properties": {}}),
 //!             risk: harness_spec::Risk::Read,
 //!             exclusive: false,
+//!             deferred: false,
 //!         }]
 //!     }
 //!     fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {

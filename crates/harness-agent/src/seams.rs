@@ -197,6 +197,23 @@ pub struct RegisteredTool {
     pub risk: Risk,
     /// Whether it must run alone.
     pub exclusive: bool,
+    /// Offered by one line under `load_tools` (the first line of its description) until the
+    /// model loads or calls it, instead of sent whole on every request (a server's many tools).
+    pub deferred: bool,
+}
+
+impl RegisteredTool {
+    /// The line `load_tools` lists it by while it is deferred: its description's first line,
+    /// cut at 120 characters.
+    pub fn summary(&self) -> String {
+        let first = self.description.lines().next().unwrap_or("").trim();
+        if first.chars().count() > 120 {
+            let cut: String = first.chars().take(119).collect();
+            format!("{cut}…")
+        } else {
+            first.to_owned()
+        }
+    }
 }
 
 /// A file `show` puts before the person, read through the session's view.

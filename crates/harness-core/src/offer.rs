@@ -440,6 +440,9 @@ pub struct Offering<'s> {
     pub tools: Vec<OfferedTool<'s>>,
     /// The deferred tools not loaded: offered (a call resolves) but not sent whole.
     pub deferred: Vec<OfferedTool<'s>>,
+    /// Deferred tools from outside the spec (an embedder's, an MCP server's) not loaded: their
+    /// names and one-line summaries, listed by the loader after the spec's.
+    pub outside: Vec<(String, String)>,
 }
 
 impl<'s> Offering<'s> {
@@ -453,6 +456,7 @@ impl<'s> Offering<'s> {
             context,
             tools,
             deferred,
+            outside: Vec::new(),
         };
         o.add_loader()?;
         Ok(o)
@@ -466,10 +470,20 @@ impl<'s> Offering<'s> {
         self.add_loader()
     }
 
+    /// Defers tools from outside the spec (name, one-line summary) behind the loader, those
+    /// the model has not loaded yet; the caller sends the others whole.
+    pub fn defer_outside(&mut self, tools: Vec<(String, String)>) -> Result<()> {
+        self.outside = tools
+            .into_iter()
+            .filter(|(name, _)| !self.context.loaded.contains(name))
+            .collect();
+        self.add_loader()
+    }
+
     /// Sends the loader, listing the deferred tools, when there is one (and it is offered).
     fn add_loader(&mut self) -> Result<()> {
         self.tools.retain(|t| t.name != LOADER);
-        if self.deferred.is_empty() {
+        if self.deferred.is_empty() && self.outside.is_empty() {
             return Ok(());
         }
         let Some(loader) = self.spec.tool(LOADER) else {
@@ -479,8 +493,14 @@ impl<'s> Offering<'s> {
         if !(loader.scope.includes(cx.project) && cx.kind.admits(loader.sessions)) {
             return Ok(());
         }
-        cx.values
-            .insert(DEFERRED_TOOLS.to_owned(), deferred_lines(&self.deferred));
+        let mut lines = deferred_lines(&self.deferred);
+        for (name, summary) in &self.outside {
+            if !lines.is_empty() {
+                lines.push('\n');
+            }
+            lines.push_str(&format!("- {name}: {summary}"));
+        }
+        cx.values.insert(DEFERRED_TOOLS.to_owned(), lines);
         let prepared = prepare(self.spec, loader, &cx)?;
         let at = self
             .tools
@@ -517,7 +537,7 @@ impl<'s> Offering<'s> {
 
     /// Whether a tool is deferred (offered by one line under the loader, not loaded).
     pub fn is_deferred(&self, name: &str) -> bool {
-        self.deferred.iter().any(|t| t.name == name)
+        self.deferred.iter().any(|t| t.name == name) || self.outside.iter().any(|(n, _)| n == name)
     }
 
     /// A call of the loader: the deferred tools it names (by name or former name) to load,

@@ -87,6 +87,7 @@ fn python_tool() -> Option<RegisteredTool> {
         parameters: t.parameters.clone(),
         risk: t.tool.risk,
         exclusive: t.tool.exclusive,
+        deferred: false,
     })
 }
 

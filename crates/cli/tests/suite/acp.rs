@@ -1475,12 +1475,10 @@ async fn an_editor_gets_what_it_expects() {
                 .block_task()
                 .await?;
             let m = &s.meta.as_ref().unwrap()["lembas"];
-            assert_eq!(m["mcp_servers"]["ignored"], 1, "{m}");
-            assert!(
-                m["mcp_servers"]["notice"]
-                    .as_str()
-                    .unwrap()
-                    .contains("not supported"),
+            assert_eq!(m["mcp_servers"]["given"], 1, "{m}");
+            assert_eq!(
+                m["mcp_servers"]["notices"],
+                json!(["the MCP server `files` did not start: cannot run `/usr/bin/mcp-files`: No such file or directory (os error 2)"]),
                 "{m}"
             );
             *sid2.lock().unwrap() = s.session_id.to_string();

@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod compact;
 mod environment;
+mod mcp;
 mod oneshot;
 mod patch;
 mod paths;

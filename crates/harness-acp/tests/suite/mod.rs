@@ -40,6 +40,7 @@ impl ToolWorld for Rocket {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
             RegisteredTool {
                 name: "countdown".into(),
@@ -47,6 +48,7 @@ impl ToolWorld for Rocket {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
         ]
     }
@@ -131,6 +133,7 @@ impl TestHost {
             mode,
             models: None,
             memory_entries: None,
+            mcp_notices: Vec::new(),
         })
     }
 }

@@ -56,6 +56,9 @@ pub(super) fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
             && (c.asks || name != "question")
             && (c.searches || name != "session_search")
     })?;
+    // The world's deferred tools (an MCP server's) go behind the same loader.
+    let deferred = c.world.registered().into_iter().filter(|r| r.deferred);
+    o.defer_outside(deferred.map(|r| (r.name.clone(), r.summary())).collect())?;
     Ok(o)
 }
 
@@ -94,11 +97,16 @@ pub(super) fn specs_of(offering: &Offering<'_>, registered: &[RegisteredTool]) -
             description: t.description.clone(),
             parameters: t.parameters.clone(),
         })
-        .chain(registered.iter().map(|r| ToolSpec {
-            name: r.name.clone(),
-            description: r.description.clone(),
-            parameters: r.parameters.clone(),
-        }))
+        .chain(
+            registered
+                .iter()
+                .filter(|r| !offering.is_deferred(&r.name))
+                .map(|r| ToolSpec {
+                    name: r.name.clone(),
+                    description: r.description.clone(),
+                    parameters: r.parameters.clone(),
+                }),
+        )
         .collect()
 }
 

@@ -56,6 +56,7 @@ impl ToolWorld for TestWorld {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Read,
                 exclusive: false,
+                deferred: false,
             },
             RegisteredTool {
                 name: "launch".into(),
@@ -63,6 +64,7 @@ impl ToolWorld for TestWorld {
                 parameters: json!({"type": "object", "properties": {}}),
                 risk: Risk::Execute,
                 exclusive: true,
+                deferred: false,
             },
         ]
     }

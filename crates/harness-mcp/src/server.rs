@@ -1,0 +1,447 @@
+//! Connected servers: starting one (a child in its own process group, or an HTTP endpoint),
+//! listing its tools, calling one within a limit.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use harness_agent::RegisteredTool;
+use harness_model::CancellationToken;
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+use tokio::io::AsyncReadExt as _;
+
+use crate::{Error, Limits, MAX_NAME, Result, ServerConfig, Transport, risk, schema, tool_name};
+
+/// How much of a child's stderr is kept, to say why it failed.
+const STDERR_TAIL: usize = 2000;
+
+/// One tool of a server, as offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTool {
+    /// Its name on the server.
+    pub tool: String,
+    /// As the session offers it.
+    pub offered: RegisteredTool,
+}
+
+/// A connected server and its tools.
+pub struct Server {
+    name: String,
+    service: RunningService<RoleClient, ()>,
+    tools: Vec<ServerTool>,
+    stderr: Arc<Mutex<String>>,
+    limits: Limits,
+    // Declared last: kills the child's group after the service has let go of it.
+    group: Option<GroupKill>,
+}
+
+/// Kills a child's whole process group when dropped (the server and anything it started).
+struct GroupKill(i32);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .field("tools", &self.tools.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Starts (or reaches) a server and lists its tools, within `limits.start`; the notices say
+    /// which tools were dropped and why.
+    pub async fn connect(config: &ServerConfig, limits: Limits) -> Result<(Server, Vec<String>)> {
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (service, group) = match &config.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true).process_group(0);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let (child, err) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Error::Spawn {
+                        server: config.name.clone(),
+                        command: command.clone(),
+                        reason: e.to_string(),
+                    })?;
+                let group = child
+                    .id()
+                    .and_then(|p| i32::try_from(p).ok())
+                    .map(GroupKill);
+                let mut reader = None;
+                if let Some(mut err) = err {
+                    let keep = stderr.clone();
+                    reader = Some(tokio::spawn(async move {
+                        let mut buf = [0u8; 1024];
+                        while let Ok(n) = err.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                            if let Ok(mut s) = keep.lock() {
+                                s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                                let len = s.len();
+                                if len > STDERR_TAIL {
+                                    let mut cut = len - STDERR_TAIL;
+                                    while !s.is_char_boundary(cut) {
+                                        cut += 1;
+                                    }
+                                    s.drain(..cut);
+                                }
+                            }
+                        }
+                    }));
+                }
+                let serving = timeout(config, "initialize", limits.start, ().serve(child)).await;
+                let service = match serving? {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // What it said before it went, read to its end.
+                        if let Some(r) = reader {
+                            let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
+                        }
+                        return Err(Error::Handshake {
+                            server: config.name.clone(),
+                            reason: with_stderr(&handshake_failure(&e), &stderr),
+                        });
+                    }
+                };
+                (service, group)
+            }
+            Transport::Http {
+                url,
+                bearer_token_env,
+                headers,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(var) = bearer_token_env {
+                    let token = std::env::var(var).map_err(|_| Error::MissingVar {
+                        server: config.name.clone(),
+                        var: var.clone(),
+                    })?;
+                    cfg = cfg.auth_header(token);
+                }
+                let mut custom = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let bad = |why: String| Error::Handshake {
+                        server: config.name.clone(),
+                        reason: format!("its header {k:?} cannot be sent: {why}"),
+                    };
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| bad(e.to_string()))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| bad(e.to_string()))?;
+                    custom.insert(name, value);
+                }
+                if !custom.is_empty() {
+                    cfg = cfg.custom_headers(custom);
+                }
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let client = reqwest::Client::builder()
+                    .connect_timeout(limits.start)
+                    .build()
+                    .map_err(|e| Error::Handshake {
+                        server: config.name.clone(),
+                        reason: e.to_string(),
+                    })?;
+                let transport = StreamableHttpClientTransport::with_client(client, cfg);
+                let serving =
+                    timeout(config, "initialize", limits.start, ().serve(transport)).await;
+                let service = serving?.map_err(|e| Error::Handshake {
+                    server: config.name.clone(),
+                    reason: handshake_failure(&e),
+                })?;
+                (service, None)
+            }
+        };
+        let listed = timeout(
+            config,
+            "tools/list",
+            limits.start,
+            service.peer().list_all_tools(),
+        )
+        .await?
+        .map_err(|e| Error::List {
+            server: config.name.clone(),
+            reason: with_stderr(&e.to_string(), &stderr),
+        })?;
+        let (tools, notices) = offer(config, &listed);
+        Ok((
+            Server {
+                name: config.name.clone(),
+                service,
+                tools,
+                stderr,
+                limits,
+                group,
+            },
+            notices,
+        ))
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The process id of its child (the leader of the child's process group), for a stdio
+    /// server.
+    pub fn pid(&self) -> Option<i32> {
+        self.group.as_ref().map(|g| g.0)
+    }
+
+    /// Its tools, as offered.
+    pub fn tools(&self) -> &[ServerTool] {
+        &self.tools
+    }
+
+    /// Calls its tool `tool` (its own name) with `arguments`: the text the model reads and
+    /// whether it is an error. A server that died, hangs past the limit, or answers what is not
+    /// MCP is an error text saying so; `cancel` ends the wait (the server is told).
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        cancel: &CancellationToken,
+    ) -> (String, bool) {
+        if self.service.is_transport_closed() {
+            return (self.gone(), true);
+        }
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = match arguments {
+            Value::Object(m) => Some(m.clone()),
+            Value::Null => None,
+            other => {
+                return (
+                    format!("the arguments of an MCP tool are an object, not {other}"),
+                    true,
+                );
+            }
+        };
+        let seconds = self.limits.call.as_secs();
+        let call = self.service.peer().call_tool(params);
+        tokio::select! {
+            _ = cancel.cancelled() => ("cancelled".to_owned(), true),
+            r = tokio::time::timeout(self.limits.call, call) => match r {
+                Err(_) => (
+                    format!(
+                        "the MCP server `{}` did not answer within {seconds} s; the call was abandoned",
+                        self.name
+                    ),
+                    true,
+                ),
+                Ok(Err(e)) if self.service.is_transport_closed() => {
+                    let _ = e;
+                    (self.gone(), true)
+                }
+                Ok(Err(e)) => (
+                    format!("the MCP server `{}` failed the call: {e}", self.name),
+                    true,
+                ),
+                Ok(Ok(result)) => match serde_json::to_value(&result) {
+                    Ok(v) => crate::map_result(&v),
+                    Err(e) => (format!("the MCP server `{}` answered what cannot be read: {e}", self.name), true),
+                },
+            }
+        }
+    }
+
+    /// Whether its connection has ended (the child died, the endpoint went away).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_transport_closed()
+    }
+
+    fn gone(&self) -> String {
+        with_stderr(
+            &format!(
+                "the MCP server `{}` is not running any more (it ended or closed its connection); its tools cannot be called in this session",
+                self.name
+            ),
+            &self.stderr,
+        )
+    }
+}
+
+/// Why the handshake failed, in words.
+fn handshake_failure(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::TransportError { .. } | E::ConnectionClosed(_) => {
+            "it ended or closed its connection before answering `initialize`".to_owned()
+        }
+        other => format!("its answer to `initialize` is not MCP's: {other}"),
+    }
+}
+
+/// `what`, with the end of the child's stderr where it wrote something.
+fn with_stderr(what: &str, stderr: &Mutex<String>) -> String {
+    let tail = stderr
+        .lock()
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    if tail.is_empty() {
+        what.to_owned()
+    } else {
+        let last: Vec<&str> = tail.lines().rev().take(5).collect();
+        let last: Vec<&str> = last.into_iter().rev().collect();
+        format!("{what}; its stderr ended with:\n{}", last.join("\n"))
+    }
+}
+
+async fn timeout<T>(
+    config: &ServerConfig,
+    what: &str,
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .map_err(|_| Error::Timeout {
+            server: config.name.clone(),
+            what: what.to_owned(),
+            seconds: limit.as_secs(),
+        })
+}
+
+/// The tools a server listed, as offered, and a notice for each one dropped.
+fn offer(config: &ServerConfig, listed: &[Tool]) -> (Vec<ServerTool>, Vec<String>) {
+    let mut tools = Vec::new();
+    let mut notices = Vec::new();
+    for t in listed {
+        let name = tool_name(&config.name, &t.name);
+        let drop = |why: String| {
+            format!(
+                "the MCP tool `{}` of the server `{}` is not offered: {why}",
+                t.name, config.name
+            )
+        };
+        if name.len() > MAX_NAME {
+            notices.push(drop(format!(
+                "its name `{name}` is longer than {MAX_NAME} characters"
+            )));
+            continue;
+        }
+        if tools.iter().any(|x: &ServerTool| x.offered.name == name) {
+            notices.push(drop(format!("another tool is already offered as `{name}`")));
+            continue;
+        }
+        let parameters = match schema::check(&Value::Object((*t.input_schema).clone())) {
+            Ok(p) => p,
+            Err(why) => {
+                notices.push(drop(why));
+                continue;
+            }
+        };
+        let annotations = t.annotations.as_ref();
+        let mut description = t
+            .description
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .or(t.title.as_deref())
+            .unwrap_or("(no description)")
+            .to_owned();
+        description.push_str(&format!(" (MCP server `{}`)", config.name));
+        tools.push(ServerTool {
+            tool: t.name.to_string(),
+            offered: RegisteredTool {
+                name,
+                description,
+                parameters,
+                risk: risk(annotations.and_then(|a| a.read_only_hint)),
+                exclusive: false,
+                deferred: config.defer,
+            },
+        });
+    }
+    (tools, notices)
+}
+
+/// The configured servers of a session, connected.
+#[derive(Debug, Default)]
+pub struct Mcp {
+    servers: Vec<Server>,
+}
+
+impl Mcp {
+    /// Starts every server at once, each within `limits.start`: those that start, and a notice
+    /// for each that does not and each tool dropped.
+    pub async fn start(configs: &[ServerConfig], limits: Limits) -> (Mcp, Vec<String>) {
+        let started =
+            futures_util::future::join_all(configs.iter().map(|c| Server::connect(c, limits)))
+                .await;
+        let mut servers = Vec::new();
+        let mut notices = Vec::new();
+        for r in started {
+            match r {
+                Ok((s, n)) => {
+                    notices.extend(n);
+                    servers.push(s);
+                }
+                Err(e) => notices.push(e.to_string()),
+            }
+        }
+        (Mcp { servers }, notices)
+    }
+
+    /// The connected servers.
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    /// Every tool of every server, as offered.
+    pub fn tools(&self) -> Vec<RegisteredTool> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.tools.iter().map(|t| t.offered.clone()))
+            .collect()
+    }
+
+    /// Whether `name` is one of its tools.
+    pub fn has(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    fn find(&self, name: &str) -> Option<(&Server, &ServerTool)> {
+        self.servers.iter().find_map(|s| {
+            s.tools
+                .iter()
+                .find(|t| t.offered.name == name)
+                .map(|t| (s, t))
+        })
+    }
+
+    /// Calls the tool offered as `name`.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: &CancellationToken,
+    ) -> (String, bool) {
+        match self.find(name) {
+            Some((server, tool)) => server.call(&tool.tool, arguments, cancel).await,
+            None => (format!("there is no MCP tool `{name}`"), true),
+        }
+    }
+}

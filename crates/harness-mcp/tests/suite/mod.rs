@@ -1,0 +1,88 @@
+//! Helpers: where the real server is, and a world that runs nothing of its own.
+
+mod everything;
+mod failures;
+mod schema;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use harness_agent::{BoxFuture, CallContext, Ran, ShownFile, ToolWorld};
+use harness_core::protocol::ToolCall;
+use harness_loop::session::ToolOutcome;
+use harness_mcp::{Limits, Mcp, ServerConfig, Transport};
+
+/// The pinned version `cargo xtask test` installs.
+pub const EVERYTHING_VERSION: &str = "2026.8.31";
+
+/// `mcp-server-everything` as installed for the tests (`LLEMBAS_TEST_MCP_EVERYTHING`, else
+/// `~/.cache/llembas-test/mcp-everything-VERSION`), or `None` with a line saying the test is
+/// skipped.
+pub fn everything() -> Option<PathBuf> {
+    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+            .join("llembas-test")
+            .join(format!("mcp-everything-{EVERYTHING_VERSION}"))
+            .join("node_modules/.bin/mcp-server-everything"),
+    };
+    if bin.exists() {
+        Some(bin)
+    } else {
+        println!(
+            "skipped: {} is not installed (cargo xtask test installs it)",
+            bin.display()
+        );
+        None
+    }
+}
+
+/// The everything server over stdio, as `name`.
+pub fn everything_config(name: &str) -> Option<ServerConfig> {
+    let bin = everything()?;
+    Some(ServerConfig::new(
+        name,
+        Transport::stdio(bin.to_str().unwrap(), ["stdio"]),
+    ))
+}
+
+/// Starts the everything server, failing the test on any notice but dropped tools.
+pub async fn start_everything(limits: Limits) -> Option<Mcp> {
+    let config = everything_config("everything")?;
+    let (mcp, notices) = Mcp::start(&[config], limits).await;
+    assert!(
+        notices.iter().all(|n| n.contains("is not offered")),
+        "{notices:?}"
+    );
+    assert_eq!(mcp.servers().len(), 1, "{notices:?}");
+    Some(mcp)
+}
+
+/// A world of no tools of its own, working in `/work`.
+pub struct Bare;
+
+impl ToolWorld for Bare {
+    fn runs(&self, _name: &str) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {
+        Box::pin(async move { Ran::Done(ToolOutcome::error(&call.id, "no such tool")) })
+    }
+
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+        Err(format!("No such file or directory: {path}"))
+    }
+
+    fn place(&self) -> String {
+        "/work".into()
+    }
+}
+
+/// The bare world.
+pub fn bare() -> Arc<dyn ToolWorld> {
+    Arc::new(Bare)
+}
