@@ -132,10 +132,8 @@ impl Store {
     /// Writes a session's metadata (atomically: a temporary file renamed over the old one).
     pub fn save(&self, meta: &Meta) -> Result<()> {
         let path = self.dir(&meta.id).join("meta.json");
-        let tmp = self.dir(&meta.id).join(".meta.json.tmp");
         let text = serde_json::to_string_pretty(meta)?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        harness_fs::write_atomic(&path, text.as_bytes())?;
         Ok(())
     }
 

@@ -208,10 +208,7 @@ impl DirLibrary {
     }
 
     fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("note");
-        let tmp = path.with_file_name(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
+        harness_fs::write_atomic(path, text.as_bytes()).map_err(std::io::Error::other)
     }
 }
 

@@ -183,30 +183,13 @@ pub fn memory_entries(path: &Path) -> String {
 }
 
 /// Runs a `memory` call on the file at `path` (created on the first change), written whole
-/// through a temporary file so a crash leaves the old state or the new one.
+/// ([`harness_fs::write_atomic`]) so a crash leaves the old state or the new one, and refused
+/// when the file changed between its read and its write (an instance's memory API wrote
+/// meanwhile), never overwriting that change.
 pub fn memory(path: &Path, args: &Value) -> (String, bool) {
-    use harness_fs::memory::Memory;
-    let name = path.display().to_string();
-    let mut m = match std::fs::read(path) {
-        Ok(data) => match Memory::from_json(&name, &data) {
-            Ok(m) => m,
-            Err(e) => return (e.to_string(), true),
-        },
-        Err(_) => Memory::new(),
-    };
-    let text = match m.apply(args) {
-        Ok(t) => t,
-        Err(e) => return (e.to_string(), true),
-    };
-    let tmp = path.with_extension("json.tmp");
-    let written = path
-        .parent()
-        .map(std::fs::create_dir_all)
-        .transpose()
-        .and_then(|_| std::fs::write(&tmp, m.to_json()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    match written {
-        Ok(()) => (text, false),
-        Err(e) => (format!("cannot save memory to {name}: {e}"), true),
+    let file = harness_fs::memory::MemoryFile::new(path);
+    match file.update(|m| m.apply(args)) {
+        Ok(text) => (text, false),
+        Err(e) => (e.to_string(), true),
     }
 }

@@ -132,6 +132,15 @@ pub enum Error {
     /// A memory change refused (`spec/filesystem.md`, *Memory*).
     #[error("{0}")]
     Memory(String),
+    /// A memory file changed between the read and the write of a change ([`crate::memory::MemoryFile::update`]):
+    /// nothing was written. The text is the one a client reads, so it names no host path.
+    #[error(
+        "Memory: the records changed while this change was made, so nothing was changed. Read them again and retry."
+    )]
+    MemoryChanged {
+        /// The file (for the log, not the message).
+        path: String,
+    },
     /// A skill operation refused.
     #[error("{0}")]
     Skill(String),

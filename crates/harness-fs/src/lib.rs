@@ -18,6 +18,7 @@
 //! assert_eq!(view.list("/notes").unwrap().lines(), vec!["a.md".to_string()]);
 //! ```
 
+mod atomic;
 pub mod backend;
 pub mod chunk;
 pub mod conformance;
@@ -32,6 +33,7 @@ pub mod skills;
 pub mod tools;
 mod view;
 
+pub use atomic::write_atomic;
 pub use backend::{
     Backend, DirEntry, Expect, HostBackend, HostOptions, Kind, Listing, MemoryBackend, Meta,
     TrashEntry,

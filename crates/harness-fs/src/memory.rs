@@ -640,6 +640,69 @@ impl Memory {
     }
 }
 
+/// One writer of memory files at a time in this process ([`MemoryFile::update`]), so the
+/// memory tool and the memory API of one server cannot interleave their reads and writes.
+static UPDATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A memory file on the host, as the `memory` tool and an instance's memory API both change
+/// it: read, changed and written whole ([`crate::write_atomic`]), refused when the file changed
+/// between the read and the write ([`Error::MemoryChanged`]), so one writer never silently
+/// overwrites another's change.
+#[derive(Debug, Clone)]
+pub struct MemoryFile {
+    path: std::path::PathBuf,
+}
+
+impl MemoryFile {
+    /// The file at `path` (created by the first change, with its directory).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        MemoryFile { path: path.into() }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The memory in the file (empty when there is none) and the bytes it was read from.
+    pub fn read(&self) -> Result<(Memory, Option<Vec<u8>>)> {
+        let name = self.path.display().to_string();
+        match std::fs::read(&self.path) {
+            Ok(data) => Ok((Memory::from_json(&name, &data)?, Some(data))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Memory::new(), None)),
+            Err(e) => Err(Error::io(name, e)),
+        }
+    }
+
+    /// Reads the file, runs `change` on its memory and writes the result whole, unless `change`
+    /// refused (nothing written) or the file changed meanwhile (nothing written, refused with
+    /// [`Error::MemoryChanged`]).
+    pub fn update<T, E: From<Error>>(
+        &self,
+        change: impl FnOnce(&mut Memory) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let _one = UPDATING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mut m, before) = self.read()?;
+        let out = change(&mut m)?;
+        let name = self.path.display().to_string();
+        let now = match std::fs::read(&self.path) {
+            Ok(data) => Some(data),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(name, e).into()),
+        };
+        if now != before {
+            return Err(Error::MemoryChanged { path: name }.into());
+        }
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+        }
+        crate::write_atomic(&self.path, &m.to_json())?;
+        Ok(out)
+    }
+}
+
 fn usage_of(entries: &[Entry]) -> usize {
     entries.iter().map(|e| e.text.chars().count()).sum()
 }

@@ -177,17 +177,9 @@ impl FileStore {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
         }
-        let name = self
-            .path
-            .file_name()
-            .map_or("index".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = self
-            .path
-            .with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| err(&tmp, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            err(&self.path, e)
+        harness_fs::write_atomic(&self.path, &text).map_err(|e| Error::Store {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
         })
     }
 }

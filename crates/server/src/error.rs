@@ -117,6 +117,10 @@ impl Error {
     }
 }
 
+/// What a client reads of a 500: the detail is logged, never sent.
+pub const INTERNAL: &str =
+    "Internal error: the server could not do this; the detail is in its log.";
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -127,7 +131,13 @@ impl IntoResponse for Error {
             Error::TooMany { retry_after, .. } => Some(*retry_after),
             _ => None,
         };
-        let mut response = (status, Json(json!({ "error": self.to_string() }))).into_response();
+        // A 500's own text (paths, database and I/O messages) stays in the log.
+        let text = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            INTERNAL.to_owned()
+        } else {
+            self.to_string()
+        };
+        let mut response = (status, Json(json!({ "error": text }))).into_response();
         if let Some(seconds) = retry_after {
             response
                 .headers_mut()

@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use harness_fs::memory::{Memory, Target};
+use harness_fs::memory::{Memory, MemoryFile, Target};
 use serde_json::{Value, json};
 
 use crate::App;
@@ -28,9 +28,6 @@ pub const API_BASE: &str = "/api/lembas/v1";
 const TOKEN_PREFIX: &str = "lsk_s_";
 
 pub use crate::world::memory_path as path;
-
-/// One writer of memory files at a time in this process (the API's read, change and write).
-static WRITING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The routes of this module.
 pub fn routes() -> Router<Arc<App>> {
@@ -90,22 +87,8 @@ async fn token_user(app: &App, headers: &HeaderMap) -> Result<i64> {
     user.ok_or_else(|| Error::Unauthorized("the chat's token is not valid (any more)".into()))
 }
 
-fn io_error(path: &FsPath, e: std::io::Error) -> Error {
-    Error::Fs(harness_fs::Error::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
-}
-
-fn load(file: &FsPath) -> Result<(Memory, Option<Vec<u8>>)> {
-    match std::fs::read(file) {
-        Ok(data) => Ok((
-            Memory::from_json(&file.display().to_string(), &data)?,
-            Some(data),
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Memory::new(), None)),
-        Err(e) => Err(io_error(file, e)),
-    }
+fn load(file: &FsPath) -> Result<Memory> {
+    Ok(MemoryFile::new(file).read()?.0)
 }
 
 /// The state as the API answers it (harness-agent's, which the clients read).
@@ -116,7 +99,7 @@ fn state(m: &Memory) -> Value {
 async fn read_memory(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Json<Value>> {
     let user = token_user(&app, &headers).await?;
     let file = path(&app.data, user);
-    let (m, _) = tokio::task::spawn_blocking(move || load(&file))
+    let m = tokio::task::spawn_blocking(move || load(&file))
         .await
         .map_err(|e| Error::Stored(format!("reading memory failed: {e}")))??;
     Ok(Json(state(&m)))
@@ -150,32 +133,21 @@ async fn change_memory(
         })
         .collect();
     let args = json!({"changes": changes});
-    let file = path(&app.data, user);
-    let _one = WRITING.lock().await;
-    let answer = tokio::task::spawn_blocking(move || -> Result<std::result::Result<Value, String>> {
-        let (mut m, before) = load(&file)?;
-        if let Err(e) = m.apply(&args) {
-            return Ok(Err(e.to_string()));
-        }
-        // Written whole through a temporary file, unless the file changed since it was read
-        // (the chat's tool wrote meanwhile): then nothing is written and the call is refused.
-        let now = std::fs::read(&file).ok();
-        if now != before {
-            return Ok(Err(
-                "Memory: the records changed while this change was made, so nothing was changed. Read them again and retry."
-                    .to_owned(),
-            ));
-        }
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-        }
-        let tmp = file.with_extension("json.tmp");
-        std::fs::write(&tmp, m.to_json()).map_err(|e| io_error(&tmp, e))?;
-        std::fs::rename(&tmp, &file).map_err(|e| io_error(&file, e))?;
-        Ok(Ok(state(&m)))
+    let file = MemoryFile::new(path(&app.data, user));
+    // Written whole, unless the file changed since it was read (the chat's tool wrote
+    // meanwhile): then nothing is written and the call is refused (harness-fs's MemoryFile).
+    let answer = tokio::task::spawn_blocking(move || {
+        file.update(|m| match m.apply(&args) {
+            Ok(_) => Ok(Ok(state(m))),
+            Err(e) => Ok(Err(e.to_string())),
+        })
     })
     .await
-    .map_err(|e| Error::Stored(format!("changing memory failed: {e}")))??;
+    .map_err(|e| Error::Stored(format!("changing memory failed: {e}")))?;
+    let answer = match answer {
+        Err(e @ harness_fs::Error::MemoryChanged { .. }) => Err(e.to_string()),
+        other => other?,
+    };
     match answer {
         Ok(state) => Ok(Json(state).into_response()),
         Err(text) => Err(Error::Conflict(text)),

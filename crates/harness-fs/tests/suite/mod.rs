@@ -1,3 +1,4 @@
+mod atomic;
 mod conformance;
 mod host;
 mod tools;

@@ -171,4 +171,15 @@ async fn the_memory_api_and_the_chats_tool_see_the_same_records_per_user() {
     }
     let mut with_cookie = alice.clone();
     assert_eq!(with_cookie.get(&memory).await.0, 401);
+
+    // A file the server cannot read is a 500 whose text names no host path nor its detail.
+    for e in std::fs::read_dir(dir.path().join("memory")).unwrap() {
+        std::fs::write(e.unwrap().path(), "not json").unwrap();
+    }
+    let (status, body) = by_api.get(&memory).await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body,
+        json!({"error": "Internal error: the server could not do this; the detail is in its log."})
+    );
 }
