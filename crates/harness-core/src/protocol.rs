@@ -1,7 +1,8 @@
 //! The shared vocabulary: what goes into a run and what comes out of it.
 //!
 //! Every front end (the CLI's terminal, the web server, the ACP link) is a consumer of the
-//! [`Event`] stream and a producer of [`Op`]s; none reaches into the loop's internals. The
+//! [`Event`] stream and a producer of `harness-agent`'s ops (`harness_agent::Op`, one door to a
+//! session); none reaches into the loop's internals. The
 //! classification enums of the spec ([`Risk`], [`Scope`], [`Sessions`], [`Requirement`],
 //! [`Confirm`], [`Block`], [`Project`]) are re-exported here so that one `use
 //! harness_core::protocol::*` gives a crate the whole vocabulary.
@@ -494,39 +495,6 @@ pub enum Event {
         /// Why.
         reason: TurnEnd,
     },
-}
-
-/// What a front end feeds into a session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Op {
-    /// A user turn.
-    Prompt {
-        /// Its text.
-        text: String,
-        /// Who wrote it.
-        #[serde(default)]
-        origin: Origin,
-        /// Images that go with it, as `data:` or `https:` URLs (taken where the model's
-        /// metadata says it reads images; otherwise left out, and the person told).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        images: Vec<String>,
-    },
-    /// The answer to a [`Event::ToolCallAsked`].
-    Answer {
-        /// The call answered.
-        call_id: String,
-        /// The answer.
-        answer: Answer,
-    },
-    /// Change the permission mode.
-    SetMode {
-        /// The new mode.
-        mode: Mode,
-    },
-    /// Stop the running turn.
-    Cancel,
 }
 
 #[cfg(test)]

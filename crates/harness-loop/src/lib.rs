@@ -27,7 +27,8 @@
 //! let mut ctx = Context::new(cfg.context, "session-1");
 //! let long: String = (1..=1000).map(|n| format!("line {n}\n")).collect();
 //! let shown = ctx.insert(Insert::new("bash", serde_json::json!({"command": "seq 1000"}), long));
-//! assert!(shown.body.contains("lines elided, full output #"));
+//! // A command's output whose middle repeats the shapes of its head keeps its head and tail.
+//! assert!(shown.body.contains("920 lines elided: the same shapes as the lines above, again"));
 //! ```
 
 pub mod capacity;
