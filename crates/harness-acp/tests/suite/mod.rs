@@ -184,6 +184,31 @@ pub type Prompted = (
     Vec<agent_client_protocol::v1::schema::SessionUpdate>,
 );
 
+/// A client's `initialize` with the `_lembas` capabilities `caps`.
+pub fn initialize(caps: &[String]) -> agent_client_protocol::v1::schema::InitializeRequest {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{ClientCapabilities, InitializeRequest};
+    InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new().meta(
+        map::lembas(json!({"protocol": 2, "spec": "3.1.0", "capabilities": caps})),
+    ))
+}
+
+/// Waits for a client's `run` and then for the `agent` serving it to end, a minute each.
+pub async fn ended<R: std::fmt::Debug, E: std::fmt::Debug>(
+    run: impl std::future::Future<Output = Result<(), R>>,
+    agent: tokio::task::JoinHandle<Result<(), E>>,
+) {
+    tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the ACP run took over 60 s")
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), agent)
+        .await
+        .expect("the agent did not end")
+        .unwrap()
+        .unwrap();
+}
+
 /// One prompt of `prompt` in a new session of `host` (auto mode, a plain client).
 pub async fn prompt_once(
     host: Arc<TestHost>,
@@ -203,9 +228,8 @@ pub async fn prompt_with(
     Result<agent_client_protocol::v1::schema::PromptResponse, (i32, String, serde_json::Value)>,
     Vec<agent_client_protocol::v1::schema::SessionUpdate>,
 ) {
-    use agent_client_protocol::schema::ProtocolVersion;
     use agent_client_protocol::v1::schema::{
-        InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
+        NewSessionRequest, PromptRequest, SessionNotification,
     };
     use agent_client_protocol::{ByteStreams, Client};
     use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
@@ -229,15 +253,7 @@ pub async fn prompt_with(
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_with(transport, async move |cx| {
-            cx.send_request(
-                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-                    agent_client_protocol::v1::schema::ClientCapabilities::new().meta(map::lembas(
-                        json!({"protocol": 2, "spec": "3.1.0", "capabilities": caps}),
-                    )),
-                ),
-            )
-            .block_task()
-            .await?;
+            cx.send_request(initialize(&caps)).block_task().await?;
             let s = cx
                 .send_request(NewSessionRequest::new("/work").meta(map::lembas(lembas)))
                 .block_task()
@@ -256,15 +272,7 @@ pub async fn prompt_with(
             *a.lock().unwrap() = Some(r);
             Ok(())
         });
-    tokio::time::timeout(std::time::Duration::from_secs(60), run)
-        .await
-        .expect("the ACP run took over 60 s")
-        .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(60), agent)
-        .await
-        .expect("the agent did not end")
-        .unwrap()
-        .unwrap();
+    ended(run, agent).await;
     let answer = answer.lock().unwrap().take().unwrap();
     let updates = updates.lock().unwrap();
     (answer, updates.iter().map(|n| n.update.clone()).collect())

@@ -2,10 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, ContentBlock, InitializeRequest, LoadSessionRequest, SessionNotification,
-    SessionUpdate, ToolCallContent, ToolCallStatus,
+    ContentBlock, LoadSessionRequest, SessionNotification, SessionUpdate, ToolCallContent,
+    ToolCallStatus,
 };
 use agent_client_protocol::{ByteStreams, Client};
 use harness_agent::SessionStore as _;
@@ -14,7 +13,7 @@ use harness_loop::transcript::Entry;
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
-use super::{TestHost, info};
+use super::{TestHost, ended, info, initialize};
 
 /// Loads session `id` of `host` as a client with the `_lembas` capabilities `caps`; the
 /// updates replayed.
@@ -38,29 +37,13 @@ async fn load(host: Arc<TestHost>, id: &str, caps: &[&str]) -> Vec<SessionUpdate
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_with(transport, async move |cx| {
-            cx.send_request(
-                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-                    ClientCapabilities::new().meta(super::map::lembas(json!({
-                        "protocol": 2, "spec": "3.1.0", "capabilities": caps
-                    }))),
-                ),
-            )
-            .block_task()
-            .await?;
+            cx.send_request(initialize(&caps)).block_task().await?;
             cx.send_request(LoadSessionRequest::new(id, "/work"))
                 .block_task()
                 .await?;
             Ok(())
         });
-    tokio::time::timeout(std::time::Duration::from_secs(60), run)
-        .await
-        .expect("the ACP run took over 60 s")
-        .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(60), agent)
-        .await
-        .expect("the agent did not end")
-        .unwrap()
-        .unwrap();
+    ended(run, agent).await;
     let updates = updates.lock().unwrap();
     updates.iter().map(|n| n.update.clone()).collect()
 }
