@@ -251,8 +251,7 @@ impl Server {
                     ),
                     true,
                 ),
-                Ok(Err(e)) if self.service.is_transport_closed() => {
-                    let _ = e;
+                Ok(Err(e)) if self.service.is_transport_closed() || connection_ended(&e) => {
                     (self.gone(), true)
                 }
                 Ok(Err(e)) => (
@@ -280,6 +279,31 @@ impl Server {
             ),
             &self.stderr,
         )
+    }
+}
+
+/// Whether `e` says the connection itself ended: closed, or a write to a child that is gone
+/// (the service may not have seen the close yet when the call's write fails).
+fn connection_ended(e: &rmcp::ServiceError) -> bool {
+    use std::error::Error as _;
+    match e {
+        rmcp::ServiceError::TransportClosed => true,
+        rmcp::ServiceError::TransportSend(t) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = t.source();
+            while let Some(err) = source {
+                if let Some(io) = err.downcast_ref::<std::io::Error>() {
+                    return matches!(
+                        io.kind(),
+                        std::io::ErrorKind::BrokenPipe
+                            | std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::UnexpectedEof
+                    );
+                }
+                source = err.source();
+            }
+            false
+        }
+        _ => false,
     }
 }
 
@@ -443,5 +467,32 @@ impl Mcp {
             Some((server, tool)) => server.call(&tool.tool, arguments, cancel).await,
             None => (format!("there is no MCP tool `{name}`"), true),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connection_ended;
+    use rmcp::transport::{DynamicTransportError, TokioChildProcess};
+    use rmcp::{RoleClient, ServiceError};
+
+    fn send_error(kind: std::io::ErrorKind) -> ServiceError {
+        ServiceError::TransportSend(DynamicTransportError::new::<TokioChildProcess, RoleClient>(
+            std::io::Error::from(kind),
+        ))
+    }
+
+    /// A call whose write meets a dead child is "gone", even before the service has seen the
+    /// close (the race CI met); other send failures stay the call's own failure.
+    #[test]
+    fn a_broken_pipe_is_the_connection_ending() {
+        assert!(connection_ended(&send_error(
+            std::io::ErrorKind::BrokenPipe
+        )));
+        assert!(connection_ended(&ServiceError::TransportClosed));
+        assert!(!connection_ended(&send_error(
+            std::io::ErrorKind::PermissionDenied
+        )));
+        assert!(!connection_ended(&ServiceError::UnexpectedResponse));
     }
 }
