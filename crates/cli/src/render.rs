@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use harness_core::plan::Plan;
 use harness_core::protocol::{
-    Answer, Block, Event as CoreEvent, JobEnd, Level, PermissionQuestion,
+    Answer, Block, Event as CoreEvent, JobEnd, Level, PermissionQuestion, SubagentCallStatus,
 };
 
 use harness_agent::Event;
@@ -488,6 +488,13 @@ fn event(e: &CoreEvent, color: bool) -> Option<String> {
                 fold(&result.content, color, fold::line_cap(None))
             }
         }
+        CoreEvent::SubagentCall {
+            job_id,
+            call,
+            block,
+            status,
+            ..
+        } => subagent_call(job_id.as_deref(), call, *block, status, color)?,
         CoreEvent::PlanChanged { plan: Some(plan) } => plan_card(plan, color),
         CoreEvent::ModeChanged { mode } => format!("mode: {mode}\n"),
         CoreEvent::JobStarted { job_id, title, .. } => format!("job {job_id} started: {title}\n"),
@@ -515,6 +522,34 @@ fn event(e: &CoreEvent, color: bool) -> Option<String> {
         CoreEvent::UserInput { .. } => return None,
         _ => return None,
     })
+}
+
+/// A subagent's call, under the `task` line that runs it (or named by its job): one line when
+/// it starts, and one more only when it fails (its first line). Hidden and plan calls are not
+/// drawn, as the session's own are not.
+fn subagent_call(
+    job_id: Option<&str>,
+    call: &harness_core::protocol::ToolCall,
+    block: Block,
+    status: &SubagentCallStatus,
+    color: bool,
+) -> Option<String> {
+    if matches!(block, Block::Hidden | Block::Plan) {
+        return None;
+    }
+    let by = job_id.map(|id| format!("job {id}: ")).unwrap_or_default();
+    let title = call_title(&call.name, block, &call.arguments);
+    match status {
+        SubagentCallStatus::Started => {
+            Some(paint(&format!("  ↳ {by}{title}\n"), Style::Dim, color))
+        }
+        SubagentCallStatus::Done => None,
+        SubagentCallStatus::Failed { reason } => Some(paint(
+            &format!("  ↳ {by}{title} failed: {reason}\n"),
+            Style::Red,
+            color,
+        )),
+    }
 }
 
 /// Lines of a replayed answer shown before the rest is folded.

@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use harness_agent::{Event as SessionEvent, Events, Op, Session};
-use harness_core::protocol::{Answer, Block, Event, Mode, Origin, TurnEnd};
+use harness_core::protocol::{Answer, Block, Event, Mode, Origin, SubagentCallStatus, TurnEnd};
 use serde_json::{Value, json};
 
 use crate::ext::{
@@ -79,6 +79,65 @@ impl Pump {
             let _ = self.cx.send_notification(JobNotification(json!({
                 "sessionId": self.session, "job": object,
             })));
+        }
+    }
+
+    /// A subagent's call as a tool call of its own (the editor has no nesting): its id is the
+    /// `task` call's (or `job-N`) with the subagent's call id after a `/`, and its meta names
+    /// the parent; it starts in progress and ends completed or failed, with the failure's line.
+    fn subagent_call(
+        &self,
+        task_call_id: Option<String>,
+        job_id: Option<String>,
+        call: harness_core::protocol::ToolCall,
+        block: Block,
+        status: SubagentCallStatus,
+    ) {
+        if matches!(block, Block::Hidden | Block::Plan) {
+            return;
+        }
+        let parent = match (&task_call_id, &job_id) {
+            (Some(t), _) => t.clone(),
+            (None, Some(j)) => format!("job-{j}"),
+            (None, None) => return,
+        };
+        let id = format!("{parent}/{}", call.id);
+        let mut lembas = json!({"tool": call.name, "block": block, "subagent": true});
+        if let Some(t) = task_call_id {
+            lembas["parent"] = json!(t);
+        }
+        if let Some(j) = job_id {
+            lembas["job"] = json!(j);
+        }
+        match status {
+            SubagentCallStatus::Started => {
+                let tool = harness_spec::Spec::embedded().tool(&call.name);
+                let title = harness_agent::title::call_title(&call.name, block, &call.arguments);
+                let mut c = AcpCall::new(id, title)
+                    .kind(kind_of(block, tool.map(|t| t.risk)))
+                    .status(ToolCallStatus::InProgress)
+                    .raw_input(call.arguments.clone())
+                    .meta(meta(lembas));
+                if let Some(l) = call_locations(&call.arguments, &self.cwd) {
+                    c = c.locations(l);
+                }
+                self.update(SessionUpdate::ToolCall(c));
+            }
+            SubagentCallStatus::Done => self.update(SessionUpdate::ToolCallUpdate(
+                ToolCallUpdate::new(
+                    id,
+                    ToolCallUpdateFields::new().status(ToolCallStatus::Completed),
+                )
+                .meta(meta(lembas)),
+            )),
+            SubagentCallStatus::Failed { reason } => {
+                let fields = ToolCallUpdateFields::new()
+                    .status(ToolCallStatus::Failed)
+                    .content(vec![ToolCallContent::from(text_block(&reason))]);
+                self.update(SessionUpdate::ToolCallUpdate(
+                    ToolCallUpdate::new(id, fields).meta(meta(lembas)),
+                ));
+            }
         }
     }
 
@@ -245,6 +304,13 @@ impl Pump {
                 }
                 self.update(SessionUpdate::ToolCall(c));
             }
+            Event::SubagentCall {
+                task_call_id,
+                job_id,
+                call,
+                block,
+                status,
+            } => self.subagent_call(task_call_id, job_id, call, block, status),
             Event::ToolCallAsked { call_id, question } => {
                 let mut options = vec![PermissionOption::new(
                     "once",

@@ -288,6 +288,21 @@ pub enum JobKind {
     Subagent,
 }
 
+/// Where a subagent's call is (see [`Event::SubagentCall`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SubagentCallStatus {
+    /// It is about to run.
+    Started,
+    /// It ran.
+    Done,
+    /// It failed or was refused: the first line of what the subagent was told.
+    Failed {
+        /// That line, cut to 200 characters.
+        reason: String,
+    },
+}
+
 /// What became of a message for a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -475,6 +490,23 @@ pub enum Event {
         job_id: String,
         /// How it ended.
         end: JobEnd,
+    },
+    /// A call a subagent made, for the person to follow what it does (the subagent's context
+    /// is its own: none of this is in this session's). Told when it starts and when it ends.
+    SubagentCall {
+        /// The `task` call it runs under, when it runs in the foreground.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_call_id: Option<String>,
+        /// The job's id, when it runs in the background.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_id: Option<String>,
+        /// The subagent's call, its name resolved.
+        call: ToolCall,
+        /// How a UI draws it.
+        block: Block,
+        /// Started, done or failed.
+        #[serde(flatten)]
+        status: SubagentCallStatus,
     },
     /// The context was compacted.
     Compacted {

@@ -1110,6 +1110,9 @@ class ChatView {
       case "job_note":
         this.jobLine(this.job(e.job_id), s.id * 100, e.text || "");
         break;
+      case "subagent_call":
+        this.subagentCall(e);
+        break;
       case "job_ended": {
         const j = this.jobEnded(this.job(e.job_id), e.end || {});
         this.add($("p", { class: "notice jobnote", "data-job": e.job_id, text: `Job ${e.job_id} ${j.endText}` }));
@@ -1247,6 +1250,26 @@ class ChatView {
     this.assistant().append(node);
     this.cards.set(call.id, { node, state, call, block });
     if (this.atBottom()) this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  // A subagent's own call: a line in its task's card (or under its job), marked as it ends.
+  subagentCall(e) {
+    if (e.block === "plan" || e.block === "hidden") return;
+    const card = e.task_call_id ? this.cards.get(e.task_call_id) : null;
+    const id = `${e.task_call_id || "job-" + e.job_id}/${e.call.id}`;
+    let line = this.log.querySelector(`[data-subcall="${CSS.escape(id)}"]`);
+    if (!line) {
+      line = $("div", { class: "subcall", "data-subcall": id },
+        $("span", { class: "name", text: e.call.name }),
+        $("span", { class: "what", text: callSubject(e.block, e.call) }),
+        $("span", { class: "state", text: "running" }));
+      if (card) card.node.append(line);
+      else if (e.job_id) this.assistant().append(line);
+      else return;
+    }
+    const state = line.querySelector(".state");
+    if (e.status === "done") { state.textContent = "done"; state.className = "state ok"; }
+    if (e.status === "failed") { state.textContent = `failed: ${e.reason || ""}`; state.className = "state bad"; }
   }
 
   // The `question` tool: its options as buttons and a line of one's own; the answer goes back

@@ -596,6 +596,8 @@ async fn a_task_runs_a_read_only_subagent() {
         .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, "The subagent found it in src/retry.rs.\n");
+    // The person saw the subagent's own call, under the task.
+    assert!(run.stderr.contains("  ↳ grep 503\n"), "{}", run.stderr);
     let bodies = server.bodies();
     assert_eq!(bodies.len(), 4);
     // The subagent's own session: the explorer's text, only tools that read.

@@ -224,3 +224,81 @@ fn lines_folded_unshown_are_counted() {
     );
     insta::assert_snapshot!(drawn);
 }
+
+/// A subagent's own calls are drawn under the `task` line that runs it, a failed one with its
+/// first line; a background one is named by its job.
+#[test]
+fn a_subagents_calls_are_drawn_under_its_task() {
+    let sub = |task: Option<&str>, job: Option<&str>, id: &str, name: &str, args, status| {
+        let mut v = json!({
+            "type": "subagent_call",
+            "call": {"id": id, "name": name, "arguments": args},
+            "block": match name { "bash" => "shell", "grep" => "search", _ => "read" },
+        });
+        if let Some(t) = task {
+            v["task_call_id"] = json!(t);
+        }
+        if let Some(j) = job {
+            v["job_id"] = json!(j);
+        }
+        for (k, val) in
+            serde_json::from_value::<serde_json::Map<String, serde_json::Value>>(status).unwrap()
+        {
+            v[k] = val;
+        }
+        ev(v)
+    };
+    let drawn = draw(
+        80,
+        &[
+            ev(json!({
+                "type": "tool_call_started",
+                "call": {"id": "t1", "name": "task",
+                         "arguments": {"agent": "explore", "prompt": "Find where 503 is retried."}},
+                "block": "task",
+            })),
+            sub(
+                Some("t1"),
+                None,
+                "s1",
+                "grep",
+                json!({"pattern": "503"}),
+                json!({"status": "started"}),
+            ),
+            sub(
+                Some("t1"),
+                None,
+                "s1",
+                "grep",
+                json!({"pattern": "503"}),
+                json!({"status": "done"}),
+            ),
+            sub(
+                Some("t1"),
+                None,
+                "s2",
+                "read",
+                json!({"path": "src/gone.rs"}),
+                json!({"status": "started"}),
+            ),
+            sub(
+                Some("t1"),
+                None,
+                "s2",
+                "read",
+                json!({"path": "src/gone.rs"}),
+                json!({"status": "failed", "reason": "read: src/gone.rs does not exist"}),
+            ),
+            finished("t1", "In src/retry.rs:1.", false),
+            sub(
+                None,
+                Some("3"),
+                "s9",
+                "bash",
+                json!({"command": "cargo test"}),
+                json!({"status": "started"}),
+            ),
+        ],
+    );
+    insta::assert_snapshot!(drawn);
+}

@@ -15,7 +15,7 @@ use harness_agent::Reply;
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
-use super::{COUNTDOWN_PIECES, TestHost, info};
+use super::{COUNTDOWN_PIECES, TestHost, info, prompt_once};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_runs_a_session_over_a_duplex_stream() {
@@ -368,4 +368,52 @@ async fn streamed_output_is_sent_once_not_whole_each_time() {
     };
     let shown = serde_json::to_value(last.fields.content.as_ref().unwrap()).unwrap();
     assert_eq!(shown[0]["content"]["text"], format!("{:>999}\n", 0));
+}
+
+/// A subagent's own calls reach the editor as tool calls of their own, named under the `task`
+/// call that runs them (`task id/call id`, `_meta.lembas.parent`), in progress then completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_calls_are_sent_under_its_task() {
+    let host = TestHost::new(vec![
+        Reply::call("task", json!({"agent": "general", "prompt": "Count down."})),
+        Reply::call("countdown", json!({})),
+        Reply::text("Counted."),
+        Reply::text("Done."),
+    ]);
+    let (answer, updates) = prompt_once(
+        host,
+        vec![ContentBlock::Text(TextContent::new("have it counted"))],
+    )
+    .await;
+    assert_eq!(answer.unwrap().stop_reason, StopReason::EndTurn);
+    let task = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c) if c.title.starts_with("task") => {
+                Some(c.tool_call_id.to_string())
+            }
+            _ => None,
+        })
+        .expect("the task call was sent");
+    let child = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c)
+                if c.tool_call_id.to_string().starts_with(&format!("{task}/")) =>
+            {
+                Some(c.clone())
+            }
+            _ => None,
+        })
+        .expect("the subagent's call was sent");
+    assert_eq!(child.status, ToolCallStatus::InProgress);
+    let lembas = &child.meta.as_ref().unwrap()["lembas"];
+    assert_eq!(lembas["parent"], json!(task));
+    assert_eq!(lembas["tool"], json!("countdown"));
+    let ended = updates.iter().any(|u| {
+        matches!(u, SessionUpdate::ToolCallUpdate(c)
+            if c.tool_call_id == child.tool_call_id
+                && c.fields.status == Some(ToolCallStatus::Completed))
+    });
+    assert!(ended, "{updates:?}");
 }

@@ -2,12 +2,22 @@
 //! started again, their news fed to the session.
 
 use super::*;
+use harness_core::protocol::{Block, SubagentCallStatus};
 
 /// A running subagent: its final reply, or why it failed.
 pub(super) type SubagentRun = tokio::task::JoinHandle<std::result::Result<String, String>>;
 
 /// A subagent started: its control channel, its run, its session's id.
 pub(super) type Launched = (mpsc::UnboundedSender<Ctl>, SubagentRun, String);
+
+/// What a subagent runs for: a `task` call in the foreground (its id), or a background job.
+#[derive(Debug, Clone)]
+pub(super) enum Owner {
+    /// The `task` call waiting for it.
+    Task(String),
+    /// The job it is.
+    Job(u32),
+}
 
 /// What a job's watcher reports.
 #[derive(Debug)]
@@ -216,7 +226,11 @@ impl Driver {
         };
         let mut meta = self.store.create(&self.world.place(), &self.model_name)?;
         meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
-        self.launch(agent, prompt, meta, None, job, cancel)
+        let owner = match job {
+            Some(id) => Owner::Job(id),
+            None => Owner::Task(call.id.clone()),
+        };
+        self.launch(agent, prompt, meta, None, owner, cancel)
     }
 
     /// Starts ended subagent job `id` again with its saved context and `message`.
@@ -269,7 +283,7 @@ impl Driver {
                 &message,
                 meta,
                 Some(entries),
-                Some(id),
+                Owner::Job(id),
                 CancellationToken::new(),
             )
         });
@@ -309,7 +323,7 @@ impl Driver {
         prompt: &str,
         meta: Meta,
         resume: Option<Vec<Entry>>,
-        job: Option<u32>,
+        owner: Owner,
         cancel: CancellationToken,
     ) -> std::result::Result<Launched, String> {
         let setup = DriverSetup {
@@ -328,34 +342,16 @@ impl Driver {
             kind: self.kind,
             product_version: self.product_version.clone(),
         };
-        let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let mut child =
             Driver::new(setup, resume.as_deref(), out_tx, ctl_rx).map_err(|e| format!("{e:#}"))?;
         let session_id = child.id().to_owned();
-        child.report_to = job.map(|id| (self.job_tx.clone(), id));
+        if let Owner::Job(id) = owner {
+            child.report_to = Some((self.job_tx.clone(), id));
+        }
         child.queue_prompt(prompt.to_owned());
-        // What a subagent has to tell the person (the loop's notices, such as a declined
-        // call) reaches the parent's front end, named by the job or task.
-        let parent_out = self.out.clone();
-        let label = match job {
-            Some(id) => format!("job {id}"),
-            None => format!("task {agent}"),
-        };
-        tokio::spawn(async move {
-            while let Some(out) = out_rx.recv().await {
-                if let Event::Core(CoreEvent::Notice {
-                    level: Level::Warning,
-                    text,
-                }) = out
-                {
-                    let _ = parent_out.send(Event::Core(CoreEvent::Notice {
-                        level: Level::Warning,
-                        text: format!("{label}: {text}"),
-                    }));
-                }
-            }
-        });
+        let relayed = tokio::spawn(relay(out_rx, self.out.clone(), owner, agent.to_owned()));
         let cancel_tx = ctl_tx.clone();
         // A running subagent holds a slot of its server (it is admitted at once, and the main
         // agent's requests wait while the slots are full); its own requests go in it.
@@ -374,24 +370,23 @@ impl Driver {
             gate.release(&server, &slot);
             watch.abort();
             child.shutdown().await;
+            // What it told reaches the person before its reply does (bounded: a process it
+            // left may still hold its output a moment).
+            let ended = child.last_end().cloned();
+            let reply = child.history().iter().rev().find_map(|m| match m {
+                Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+                _ => None,
+            });
+            drop(child);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), relayed).await;
             if let Err(e) = r {
                 return Err(format!("the subagent failed: {e:#}"));
             }
-            match child.last_end() {
-                Some(TurnEnd::Finished) => Ok(child
-                    .history()
-                    .iter()
-                    .rev()
-                    .find_map(|m| match m {
-                        Message::Assistant { text, .. } if !text.trim().is_empty() => {
-                            Some(text.clone())
-                        }
-                        _ => None,
-                    })
-                    .unwrap_or_default()),
+            match ended {
+                Some(TurnEnd::Finished) => Ok(reply.unwrap_or_default()),
                 Some(end) => Err(format!(
                     "the subagent stopped: {}",
-                    crate::protocol::turn_end_text(end)
+                    crate::protocol::turn_end_text(&end)
                 )),
                 None => Err("the subagent did not run".into()),
             }
@@ -434,5 +429,65 @@ impl Driver {
                 }
             }
         });
+    }
+}
+
+/// What a subagent has to tell the person reaches the parent's front end: its notices (such
+/// as a declined call), named by the job or task, and its calls as they start and end.
+async fn relay(
+    mut child: mpsc::UnboundedReceiver<Event>,
+    parent: mpsc::UnboundedSender<Event>,
+    owner: Owner,
+    agent: String,
+) {
+    let (task_call_id, job_id, label) = match owner {
+        Owner::Task(call_id) => (Some(call_id), None, format!("task {agent}")),
+        Owner::Job(id) => (None, Some(id.to_string()), format!("job {id}")),
+    };
+    let mut calls: HashMap<String, (ToolCall, Block)> = HashMap::new();
+    while let Some(out) = child.recv().await {
+        let told = match out {
+            Event::Core(CoreEvent::Notice {
+                level: Level::Warning,
+                text,
+            }) => CoreEvent::Notice {
+                level: Level::Warning,
+                text: format!("{label}: {text}"),
+            },
+            Event::Core(CoreEvent::ToolCallStarted { call, block, .. }) => {
+                calls.insert(call.id.clone(), (call.clone(), block));
+                CoreEvent::SubagentCall {
+                    task_call_id: task_call_id.clone(),
+                    job_id: job_id.clone(),
+                    call,
+                    block,
+                    status: SubagentCallStatus::Started,
+                }
+            }
+            Event::Core(CoreEvent::ToolCallFinished { result }) => {
+                let Some((call, block)) = calls.remove(&result.call_id) else {
+                    continue;
+                };
+                let status = if result.is_error {
+                    let line = result.body().lines().find(|l| !l.trim().is_empty());
+                    SubagentCallStatus::Failed {
+                        reason: line.unwrap_or("failed").chars().take(200).collect(),
+                    }
+                } else {
+                    SubagentCallStatus::Done
+                };
+                CoreEvent::SubagentCall {
+                    task_call_id: task_call_id.clone(),
+                    job_id: job_id.clone(),
+                    call,
+                    block,
+                    status,
+                }
+            }
+            _ => continue,
+        };
+        if parent.send(Event::Core(told)).is_err() {
+            return;
+        }
     }
 }

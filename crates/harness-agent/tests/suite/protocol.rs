@@ -60,6 +60,24 @@ fn events_are_written_as_the_page_reads_them_and_read_back() {
             },
             json!({"type": "tool_output", "call_id": "c4", "text": "12%\n"}),
         ),
+        // A subagent's call, under the task that runs it.
+        (
+            Event::Core(CoreEvent::SubagentCall {
+                task_call_id: Some("c5".into()),
+                job_id: None,
+                call: serde_json::from_value(
+                    json!({"id": "s1", "name": "grep", "arguments": {"pattern": "503"}}),
+                )
+                .unwrap(),
+                block: harness_core::protocol::Block::Read,
+                status: harness_core::protocol::SubagentCallStatus::Failed {
+                    reason: "no such directory".into(),
+                },
+            }),
+            json!({"type": "subagent_call", "task_call_id": "c5",
+                   "call": {"id": "s1", "name": "grep", "arguments": {"pattern": "503"}},
+                   "block": "read", "status": "failed", "reason": "no such directory"}),
+        ),
     ];
     for (event, written) in cases {
         assert_eq!(serde_json::to_value(&event).unwrap(), written);

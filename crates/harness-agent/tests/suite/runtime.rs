@@ -643,6 +643,45 @@ async fn a_subagent_cannot_ask_so_its_risky_call_is_declined_and_the_person_told
     let sent = serde_json::to_string(&model.requests()[2].messages).unwrap();
     assert!(sent.contains("a subagent cannot ask them"), "{sent}");
     assert_eq!(ended(&outs), [TurnEnd::Finished]);
+    // The person saw the subagent's call start and fail, under the task, before its result.
+    let all = events(&outs);
+    let task = all
+        .iter()
+        .find_map(|e| match e {
+            CoreEvent::ToolCallStarted { call, .. } if call.name == "task" => Some(call.id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let seen: Vec<(usize, String, String)> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            CoreEvent::SubagentCall {
+                task_call_id,
+                job_id,
+                call,
+                status,
+                ..
+            } => {
+                assert_eq!(task_call_id.as_deref(), Some(task.as_str()));
+                assert_eq!(job_id, &None);
+                Some((i, call.name.clone(), serde_json::to_string(status).unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].1, "launch");
+    assert_eq!(seen[0].2, r#"{"status":"started"}"#);
+    assert!(
+        seen[1].2.starts_with(r#"{"status":"failed","reason":"#),
+        "{seen:?}"
+    );
+    let task_result = all
+        .iter()
+        .position(|e| matches!(e, CoreEvent::ToolCallFinished { result } if result.call_id == task))
+        .unwrap();
+    assert!(seen[1].0 < task_result, "{seen:?} after {task_result}");
 }
 
 #[tokio::test]
