@@ -93,9 +93,6 @@ impl Pump {
         block: Block,
         status: SubagentCallStatus,
     ) {
-        if matches!(block, Block::Hidden | Block::Plan) {
-            return;
-        }
         let parent = match (&task_call_id, &job_id) {
             (Some(t), _) => t.clone(),
             (None, Some(j)) => format!("job-{j}"),
