@@ -10,6 +10,7 @@
 pub mod acp;
 pub mod args;
 pub mod commands;
+pub mod custom;
 pub mod exec;
 pub mod interactive;
 pub mod mcp;

@@ -78,6 +78,7 @@
 
 pub mod capacity;
 pub mod commands;
+pub mod custom;
 mod error;
 pub mod files;
 pub mod library;

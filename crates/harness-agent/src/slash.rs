@@ -66,6 +66,13 @@ pub enum Line {
     Shell(String),
     /// `/quit`.
     Quit,
+    /// A prompt command the person added (`/name ARGS`, see [`crate::custom`]).
+    Custom {
+        /// Its name.
+        name: String,
+        /// What follows the name.
+        args: String,
+    },
     /// Nothing to do.
     Empty,
     /// A command that is not one, with the line to show.
@@ -74,6 +81,11 @@ pub enum Line {
 
 /// Reads a line of the prompt.
 pub fn parse_line(line: &str) -> Line {
+    parse_line_in(line, &crate::custom::Commands::default())
+}
+
+/// Reads a line of the prompt of a session with the prompt commands `commands`.
+pub fn parse_line_in(line: &str, commands: &crate::custom::Commands) -> Line {
     let t = line.trim();
     if t.is_empty() {
         return Line::Empty;
@@ -123,6 +135,10 @@ pub fn parse_line(line: &str) -> Line {
         "undo" => Line::Undo,
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
+        other if commands.get(other).is_some() => Line::Custom {
+            name: other.to_owned(),
+            args: cmd.trim_start()[name.len()..].trim().to_owned(),
+        },
         other => Line::Unknown(format!("unknown command /{other}: /help lists them")),
     }
 }

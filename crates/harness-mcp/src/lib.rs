@@ -40,7 +40,7 @@ use harness_spec::Risk;
 
 pub use error::{Error, Result};
 pub use outcome::map_result;
-pub use server::{Mcp, Server, ServerTool};
+pub use server::{Mcp, Server, ServerPrompt, ServerTool};
 pub use world::WithMcp;
 
 /// The prefix of every MCP tool's name.

@@ -28,11 +28,23 @@ pub struct ServerTool {
     pub offered: RegisteredTool,
 }
 
+/// One prompt of a server (offered to the person as `/mcp__server__prompt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPrompt {
+    /// Its name on the server.
+    pub name: String,
+    /// What it is for, as the server says.
+    pub description: String,
+    /// Its arguments in order: name, and whether it must be given.
+    pub arguments: Vec<(String, bool)>,
+}
+
 /// A connected server and its tools.
 pub struct Server {
     name: String,
     service: RunningService<RoleClient, ()>,
     tools: Vec<ServerTool>,
+    prompts: Vec<ServerPrompt>,
     stderr: Arc<Mutex<String>>,
     limits: Limits,
     // Declared last: kills the child's group after the service has let go of it.
@@ -186,12 +198,19 @@ impl Server {
             server: config.name.clone(),
             reason: with_stderr(&e.to_string(), &stderr),
         })?;
-        let (tools, notices) = offer(config, &listed);
+        let (tools, mut notices) = offer(config, &listed);
+        let prompts = list_prompts(config, &service, limits.start)
+            .await
+            .unwrap_or_else(|e| {
+                notices.push(e.to_string());
+                Vec::new()
+            });
         Ok((
             Server {
                 name: config.name.clone(),
                 service,
                 tools,
+                prompts,
                 stderr,
                 limits,
                 group,
@@ -266,6 +285,66 @@ impl Server {
         }
     }
 
+    /// Its prompts.
+    pub fn prompts(&self) -> &[ServerPrompt] {
+        &self.prompts
+    }
+
+    /// Its prompt `prompt` with `arguments`, as the text of a person's turn: its messages'
+    /// texts (an embedded resource's text too) one after another; or what went wrong.
+    pub async fn prompt(
+        &self,
+        prompt: &str,
+        arguments: std::collections::BTreeMap<String, String>,
+    ) -> std::result::Result<String, String> {
+        if self.service.is_transport_closed() {
+            return Err(self.gone());
+        }
+        let mut params = rmcp::model::GetPromptRequestParams::new(prompt.to_owned());
+        if !arguments.is_empty() {
+            params.arguments = Some(
+                arguments
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect(),
+            );
+        }
+        let got = tokio::time::timeout(self.limits.call, self.service.peer().get_prompt(params))
+            .await
+            .map_err(|_| {
+                format!(
+                    "the MCP server `{}` did not give its prompt in time",
+                    self.name
+                )
+            })?
+            .map_err(|e| {
+                format!(
+                    "the MCP server `{}` did not give its prompt {prompt}: {e}",
+                    self.name
+                )
+            })?;
+        let v = serde_json::to_value(&got).map_err(|e| e.to_string())?;
+        let texts: Vec<String> = v["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let c = &m["content"];
+                c["text"]
+                    .as_str()
+                    .or_else(|| c["resource"]["text"].as_str())
+                    .map(str::to_owned)
+            })
+            .collect();
+        if texts.is_empty() {
+            return Err(format!(
+                "the MCP server `{}` gave prompt {prompt} with no text",
+                self.name
+            ));
+        }
+        Ok(texts.join("\n\n"))
+    }
+
     /// Whether its connection has ended (the child died, the endpoint went away).
     pub fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
@@ -280,6 +359,44 @@ impl Server {
             &self.stderr,
         )
     }
+}
+
+/// The prompts of a server that says it has some (none otherwise).
+async fn list_prompts(
+    config: &ServerConfig,
+    service: &RunningService<RoleClient, ()>,
+    limit: Duration,
+) -> Result<Vec<ServerPrompt>> {
+    let offers = service
+        .peer_info()
+        .is_some_and(|i| i.capabilities.prompts.is_some());
+    if !offers {
+        return Ok(Vec::new());
+    }
+    let listed = timeout(
+        config,
+        "prompts/list",
+        limit,
+        service.peer().list_all_prompts(),
+    )
+    .await?
+    .map_err(|e| Error::List {
+        server: config.name.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(listed
+        .into_iter()
+        .map(|p| ServerPrompt {
+            description: p.description.or(p.title).unwrap_or_default(),
+            arguments: p
+                .arguments
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| (a.name, a.required.unwrap_or(false)))
+                .collect(),
+            name: p.name,
+        })
+        .collect())
 }
 
 /// Whether `e` says the connection itself ended: closed, or a write to a child that is gone
@@ -454,6 +571,49 @@ impl Mcp {
                 .find(|t| t.offered.name == name)
                 .map(|t| (s, t))
         })
+    }
+
+    /// Every server's prompts as the person's commands (`mcp__server__prompt`).
+    pub fn commands(&self) -> Vec<harness_agent::custom::PromptCommand> {
+        use harness_agent::custom::{PromptCommand, Source};
+        self.servers
+            .iter()
+            .flat_map(|s| {
+                s.prompts.iter().map(|p| PromptCommand {
+                    name: tool_name(&s.name, &p.name),
+                    description: p.description.lines().next().unwrap_or_default().to_owned(),
+                    argument_hint: (!p.arguments.is_empty()).then(|| {
+                        p.arguments
+                            .iter()
+                            .map(|(n, req)| if *req { n.clone() } else { format!("[{n}]") })
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    }),
+                    body: String::new(),
+                    source: Source::Mcp {
+                        server: s.name.clone(),
+                        prompt: p.name.clone(),
+                        arguments: p.arguments.clone(),
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The text of the MCP prompt command `command` with the person's `args`.
+    pub async fn expand(
+        &self,
+        command: &harness_agent::custom::PromptCommand,
+        args: &str,
+    ) -> std::result::Result<String, String> {
+        let harness_agent::custom::Source::Mcp { server, prompt, .. } = &command.source else {
+            return Ok(command.expand(args));
+        };
+        let arguments = command.mcp_arguments(args)?;
+        match self.servers.iter().find(|s| &s.name == server) {
+            Some(s) => s.prompt(prompt, arguments).await,
+            None => Err(format!("the MCP server `{server}` is not running")),
+        }
     }
 
     /// Calls the tool offered as `name`.

@@ -5,6 +5,7 @@
 //! leave), Shift-Tab to cycle the mode, and the slash commands.
 
 pub mod keys;
+mod person;
 mod reader;
 mod term;
 
@@ -20,7 +21,7 @@ use crate::render::view::View;
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
-use harness_agent::slash::{HELP, Line, next_mode, parse_line};
+use harness_agent::slash::{HELP, Line, next_mode, parse_line, parse_line_in};
 use harness_agent::{Event, Events, Op, Query, Session, Spawned};
 use reader::{Read, Reader, start_reader};
 use term::{Spinner, TypeAhead};
@@ -91,6 +92,9 @@ async fn session_loop(
     let root = parts.exec.root().to_path_buf();
     // The session's own rules (a clone shares its mode and approvals), for `!command`.
     let perms = parts.perms.clone();
+    // The person's prompt commands, and the MCP servers for theirs.
+    let mcp = parts.mcp.clone();
+    let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
     // What the person ran with `!`, for the model with the next prompt.
     let mut ran: Vec<String> = Vec::new();
     // The file changes of the person's last turn (path, before, after), for `/undo`.
@@ -242,7 +246,7 @@ async fn session_loop(
             }
             Read::Eof => break Next::Quit,
         };
-        let text = match parse_line(&line) {
+        let text = match parse_line_in(&line, &commands) {
             Line::Empty => continue,
             Line::Quit => break Next::Quit,
             Line::New => break Next::New(mode),
@@ -266,45 +270,39 @@ async fn session_loop(
             }
             Line::Help => {
                 println!("{HELP}");
+                print!("{}", commands.help());
                 continue;
             }
             Line::Shell(command) => {
-                use harness_loop::session::{Decision, Permissions as _};
-                let call = harness_core::protocol::ToolCall {
-                    id: "person".into(),
-                    name: "bash".into(),
-                    arguments: serde_json::json!({ "command": command }),
-                };
-                match perms.decide(&call) {
-                    Decision::Allow => {}
-                    Decision::Deny { reason } => {
-                        println!("{} not run: {reason}", paint("!", Style::Yellow, color));
-                        continue;
+                match person::run_command(&command, &perms, reader, &root, &mut sigint, color).await
+                {
+                    person::Ran::Output(code, output) => {
+                        print!("{}", shell_shown(&output, code, color));
+                        ran.push(harness_agent::person::shell(&command, code, &output));
                     }
-                    Decision::Ask(q) => {
-                        let q = harness_core::protocol::PermissionQuestion { pattern: None, ..q };
-                        print!("{}", render::question(&q, color));
-                        let answer = match reader
-                            .read(&paint("allow? [y/n] ", Style::Yellow, color), "")
-                            .await
-                        {
-                            Read::Line(l) => harness_agent::typed::parse_answer(&l, false),
-                            Read::Eof => break Next::Quit,
-                            _ => None,
-                        };
-                        if answer != Some(harness_core::protocol::Answer::Once) {
-                            println!("  not run");
-                            continue;
-                        }
-                    }
+                    person::Ran::NotRun => {}
+                    person::Ran::Quit => break Next::Quit,
                 }
-                let Some((code, output)) = run_shell(&command, &root, &mut sigint).await else {
-                    println!("{}", paint("  stopped", Style::Yellow, color));
-                    continue;
-                };
-                print!("{}", shell_shown(&output, code, color));
-                ran.push(harness_agent::person::shell(&command, code, &output));
                 continue;
+            }
+            Line::Custom { name, args } => {
+                let expanded = person::expand(
+                    &commands,
+                    mcp.as_deref(),
+                    &name,
+                    &args,
+                    &perms,
+                    reader,
+                    &root,
+                    &mut sigint,
+                    color,
+                )
+                .await;
+                match expanded {
+                    Ok(text) => text,
+                    Err(true) => break Next::Quit,
+                    Err(false) => continue,
+                }
             }
             Line::Unknown(msg) => {
                 println!("{msg}");

@@ -1085,3 +1085,62 @@ async fn a_write_outside_is_asked_and_lands_by_its_real_path() {
     let rerooted = sb.root().join(target.strip_prefix("/").unwrap());
     assert!(!rerooted.exists(), "{} was made", rerooted.display());
 }
+
+/// The person's prompt commands: the project's (`.llembas/commands/`, `.claude/commands/`,
+/// subdirectories named with `:`) and their own (`commands/` beside the config) are listed in
+/// `/help`; `/review ARGS` sends the file's text with the arguments filled and its
+/// ``!`command` `` run under the session's rules and replaced by its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_commands_are_listed_and_expand_with_arguments_and_commands() {
+    let sb = Sandbox::new();
+    sb.write(
+        ".llembas/commands/review.md",
+        "---\ndescription: Review files with care\nargument-hint: FILES\n---\nReview $ARGUMENTS with care.\nBranch: !`echo on-main`\n",
+    );
+    sb.write(
+        ".claude/commands/tests/run.md",
+        "# Run the tests\n\nThen say.\n",
+    );
+    std::fs::create_dir_all(sb.home.path().join("commands")).unwrap();
+    std::fs::write(sb.home.path().join("commands/mine.md"), "My own.\n").unwrap();
+    let server = ScriptedServer::start(vec![text(&["Reviewed."])])
+        .await
+        .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "auto"]);
+        s.expect("auto ›");
+        s.send_line("/help");
+        s.expect("/review FILES");
+        s.expect("/tests:run");
+        s.expect("auto ›");
+        s.send_line("/review src/a.rs src/b.rs");
+        s.expect("Reviewed.");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    for line in [
+        "/review FILES                   Review files with care (project)",
+        "/tests:run                      Run the tests (project)",
+        "/mine                           My own. (user)",
+    ] {
+        assert!(screen.contains(line), "{line}\n{screen}");
+    }
+    let bodies = server.bodies();
+    let last = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        last.contains("Review src/a.rs src/b.rs with care.\\nBranch: on-main"),
+        "{last}"
+    );
+}

@@ -2,6 +2,7 @@
 
 mod everything;
 mod failures;
+mod prompts;
 mod schema;
 mod session;
 
