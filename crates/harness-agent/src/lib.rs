@@ -80,6 +80,7 @@ pub mod capacity;
 pub mod commands;
 pub mod custom;
 mod error;
+pub mod export;
 pub mod files;
 pub mod library;
 pub mod memory_api;

@@ -17,6 +17,7 @@ pub const HELP: &str = "\
 /resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
 /undo                           put back the files the last turn changed (with the file tools)
+/export [FILE]                  write the conversation to FILE (.json: its entries as JSON; else Markdown)
 @PATH (in a prompt)             attach a file's content (Tab completes the path)
 !COMMAND                        run a command (the model's permission rules); sent with your next prompt
 /help                           this list
@@ -60,6 +61,8 @@ pub enum Line {
     Status,
     /// `/undo`.
     Undo,
+    /// `/export [FILE]`.
+    Export(Option<String>),
     /// `/help`.
     Help,
     /// `!command`: a shell command the person runs.
@@ -133,6 +136,7 @@ pub fn parse_line_in(line: &str, commands: &crate::custom::Commands) -> Line {
         "resume" => Line::Resume(arg.map(str::to_owned)),
         "status" => Line::Status,
         "undo" => Line::Undo,
+        "export" => Line::Export(arg.map(str::to_owned)),
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
         other if commands.get(other).is_some() => Line::Custom {
@@ -145,6 +149,6 @@ pub fn parse_line_in(line: &str, commands: &crate::custom::Commands) -> Line {
 
 /// The slash commands Tab completes.
 pub const COMMANDS: &[&str] = &[
-    "compact", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall", "resume",
-    "rewind", "status", "undo",
+    "compact", "export", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall",
+    "resume", "rewind", "status", "undo",
 ];

@@ -268,6 +268,10 @@ async fn session_loop(
                 ran.extend(undone.for_model());
                 continue;
             }
+            Line::Export(file) => {
+                println!("{}", export(settings, &session, &root, file.as_deref()));
+                continue;
+            }
             Line::Help => {
                 println!("{HELP}");
                 print!("{}", commands.help());
@@ -642,6 +646,39 @@ fn prompt_with_attachments(
 
 /// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
 /// stdin); its exit code and output, `None` when Ctrl-C stopped it.
+/// Writes the session to `file` (relative to `root`; `llembas-ID.md` there by default): JSON
+/// for a `.json` name, else Markdown. What to tell the person.
+fn export(
+    settings: &Settings,
+    session: &Session,
+    root: &std::path::Path,
+    file: Option<&str>,
+) -> String {
+    let store = crate::store::Store::new(settings.dirs.sessions());
+    let (meta, entries) = match (store.find(session.id(), root), session.saved()) {
+        (Ok(meta), Ok(entries)) => (meta, entries),
+        (Err(e), _) => return format!("not exported: {e}"),
+        (_, Err(e)) => return format!("not exported: {e}"),
+    };
+    let path =
+        root.join(file.map_or_else(|| format!("llembas-{}.md", session.id()), str::to_owned));
+    let json = path.extension().is_some_and(|e| e == "json");
+    let text = if json {
+        harness_agent::export::json(&meta, &entries)
+    } else {
+        harness_agent::export::markdown(&meta, &entries)
+    };
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return format!("not exported: cannot make {}: {e}", dir.display());
+    }
+    match harness_fs::write_atomic(&path, text.as_bytes()) {
+        Ok(()) => format!("exported to {}", path.display()),
+        Err(e) => format!("not exported: {e}"),
+    }
+}
+
 async fn run_shell(
     command: &str,
     root: &std::path::Path,

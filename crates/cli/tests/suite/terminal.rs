@@ -1144,3 +1144,59 @@ async fn prompt_commands_are_listed_and_expand_with_arguments_and_commands() {
         "{last}"
     );
 }
+
+/// `/export` writes the conversation as Markdown beside the work (each call with its result
+/// folded), `/export FILE.json` its entries as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_writes_the_conversation_as_markdown_or_json() {
+    let (screen, _, sb) = pty(
+        "auto",
+        vec![
+            tool_call("c1", "read", json!({"path": "a.txt"})),
+            text(&["It says **alpha**."]),
+        ],
+        |s| {
+            s.expect("auto ›");
+            s.send_line("what does a.txt say?");
+            s.expect("It says");
+            s.expect("auto ›");
+            s.send_line("/export");
+            s.expect("exported to");
+            s.expect("auto ›");
+            s.send_line("/export notes/out.json");
+            s.expect("out.json");
+            s.expect("auto ›");
+            s.send_line("/quit");
+            s.expect("saved (llembas --resume ");
+        },
+    )
+    .await;
+    let id = sb.sessions()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        screen.contains("exported to [project]/llembas-[session].md"),
+        "{screen}"
+    );
+    let md = std::fs::read_to_string(sb.root().join(format!("llembas-{id}.md"))).unwrap();
+    let md = md
+        .replace(&id, "[session]")
+        .replace(&sb.root().display().to_string(), "[project]");
+    insta::assert_snapshot!(redact_ids(&md));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.root().join("notes/out.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["session"]["id"], json!(id));
+    let types: Vec<&str> = json["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.starts_with(&["turn_started", "assistant"]) && types.contains(&"tool_result"),
+        "{types:?}"
+    );
+}
