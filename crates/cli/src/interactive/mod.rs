@@ -95,6 +95,7 @@ async fn session_loop(
     // The person's prompt commands, and the MCP servers for theirs.
     let mcp = parts.mcp.clone();
     let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
+    reader.set_commands(commands.iter().map(|c| c.name.clone()).collect());
     // What the person ran with `!`, for the model with the next prompt.
     let mut ran: Vec<String> = Vec::new();
     // The file changes of the person's last turn (path, before, after), for `/undo`.

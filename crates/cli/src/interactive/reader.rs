@@ -19,6 +19,8 @@ use harness_agent::slash::COMMANDS;
 /// directories under the session's directory).
 struct Completion {
     root: std::path::PathBuf,
+    /// The session's own commands (the person's prompt commands), set as a session starts.
+    custom: Arc<Mutex<Vec<String>>>,
 }
 
 impl rustyline::completion::Completer for Completion {
@@ -36,8 +38,11 @@ impl rustyline::completion::Completer for Completion {
         if let Some(name) = before.strip_prefix('/')
             && !name.contains(char::is_whitespace)
         {
+            let custom = self.custom.lock().map(|c| c.clone()).unwrap_or_default();
             let hits = COMMANDS
                 .iter()
+                .map(|c| c.to_string())
+                .chain(custom)
                 .filter(|c| c.starts_with(name))
                 .map(|c| format!("{c} "))
                 .collect();
@@ -140,6 +145,8 @@ pub(super) struct Reader {
     pub(super) lines: mpsc::UnboundedReceiver<Read>,
     /// Prints above the prompt while a line is being read.
     printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
+    /// The names Tab completes beside the built-in commands.
+    custom: Arc<Mutex<Vec<String>>>,
 }
 
 pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
@@ -149,8 +156,10 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         .completion_type(rustyline::CompletionType::List)
         .build();
     let mut editor: Editor<Completion, DefaultHistory> = Editor::with_config(config)?;
+    let custom = Arc::new(Mutex::new(Vec::new()));
     editor.set_helper(Some(Completion {
         root: root.to_path_buf(),
+        custom: custom.clone(),
     }));
     let cycled = Arc::new(Mutex::new(None));
     editor.bind_sequence(
@@ -196,6 +205,7 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         }
     });
     Ok(Reader {
+        custom,
         requests: req_tx,
         lines: line_rx,
         printer,
@@ -203,6 +213,13 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
 }
 
 impl Reader {
+    /// The session's own command names, for Tab to complete beside the built-in ones.
+    pub(super) fn set_commands(&self, names: Vec<String>) {
+        if let Ok(mut c) = self.custom.lock() {
+            *c = names;
+        }
+    }
+
     /// Prints while a line is being read (above the prompt when the terminal allows).
     pub(super) fn print(&mut self, text: String) {
         if text.is_empty() {

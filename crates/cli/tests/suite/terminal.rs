@@ -1116,7 +1116,10 @@ async fn prompt_commands_are_listed_and_expand_with_arguments_and_commands() {
         s.expect("/review FILES");
         s.expect("/tests:run");
         s.expect("auto ›");
-        s.send_line("/review src/a.rs src/b.rs");
+        // Tab completes the person's commands beside the built-in ones.
+        s.session.send("/rev\t").unwrap();
+        s.expect("/review ");
+        s.send_line("src/a.rs src/b.rs");
         s.expect("Reviewed.");
         s.expect("auto ›");
         s.send_line("/quit");
