@@ -134,7 +134,11 @@ fn cargo(args: &[&str]) -> Result<bool> {
 fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<bool> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("$ cargo {}", args.join(" "));
-    let status = std::process::Command::new(cargo)
+    let mut command = std::process::Command::new(cargo);
+    for var in cargo_run_vars() {
+        command.env_remove(var);
+    }
+    let status = command
         .args(args)
         .envs(suite::step_env().iter().map(|(k, v)| (k, v)))
         .envs(env.iter().copied())
@@ -142,6 +146,30 @@ fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<bool> {
         .status()
         .context("cannot run cargo")?;
     Ok(status.success())
+}
+
+/// The variables `cargo run` set for xtask (its manifest and package), which a cargo started from
+/// here must not see: build scripts watch some of them (ring's `rerun-if-env-changed` names
+/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_*`), and cargo compares them with its own environment, so a
+/// cargo from xtask and one from the shell saw them change and compiled ring, everything above it
+/// (rustls, reqwest) and every crate of ours again, each time they took turns.
+fn cargo_run_vars() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let name = name.to_string_lossy();
+            name.starts_with("CARGO_PKG_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_MANIFEST_LINKS"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                )
+        })
+        .collect()
 }
 
 fn workspace_root() -> PathBuf {
