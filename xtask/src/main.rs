@@ -20,6 +20,7 @@ mod pyodide;
 mod real_model;
 mod runners;
 mod search_eval;
+mod suite;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Developer commands for the LLeMbas workspace")]
@@ -101,7 +102,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Conformance(args) => conformance(args),
-        Command::Test => test(),
+        Command::Test => suite::test(),
         Command::Bench {
             what: BenchWhat::Tokens,
         } => bench_tokens::bench_tokens().map(|()| ExitCode::SUCCESS),
@@ -109,7 +110,7 @@ fn main() -> ExitCode {
             what: BenchWhat::Server { profile },
         } => bench_server::bench_server(&profile).map(|()| ExitCode::SUCCESS),
         Command::SearchEval(args) => search_eval::search_eval(args).map(|()| ExitCode::SUCCESS),
-        Command::RealModel => real_model_tests().map(|ok| {
+        Command::RealModel => real_model_tests(real_model::start(&real_model_dir())).map(|ok| {
             if ok {
                 ExitCode::SUCCESS
             } else {
@@ -133,13 +134,42 @@ fn cargo(args: &[&str]) -> Result<bool> {
 fn cargo_with(args: &[&str], env: &[(&str, &str)]) -> Result<bool> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("$ cargo {}", args.join(" "));
-    let status = std::process::Command::new(cargo)
+    let mut command = std::process::Command::new(cargo);
+    for var in cargo_run_vars() {
+        command.env_remove(var);
+    }
+    let status = command
         .args(args)
+        .envs(suite::step_env().iter().map(|(k, v)| (k, v)))
         .envs(env.iter().copied())
         .current_dir(workspace_root())
         .status()
         .context("cannot run cargo")?;
     Ok(status.success())
+}
+
+/// The variables `cargo run` set for xtask (its manifest and package), which a cargo started from
+/// here must not see: build scripts watch some of them (ring's `rerun-if-env-changed` names
+/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_*`), and cargo compares them with its own environment, so a
+/// cargo from xtask and one from the shell saw them change and compiled ring, everything above it
+/// (rustls, reqwest) and every crate of ours again, each time they took turns.
+fn cargo_run_vars() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let name = name.to_string_lossy();
+            name.starts_with("CARGO_PKG_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_MANIFEST_LINKS"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                )
+        })
+        .collect()
 }
 
 fn workspace_root() -> PathBuf {
@@ -165,72 +195,18 @@ fn profile_dir(profile: &str) -> PathBuf {
     target_dir().join(name)
 }
 
-fn test() -> Result<ExitCode> {
-    let steps: [(&str, &[&str]); 3] = [
-        ("format", &["fmt", "--all", "--", "--check"]),
-        (
-            "lints",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--locked",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        (
-            "tests",
-            &["test", "--workspace", "--all-targets", "--locked"],
-        ),
-    ];
-    let mut failed = Vec::new();
-    disk::report("start");
-    pyodide::install_for_tests();
-    mcp_servers::install_for_tests();
-    for (name, args) in steps {
-        if !cargo(args)? {
-            failed.push(name);
-        }
-        disk::report(&format!("after {name}"));
-    }
-    if !real_model_tests()? {
-        failed.push("real-model");
-    }
-    if !search_eval::embedder_tests()? {
-        failed.push("embedder");
-    }
-    if !cargo(&["test", "--workspace", "--doc", "--locked"])? {
-        failed.push("doctests");
-    }
-    println!("$ cargo xtask conformance");
-    let code = conformance(ConformanceArgs {
-        action: None,
-        area: None,
-        cases: None,
-        verbose: true,
-        strict: true,
-    })?;
-    if code != ExitCode::SUCCESS {
-        failed.push("conformance");
-    }
-    disk::report("end");
-    if failed.is_empty() {
-        println!("test suite: all steps passed");
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!("test suite: failed steps: {}", failed.join(", "));
-        Ok(ExitCode::FAILURE)
-    }
+/// Where the real-model tests keep the servers' install and run logs.
+fn real_model_dir() -> PathBuf {
+    workspace_root().join("target/real-model")
 }
 
 /// The tests that need a real model server (ignored by plain `cargo test`, their names holding
-/// `real_model`), run against the first server that runs here. Prints the line outside checks
-/// read: `real-model test: ran against NAME VERSION` or `real-model test: skipped: REASON`.
-fn real_model_tests() -> Result<bool> {
-    let out = workspace_root().join("target/real-model");
-    let server = match real_model::start(&out) {
+/// `real_model`), run against `server`, the first that runs here (or why none does). Prints the
+/// line outside checks read: `real-model test: ran against NAME VERSION` or `real-model test:
+/// skipped: REASON`.
+fn real_model_tests(server: Result<real_model::Server, String>) -> Result<bool> {
+    let out = real_model_dir();
+    let server = match server {
         Ok(server) => server,
         Err(reason) => {
             println!("real-model test: skipped: {reason}");

@@ -128,9 +128,10 @@ pub fn install_embedder() -> Result<PathBuf> {
 }
 
 /// The embedder's tests (ignored by plain `cargo test`, names holding `embedder`), run with the
-/// model installed. Prints `embedder test: ran against DIR` or `embedder test: skipped: WHY`.
-pub fn embedder_tests() -> Result<bool> {
-    let dir = match install_embedder() {
+/// model `installed` (by [`install_embedder`], or why not). Prints `embedder test: ran against
+/// DIR` or `embedder test: skipped: WHY`.
+pub fn embedder_tests(installed: Result<PathBuf>) -> Result<bool> {
+    let dir = match installed {
         Ok(dir) => dir,
         Err(e) => {
             println!("embedder test: skipped: {e:#}");
