@@ -61,6 +61,13 @@ pub struct TaskFigures {
     pub whole: usize,
     /// How many requests the model was sent.
     pub requests: usize,
+    /// Tokens of the tool results' texts, added up over every request (each result counted in
+    /// every request that carries it).
+    pub results: usize,
+    /// Each request's tokens, in order.
+    pub each: Vec<usize>,
+    /// The last request's tool results, in order: the call's tool and the result's tokens.
+    pub result_sizes: Vec<(String, usize)>,
     /// The tools of the first request, each with its tokens.
     pub names: Vec<(String, usize)>,
 }
@@ -415,6 +422,33 @@ fn figures_with(
             _ => None,
         })
         .unwrap_or_default();
+    let tokens = |text: &str| bpe.encode_with_special_tokens(text).len();
+    let results = requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .map(|m| match m {
+            Message::Tool { text, .. } => tokens(text),
+            _ => 0,
+        })
+        .sum();
+    let mut result_sizes = Vec::new();
+    if let Some(last) = requests.last() {
+        let mut names = std::collections::HashMap::new();
+        for m in &last.messages {
+            match m {
+                Message::Assistant { tool_calls, .. } => {
+                    for c in tool_calls {
+                        names.insert(c.id.clone(), c.name.clone());
+                    }
+                }
+                Message::Tool { call_id, text } => {
+                    let name = names.get(call_id).cloned().unwrap_or_default();
+                    result_sizes.push((name, tokens(text)));
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(TaskFigures {
         name,
         first: count(bpe, first),
@@ -429,6 +463,9 @@ fn figures_with(
         last: bodies.last().map_or(0, |b| count(bpe, b)),
         whole: bodies.iter().map(|b| count(bpe, b)).sum(),
         requests: bodies.len(),
+        results,
+        each: bodies.iter().map(|b| count(bpe, b)).collect(),
+        result_sizes,
         names,
     })
 }
@@ -443,11 +480,11 @@ pub fn measure() -> Result<Vec<TaskFigures>> {
 pub fn bench_tokens() -> Result<()> {
     let all = measure()?;
     println!(
-        "| task | first request | tools in it | system prompt | last request | whole task | requests |\n|---|---|---|---|---|---|---|"
+        "| task | first request | tools in it | system prompt | last request | whole task | tool results | requests |\n|---|---|---|---|---|---|---|---|"
     );
     for f in &all {
         println!(
-            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} tokens | {} |",
+            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} tokens | {} tokens ({:.0} %) | {} |",
             f.name,
             f.first,
             f.first_bytes as f64 / 1000.0,
@@ -456,8 +493,20 @@ pub fn bench_tokens() -> Result<()> {
             f.prompt,
             f.last,
             f.whole,
+            f.results,
+            100.0 * f.results as f64 / f.whole.max(1) as f64,
             f.requests
         );
+    }
+    for f in &all {
+        let each: Vec<String> = f.each.iter().map(usize::to_string).collect();
+        println!("\n{}: each request (tokens): {}", f.name, each.join(", "));
+        let sizes: Vec<String> = f
+            .result_sizes
+            .iter()
+            .map(|(n, t)| format!("{n} {t}"))
+            .collect();
+        println!("{}: each tool result (tokens): {}", f.name, sizes.join(", "));
     }
     if let Some(f) = all.first() {
         let each: Vec<String> = f.names.iter().map(|(n, t)| format!("{n} {t}")).collect();
