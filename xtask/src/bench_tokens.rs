@@ -302,12 +302,12 @@ fn run(
     task: &Task,
     mcp: &[harness_mcp::ServerConfig],
 ) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
-    let tmp = tempfile::tempdir()?;
-    let root = tmp.path().join("calc");
+    let tmp = BenchDir::make()?;
+    let root = tmp.0.join("calc");
     std::fs::create_dir_all(&root)?;
     let root = std::fs::canonicalize(&root)?;
     (task.repo)(&root)?;
-    let data = tmp.path().join("data");
+    let data = tmp.0.join("data");
     std::fs::create_dir_all(&data)?;
     let mut exec = Exec::open(&root)?;
     exec.personal = harness_agent::personal::PersonalTools {
@@ -359,6 +359,35 @@ fn run(
     })?;
     llembas_cli::process::end_all();
     Ok((model.requests(), model))
+}
+
+/// The tasks' directory: a name of `tempfile`'s shape (`.tmp` and six random characters, as the
+/// figures before it were measured in), but fixed, so that the paths the requests carry — the
+/// working directory, the arguments, a traceback's file names — are the same on every run and
+/// the figures do not move with a random name's tokens.
+const BENCH_DIR: &str = ".tmpdPxaJ8";
+
+/// A task's directory, `$TMPDIR/.tmpdPxaJ8`, removed when dropped. One bench at a time on a
+/// machine: a directory left by a run that was killed is removed first.
+struct BenchDir(std::path::PathBuf);
+
+impl BenchDir {
+    fn make() -> Result<BenchDir> {
+        let dir = std::env::temp_dir().join(BENCH_DIR);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("could not remove {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("could not make {}", dir.display()))?;
+        Ok(BenchDir(dir))
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn count(bpe: &tiktoken_rs::CoreBPE, v: &Value) -> usize {
