@@ -417,8 +417,13 @@ fn figures_with(
         bodies.push(shaped.body);
     }
     if let Some(dir) = std::env::var_os("BENCH_TOKENS_DUMP") {
-        // Every body as sent, to read what the tokens went on.
-        let dir = std::path::PathBuf::from(dir).join(name);
+        // Every body as sent, to read what the tokens went on; a run with MCP servers apart,
+        // so that it does not write over the task's own.
+        let folder = match mcp.len() {
+            0 => name.to_owned(),
+            n => format!("{name}-mcp{n}-{}", if mcp[0].defer { "deferred" } else { "whole" }),
+        };
+        let dir = std::path::PathBuf::from(dir).join(folder);
         std::fs::create_dir_all(&dir)?;
         for (i, b) in bodies.iter().enumerate() {
             std::fs::write(
@@ -535,7 +540,11 @@ pub fn bench_tokens() -> Result<()> {
             .iter()
             .map(|(n, t)| format!("{n} {t}"))
             .collect();
-        println!("{}: each tool result (tokens): {}", f.name, sizes.join(", "));
+        println!(
+            "{}: each tool result (tokens): {}",
+            f.name,
+            sizes.join(", ")
+        );
     }
     if let Some(f) = all.first() {
         let each: Vec<String> = f.names.iter().map(|(n, t)| format!("{n} {t}")).collect();
