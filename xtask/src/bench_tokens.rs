@@ -61,6 +61,13 @@ pub struct TaskFigures {
     pub whole: usize,
     /// How many requests the model was sent.
     pub requests: usize,
+    /// Tokens of the tool results' texts, added up over every request (each result counted in
+    /// every request that carries it).
+    pub results: usize,
+    /// Each request's tokens, in order.
+    pub each: Vec<usize>,
+    /// The last request's tool results, in order: the call's tool and the result's tokens.
+    pub result_sizes: Vec<(String, usize)>,
     /// The tools of the first request, each with its tokens.
     pub names: Vec<(String, usize)>,
 }
@@ -295,12 +302,12 @@ fn run(
     task: &Task,
     mcp: &[harness_mcp::ServerConfig],
 ) -> Result<(Vec<ChatRequest>, ScriptedModel)> {
-    let tmp = tempfile::tempdir()?;
-    let root = tmp.path().join("calc");
+    let tmp = BenchDir::make()?;
+    let root = tmp.0.join("calc");
     std::fs::create_dir_all(&root)?;
     let root = std::fs::canonicalize(&root)?;
     (task.repo)(&root)?;
-    let data = tmp.path().join("data");
+    let data = tmp.0.join("data");
     std::fs::create_dir_all(&data)?;
     let mut exec = Exec::open(&root)?;
     exec.personal = harness_agent::personal::PersonalTools {
@@ -354,6 +361,35 @@ fn run(
     Ok((model.requests(), model))
 }
 
+/// The tasks' directory: a name of `tempfile`'s shape (`.tmp` and six random characters, as the
+/// figures before it were measured in), but fixed, so that the paths the requests carry — the
+/// working directory, the arguments, a traceback's file names — are the same on every run and
+/// the figures do not move with a random name's tokens.
+const BENCH_DIR: &str = ".tmpdPxaJ8";
+
+/// A task's directory, `$TMPDIR/.tmpdPxaJ8`, removed when dropped. One bench at a time on a
+/// machine: a directory left by a run that was killed is removed first.
+struct BenchDir(std::path::PathBuf);
+
+impl BenchDir {
+    fn make() -> Result<BenchDir> {
+        let dir = std::env::temp_dir().join(BENCH_DIR);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("could not remove {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("could not make {}", dir.display()))?;
+        Ok(BenchDir(dir))
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn count(bpe: &tiktoken_rs::CoreBPE, v: &Value) -> usize {
     bpe.encode_with_special_tokens(&v.to_string()).len()
 }
@@ -381,8 +417,13 @@ fn figures_with(
         bodies.push(shaped.body);
     }
     if let Some(dir) = std::env::var_os("BENCH_TOKENS_DUMP") {
-        // Every body as sent, to read what the tokens went on.
-        let dir = std::path::PathBuf::from(dir).join(name);
+        // Every body as sent, to read what the tokens went on; a run with MCP servers apart,
+        // so that it does not write over the task's own.
+        let folder = match mcp.len() {
+            0 => name.to_owned(),
+            n => format!("{name}-mcp{n}-{}", if mcp[0].defer { "deferred" } else { "whole" }),
+        };
+        let dir = std::path::PathBuf::from(dir).join(folder);
         std::fs::create_dir_all(&dir)?;
         for (i, b) in bodies.iter().enumerate() {
             std::fs::write(
@@ -415,6 +456,33 @@ fn figures_with(
             _ => None,
         })
         .unwrap_or_default();
+    let tokens = |text: &str| bpe.encode_with_special_tokens(text).len();
+    let results = requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .map(|m| match m {
+            Message::Tool { text, .. } => tokens(text),
+            _ => 0,
+        })
+        .sum();
+    let mut result_sizes = Vec::new();
+    if let Some(last) = requests.last() {
+        let mut names = std::collections::HashMap::new();
+        for m in &last.messages {
+            match m {
+                Message::Assistant { tool_calls, .. } => {
+                    for c in tool_calls {
+                        names.insert(c.id.clone(), c.name.clone());
+                    }
+                }
+                Message::Tool { call_id, text } => {
+                    let name = names.get(call_id).cloned().unwrap_or_default();
+                    result_sizes.push((name, tokens(text)));
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(TaskFigures {
         name,
         first: count(bpe, first),
@@ -429,6 +497,9 @@ fn figures_with(
         last: bodies.last().map_or(0, |b| count(bpe, b)),
         whole: bodies.iter().map(|b| count(bpe, b)).sum(),
         requests: bodies.len(),
+        results,
+        each: bodies.iter().map(|b| count(bpe, b)).collect(),
+        result_sizes,
         names,
     })
 }
@@ -443,11 +514,11 @@ pub fn measure() -> Result<Vec<TaskFigures>> {
 pub fn bench_tokens() -> Result<()> {
     let all = measure()?;
     println!(
-        "| task | first request | tools in it | system prompt | last request | whole task | requests |\n|---|---|---|---|---|---|---|"
+        "| task | first request | tools in it | system prompt | last request | whole task | tool results | requests |\n|---|---|---|---|---|---|---|---|"
     );
     for f in &all {
         println!(
-            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} tokens | {} |",
+            "| {} | {} tokens ({:.1} KB) | {} tools, {} tokens | {} tokens | {} tokens | {} tokens | {} tokens ({:.0} %) | {} |",
             f.name,
             f.first,
             f.first_bytes as f64 / 1000.0,
@@ -456,7 +527,23 @@ pub fn bench_tokens() -> Result<()> {
             f.prompt,
             f.last,
             f.whole,
+            f.results,
+            100.0 * f.results as f64 / f.whole.max(1) as f64,
             f.requests
+        );
+    }
+    for f in &all {
+        let each: Vec<String> = f.each.iter().map(usize::to_string).collect();
+        println!("\n{}: each request (tokens): {}", f.name, each.join(", "));
+        let sizes: Vec<String> = f
+            .result_sizes
+            .iter()
+            .map(|(n, t)| format!("{n} {t}"))
+            .collect();
+        println!(
+            "{}: each tool result (tokens): {}",
+            f.name,
+            sizes.join(", ")
         );
     }
     if let Some(f) = all.first() {

@@ -614,9 +614,13 @@ impl FileTools {
         Ok(match fst::read(view, &self.ledger, &vp, offset, limit) {
             Ok(w) => {
                 let host = paths.shown(&w.path);
-                let text =
-                    w.text
-                        .replacen(&format!("{} (hash ", w.path), &format!("{host} (hash "), 1);
+                // The header names the file as grep and glob list it (relative to the working
+                // directory inside it); the read's record keeps the real path.
+                let text = w.text.replacen(
+                    &format!("{} (hash ", w.path),
+                    &format!("{} (hash ", paths.listed(&w.path)),
+                    1,
+                );
                 ToolOutcome {
                     call_id: call.id.clone(),
                     output: text,

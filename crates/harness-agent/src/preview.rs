@@ -7,13 +7,14 @@ use serde_json::Value;
 
 use crate::seams::ToolWorld;
 
+/// Lines of context around a change the person reads: more than the model's answer keeps
+/// (`context.diff` in `loop.json`), which holds the file's earlier read besides.
+const PERSON_CONTEXT_LINES: usize = 3;
+
 /// A change as the person reads it: a unified diff of `path`, `--- /dev/null` for a new file,
-/// with the spec's context lines around each change.
+/// with [`PERSON_CONTEXT_LINES`] around each change.
 pub fn diff(path: &str, before: &str, after: &str) -> String {
-    let context = harness_loop::config::LoopConfig::embedded()
-        .map(|c| c.context.diff.context_lines)
-        .unwrap_or(3);
-    let body = harness_loop::context::unified_diff(path, before, after, context);
+    let body = harness_loop::context::unified_diff(path, before, after, PERSON_CONTEXT_LINES);
     let from = if before.is_empty() { "/dev/null" } else { path };
     let mut text = format!("--- {from}\n+++ {path}\n");
     for l in body.lines().skip_while(|l| !l.starts_with("@@")) {

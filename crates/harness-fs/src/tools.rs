@@ -607,9 +607,10 @@ impl GrepResult {
         out
     }
 
-    /// The answer as the model reads it: matching lines `path:line: text` (context lines
-    /// `path-line- text`, and `--` between groups that do not touch, as ripgrep's `-C`), or
-    /// paths (`files`), or `path:N` (`count`).
+    /// The answer as the model reads it: each file's path on a line of its own, then its
+    /// matching lines `line: text` (context lines `line- text`, and `--` between groups that do
+    /// not touch, as ripgrep's `--heading -C`), a blank line between files; or paths (`files`),
+    /// or `path:N` (`count`).
     pub fn render(&self) -> String {
         self.render_with(&|p| p.to_string())
     }
@@ -632,11 +633,6 @@ impl GrepResult {
                     out.push_str(&format!("{}:{n}\n", show(p)));
                 }
             }
-            GrepMode::Lines if self.context_lines.is_empty() => {
-                for m in &self.matches {
-                    out.push_str(&format!("{}:{}: {}\n", show(&m.path), m.line, m.text));
-                }
-            }
             GrepMode::Lines => {
                 let mut all: Vec<(&GrepMatch, bool)> = self
                     .matches
@@ -647,18 +643,18 @@ impl GrepResult {
                 all.sort_by(|a, b| (&a.0.path, a.0.line).cmp(&(&b.0.path, b.0.line)));
                 let mut last: Option<(&VPath, u64)> = None;
                 for (m, matched) in all {
-                    if let Some((p, l)) = last
-                        && (*p != m.path || l + 1 != m.line)
-                    {
-                        out.push_str("--\n");
+                    match last {
+                        Some((p, _)) if *p != m.path => {
+                            out.push_str(&format!("\n{}\n", show(&m.path)));
+                        }
+                        None => out.push_str(&format!("{}\n", show(&m.path))),
+                        Some((_, l)) if !self.context_lines.is_empty() && l + 1 != m.line => {
+                            out.push_str("--\n");
+                        }
+                        Some(_) => {}
                     }
                     let sep = if matched { ':' } else { '-' };
-                    out.push_str(&format!(
-                        "{}{sep}{}{sep} {}\n",
-                        show(&m.path),
-                        m.line,
-                        m.text
-                    ));
+                    out.push_str(&format!("{}{sep} {}\n", m.line, m.text));
                     last = Some((&m.path, m.line));
                 }
             }

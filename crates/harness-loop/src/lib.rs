@@ -28,7 +28,7 @@
 //! let long: String = (1..=1000).map(|n| format!("line {n}\n")).collect();
 //! let shown = ctx.insert(Insert::new("bash", serde_json::json!({"command": "seq 1000"}), long));
 //! // A command's output whose middle repeats the shapes of its head keeps its head and tail.
-//! assert!(shown.body.contains("920 lines elided: the same shapes as the lines above, again"));
+//! assert!(shown.body.contains("945 lines elided: the same shapes as the lines above, again"));
 //! ```
 
 pub mod capacity;

@@ -191,10 +191,7 @@ fn grep_mode_and_context_and_list_depth_are_taken_from_the_arguments() {
             "grep",
             json!({"pattern": "^fn", "mode": "lines", "context": 1, "path": "/home/p/proj/src/a.rs"})
         ),
-        "/home/p/proj/src/a.rs-1- use x;\n\
-         /home/p/proj/src/a.rs:2: fn a() {}\n\
-         /home/p/proj/src/a.rs:3: fn b() {}\n\
-         /home/p/proj/src/a.rs-4- // end\n"
+        "/home/p/proj/src/a.rs\n1- use x;\n2: fn a() {}\n3: fn b() {}\n4- // end\n"
     );
     assert_eq!(
         ok("list", json!({"path": "/home/p/proj", "depth": 3})),

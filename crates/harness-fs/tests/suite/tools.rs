@@ -226,8 +226,11 @@ fn glob_and_grep_include_match_as_ripgrep_globs() {
     )
     .unwrap();
     insta::assert_snapshot!(r.render(), @r"
-    /src/a.rs:1: fn a() {}
-    /src/sub/b.rs:1: fn b() {}
+    /src/a.rs
+    1: fn a() {}
+
+    /src/sub/b.rs
+    1: fn b() {}
     ");
     assert!(matches!(
         tools::grep(&view, "/", "(", &GrepOptions::default()),
@@ -251,8 +254,11 @@ fn grep_and_glob_skip_what_ignore_files_exclude_in_the_memory_tree_too() {
     ]);
     let r = tools::grep(&view, "/", r"fn \w", &GrepOptions::default()).unwrap();
     insta::assert_snapshot!(r.render(), @r"
-    /src/a.rs:1: fn a() {}
-    /src/keep.log:1: fn log() {}
+    /src/a.rs
+    1: fn a() {}
+
+    /src/keep.log
+    1: fn log() {}
     ");
     let paths = |root: &str| {
         tools::glob(&view, root, "*.rs", 100)
@@ -329,9 +335,12 @@ fn grep_mode_files_answers_each_matching_path_once_and_count_its_matching_lines(
     ");
     assert!(!grep(GrepMode::Files, Some(2)).truncated);
     insta::assert_snapshot!(grep(GrepMode::Lines, None).render(), @r"
-    /a.rs:1: fn a() {}
-    /a.rs:2: fn b() {}
-    /c/d.rs:1: fn d() {}
+    /a.rs
+    1: fn a() {}
+    2: fn b() {}
+
+    /c/d.rs
+    1: fn d() {}
     ");
     assert_eq!(GrepMode::parse("files"), Some(GrepMode::Files));
     assert_eq!(GrepMode::parse("count"), Some(GrepMode::Count));
@@ -359,42 +368,46 @@ fn grep_context_shows_lines_around_matches_merged_with_separators_between_groups
         .unwrap()
     };
     insta::assert_snapshot!(grep(1, None).render(), @r"
-    /a.txt-2- l2
-    /a.txt:3: l3 hit
-    /a.txt-4- l4
-    /a.txt:5: l5 hit
-    /a.txt-6- l6
+    /a.txt
+    2- l2
+    3: l3 hit
+    4- l4
+    5: l5 hit
+    6- l6
     --
-    /a.txt-8- l8
-    /a.txt:9: l9 hit
-    /a.txt-10- l10
-    --
-    /b.txt-1- x
-    /b.txt:2: hit
-    /b.txt-3- y
+    8- l8
+    9: l9 hit
+    10- l10
+
+    /b.txt
+    1- x
+    2: hit
+    3- y
     ");
     // Context lines are not results: the limit counts matches, a kept match keeps its context
     // after, and the context of a match cut by the limit goes with it.
     insta::assert_snapshot!(grep(2, Some(2)).render(), @r"
-    /a.txt-1- l1
-    /a.txt-2- l2
-    /a.txt:3: l3 hit
-    /a.txt-4- l4
-    /a.txt:5: l5 hit
-    /a.txt-6- l6
-    /a.txt-7- l7
+    /a.txt
+    1- l1
+    2- l2
+    3: l3 hit
+    4- l4
+    5: l5 hit
+    6- l6
+    7- l7
     (Results truncated. Use a more specific path, pattern or include.)
     ");
     insta::assert_snapshot!(grep(1, Some(3)).render(), @r"
-    /a.txt-2- l2
-    /a.txt:3: l3 hit
-    /a.txt-4- l4
-    /a.txt:5: l5 hit
-    /a.txt-6- l6
+    /a.txt
+    2- l2
+    3: l3 hit
+    4- l4
+    5: l5 hit
+    6- l6
     --
-    /a.txt-8- l8
-    /a.txt:9: l9 hit
-    /a.txt-10- l10
+    8- l8
+    9: l9 hit
+    10- l10
     (Results truncated. Use a more specific path, pattern or include.)
     ");
     // Without context the answer is as before; other modes ignore it.
