@@ -1,7 +1,7 @@
 //! git's settings and options that are commands (`-c core.pager=CMD`, `fetch --upload-pack`,
 //! `bisect run CMD`).
 
-use super::programs::option_values;
+use super::options::option_values;
 use super::{Ctx, Part, State, Word};
 use crate::data::Data;
 

@@ -3,6 +3,7 @@
 //! and payloads (`bash -c`, `eval`, heredocs fed to a shell, interpreter one-liners) read too.
 
 mod git;
+mod options;
 mod programs;
 mod sed;
 mod words;
@@ -15,8 +16,8 @@ use tree_sitter::{Node, Parser};
 
 use crate::data::Data;
 use crate::paths;
+pub(crate) use options::option_values;
 use programs::Kind;
-pub(crate) use programs::option_values;
 pub(crate) use words::has_pattern;
 use words::{has_glob, join_words, text};
 use wrappers::Peeled;

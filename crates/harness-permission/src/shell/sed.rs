@@ -1,6 +1,6 @@
 //! sed's own commands: `e CMD` and `s///e` run commands, `w FILE` writes, `r FILE` reads.
 
-use super::programs::option_values;
+use super::options::option_values;
 use super::{Ctx, Part, Redirect, State, Word};
 
 impl<'a> Ctx<'a> {
