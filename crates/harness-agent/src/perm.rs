@@ -171,7 +171,9 @@ impl Permissions for SessionPermissions {
                     tool: call.name.clone(),
                     risk,
                     subject: subject(call, &self.root, &self.home),
-                    pattern: d.always,
+                    // the question's wire form keeps the patterns one per line (the ACP agent and
+                    // the page read it so)
+                    pattern: (!d.always.is_empty()).then(|| d.always.join("\n")),
                     reason: Some(d.reason),
                     change: None,
                 })

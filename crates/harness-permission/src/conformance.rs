@@ -101,19 +101,19 @@ impl AreaRunner for PermissionRunner {
                 );
             }
         };
-        let pats = d.always_patterns();
+        let pats = &d.always;
         let offered = d.action == Action::Ask;
         if let Some(want) = expect.get("always") {
             let Some(want) = want.as_str() else {
                 return Outcome::malformed("`expect.always` must be a string");
             };
-            passed &= offered && pats.contains(&want);
+            passed &= offered && pats.iter().any(|p| p == want);
         }
         if let Some(not) = expect.get("always_not") {
             let Some(not) = not.as_str() else {
                 return Outcome::malformed("`expect.always_not` must be a string");
             };
-            passed &= !pats.contains(&not);
+            passed &= !pats.iter().any(|p| p == not);
         }
         let mut actual = serde_json::Map::new();
         if expect.contains_key("decision_any_of") && passed {
@@ -134,8 +134,8 @@ impl AreaRunner for PermissionRunner {
                         actual.insert(k.into(), v.clone());
                     }
                 }
-            } else if let Some(a) = &d.always {
-                actual.insert("always".into(), json!(a));
+            } else if !d.always.is_empty() {
+                actual.insert("always".into(), json!(d.always));
             }
         }
         if !passed {

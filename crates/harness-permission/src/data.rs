@@ -177,6 +177,7 @@ pub(crate) struct Hardline {
     pub git_command_options: Vec<GitCommandOptions>,
     pub output_options: BTreeMap<String, Vec<String>>,
     pub listings: Listings,
+    pub streams: Streams,
     pub expansions: RawExpansions,
     pub name_operands: BTreeMap<String, Vec<String>>,
 }
@@ -232,6 +233,13 @@ pub(crate) struct GitCommandOptions {
 pub(crate) struct Listings {
     pub producers: BTreeMap<String, String>,
     pub filters: Vec<String>,
+}
+
+/// Programs whose output is a download, and programs that decode what they are fed.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Streams {
+    pub fetchers: HashSet<String>,
+    pub decoders: HashSet<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -421,6 +429,7 @@ pub(crate) struct Data {
     pub git_command_options: Vec<GitCommandOptions>,
     pub output_options: BTreeMap<String, Vec<String>>,
     pub listings: Listings,
+    pub streams: Streams,
     pub expansions: Expansions,
     pub name_operands: BTreeMap<String, Vec<String>>,
     pub git_read_pairs: Vec<String>,
@@ -593,6 +602,7 @@ impl Data {
             git_command_options: hard.git_command_options,
             output_options: hard.output_options,
             listings: hard.listings,
+            streams: hard.streams,
             expansions,
             name_operands: hard.name_operands,
             unparseable: hard.unparseable.clone(),

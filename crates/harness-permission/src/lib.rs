@@ -21,7 +21,7 @@
 //! let args = serde_json::json!({"command": "git commit -m 'wip'"});
 //! let d = engine.decide(&Request::bash(&args, Mode::Manual));
 //! assert_eq!(d.action, Action::Ask);
-//! assert_eq!(d.always.as_deref(), Some("git commit *"));
+//! assert_eq!(d.always, ["git commit *"]);
 //! ```
 
 mod arity;
@@ -31,12 +31,14 @@ mod error;
 mod floor;
 mod normalise;
 pub mod paths;
+mod reads;
 pub mod sandbox;
 mod shell;
+mod tools;
 pub mod wildcard;
 
 use harness_core::protocol::Mode;
-use harness_spec::{Confirm, Risk, Spec};
+use harness_spec::Spec;
 use serde_json::Value;
 
 pub use data::{Action, Rule};
@@ -44,6 +46,7 @@ pub use error::{Error, Result};
 
 use data::Data;
 use floor::Place;
+use reads::{sources, unless_hit};
 use shell::{Analysis, Part};
 
 /// The default home directory and workspace the conformance format assumes.
@@ -103,10 +106,10 @@ pub struct Decision {
     /// The floor rule, caution or configured rule that decided, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
-    /// When asking: the pattern an "always" answer saves (several, one per asking part of a
-    /// chained command, are joined by `\n`); `None` when "always" is not offered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub always: Option<String>,
+    /// When asking: the patterns an "always" answer saves, one per asking part of a chained
+    /// command; empty when "always" is not offered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub always: Vec<String>,
 }
 
 impl Decision {
@@ -115,7 +118,7 @@ impl Decision {
             action,
             reason: reason.into(),
             rule: None,
-            always: None,
+            always: Vec::new(),
         }
     }
     fn rule(mut self, rule: impl Into<String>) -> Decision {
@@ -123,24 +126,9 @@ impl Decision {
         self
     }
     fn always(mut self, always: Option<String>) -> Decision {
-        self.always = always;
+        self.always = always.into_iter().collect();
         self
     }
-    /// The "always" patterns, one per asking part.
-    pub fn always_patterns(&self) -> Vec<&str> {
-        self.always
-            .as_deref()
-            .map(|a| a.split('\n').collect())
-            .unwrap_or_default()
-    }
-}
-
-/// What the decision of a non-bash call needs to know of its tool.
-struct ToolFacts {
-    name: String,
-    key: String,
-    risk: Risk,
-    confirm_always: bool,
 }
 
 /// The permission engine, built once from the spec.
@@ -447,7 +435,7 @@ impl Engine {
                 best = d;
             } else if d.action == best.action && d.action == Action::Ask && d.always != best.always
             {
-                best.always = None;
+                best.always.clear();
             }
         }
         if unparseable && best.action != Action::Deny {
@@ -474,17 +462,18 @@ impl Engine {
             let mut pats: Vec<String> = Vec::new();
             let mut all = true;
             for d in &asks {
-                match &d.always {
-                    Some(p) if !pats.contains(p) => pats.push(p.clone()),
-                    Some(_) => {}
-                    None => all = false,
+                if d.always.is_empty() {
+                    all = false;
+                }
+                for p in &d.always {
+                    if !pats.contains(p) {
+                        pats.push(p.clone());
+                    }
                 }
             }
-            return first.always(if all && !pats.is_empty() {
-                Some(pats.join("\n"))
-            } else {
-                None
-            });
+            let mut d = first;
+            d.always = if all { pats } else { Vec::new() };
+            return d;
         }
         allows
             .into_iter()
@@ -745,539 +734,6 @@ impl Engine {
                 .protected(&format!("{dir}/x"), write, place)
                 .is_some()
     }
-
-    /// Whether a part only reads, and the paths it reads.
-    fn classify(&self, part: &Part) -> (bool, Vec<String>) {
-        let d = &self.data;
-        if part.redirect_only
-            || part.path_qualified
-            || part.dynamic_program
-            || part.inline_code
-            || !part.findings.is_empty()
-        {
-            return (false, Vec::new());
-        }
-        let Some(rc) = d.reads.get(&part.program) else {
-            return (false, Vec::new());
-        };
-        // a variable set for the command can change what it runs (LD_PRELOAD, PATH, a pager)
-        if part
-            .assigns
-            .iter()
-            .any(|n| !d.safe_assignments.iter().any(|p| wildcard::matches(p, n)))
-        {
-            return (false, Vec::new());
-        }
-        let args = part.args();
-        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        if unless_hit(rc, &texts).is_some() {
-            return (false, Vec::new());
-        }
-        let ops = floor::operands(args);
-        if rc.max_operands.is_some_and(|m| ops.len() > m) {
-            return (false, Vec::new());
-        }
-        match rc.only.as_deref() {
-            Some("sed_print") => {
-                let ok = texts.contains(&"-n")
-                    && texts.iter().all(|t| {
-                        !t.starts_with("-i")
-                            && !t.starts_with("--in-place")
-                            && *t != "-e"
-                            && *t != "-f"
-                    })
-                    && ops.first().is_some_and(|s| sed_print(&s.text));
-                if !ok {
-                    return (false, Vec::new());
-                }
-            }
-            Some("git_read") => {
-                return match self.git_read(&texts) {
-                    Some(paths) => (true, paths),
-                    None => (false, Vec::new()),
-                };
-            }
-            _ => {}
-        }
-        let paths: Vec<String> = match rc.paths.as_str() {
-            "operands" => ops.iter().map(|w| w.text.clone()).collect(),
-            "after_first" => {
-                let explicit = texts.iter().any(|t| {
-                    matches!(*t, "-e" | "-f" | "--regexp" | "--file") || t.starts_with("--regexp=")
-                });
-                ops.iter()
-                    .skip(if explicit { 0 } else { 1 })
-                    .map(|w| w.text.clone())
-                    .collect()
-            }
-            "find" => args
-                .iter()
-                .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
-                .map(|w| w.text.clone())
-                .collect(),
-            _ => Vec::new(),
-        };
-        (true, paths)
-    }
-
-    /// Whether a git command only reads, and the paths it reads (`-C`, `--no-index`, ...).
-    fn git_read(&self, texts: &[&str]) -> Option<Vec<String>> {
-        let globals = ["-c", "-p", "--paginate", "--exec-path", "--config-env"];
-        let mut paths: Vec<String> = Vec::new();
-        let mut i = 0;
-        while i < texts.len() {
-            let t = texts[i];
-            if globals
-                .iter()
-                .any(|g| t == *g || t.starts_with(&format!("{g}=")))
-                || (t.starts_with("-c") && !t.starts_with("--"))
-            {
-                return None;
-            }
-            if matches!(t, "-C" | "--git-dir" | "--work-tree") {
-                paths.extend(texts.get(i + 1).map(|p| (*p).to_owned()));
-                i += 2;
-                continue;
-            }
-            if let Some(p) = t
-                .strip_prefix("--git-dir=")
-                .or_else(|| t.strip_prefix("--work-tree="))
-            {
-                paths.push(p.to_owned());
-                i += 1;
-                continue;
-            }
-            if t == "--namespace" {
-                i += 2;
-                continue;
-            }
-            if t.starts_with('-') {
-                i += 1;
-                continue;
-            }
-            break;
-        }
-        let sub = texts.get(i)?;
-        if !self.data.git_read.contains(*sub) {
-            return None;
-        }
-        let rest = &texts[i + 1..];
-        if rest.iter().any(|t| {
-            self.data.git_unless.iter().any(|u| {
-                !globals.contains(&u.as_str())
-                    && (*t == u
-                        || (u.ends_with('=') && t.starts_with(u.as_str()))
-                        || u.strip_suffix('*').is_some_and(|p| t.starts_with(p))
-                        || t.starts_with(&format!("{u}=")))
-            })
-        }) {
-            return None;
-        }
-        // paths a read-only subcommand reads through its own options
-        let mut k = 0;
-        let no_index = rest.contains(&"--no-index");
-        while k < rest.len() {
-            let t = rest[k];
-            if matches!(t, "--contents" | "-f" | "--file" | "--output") {
-                paths.extend(rest.get(k + 1).map(|p| (*p).to_owned()));
-                k += 1;
-            } else if let Some(p) = t
-                .strip_prefix("--contents=")
-                .or_else(|| t.strip_prefix("--file="))
-            {
-                paths.push(p.to_owned());
-            } else if no_index && !t.starts_with('-') {
-                paths.push(t.to_owned());
-            }
-            k += 1;
-        }
-        let pair = rest.first().is_some_and(|r| {
-            self.data
-                .git_read_pairs
-                .iter()
-                .any(|p| *p == format!("{sub} {r}"))
-        });
-        if matches!(*sub, "branch" | "tag" | "remote") && !pair {
-            let listing = rest.iter().any(|t| {
-                matches!(
-                    *t,
-                    "-l" | "--list"
-                        | "-v"
-                        | "-vv"
-                        | "-a"
-                        | "-r"
-                        | "--show-current"
-                        | "--contains"
-                        | "--merged"
-                )
-            });
-            let operands = rest.iter().any(|t| !t.starts_with('-'));
-            if operands && !listing {
-                return None;
-            }
-        }
-        Some(paths)
-    }
-
-    /// Decides a call of a tool that is not in the spec but registered by an embedder with its
-    /// own risk class (and `confirm: always` when `confirm_always`): the same mode table, rules
-    /// and approvals as a spec tool of that risk, the protected paths of any path argument.
-    pub fn decide_registered(
-        &self,
-        req: &Request<'_>,
-        risk: Risk,
-        confirm_always: bool,
-    ) -> Decision {
-        if self.find_tool(req.tool).is_some() {
-            return self.decide(req);
-        }
-        let place = Place {
-            home: req.home,
-            workspace: req.workspace_root,
-        };
-        let facts = ToolFacts {
-            name: req.tool.to_owned(),
-            key: req.tool.to_owned(),
-            risk,
-            confirm_always,
-        };
-        self.tool_call_with(req, &place, &facts)
-    }
-
-    fn tool_call(&self, req: &Request<'_>, place: &Place<'_>) -> Decision {
-        let Some(tool) = self.find_tool(req.tool) else {
-            return Decision::new(Action::Deny, format!("there is no tool `{}`", req.tool))
-                .rule("unknown_tool");
-        };
-        let key = self
-            .data
-            .keys
-            .get(&tool.name)
-            .cloned()
-            .unwrap_or_else(|| tool.name.clone());
-        let facts = ToolFacts {
-            name: tool.name.clone(),
-            key,
-            risk: tool.risk,
-            confirm_always: tool.confirm == Some(Confirm::Always),
-        };
-        self.tool_call_with(req, place, &facts)
-    }
-
-    fn tool_call_with(&self, req: &Request<'_>, place: &Place<'_>, tool: &ToolFacts) -> Decision {
-        let key = tool.key.clone();
-        let Some(mode) = self.mode_entry(req.mode) else {
-            return Decision::new(Action::Deny, format!("unknown mode {}", req.mode));
-        };
-        let paths = tool_paths(req.args, req.cwd, req.home);
-        let mut deny: Option<String> = None;
-        let mut ask: Option<String> = None;
-        let mut outside = false;
-        let write = tool.risk == Risk::Write;
-        for p in &paths {
-            if matches!(tool.risk, Risk::Read | Risk::Write) {
-                match self.data.protected(p, write, place) {
-                    Some((Action::Deny, why)) if deny.is_none() => {
-                        deny = Some(format!(
-                            "{} {why} ({p})",
-                            if write { "writes to" } else { "reads" }
-                        ))
-                    }
-                    Some((Action::Ask, why)) if ask.is_none() => {
-                        ask = Some(format!(
-                            "{} {why} ({p})",
-                            if write { "writes to" } else { "reads" }
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            if !paths::inside(p, place.workspace) {
-                outside = true;
-            }
-        }
-        let mut subjects: Vec<String> = paths.clone();
-        for k in ["url", "query", "pattern", "name", "agent", "subagent_type"] {
-            if let Some(s) = req.args.get(k).and_then(Value::as_str) {
-                subjects.push(s.to_owned());
-            }
-        }
-        if subjects.is_empty() {
-            subjects.push(String::new());
-        }
-        let what = paths.first().cloned().unwrap_or_else(|| tool.name.clone());
-        if let Some(why) = deny {
-            return Decision::new(Action::Deny, format!("refused by the floor: {why}"))
-                .rule("protected_path");
-        }
-        let rule = self.rule_for(req, &tool.name, &key, &subjects);
-        if let Some((Action::Deny, r)) = &rule {
-            return Decision::new(Action::Deny, format!("refused by the rule {r}")).rule(r.clone());
-        }
-        let mode_action = if mode.allow_keys.iter().any(|k| *k == key || *k == tool.name) {
-            Action::Allow
-        } else {
-            match tool.risk {
-                Risk::Read if outside => mode.outside_workspace.read,
-                Risk::Write if outside => mode.outside_workspace.write,
-                Risk::Read => mode.risks.read,
-                Risk::Write => mode.risks.write,
-                Risk::Execute => mode.risks.execute,
-                Risk::Interact => mode.risks.interact,
-            }
-        };
-        if mode_action == Action::Deny {
-            return Decision::new(
-                Action::Deny,
-                format!(
-                    "{} mode refuses {} ({})",
-                    req.mode,
-                    risk_words(tool.risk, outside),
-                    tool.name
-                ),
-            )
-            .rule(format!("mode:{}", req.mode));
-        }
-        if let Some(why) = ask {
-            return Decision::new(Action::Ask, format!("asked in every mode: {why}"))
-                .rule("protected_path");
-        }
-        if tool.confirm_always {
-            return Decision::new(
-                Action::Ask,
-                format!(
-                    "`{}` is confirmed by the person every time, in every mode",
-                    tool.name
-                ),
-            )
-            .rule("confirm:always");
-        }
-        let always = Some(if outside {
-            paths
-                .first()
-                .map(|p| format!("{}/*", p.rsplit_once('/').map(|x| x.0).unwrap_or("")))
-                .unwrap_or_else(|| "*".into())
-        } else {
-            "*".into()
-        });
-        match rule {
-            Some((Action::Ask, r)) => {
-                return Decision::new(Action::Ask, format!("the rule {r} asks ({what})"))
-                    .rule(r)
-                    .always(always);
-            }
-            Some((Action::Allow, r)) => {
-                return Decision::new(Action::Allow, format!("allowed by the rule {r}")).rule(r);
-            }
-            _ => {}
-        }
-        match mode_action {
-            Action::Allow => Decision::new(
-                Action::Allow,
-                format!(
-                    "{} mode allows {}",
-                    req.mode,
-                    risk_words(tool.risk, outside)
-                ),
-            ),
-            _ => Decision::new(
-                Action::Ask,
-                format!(
-                    "{} mode asks before {} ({what})",
-                    req.mode,
-                    risk_words(tool.risk, outside)
-                ),
-            )
-            .always(always),
-        }
-    }
-}
-
-fn risk_words(risk: Risk, outside: bool) -> &'static str {
-    match (risk, outside) {
-        (Risk::Read, false) => "reads",
-        (Risk::Read, true) => "reads outside the workspace",
-        (Risk::Write, false) => "writes",
-        (Risk::Write, true) => "writes outside the workspace",
-        (Risk::Execute, _) => "running commands",
-        (Risk::Interact, _) => "questions to the person",
-    }
-}
-
-/// The paths a copying or linking command reads: every operand but the destination (all of them
-/// with `-t DIR`; ln's lone operand). A link is read like its target, since it makes the target
-/// readable under another name; a relative symbolic link's target is also taken from the link's
-/// directory, where it points.
-fn sources(part: &Part) -> Vec<String> {
-    let program = part.program.as_str();
-    if !matches!(
-        program,
-        "cp" | "scp" | "rsync" | "mv" | "tar" | "zip" | "curl" | "ln" | "link" | "install"
-    ) {
-        return Vec::new();
-    }
-    let args = part.args();
-    let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-    let target_dir: Option<&str> = texts.iter().enumerate().find_map(|(i, t)| {
-        if *t == "-t" || *t == "--target-directory" {
-            texts.get(i + 1).copied()
-        } else {
-            t.strip_prefix("--target-directory=")
-        }
-    });
-    let ops = floor::operands(args);
-    let mut out: Vec<String> = match target_dir {
-        Some(dir) => {
-            let mut skipped = false;
-            ops.iter()
-                .filter(|w| {
-                    if !skipped && w.text == dir {
-                        skipped = true;
-                        return false;
-                    }
-                    true
-                })
-                .map(|w| w.text.clone())
-                .collect()
-        }
-        None if program == "curl" => ops.iter().map(|w| w.text.clone()).collect(),
-        None if matches!(program, "ln" | "link") && ops.len() == 1 => vec![ops[0].text.clone()],
-        None => ops
-            .iter()
-            .take(ops.len().saturating_sub(1))
-            .map(|w| w.text.clone())
-            .collect(),
-    };
-    for t in &mut out {
-        *t = t.trim_start_matches('@').to_owned();
-    }
-    let symbolic = program == "ln"
-        && texts.iter().any(|t| {
-            *t == "--symbolic" || (t.starts_with('-') && !t.starts_with("--") && t.contains('s'))
-        });
-    let link_at = target_dir.or(if ops.len() >= 2 {
-        ops.last().map(|w| w.text.as_str())
-    } else {
-        None
-    });
-    if symbolic && let Some(at) = link_at {
-        let at = paths::resolve(&part.cwd, at);
-        let parent = at
-            .rsplit_once('/')
-            .map(|(p, _)| p)
-            .unwrap_or("/")
-            .to_owned();
-        let relative: Vec<String> = out
-            .iter()
-            .filter(|t| !t.starts_with('/'))
-            .cloned()
-            .collect();
-        for t in relative {
-            out.push(paths::resolve(&at, &t));
-            out.push(paths::resolve(
-                if parent.is_empty() { "/" } else { &parent },
-                &t,
-            ));
-        }
-    }
-    out
-}
-
-/// The first of a read command's `unless` flags (the forms that do more than read) among words.
-fn unless_hit<'r>(rc: &'r data::ReadCommand, texts: &[&str]) -> Option<&'r str> {
-    for u in &rc.unless {
-        let hit = texts.iter().any(|t| {
-            if rc
-                .attached
-                .iter()
-                .any(|a| t.starts_with(a.as_str()) && t.len() > a.len())
-            {
-                false
-            } else if let Some(prefix) = u.strip_suffix('*') {
-                t.starts_with(prefix)
-            } else if u.ends_with('=') {
-                t.starts_with(u.as_str())
-            } else if u.len() == 2 && !u.starts_with("--") {
-                // `-o`, `-ofile`, `-so`: the flag alone, with its value attached, or in a group
-                t.starts_with(u.as_str())
-                    || (t.starts_with('-')
-                        && !t.starts_with("--")
-                        && t[1..].contains(&u[1..])
-                        && t[1..].chars().all(|c| c.is_ascii_alphabetic()))
-            } else {
-                *t == u || t.starts_with(&format!("{u}="))
-            }
-        });
-        if hit {
-            return Some(u.as_str());
-        }
-    }
-    None
-}
-
-fn sed_print(script: &str) -> bool {
-    let s = script.trim();
-    let Some(body) = s.strip_suffix('p') else {
-        return false;
-    };
-    let addr = |a: &str| !a.is_empty() && (a == "$" || a.chars().all(|c| c.is_ascii_digit()));
-    match body.split_once(',') {
-        Some((a, b)) => addr(a) && addr(b),
-        None => addr(body),
-    }
-}
-
-/// The absolute paths a file tool's arguments name.
-fn tool_paths(args: &Value, cwd: &str, home: &str) -> Vec<String> {
-    let mut raw: Vec<String> = Vec::new();
-    for k in [
-        "path",
-        "file_path",
-        "filePath",
-        "target",
-        "destination",
-        "source",
-        "from",
-        "to",
-        "directory",
-        "dir",
-    ] {
-        if let Some(s) = args.get(k).and_then(Value::as_str) {
-            raw.push(s.to_owned());
-        }
-    }
-    if let Some(list) = args.get("paths").and_then(Value::as_array) {
-        raw.extend(list.iter().filter_map(Value::as_str).map(str::to_owned));
-    }
-    if let Some(edits) = args.get("edits").and_then(Value::as_array) {
-        raw.extend(
-            edits
-                .iter()
-                .filter_map(|e| e.get("path").and_then(Value::as_str))
-                .map(str::to_owned),
-        );
-    }
-    for k in ["patch", "input"] {
-        if let Some(p) = args.get(k).and_then(Value::as_str) {
-            for line in p.lines() {
-                for prefix in [
-                    "*** Add File: ",
-                    "*** Update File: ",
-                    "*** Delete File: ",
-                    "*** Move to: ",
-                    "+++ b/",
-                    "--- a/",
-                ] {
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        raw.push(rest.trim().to_owned());
-                    }
-                }
-            }
-        }
-    }
-    raw.into_iter()
-        .map(|p| harness_core::path::resolve_home(cwd, home, &p))
-        .collect()
 }
 
 /// The text `llembas permission check` prints for a decision.
@@ -1290,14 +746,13 @@ pub fn render_check(decision: &Decision) -> String {
     if let Some(r) = &decision.rule {
         s.push_str(&format!("rule: {r}\n"));
     }
-    match (&decision.action, &decision.always) {
-        (Action::Ask, Some(a)) => {
-            for p in a.split('\n') {
-                s.push_str(&format!("always: {p}\n"));
-            }
+    if decision.action == Action::Ask {
+        for p in &decision.always {
+            s.push_str(&format!("always: {p}\n"));
         }
-        (Action::Ask, None) => s.push_str("always: (not offered)\n"),
-        _ => {}
+        if decision.always.is_empty() {
+            s.push_str("always: (not offered)\n");
+        }
     }
     s
 }
