@@ -25,7 +25,7 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, InitializeRequest, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, SessionNotification,
 };
-use agent_client_protocol::{Agent, Client, ConnectionTo, Lines};
+use agent_client_protocol::{Agent, Client, Lines};
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -69,7 +69,7 @@ pub struct Live {
     /// `instance` of the device's `initialize`.
     pub instance: Value,
     /// The ACP connection to the device's agent.
-    pub agent: ConnectionTo<Agent>,
+    pub agent: agent_client_protocol::v1::ConnectionTo<Agent>,
 }
 
 struct Entry {
@@ -266,7 +266,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
                     user_id,
                     limits,
                     instance: lembas.get("instance").cloned().unwrap_or(Value::Null),
-                    agent: cx.clone().into(),
+                    agent: cx.clone(),
                 },
             );
             let _ = stopped.wait_for(Option::is_some).await;
