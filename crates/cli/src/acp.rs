@@ -13,13 +13,10 @@ use harness_agent::BoxFuture;
 
 use crate::settings::Settings;
 
-/// Runs the agent on stdin/stdout until the client closes it.
-pub fn run(settings: Settings) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let info = AgentInfo {
+/// Who the agent is: the same for `llembas acp` and `llembas link` (the instance id is stable
+/// for this machine's person across runs and re-dials).
+pub fn agent_info() -> AgentInfo {
+    AgentInfo {
         name: "llembas".into(),
         title: "LLeMbas CLI".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -29,22 +26,57 @@ pub fn run(settings: Settings) -> Result<ExitCode> {
                 .map(|h| crate::store::short_hash(&h.display().to_string()))
                 .unwrap_or_default()
         ),
-    };
-    let host = Arc::new(CliHost { settings });
+    }
+}
+
+/// Runs the agent on stdin/stdout until the client closes it.
+pub fn run(settings: Settings) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let host = Arc::new(CliHost {
+        settings,
+        roots: None,
+        max_sessions: None,
+    });
     runtime.block_on(crate::process::ending_on_signals(async {
-        harness_acp::serve_stream(host, info, tokio::io::stdin(), tokio::io::stdout()).await
+        harness_acp::serve_stream(host, agent_info(), tokio::io::stdin(), tokio::io::stdout()).await
     }))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The terminal agent as ACP's front end.
-struct CliHost {
+/// The terminal agent as ACP's front end: over stdio (`llembas acp`) or the device link
+/// (`llembas link`), the same host either way.
+pub struct CliHost {
     settings: Settings,
+    /// The shared directories (`None`: the person's home, as for an editor over stdio).
+    roots: Option<Vec<PathBuf>>,
+    max_sessions: Option<usize>,
+}
+
+impl CliHost {
+    /// The host of a device link: sessions only under `roots` (none: remote work is off), at
+    /// most `max_sessions` at once.
+    pub fn for_link(settings: Settings, roots: Vec<PathBuf>, max_sessions: Option<usize>) -> Self {
+        CliHost {
+            settings,
+            roots: Some(roots),
+            max_sessions,
+        }
+    }
 }
 
 impl Host for CliHost {
     fn roots(&self) -> Vec<PathBuf> {
-        dirs::home_dir().into_iter().collect()
+        match &self.roots {
+            Some(r) => r.clone(),
+            None => dirs::home_dir().into_iter().collect(),
+        }
+    }
+
+    fn max_sessions(&self) -> Option<usize> {
+        self.max_sessions
     }
 
     fn models(&self) -> Vec<String> {
@@ -72,7 +104,7 @@ impl Host for CliHost {
     }
 
     fn notice(&self, text: &str) {
-        eprintln!("llembas acp: {text}");
+        eprintln!("llembas: {text}");
     }
 
     fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, String> {

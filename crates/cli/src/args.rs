@@ -110,6 +110,32 @@ pub enum Command {
     },
     /// Run as an ACP agent over stdin/stdout (for an editor or the web UI).
     Acp,
+    /// Link this machine to a LLeMbas server: pair it (a code to confirm in the server's page),
+    /// then serve its agent chats over one WebSocket this machine dials out, redialing when it
+    /// drops.
+    Link {
+        /// The server's URL (https://…; plain http only to this machine's loopback address).
+        server: String,
+        /// A directory the server's chats may work in (repeatable; default: the current
+        /// directory).
+        #[arg(long = "root", value_name = "DIR")]
+        roots: Vec<std::path::PathBuf>,
+        /// Share no directory: the device shows online and refuses every session.
+        #[arg(long, conflicts_with = "roots")]
+        no_remote_work: bool,
+        /// How many sessions the server may hold open on this device at once.
+        #[arg(long)]
+        max_sessions: Option<usize>,
+        /// The device's name as suggested to the page (default: this machine's host name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Pair again even when this machine is paired with the server already.
+        #[arg(long)]
+        pair: bool,
+        /// Pair, then end without linking.
+        #[arg(long)]
+        pair_only: bool,
+    },
     /// Ask the permission engine about a command.
     Permission {
         /// What to ask.

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod custom;
 pub mod exec;
 pub mod interactive;
+pub mod link;
 pub mod mcp;
 pub mod memory_api;
 pub mod oneshot;
@@ -60,6 +61,42 @@ fn run_command(args: &Args) -> Result<ExitCode> {
         Some(Command::Acp) => {
             let settings = resolve(args)?;
             commands::acp(settings)
+        }
+        Some(Command::Link {
+            server,
+            roots,
+            no_remote_work,
+            max_sessions,
+            name,
+            pair,
+            pair_only,
+        }) => {
+            let settings = resolve(args)?;
+            let roots = if *no_remote_work {
+                Vec::new()
+            } else if roots.is_empty() {
+                vec![settings.cwd.clone()]
+            } else {
+                roots
+                    .iter()
+                    .map(|r| {
+                        std::path::absolute(r).map_err(|e| {
+                            anyhow::anyhow!("the root {} cannot be made absolute: {e}", r.display())
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            };
+            link::run(
+                settings,
+                link::LinkOptions {
+                    server: server.clone(),
+                    roots,
+                    name: name.clone(),
+                    pair: *pair,
+                    pair_only: *pair_only,
+                    max_sessions: *max_sessions,
+                },
+            )
         }
         None => {
             let settings = resolve(args)?;

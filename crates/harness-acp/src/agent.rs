@@ -100,7 +100,7 @@ impl State {
         json!({
             "roots": self.roots(),
             "models": self.host.models(),
-            "max_sessions": Value::Null,
+            "max_sessions": self.host.max_sessions(),
         })
     }
 }
@@ -641,6 +641,20 @@ async fn open_session(
             ),
             "outside_roots",
         ));
+    }
+    if let Some(max) = state
+        .host
+        .max_sessions()
+        .filter(|_| lembas_client && resume.is_none())
+    {
+        let open = state.sessions.lock().map(|s| s.len()).unwrap_or(0);
+        if open >= max {
+            return Err(lembas_error(
+                -32043,
+                format!("Too many sessions: this device holds {max} at once."),
+                "too_many_sessions",
+            ));
+        }
     }
     let lembas = req
         .meta

@@ -114,6 +114,12 @@ pub trait Host: Send + Sync + 'static {
     /// The models this device offers (`_meta.lembas.limits.models`).
     fn models(&self) -> Vec<String>;
 
+    /// How many sessions a LLeMbas instance may hold open at once (`limits.max_sessions`;
+    /// `None`: no limit of the device's own). A `session/new` past it is refused `-32043`.
+    fn max_sessions(&self) -> Option<usize> {
+        None
+    }
+
     /// Puts a session together: new, or the saved one of [`OpenRequest::resume`]
     /// ([`Error::NoSavedSession`] when there is none).
     fn open(&self, request: OpenRequest) -> BoxFuture<'_, Result<Opened, Error>>;

@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 8] = match backend {
+    let steps: [(i64, &str, &'static str); 9] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -89,6 +89,11 @@ fn migrator(backend: Backend) -> Migrator {
                 8,
                 "asks",
                 include_str!("../migrations/sqlite/0008_asks.sql"),
+            ),
+            (
+                9,
+                "devices",
+                include_str!("../migrations/sqlite/0009_devices.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -131,6 +136,11 @@ fn migrator(backend: Backend) -> Migrator {
                 8,
                 "asks",
                 include_str!("../migrations/postgres/0008_asks.sql"),
+            ),
+            (
+                9,
+                "devices",
+                include_str!("../migrations/postgres/0009_devices.sql"),
             ),
         ],
     };

@@ -12,8 +12,10 @@ pub mod auth;
 pub mod catalog;
 pub mod chats;
 pub mod db;
+pub mod devices;
 mod error;
 pub mod history;
+pub mod link;
 pub mod memory;
 pub mod page;
 pub mod pages;
@@ -269,6 +271,8 @@ pub struct App {
     pub closed: tokio::sync::watch::Sender<bool>,
     /// The event streams open here, by user.
     pub streams: streams::Streams,
+    /// The linked devices' live links.
+    pub device_links: link::Links,
 }
 
 impl App {
@@ -382,6 +386,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         stopping: std::sync::atomic::AtomicBool::new(false),
         closed: tokio::sync::watch::Sender::new(false),
         streams: streams::Streams::default(),
+        device_links: link::Links::default(),
     });
     if let (Some(url), true) = (&config.database_url, app.hub.shared()) {
         chats::listen(app.clone(), url.clone()).await?;
@@ -423,6 +428,8 @@ pub fn router(app: Arc<App>) -> Router {
     catalog::routes()
         .merge(api::routes(app.max_file_bytes))
         .merge(pages::routes(app.max_file_bytes))
+        .merge(devices::routes())
+        .merge(link::routes())
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))

@@ -88,6 +88,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         .route("/chats/{id}", get(shell))
         .route("/files", get(shell))
         .route("/settings", get(shell))
+        .route("/devices", get(shell))
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
         .merge(files::routes())

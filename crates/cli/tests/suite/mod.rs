@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod compact;
 mod environment;
+mod link;
 mod mcp;
 mod oneshot;
 mod patch;

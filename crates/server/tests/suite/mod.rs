@@ -7,6 +7,7 @@ mod browser;
 mod catalog;
 mod chats;
 mod db;
+mod devices;
 mod files;
 mod memory;
 mod pages;

@@ -1,0 +1,322 @@
+//! The device link (`spec/acp.md` §1): the WebSocket a paired device dials out to
+//! (`GET /api/device/link`), with the server as the ACP client of the agent the device runs
+//! (`llembas link`: the same handlers as `llembas acp`, over this socket).
+//!
+//! - Before the upgrade: a request carrying an `Origin` is refused (403), one without a valid
+//!   device token (`Authorization: Bearer lld_…`) is refused (401) — before any JSON-RPC.
+//! - Each text frame is one JSON-RPC message (`agent_client_protocol::Lines` over the socket);
+//!   other frames carry none. Frames and messages are capped at [`MAX_FRAME_BYTES`].
+//! - The server pings every [`PING_EVERY`] and drops a link that answered nothing for two of
+//!   them.
+//! - On connect the server sends `initialize` and keeps the device's `instance` and `limits`
+//!   (`_meta.lembas`): the device list shows them, and they are stored as the device's last
+//!   known ones.
+//! - One live link per device: a new dial replaces the older link, which is closed with
+//!   [`CLOSE_REPLACED`]; revoking the device closes its live link at once with
+//!   [`CLOSE_REVOKED`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, InitializeRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionNotification,
+};
+use agent_client_protocol::{Agent, Client, Lines};
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::devices;
+use crate::error::{Error, Result};
+
+/// The largest frame (and message) either side of the link takes: 16 MiB (`spec/acp.md` §1).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// How often the server pings a link.
+pub const PING_EVERY: Duration = Duration::from_secs(20);
+/// How many pings may go unanswered before the link is dropped.
+const MISSED_PONGS: u32 = 2;
+
+/// The close code of a link a newer dial of the same device replaced.
+pub const CLOSE_REPLACED: u16 = 4001;
+/// The close code of a link whose device was revoked.
+pub const CLOSE_REVOKED: u16 = 4003;
+
+/// The link's route.
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/api/device/link", get(dial))
+}
+
+/// A live link as the rest of the server sees it.
+#[derive(Clone)]
+pub struct Live {
+    /// Which dial of the device this is (a newer one replaces it).
+    pub generation: u64,
+    /// The device's owner.
+    pub user_id: i64,
+    /// `limits` of the device's `initialize` (`roots`, `models`, `max_sessions`).
+    pub limits: Value,
+    /// `instance` of the device's `initialize`.
+    pub instance: Value,
+    /// The ACP connection to the device's agent.
+    pub agent: agent_client_protocol::v1::ConnectionTo<Agent>,
+}
+
+struct Entry {
+    generation: u64,
+    stop: tokio::sync::watch::Sender<Option<u16>>,
+    live: Option<Live>,
+}
+
+/// The live links, by device id.
+#[derive(Default)]
+pub struct Links {
+    inner: Mutex<HashMap<String, Entry>>,
+    next: AtomicU64,
+    /// Ticks at every link that comes up or goes down (tests and pages wait on it).
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Links {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the device's link for a new dial: the older one, if any, is told to close.
+    fn register(&self, id: &str) -> (u64, tokio::sync::watch::Receiver<Option<u16>>) {
+        let generation = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        let (stop, rx) = tokio::sync::watch::channel(None);
+        let old = self.lock().insert(
+            id.to_owned(),
+            Entry {
+                generation,
+                stop,
+                live: None,
+            },
+        );
+        if let Some(old) = old {
+            old.stop.send_replace(Some(CLOSE_REPLACED));
+        }
+        (generation, rx)
+    }
+
+    fn ready(&self, id: &str, live: Live) -> bool {
+        let mut links = self.lock();
+        let done = match links.get_mut(id) {
+            Some(e) if e.generation == live.generation => {
+                e.live = Some(live);
+                true
+            }
+            _ => false,
+        };
+        drop(links);
+        self.changed.send_modify(|n| *n += 1);
+        done
+    }
+
+    fn remove(&self, id: &str, generation: u64) {
+        let mut links = self.lock();
+        if links.get(id).is_some_and(|e| e.generation == generation) {
+            links.remove(id);
+        }
+        drop(links);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The device's live link, once its `initialize` is answered.
+    pub fn live(&self, id: &str) -> Option<Live> {
+        self.lock().get(id).and_then(|e| e.live.clone())
+    }
+
+    /// Closes the device's live link at once (it was revoked).
+    pub fn close(&self, id: &str) {
+        if let Some(e) = self.lock().remove(id) {
+            e.stop.send_replace(Some(CLOSE_REVOKED));
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that sees every link come up or go down.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
+async fn dial(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    ws: std::result::Result<
+        WebSocketUpgrade,
+        axum::extract::ws::rejection::WebSocketUpgradeRejection,
+    >,
+) -> Result<Response> {
+    devices::refuse_origin(&headers)?;
+    let (id, user_id) = devices::by_token(&app, &headers).await?;
+    app.refuse_when_stopping()?;
+    let ws = ws.map_err(|e| {
+        use axum::response::IntoResponse as _;
+        let r = e.into_response();
+        Error::Rejected {
+            status: r.status(),
+            message: "the device link is a WebSocket: dial it with `llembas link`".into(),
+        }
+    })?;
+    Ok(ws
+        .max_frame_size(MAX_FRAME_BYTES)
+        .max_message_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| run(app, id, user_id, socket)))
+}
+
+/// The client's `initialize`: ACP v1 and the `_lembas` capabilities the server speaks so far.
+fn initialize() -> InitializeRequest {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "lembas".into(),
+        json!({"protocol": 2, "spec": harness_spec_version(), "capabilities": []}),
+    );
+    InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(ClientCapabilities::new().meta(meta))
+        .client_info(agent_client_protocol::v1::schema::Implementation::new(
+            "llembas-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+}
+
+fn harness_spec_version() -> String {
+    harness_spec::Spec::embedded().version().to_string()
+}
+
+/// One link, from its upgrade to its end.
+async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
+    let (generation, mut stop) = app.device_links.register(&id);
+    let (mut sink, stream) = socket.split();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(64);
+    // One writer for the socket: the ACP lines, the pings, the close.
+    let writer = tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            let closing = matches!(m, Message::Close(_));
+            if sink.send(m).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let heard = Arc::new(Mutex::new(Instant::now()));
+    let h = heard.clone();
+    let incoming = stream.filter_map(move |m| {
+        if let Ok(mut t) = h.lock() {
+            *t = Instant::now();
+        }
+        std::future::ready(match m {
+            Ok(Message::Text(t)) => Some(Ok(t.to_string())),
+            Ok(_) => None,
+            Err(e) => Some(Err(std::io::Error::other(e))),
+        })
+    });
+    let outgoing = futures_util::sink::unfold(tx.clone(), async |out, line: String| {
+        out.send(Message::Text(line.into())).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the device link closed")
+        })?;
+        Ok::<_, std::io::Error>(out)
+    });
+    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+    let a = app.clone();
+    let device = id.clone();
+    let mut stopped = stop.clone();
+    let client = Client
+        .v1()
+        .on_receive_notification(
+            async move |_n: SessionNotification, _cx| Ok(()),
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            // No session is opened over the link yet: nothing may be allowed from here.
+            async move |_r: RequestPermissionRequest, responder, _cx| {
+                responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Cancelled,
+                ))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx| {
+            let init = cx.send_request(initialize()).block_task().await?;
+            let init = serde_json::to_value(&init).unwrap_or_default();
+            let lembas = init
+                .pointer("/agentCapabilities/_meta/lembas")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let limits = lembas.get("limits").cloned().unwrap_or(Value::Null);
+            if let Err(e) = devices::seen(&a, &device, Some(&limits)).await {
+                eprintln!("llembas-server: device {device}: {e}");
+            }
+            a.device_links.ready(
+                &device,
+                Live {
+                    generation,
+                    user_id,
+                    limits,
+                    instance: lembas.get("instance").cloned().unwrap_or(Value::Null),
+                    agent: cx.clone(),
+                },
+            );
+            let _ = stopped.wait_for(Option::is_some).await;
+            Ok(())
+        });
+    let keepalive = keep_alive(tx.clone(), heard);
+    let code = tokio::select! {
+        r = client => {
+            if let Err(e) = r {
+                eprintln!("llembas-server: device {id}: the link ended: {e}");
+            }
+            stop.borrow_and_update().unwrap_or(1000)
+        }
+        () = keepalive => 1001,
+    };
+    let reason = match code {
+        CLOSE_REPLACED => "a newer link of this device replaced this one",
+        CLOSE_REVOKED => "this device was revoked",
+        1001 => "no answer to the server's pings",
+        _ => "the server ended the link",
+    };
+    let _ = tx
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+    drop(tx);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    app.device_links.remove(&id, generation);
+    if code != CLOSE_REVOKED
+        && let Err(e) = devices::seen(&app, &id, None).await
+    {
+        eprintln!("llembas-server: device {id}: {e}");
+    }
+}
+
+/// Pings every [`PING_EVERY`]; ends when the link answered nothing for [`MISSED_PONGS`] of
+/// them (or the socket's writer is gone).
+async fn keep_alive(tx: tokio::sync::mpsc::Sender<Message>, heard: Arc<Mutex<Instant>>) {
+    let mut tick = tokio::time::interval(PING_EVERY);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let quiet = heard.lock().map(|t| t.elapsed()).unwrap_or_default();
+        if quiet > PING_EVERY * MISSED_PONGS {
+            return;
+        }
+        if tx.send(Message::Ping(Default::default())).await.is_err() {
+            return;
+        }
+    }
+}
