@@ -140,7 +140,7 @@ async fn the_persons_prompt_commands_are_advertised_and_expanded() {
             Source::Project,
         ));
         commands.add(PromptCommand::from_file(
-            "status",
+            "branch",
             "The branch: !`git branch --show-current`\n",
             Source::User,
         ));
@@ -186,11 +186,11 @@ async fn the_persons_prompt_commands_are_advertised_and_expanded() {
 
     let host = with_commands(Vec::new());
     let (answer, updates) =
-        super::prompt_with(host.clone(), &[], serde_json::json!({}), text("/status")).await;
+        super::prompt_with(host.clone(), &[], serde_json::json!({}), text("/branch")).await;
     answer.unwrap();
     assert_eq!(
         said(&updates),
-        "/status runs shell commands (!`…`) before its prompt is sent; they run at the terminal only (llembas), not from an editor"
+        "/branch runs shell commands (!`…`) before its prompt is sent; they run at the terminal only (llembas), not from an editor"
     );
     assert!(
         host.models.lock().unwrap()[0].requests().is_empty(),
