@@ -1939,3 +1939,61 @@ async fn the_projects_prompt_commands_reach_an_editor() {
     let sent = bodies[0]["messages"].to_string();
     assert!(sent.contains("Review src/lib.rs for bugs."), "{sent}");
 }
+
+/// An editor's `mcpServers` (issue 33): the real everything server given in `session/new` is
+/// started for the session, the model's call of its tool is asked as any call is (with the
+/// tool's name) and answered by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editors_mcp_server_is_started_and_its_tool_called() {
+    use agent_client_protocol::v1::schema::{McpServer, McpServerStdio};
+    let Some(bin) = super::mcp::everything() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "m1",
+            "mcp__everything__echo",
+            json!({"message": "hi from the editor"}),
+        ),
+        text(&["It echoed."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let (updates, asked) = plain_client(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(root).mcp_servers(vec![McpServer::Stdio(
+                McpServerStdio::new("everything", bin).args(vec!["stdio".into()]),
+            )]))
+            .block_task()
+            .await?;
+        let m = &s.meta.as_ref().unwrap()["lembas"];
+        assert_eq!(m["mcp_servers"]["given"], 1, "{m}");
+        let done = cx
+            .send_request(PromptRequest::new(
+                s.session_id,
+                vec![ContentBlock::Text(TextContent::new("echo through MCP"))],
+            ))
+            .block_task()
+            .await?;
+        assert_eq!(done.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        asked[0].meta.as_ref().unwrap()["lembas"]["tool"],
+        "mcp__everything__echo"
+    );
+    let bodies = server.bodies();
+    let result = bodies[1]["messages"].to_string();
+    assert!(result.contains("Echo: hi from the editor"), "{result}");
+    assert!(
+        updates
+            .iter()
+            .any(|n| matches!(&n.update, SessionUpdate::ToolCall(c) if c.title.contains("echo"))),
+        "no tool call of echo: {updates:?}"
+    );
+}

@@ -12,7 +12,7 @@ use super::*;
 
 /// The everything server's program as installed for the tests, or `None` (the test says it
 /// skipped).
-fn everything() -> Option<PathBuf> {
+pub fn everything() -> Option<PathBuf> {
     let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(std::env::var_os("HOME")?).join(
