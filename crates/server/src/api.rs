@@ -183,6 +183,12 @@ struct NewChat {
     /// Narrower than the user's view: the chat reaches only these, each at most at its level.
     #[serde(default)]
     grants: Vec<crate::admin::Grant>,
+    /// An agent chat on this linked device of the user's ([`crate::device_chats`]) …
+    #[serde(default)]
+    device: Option<String>,
+    /// … in this directory on its disk (within the roots it shares).
+    #[serde(default)]
+    dir: Option<String>,
 }
 
 async fn create_chat(
@@ -200,6 +206,17 @@ async fn create_chat(
         })
         .transpose()?;
     let narrower = crate::admin::checked_grants(&body.grants)?;
+    if let Some(device) = &body.device {
+        let dir = body.dir.as_deref().ok_or_else(|| {
+            Error::BadRequest("a chat on a device needs `dir`, a directory it shares".into())
+        })?;
+        let mode = match mode {
+            Some(m) => m,
+            None => crate::settings::new_chat(&app, &user, None, None).await?.0,
+        };
+        let id = crate::device_chats::create(&app, &user, device, dir, mode, body.model).await?;
+        return Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response());
+    }
     // What the request leaves out, the user's settings give.
     let (mode, model) = crate::settings::new_chat(&app, &user, mode, body.model).await?;
     let id = chats::create(&app, &user, mode, model.as_deref(), &narrower).await?;
@@ -244,6 +261,10 @@ async fn get_chat(
         o.insert("before".into(), json!(page.before));
         o.insert("stream_after".into(), json!(newest));
         o.insert("context".into(), context);
+        if let Some(d) = crate::device_chats::describe(&app, &user, &id).await? {
+            o.insert("device".into(), d);
+            o.insert("running".into(), json!(app.device_chats.run_of(&id)));
+        }
     }
     Ok(Json(v))
 }
@@ -259,7 +280,10 @@ async fn send_message(
     Path(id): Path<String>,
     Body(body): Body<Message>,
 ) -> Result<Response> {
-    let run = chats::send(&app, &user, &id, &body.text).await?;
+    let run = match crate::device_chats::of(&app, &id).await? {
+        Some(row) => crate::device_chats::send(&app, &user, &id, &row, &body.text).await?,
+        None => chats::send(&app, &user, &id, &body.text).await?,
+    };
     Ok((StatusCode::ACCEPTED, Json(json!({"run": run}))).into_response())
 }
 
@@ -268,7 +292,10 @@ async fn stop_run(
     Authed(user): Authed,
     Path(id): Path<String>,
 ) -> Result<Response> {
-    let status = chats::stop(&app, &user, &id).await?;
+    let status = match crate::device_chats::stop(&app, &user, &id).await? {
+        Some(s) => s,
+        None => chats::stop(&app, &user, &id).await?,
+    };
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"run": id, "status": status})),
@@ -289,7 +316,9 @@ async fn answer_approval(
     Path(id): Path<String>,
     Body(body): Body<Approval>,
 ) -> Result<Json<Value>> {
-    chats::approve(&app, &user, &id, &body.answer, body.note).await?;
+    if !crate::device_chats::approve(&app, &user, &id, &body.answer).await? {
+        chats::approve(&app, &user, &id, &body.answer, body.note).await?;
+    }
     Ok(Json(json!({"approval": id, "answer": body.answer})))
 }
 

@@ -35,7 +35,7 @@ pub use live::{Chats, Live, drop_idle_later, drop_when_unseen};
 use live::{Claim, current, made_of};
 pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
-pub use shared::{Act, answer_ask, keep_leases, listen, publish_revoked};
+pub use shared::{Act, answer_ask, keep_leases, lease_end, listen, publish_revoked};
 
 /// The model endpoint chats use, configured as the CLI's ([`harness_model::settings`]).
 fn model_settings(app: &App) -> Result<&harness_model::settings::ModelSettings> {
@@ -602,7 +602,13 @@ fn waits_for_person(o: &Event) -> bool {
 }
 
 /// Marks a run ended and says so on the stream.
-async fn end_run(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -> Result<()> {
+pub(crate) async fn end_run(
+    app: &App,
+    user_id: i64,
+    chat: &str,
+    run: &str,
+    status: &str,
+) -> Result<()> {
     write(
         app,
         Stmt::new("UPDATE runs SET status = $1, ended = $2 WHERE id = $3 AND status = 'running'")
@@ -623,7 +629,7 @@ async fn end_run(app: &App, user_id: i64, chat: &str, run: &str, status: &str) -
 /// Runs a statement that writes the runs' rows: on SQLite in order with the events, a moment
 /// later ([`Hub::write_later`]: the only process, whose own state says what runs); on
 /// PostgreSQL at once, for the other processes.
-async fn write(app: &App, stmt: Stmt) -> Result<()> {
+pub(crate) async fn write(app: &App, stmt: Stmt) -> Result<()> {
     if app.hub.shared() {
         crate::db::execute(&app.pool, stmt.query()).await?;
         Ok(())

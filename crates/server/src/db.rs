@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 9] = match backend {
+    let steps: [(i64, &str, &'static str); 10] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -94,6 +94,11 @@ fn migrator(backend: Backend) -> Migrator {
                 9,
                 "devices",
                 include_str!("../migrations/sqlite/0009_devices.sql"),
+            ),
+            (
+                10,
+                "device_chats",
+                include_str!("../migrations/sqlite/0010_device_chats.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -141,6 +146,11 @@ fn migrator(backend: Backend) -> Migrator {
                 9,
                 "devices",
                 include_str!("../migrations/postgres/0009_devices.sql"),
+            ),
+            (
+                10,
+                "device_chats",
+                include_str!("../migrations/postgres/0010_device_chats.sql"),
             ),
         ],
     };

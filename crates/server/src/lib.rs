@@ -12,6 +12,7 @@ pub mod auth;
 pub mod catalog;
 pub mod chats;
 pub mod db;
+pub mod device_chats;
 pub mod devices;
 mod error;
 pub mod history;
@@ -274,6 +275,8 @@ pub struct App {
     pub streams: streams::Streams,
     /// The linked devices' live links.
     pub device_links: link::Links,
+    /// The agent chats running on linked devices.
+    pub device_chats: device_chats::DeviceChats,
 }
 
 impl App {
@@ -388,6 +391,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         closed: tokio::sync::watch::Sender::new(false),
         streams: streams::Streams::default(),
         device_links: link::Links::default(),
+        device_chats: device_chats::DeviceChats::default(),
     });
     if let (Some(url), true) = (&config.database_url, app.hub.shared()) {
         chats::listen(app.clone(), url.clone()).await?;

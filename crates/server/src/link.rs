@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, InitializeRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionNotification,
+    ClientCapabilities, InitializeRequest, RequestPermissionRequest, SessionNotification,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use axum::Router;
@@ -232,19 +231,25 @@ async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
     let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
     let a = app.clone();
     let device = id.clone();
+    let (app_n, device_n) = (app.clone(), id.clone());
+    let (app_r, device_r) = (app.clone(), id.clone());
     let mut stopped = stop.clone();
     let client = Client
         .v1()
         .on_receive_notification(
-            async move |_n: SessionNotification, _cx| Ok(()),
+            // A chat's run on the device: its events ([`crate::device_chats`]).
+            async move |n: SessionNotification, _cx| {
+                crate::device_chats::update(&app_n, &device_n, n).await;
+                Ok(())
+            },
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
-            // No session is opened over the link yet: nothing may be allowed from here.
-            async move |_r: RequestPermissionRequest, responder, _cx| {
-                responder.respond(RequestPermissionResponse::new(
-                    RequestPermissionOutcome::Cancelled,
-                ))
+            // The device asks the person: an approval the page answers, or refused when no run
+            // of a chat goes on in the session.
+            async move |r: RequestPermissionRequest, responder, _cx| {
+                crate::device_chats::permission(&app_r, &device_r, r, responder).await;
+                Ok(())
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -282,6 +287,8 @@ async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
         }
         () = keepalive => 1001,
     };
+    // The runs on this link end at once, told the device is offline.
+    crate::device_chats::link_down(&app, &id, generation).await;
     let reason = match code {
         CLOSE_REPLACED => "a newer link of this device replaced this one",
         CLOSE_REVOKED => "this device was revoked",

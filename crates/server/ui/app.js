@@ -474,12 +474,33 @@ function sideBar(me, chats, current, layout) {
   const mode = $("select", { id: "newmode", "aria-label": "Mode of the new chat" },
     $("option", { value: "", text: "my mode" }),
     ...MODES.map((m) => $("option", { value: m, text: m })));
+  // Where the new chat runs: on this server, or on a linked device in a directory it shares.
+  const where = $("select", { id: "newwhere", "aria-label": "Where the new chat runs" },
+    $("option", { value: "", text: "on this server" }));
+  const dir = $("input", { id: "newdir", placeholder: "directory on the device", "aria-label": "Directory on the device", hidden: true });
+  let devices = [];
+  // Shown only to a user with a linked device.
+  const whereRow = $("div", { class: "new where", hidden: true }, where, dir);
+  api("GET", "/api/devices").then((list) => {
+    devices = list;
+    whereRow.hidden = list.length === 0;
+    for (const d of list) {
+      where.append($("option", { value: d.id, text: `on ${d.name}${d.online ? "" : " (offline)"}` }));
+    }
+  }).catch(() => {});
+  where.addEventListener("change", () => {
+    const d = devices.find((x) => x.id === where.value);
+    dir.hidden = !d;
+    if (d && !dir.value) dir.value = (d.limits?.roots || [])[0] || "";
+  });
   const newChat = $("button", {
     class: "primary", type: "button", id: "newchat", text: "New chat",
     onclick: async () => {
       try {
         // No mode picked: the user's default (their settings).
-        const v = await api("POST", "/api/chats", mode.value ? { mode: mode.value } : {});
+        const body = mode.value ? { mode: mode.value } : {};
+        if (where.value) Object.assign(body, { device: where.value, dir: dir.value });
+        const v = await api("POST", "/api/chats", body);
         location.assign(`/chats/${encodeURIComponent(v.id)}`);
       } catch (e) { alertLine(e.message); }
     },
@@ -496,6 +517,7 @@ function sideBar(me, chats, current, layout) {
       $("a", { href: "/settings", id: "settingslink", text: "Settings" }),
       $("a", { href: "/devices", id: "deviceslink", text: "Devices" }), logout, close),
     $("div", { class: "new" }, mode, newChat),
+    whereRow,
     search, list);
 }
 
@@ -671,7 +693,12 @@ class ChatView {
       }
     });
     this.contextTag = $("span", { class: "tag", id: "context", title: "Context use: tokens of the model's window the last answer filled" });
-    const head = $("div", { class: "chathead" }, this.menu, this.title, this.modeTag, this.modelTag, this.contextTag, this.status, this.stopButton);
+    // A chat on a linked device: where it runs, and whether the device is online.
+    const d = c.device;
+    this.deviceTag = d ? $("span", { class: `tag device ${d.online ? "online" : "offline"}`, id: "device",
+      title: d.online ? "Runs on this linked device" : "The device is offline: start `llembas link` on it",
+      text: `on ${d.name} · ${d.cwd}${d.online ? "" : " · offline"}` }) : null;
+    const head = $("div", { class: "chathead" }, this.menu, this.title, this.deviceTag, this.modeTag, this.modelTag, this.contextTag, this.status, this.stopButton);
     this.log = $("div", { class: "log", id: "log", "aria-live": "polite" });
     this.olderBar = $("button", { type: "button", id: "older", class: "older", text: "Older messages", hidden: true, onclick: () => this.loadOlder() });
     this.log.append(this.olderBar);
@@ -1130,6 +1157,7 @@ class ChatView {
         break;
       case "notice":
         this.add($("p", { class: `notice ${e.level === "warning" ? "error" : ""}`, text: e.text }));
+        if (e.device_offline && this.deviceTag && !this.older) this.deviceTag.classList.replace("online", "offline");
         break;
       case "compacted":
         if (!this.older) {
@@ -1153,7 +1181,8 @@ class ChatView {
       case "run_ended":
         this.ended.add(e.run);
         if (e.status === "stopped") this.add($("p", { class: "notice", id: `stopped-${e.run}`, text: "Stopped." }));
-        else if (e.status === "interrupted") this.add($("p", { class: "notice", text: "Interrupted (the server restarted)." }));
+        // A device chat's notice says why (the device went offline).
+        else if (e.status === "interrupted" && !this.chat.device) this.add($("p", { class: "notice", text: "Interrupted (the server restarted)." }));
         if (!this.older && (this.run === e.run || !this.run)) this.setRunning(null);
         this.turn = null;
         this.text = null;

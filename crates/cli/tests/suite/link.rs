@@ -1,16 +1,17 @@
-//! `llembas link` against the real `llembas-server` on loopback, with real processes: pairing
-//! through the page's API, the link coming up with the device's limits, the server driving the
-//! device's agent over it (a write landing on the device's disk), a second dial replacing the
-//! first, roots `[]` refusing every session, revocation ending the link for good, and a redial
-//! after the server came back.
+//! `llembas link` (a real process) against the real `llembas-server` (its library on a loopback
+//! port, on a runtime of its own), the scripted model behind both: pairing through the page's
+//! API, the link coming up with the device's limits, the refusals before any JSON-RPC (401, 403),
+//! an agent chat on the device driven through the server's HTTP API (a write approved in the
+//! page landing on the device's disk, a stop, the device killed mid-prompt and the run marked
+//! interrupted, its redial and the chat going on), a second dial replacing the first, roots `[]`
+//! refusing every chat, revocation ending the link for good, and a redial after the server came
+//! back. Another user sees and drives none of it (404).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_client_protocol::v1::schema::{
-    ContentBlock, Meta, NewSessionRequest, PromptRequest, TextContent,
-};
+use agent_client_protocol::v1::schema::{Meta, NewSessionRequest};
 use harness_test_support::ScriptedServer;
 use llembas_server::App;
 use serde_json::{Value, json};
@@ -55,7 +56,8 @@ impl Server {
                 socket.set_reuseaddr(true).unwrap();
                 socket.bind(addr.parse().unwrap()).unwrap();
                 let listener = socket.listen(64).unwrap();
-                tx.send((listener.local_addr().unwrap(), app.clone())).unwrap();
+                tx.send((listener.local_addr().unwrap(), app.clone()))
+                    .unwrap();
                 tokio::select! {
                     r = llembas_server::serve(app, listener, std::future::pending()) => r.unwrap(),
                     _ = stop_rx => {}
@@ -83,6 +85,12 @@ impl Server {
         )
         .await
         .unwrap();
+        self.sign_in(name).await
+    }
+
+    /// A signed-in client of the account `name` (made by [`Server::user`]).
+    async fn sign_in(&self, name: &str) -> reqwest::Client {
+        let password = format!("{name}-password");
         let _ = rustls::crypto::ring::default_provider().install_default();
         let r = reqwest::Client::new()
             .post(format!("{}/api/auth/login", self.base))
@@ -119,7 +127,10 @@ impl Server {
             if ready(live.as_ref()) {
                 return live;
             }
-            assert!(Instant::now() < deadline, "the link of {id} never got there");
+            assert!(
+                Instant::now() < deadline,
+                "the link of {id} never got there"
+            );
             let _ = tokio::time::timeout(Duration::from_secs(1), watch.changed()).await;
         }
     }
@@ -188,7 +199,12 @@ impl Device {
 }
 
 /// Pairs `sb`'s device through `person`'s page: its code confirmed as `name`; the device id.
-async fn pair(server: &Server, person: &reqwest::Client, device: &mut Device, name: &str) -> String {
+async fn pair(
+    server: &Server,
+    person: &reqwest::Client,
+    device: &mut Device,
+    name: &str,
+) -> String {
     let line = device.line("confirm the code").await;
     let code = line
         .split("confirm the code ")
@@ -221,8 +237,101 @@ fn lembas(v: Value) -> Meta {
     m
 }
 
+/// A person's view of the server through its HTTP API.
+struct Person<'a> {
+    server: &'a Server,
+    http: reqwest::Client,
+}
+
+impl Person<'_> {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("{}{path}", self.server.base));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// The chat's stored events (`event` of each), in order.
+    async fn events(&self, chat: &str) -> Vec<Value> {
+        let (status, v) = self.get(&format!("/api/chats/{chat}?messages=0")).await;
+        assert_eq!(status, 200, "{v}");
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].clone())
+            .collect()
+    }
+
+    /// Waits (a minute at most) for an event of the chat that `pred` holds of; answers it.
+    async fn until(&self, chat: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let events = self.events(chat).await;
+            if let Some(e) = events.iter().find(|e| pred(e)) {
+                return e.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what} in the chat within 60 s: {events:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends a message to the chat: the run's id.
+    async fn send(&self, chat: &str, text: &str) -> String {
+        let (status, v) = self
+            .post(
+                &format!("/api/chats/{chat}/messages"),
+                json!({"text": text}),
+            )
+            .await;
+        assert_eq!(status, 202, "{v}");
+        v["run"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits for the run's end: its status.
+    async fn ended(&self, chat: &str, run: &str) -> String {
+        let e = self
+            .until(chat, "the run's end", |e| {
+                e["type"] == "run_ended" && e["run"] == run
+            })
+            .await;
+        e["status"].as_str().unwrap().to_owned()
+    }
+}
+
+/// The link's route asked plainly with these headers: its status (a refusal comes before any
+/// upgrade, so before any JSON-RPC).
+async fn dial_status(base: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut r = reqwest::Client::new()
+        .get(format!("{base}/api/device/link"))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    r.send().await.unwrap().status().as_u16()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_linked_device_runs_the_servers_sessions_on_its_own_disk() {
+async fn a_linked_device_runs_the_servers_chats_on_its_own_disk() {
     let model = ScriptedServer::start(vec![
         tool_call(
             "w1",
@@ -230,13 +339,24 @@ async fn a_linked_device_runs_the_servers_sessions_on_its_own_disk() {
             json!({"path": "linked.txt", "content": "written over the link\n"}),
         ),
         text(&["Done."]),
+        // Answers that stall mid-stream: a run still going on when it is stopped, or when the
+        // device dies.
+        text(&["Working"]).stalling(),
+        text(&["Still working"]).stalling(),
+        text(&["Back."]),
     ])
     .await
     .unwrap();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
-    let alice = server.user("alice").await;
-    let bob = server.user("bob").await;
+    let alice = Person {
+        server: &server,
+        http: server.user("alice").await,
+    };
+    let bob = Person {
+        server: &server,
+        http: server.user("bob").await,
+    };
     let sb = Sandbox::new();
     let root = sb.root();
     let root_text = root.display().to_string();
@@ -247,7 +367,7 @@ async fn a_linked_device_runs_the_servers_sessions_on_its_own_disk() {
         &server.base,
         &["--root", &root_text, "--name", "laptop"],
     );
-    let id = pair(&server, &alice, &mut device, "Ana's laptop").await;
+    let id = pair(&server, &alice.http, &mut device, "Ana's laptop").await;
     device.line("linked to").await;
     // The token is kept for its owner only.
     let kept = sb.home.path().join("link.json");
@@ -261,81 +381,230 @@ async fn a_linked_device_runs_the_servers_sessions_on_its_own_disk() {
     assert_eq!(live.limits["models"], json!(["scripted"]));
 
     // The page's list shows it online with its limits, to alice only.
-    let list: Value = alice
-        .get(format!("{}/api/devices", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, list) = alice.get("/api/devices").await;
     assert_eq!(list[0]["online"], true, "{list}");
+    assert_eq!(list[0]["name"], "Ana's laptop", "{list}");
     assert_eq!(list[0]["limits"]["roots"], json!([root_text]));
-    let list: Value = bob
-        .get(format!("{}/api/devices", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, list) = bob.get("/api/devices").await;
     assert_eq!(list, json!([]));
-    let r = bob
-        .delete(format!("{}/api/devices/{id}", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    let (status, _) = bob
+        .call(reqwest::Method::DELETE, &format!("/api/devices/{id}"), None)
+        .await;
+    assert_eq!(status, 404);
 
-    // The server drives the device's agent: a write in edit mode lands on the device's disk.
-    let agent = live.agent.clone();
-    let meta = lembas(json!({"chat": "c1", "model": {"id": "scripted"}, "mode": "edit"}));
-    let s = agent
-        .send_request(NewSessionRequest::new(root.clone()).meta(meta.clone()))
-        .block_task()
-        .await
-        .unwrap();
-    let answer = agent
-        .send_request(PromptRequest::new(
-            s.session_id.clone(),
-            vec![ContentBlock::Text(TextContent::new("write linked.txt"))],
-        ))
-        .block_task()
-        .await
-        .unwrap();
+    // The link's refusals come before the upgrade: no token or an unknown one 401, a browser's
+    // request (an Origin) 403 even with the device's own token.
+    let token: Value = serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+    let bearer = format!("Bearer {}", token["token"].as_str().unwrap());
+    assert_eq!(dial_status(&server.base, &[]).await, 401);
     assert_eq!(
-        serde_json::to_value(answer.stop_reason).unwrap(),
-        json!("end_turn")
+        dial_status(&server.base, &[("authorization", "Bearer lld_0000")]).await,
+        401
     );
+    assert_eq!(
+        dial_status(
+            &server.base,
+            &[
+                ("authorization", &bearer),
+                ("origin", "https://evil.example")
+            ]
+        )
+        .await,
+        403
+    );
+    // Refused dials did not touch the live link.
+    assert_eq!(
+        server.app.device_links.live(&id).unwrap().generation,
+        live.generation
+    );
+
+    // An agent chat on the device, in a directory it shares; bob cannot open one there.
+    let new_chat = json!({"device": id, "dir": root_text, "mode": "manual"});
+    let (status, _) = bob.post("/api/chats", new_chat.clone()).await;
+    assert_eq!(status, 404);
+    let (status, v) = alice
+        .post(
+            "/api/chats",
+            json!({"device": id, "dir": "/", "mode": "manual"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not under a directory"),
+        "{v}"
+    );
+    let (status, v) = alice.post("/api/chats", new_chat.clone()).await;
+    assert_eq!(status, 201, "{v}");
+    let chat = v["id"].as_str().unwrap().to_owned();
+    let (_, v) = alice.get(&format!("/api/chats/{chat}?messages=0")).await;
+    assert_eq!(v["device"]["online"], true, "{v}");
+    assert_eq!(v["device"]["cwd"], json!(root_text), "{v}");
+    assert_eq!(v["model"], "scripted", "{v}");
+    assert_eq!(bob.get(&format!("/api/chats/{chat}")).await.0, 404);
+    let (status, _) = bob
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    // A write asked in manual mode: the approval is the page's, answered there; the file lands
+    // on the device's disk.
+    let run = alice.send(&chat, "write linked.txt").await;
+    let asked = alice
+        .until(&chat, "the approval", |e| e["type"] == "tool_call_asked")
+        .await;
+    assert_eq!(asked["question"]["tool"], "write", "{asked}");
+    assert!(
+        asked["question"]["change"]
+            .as_str()
+            .unwrap()
+            .contains("+written over the link"),
+        "{asked}"
+    );
+    let approval = asked["approval"].as_str().unwrap().to_owned();
+    assert!(!root.join("linked.txt").exists());
+    let (status, _) = bob
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, v) = alice
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"answer": "yes"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
     assert_eq!(sb.read("linked.txt"), "written over the link\n");
-    // Outside the roots: refused by the device.
-    let e = agent
-        .send_request(NewSessionRequest::new("/").meta(meta.clone()))
-        .block_task()
-        .await
-        .unwrap_err();
-    assert_eq!(i32::from(e.code), -32041, "{e:?}");
+    // The page's events are a local chat's: the call, its answer, its diff, its result, the text.
+    let events = alice.events(&chat).await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    for k in [
+        "run_started",
+        "user_input",
+        "tool_call_started",
+        "tool_call_asked",
+        "tool_call_answered",
+        "edit",
+        "tool_call_finished",
+        "text_delta",
+        "turn_ended",
+        "run_ended",
+    ] {
+        assert!(kinds.contains(&k), "no {k}: {kinds:?}");
+    }
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_started")
+        .unwrap();
+    assert_eq!(started["call"]["name"], "write", "{started}");
+    assert_eq!(started["block"], "edit", "{started}");
+    let answered: String = events
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(answered, "Done.");
+    let (_, v) = alice.get("/api/chats").await;
+    assert_eq!(v[0]["title"], "write linked.txt", "{v}");
+
+    // Stop: the device's turn is cancelled, the run stopped.
+    let run = alice.send(&chat, "work a while").await;
+    alice
+        .until(&chat, "the stalled answer", |e| {
+            e["type"] == "text_delta" && e["text"] == "Working"
+        })
+        .await;
+    let (status, _) = bob.post(&format!("/api/runs/{run}/stop"), json!({})).await;
+    assert_eq!(status, 404);
+    let (status, v) = alice
+        .post(&format!("/api/runs/{run}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(alice.ended(&chat, &run).await, "stopped");
+
+    // The device dies mid-prompt: the run is interrupted, the chat says the device went
+    // offline, and a message is refused (nothing queued).
+    let run = alice.send(&chat, "work a while longer").await;
+    alice
+        .until(&chat, "the stalled answer", |e| {
+            e["type"] == "text_delta" && e["text"] == "Still working"
+        })
+        .await;
+    device.child.kill().await.unwrap();
+    assert_eq!(alice.ended(&chat, &run).await, "interrupted");
+    alice
+        .until(&chat, "the offline notice", |e| {
+            e["type"] == "notice" && e["device_offline"] == true
+        })
+        .await;
+    server.until_link(&id, |l| l.is_none()).await;
+    let (status, v) = alice
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "again"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("is offline"), "{v}");
+    let (_, v) = alice.get(&format!("/api/chats/{chat}?messages=0")).await;
+    assert_eq!(v["device"]["online"], false, "{v}");
+
+    // Started again, it redials with its kept token, and the chat goes on (its session
+    // reopened on the new link).
+    let mut device = Device::start(
+        &sb,
+        &model.base_url(),
+        &server.base,
+        &["--root", &root_text],
+    );
+    device.line("linked to").await;
+    server.until_link(&id, |l| l.is_some()).await;
+    let (_, list) = alice.get("/api/devices").await;
+    assert_eq!(list[0]["online"], true, "{list}");
+    let run = alice.send(&chat, "are you back?").await;
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
+    let events = alice.events(&chat).await;
+    assert_eq!(
+        events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "text_delta")
+            .unwrap()["text"],
+        "Back."
+    );
 
     // The server goes down and comes back on the same port: the device redials.
     let addr = server.base.trim_start_matches("http://").to_owned();
+    drop(alice);
+    drop(bob);
     server.crash();
     device.line("dialing again").await;
-    let dropped = Instant::now();
     let server = Server::start(data.path(), &model.base_url(), &addr);
     server.until_link(&id, |l| l.is_some()).await;
-    eprintln!(
-        "figure: reconnect after the server came back: {:.2} s",
-        dropped.elapsed().as_secs_f64()
-    );
 
     // A second process of the same device replaces the first, which stops for good.
-    let mut second = Device::start(&sb, &model.base_url(), &server.base, &["--root", &root_text]);
+    let mut second = Device::start(
+        &sb,
+        &model.base_url(),
+        &server.base,
+        &["--root", &root_text],
+    );
     second.line("linked to").await;
     device.line("took the link over").await;
     assert_ne!(device.ends().await, 0);
 
     // Revoked in the page: the live link closes at once and the device stops, told to pair.
-    // (The restarted server kept alice's account and sign-in.)
+    // (The restarted server kept alice's account; she signs in again.)
+    let alice = server.sign_in("alice").await;
     let r = alice
         .delete(format!("{}/api/devices/{id}", server.base))
         .send()
@@ -348,7 +617,7 @@ async fn a_linked_device_runs_the_servers_sessions_on_its_own_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_with_remote_work_off_links_and_refuses_every_session() {
+async fn a_device_with_remote_work_off_links_and_refuses_every_chat() {
     let model = ScriptedServer::start(vec![]).await.unwrap();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
@@ -358,6 +627,20 @@ async fn a_device_with_remote_work_off_links_and_refuses_every_session() {
     let id = pair(&server, &alice, &mut device, "kiosk").await;
     let live = server.until_link(&id, |l| l.is_some()).await.unwrap();
     assert_eq!(live.limits["roots"], json!([]));
+    // The page's new chat is refused with that said.
+    let r = alice
+        .post(format!("{}/api/chats", server.base))
+        .json(&json!({"device": id, "dir": sb.root()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("remote work is off"),
+        "{v}"
+    );
+    // The device refuses a session asked of it anyway.
     let e = live
         .agent
         .send_request(

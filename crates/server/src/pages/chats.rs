@@ -54,6 +54,7 @@ async fn mode(
         .parse::<Mode>()
         .map_err(|e| Error::BadRequest(e.to_string()))?;
     set_mode(&app, &user, &id, mode).await?;
+    crate::device_chats::set_mode(&app, &id, mode).await?;
     Ok(Json(json!({"id": id, "mode": mode.as_str()})))
 }
 

@@ -1,0 +1,980 @@
+//! Agent chats on a linked device (`spec/acp.md` §5): the chat runs on the device's disk, in a
+//! directory it shares, driven over its link with ACP; the page sees it as any chat.
+//!
+//! - `POST /api/chats` with `{"device", "dir"}` opens one: `dir` must lie within the roots the
+//!   device announced (`[]`: remote work is off, refused with that said), the device must be
+//!   online, and its `session/new` (the chat's model and mode in `_meta.lembas`) must succeed.
+//!   The chat's rows are a chat's like any other (`chats`, `agent_sessions` for the title,
+//!   `runs`, `events`, `approvals`); `device_chats` says where it runs.
+//! - A message is `session/prompt` on the device's session (reopened with `session/load` on a
+//!   newer link); the device's `session/update`s become the events a local run stores and
+//!   streams ([`crate::chats::Hub::append`]), its `session/request_permission` an approval the
+//!   page answers (`POST /api/approvals/{id}`), answered back as the ACP outcome. Stop is
+//!   `session/cancel`.
+//! - The device offline: a message is refused (409, said plainly; nothing is queued). A link
+//!   that drops while a prompt runs ends the run `interrupted`, and the chat says the device
+//!   went offline.
+//! - Only the device's owner sees or drives its chats: another user's chat, run, approval or
+//!   device is "not found" (404).
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, LoadSessionRequest, Meta, NewSessionRequest, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SetSessionModeRequest, TextContent,
+};
+use harness_core::protocol::Mode;
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::auth::User;
+use crate::db::{Stmt, now, random_id};
+use crate::error::{Error, Result};
+use crate::link::Live;
+
+type Responder = agent_client_protocol::v1::Responder<RequestPermissionResponse>;
+
+/// How long a prompt whose link failed waits for the link to be seen down before it ends as
+/// failed (a link that is still up answered with an error of its own).
+const LINK_DOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// The device chats' state in this process: sessions open on links, runs going on, approvals
+/// the devices wait for.
+#[derive(Default)]
+pub struct DeviceChats {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The device session of each chat, on the link it was opened on.
+    sessions: HashMap<String, Opened>,
+    /// The runs going on, by chat.
+    runs: HashMap<String, Running>,
+    /// What the devices wait for the person's answer to, by approval id.
+    asks: HashMap<String, Asked>,
+}
+
+#[derive(Clone)]
+struct Opened {
+    device: String,
+    generation: u64,
+    session: String,
+}
+
+struct Running {
+    run: String,
+    user_id: i64,
+    at: Opened,
+}
+
+struct Asked {
+    chat: String,
+    run: String,
+    call_id: String,
+    always: bool,
+    responder: Responder,
+}
+
+impl DeviceChats {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The chat whose run goes on in the device's session, and that run.
+    fn running_in(&self, device: &str, session: &str) -> Option<(String, String, i64)> {
+        self.lock()
+            .runs
+            .iter()
+            .find(|(_, r)| r.at.device == device && r.at.session == session)
+            .map(|(c, r)| (c.clone(), r.run.clone(), r.user_id))
+    }
+
+    /// Takes the chat's run `run` out (its end is said once, by whoever takes it).
+    fn take(&self, chat: &str, run: &str) -> Option<Running> {
+        let mut inner = self.lock();
+        if inner.runs.get(chat).is_some_and(|r| r.run == run) {
+            let taken = inner.runs.remove(chat);
+            // The device's pending questions of the run go with it (a dropped responder is a
+            // refusal to a device still listening).
+            inner.asks.retain(|_, a| a.run != run);
+            return taken;
+        }
+        None
+    }
+
+    /// The run going on in the chat, if any.
+    pub fn run_of(&self, chat: &str) -> Option<String> {
+        self.lock().runs.get(chat).map(|r| r.run.clone())
+    }
+}
+
+/// Where a device chat runs.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The device.
+    pub device: String,
+    /// The directory on the device's disk.
+    pub cwd: String,
+    /// The device's session id, once one was opened.
+    pub session: Option<String>,
+}
+
+/// Where the chat runs, when it is a device chat.
+pub async fn of(app: &App, chat: &str) -> Result<Option<Row>> {
+    let row: Option<(String, String, Option<String>)> =
+        sqlx::query_as("SELECT device_id, cwd, session FROM device_chats WHERE chat_id = $1")
+            .bind(chat)
+            .fetch_optional(&app.pool)
+            .await?;
+    Ok(row.map(|(device, cwd, session)| Row {
+        device,
+        cwd,
+        session,
+    }))
+}
+
+/// The user's device `id`: its name (another user's is "not found").
+async fn device_name(app: &App, user: &User, id: &str) -> Result<String> {
+    let name: Option<String> =
+        sqlx::query_scalar("SELECT name FROM devices WHERE id = $1 AND user_id = $2")
+            .bind(id)
+            .bind(user.id)
+            .fetch_optional(&app.pool)
+            .await?;
+    name.ok_or_else(|| Error::NotFound(format!("no device {id}")))
+}
+
+/// The device's live link, or the refusal that says it is offline.
+fn online(app: &App, id: &str, name: &str) -> Result<Live> {
+    app.device_links.live(id).ok_or_else(|| {
+        Error::Conflict(format!(
+            "the device {name:?} is offline: start `llembas link` on it, then send again (nothing was queued)"
+        ))
+    })
+}
+
+/// A path with `.` and `..` applied, lexically; `None` when it is not absolute.
+fn lexical(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Some(out)
+}
+
+/// `dir` checked against the roots the device announced: the directory to open, lexical.
+fn within_roots(name: &str, limits: &Value, dir: &str) -> Result<String> {
+    let roots: Vec<&str> = limits
+        .get("roots")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if roots.is_empty() {
+        return Err(Error::Conflict(format!(
+            "remote work is off on the device {name:?}: it shares no directory, so no chat can run on it (run `llembas link` there with --root DIR)"
+        )));
+    }
+    let wanted = lexical(dir).ok_or_else(|| {
+        Error::BadRequest(format!("{dir:?} is not an absolute path on the device"))
+    })?;
+    let inside = roots
+        .iter()
+        .filter_map(|r| lexical(r))
+        .any(|r| wanted.starts_with(&r));
+    if !inside {
+        return Err(Error::BadRequest(format!(
+            "{} is not under a directory the device {name:?} shares: {}",
+            wanted.display(),
+            roots.join(", ")
+        )));
+    }
+    Ok(wanted.display().to_string())
+}
+
+/// What `session/new` and `session/load` carry: the chat, its model and its mode.
+fn lembas_meta(chat: &str, model: &str, mode: &str) -> Meta {
+    let mut m = Meta::new();
+    m.insert(
+        "lembas".into(),
+        json!({"chat": chat, "model": {"id": model, "effort": null}, "mode": mode}),
+    );
+    m
+}
+
+/// A device's ACP error as the API says it: its own text, refused.
+fn refused(e: &agent_client_protocol::Error) -> Error {
+    let mut text = e.message.clone();
+    if let Some(d) = e.data.as_ref().and_then(Value::as_str) {
+        text = format!("{text}: {d}");
+    }
+    match i32::from(e.code) {
+        -32041 => Error::BadRequest(text),
+        _ => Error::Conflict(format!("the device refused: {text}")),
+    }
+}
+
+/// Opens a chat of `user` on their device `device`, in `dir` on its disk; answers its id.
+pub async fn create(
+    app: &Arc<App>,
+    user: &User,
+    device: &str,
+    dir: &str,
+    mode: Mode,
+    model: Option<String>,
+) -> Result<String> {
+    app.refuse_when_stopping()?;
+    let name = device_name(app, user, device).await?;
+    let live = online(app, device, &name)?;
+    let cwd = within_roots(&name, &live.limits, dir)?;
+    let models: Vec<String> = live
+        .limits
+        .get("models")
+        .and_then(Value::as_array)
+        .map(|m| {
+            m.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    // The chat's model: the one asked for (the device refuses one it cannot run), else the
+    // device's first.
+    let model = model
+        .or_else(|| models.first().cloned())
+        .ok_or_else(|| Error::Conflict(format!("the device {name:?} announces no model")))?;
+    let id = random_id()?;
+    let opened = live
+        .agent
+        .send_request(
+            NewSessionRequest::new(PathBuf::from(&cwd)).meta(lembas_meta(
+                &id,
+                &model,
+                mode.as_str(),
+            )),
+        )
+        .block_task()
+        .await
+        .map_err(|e| refused(&e))?;
+    let session = opened.session_id.to_string();
+    let t = now();
+    sqlx::query(
+        "INSERT INTO agent_sessions (id, user_id, cwd, created, updated, title, model) VALUES ($1, $2, $3, $4, $4, '', $5)",
+    )
+    .bind(&id)
+    .bind(user.id)
+    .bind(&cwd)
+    .bind(t)
+    .bind(&model)
+    .execute(&app.pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&id)
+    .bind(user.id)
+    .bind(mode.as_str())
+    .bind(&model)
+    .bind(t)
+    .execute(&app.pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO device_chats (chat_id, device_id, cwd, session) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&id)
+    .bind(device)
+    .bind(&cwd)
+    .bind(&session)
+    .execute(&app.pool)
+    .await?;
+    app.hub.new_chat(&id);
+    app.device_chats.lock().sessions.insert(
+        id.clone(),
+        Opened {
+            device: device.to_owned(),
+            generation: live.generation,
+            session,
+        },
+    );
+    Ok(id)
+}
+
+/// What the page shows of a device chat: the device, whether it is online, the directory.
+pub async fn describe(app: &App, user: &User, chat: &str) -> Result<Option<Value>> {
+    let Some(row) = of(app, chat).await? else {
+        return Ok(None);
+    };
+    let name = device_name(app, user, &row.device)
+        .await
+        .unwrap_or_else(|_| "a removed device".into());
+    Ok(Some(json!({
+        "id": row.device,
+        "name": name,
+        "online": app.device_links.live(&row.device).is_some(),
+        "cwd": row.cwd,
+    })))
+}
+
+/// The chat's session on the device's live link: the one opened on it, else the stored one
+/// reopened (`session/load`), else a new one.
+async fn session_on(
+    app: &App,
+    chat: &str,
+    row: &Row,
+    live: &Live,
+    model: &str,
+    mode: &str,
+) -> Result<Opened> {
+    let known = app.device_chats.lock().sessions.get(chat).cloned();
+    if let Some(o) = known
+        && o.generation == live.generation
+        && o.device == row.device
+    {
+        return Ok(o);
+    }
+    let meta = lembas_meta(chat, model, mode);
+    let mut session = None;
+    if let Some(s) = &row.session {
+        let loaded = live
+            .agent
+            .send_request(
+                LoadSessionRequest::new(s.clone(), PathBuf::from(&row.cwd)).meta(meta.clone()),
+            )
+            .block_task()
+            .await;
+        match loaded {
+            Ok(_) => session = Some(s.clone()),
+            Err(e) if matches!(i32::from(e.code), -32042..=-32040) => return Err(refused(&e)),
+            // The device no longer holds it: a new one (the chat's events stay in the page).
+            Err(_) => {}
+        }
+    }
+    let session = match session {
+        Some(s) => s,
+        None => {
+            let opened = live
+                .agent
+                .send_request(NewSessionRequest::new(PathBuf::from(&row.cwd)).meta(meta))
+                .block_task()
+                .await
+                .map_err(|e| refused(&e))?;
+            let s = opened.session_id.to_string();
+            sqlx::query("UPDATE device_chats SET session = $1 WHERE chat_id = $2")
+                .bind(&s)
+                .bind(chat)
+                .execute(&app.pool)
+                .await?;
+            s
+        }
+    };
+    let o = Opened {
+        device: row.device.clone(),
+        generation: live.generation,
+        session,
+    };
+    app.device_chats
+        .lock()
+        .sessions
+        .insert(chat.to_owned(), o.clone());
+    Ok(o)
+}
+
+/// Sends a message to the user's device chat: a new run on the device, answered by its id.
+pub async fn send(
+    app: &Arc<App>,
+    user: &User,
+    chat: &str,
+    row: &Row,
+    text: &str,
+) -> Result<String> {
+    if text.trim().is_empty() {
+        return Err(Error::BadRequest("the message is empty".into()));
+    }
+    app.refuse_when_stopping()?;
+    let c = crate::chats::chat_row(&app.pool, user, chat).await?;
+    if let Some(r) = app.device_chats.run_of(chat) {
+        return Err(Error::Conflict(format!(
+            "the chat {chat} is busy with run {r}: stop it or wait for its end"
+        )));
+    }
+    let name = device_name(app, user, &row.device).await?;
+    let live = online(app, &row.device, &name)?;
+    let at = session_on(app, chat, row, &live, &c.model, &c.mode).await?;
+    let run = random_id()?;
+    {
+        let mut inner = app.device_chats.lock();
+        if let Some(r) = inner.runs.get(chat) {
+            return Err(Error::Conflict(format!(
+                "the chat {chat} is busy with run {}: stop it or wait for its end",
+                r.run
+            )));
+        }
+        inner.runs.insert(
+            chat.to_owned(),
+            Running {
+                run: run.clone(),
+                user_id: user.id,
+                at: at.clone(),
+            },
+        );
+    }
+    crate::chats::write(
+        app,
+        Stmt::new(
+            "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
+        )
+        .text(Some(&run))
+        .text(Some(chat))
+        .int(user.id)
+        .int(now())
+        .text(Some(&app.instance))
+        .int(crate::chats::lease_end(app)),
+    )
+    .await?;
+    // The title as a local chat's: the first line with words, at most 80 characters.
+    let title: String = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .chars()
+        .take(80)
+        .collect();
+    sqlx::query(
+        "UPDATE agent_sessions SET updated = $1, title = CASE WHEN title = '' THEN $2 ELSE title END WHERE id = $3",
+    )
+    .bind(now())
+    .bind(&title)
+    .bind(chat)
+    .execute(&app.pool)
+    .await?;
+    let said = async {
+        app.hub
+            .append(
+                user.id,
+                chat,
+                Some(&run),
+                json!({"type": "run_started", "run": run}),
+            )
+            .await?;
+        app.hub
+            .append(
+                user.id,
+                chat,
+                Some(&run),
+                json!({"type": "user_input", "text": text, "origin": "person"}),
+            )
+            .await
+    };
+    if let Err(e) = said.await {
+        end(app, user.id, chat, &run, "failed", None).await;
+        return Err(e);
+    }
+    let prompt = PromptRequest::new(
+        at.session.clone(),
+        vec![ContentBlock::Text(TextContent::new(text))],
+    );
+    let (app2, chat2, run2, agent) = (app.clone(), chat.to_owned(), run.clone(), live.agent);
+    let user_id = user.id;
+    tokio::spawn(async move {
+        let answer = agent.send_request(prompt).block_task().await;
+        prompted(&app2, user_id, &chat2, &run2, &at, answer).await;
+    });
+    Ok(run)
+}
+
+/// A prompt's answer: the run ends by its stop reason, or failed with the device's error; a
+/// link that went down leaves the end to [`link_down`].
+async fn prompted(
+    app: &Arc<App>,
+    user_id: i64,
+    chat: &str,
+    run: &str,
+    at: &Opened,
+    answer: std::result::Result<
+        agent_client_protocol::v1::schema::PromptResponse,
+        agent_client_protocol::Error,
+    >,
+) {
+    match answer {
+        Ok(r) => {
+            let stop = serde_json::to_value(r.stop_reason).unwrap_or(Value::Null);
+            let (reason, status) = match stop.as_str() {
+                Some("end_turn") => (json!({"kind": "finished"}), "finished"),
+                Some("cancelled") => (json!({"kind": "cancelled"}), "stopped"),
+                other => (
+                    json!({"kind": "error", "message": format!("The device ended the turn: {}", other.unwrap_or("?"))}),
+                    "ended",
+                ),
+            };
+            if app.device_chats.run_of(chat).as_deref() == Some(run) {
+                let said = app
+                    .hub
+                    .append(
+                        user_id,
+                        chat,
+                        Some(run),
+                        json!({"type": "turn_ended", "reason": reason}),
+                    )
+                    .await;
+                if let Err(e) = said {
+                    eprintln!("llembas-server: chat {chat}: {e}");
+                }
+            }
+            end(app, user_id, chat, run, status, None).await;
+        }
+        Err(e) => {
+            // The link's end comes with the error of every request it left unanswered: wait to
+            // see it down, and let [`link_down`] say so.
+            let mut watch = app.device_links.watch();
+            let down = |app: &App| {
+                app.device_links
+                    .live(&at.device)
+                    .is_none_or(|l| l.generation != at.generation)
+            };
+            let waited = tokio::time::timeout(LINK_DOWN_WAIT, async {
+                while !down(app) {
+                    if watch.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .await;
+            if waited.is_ok() && down(app) {
+                link_down(app, &at.device, at.generation).await;
+                return;
+            }
+            let mut message = e.message.clone();
+            if let Some(d) = e.data.as_ref().and_then(Value::as_str) {
+                message = format!("{message}: {d}");
+            }
+            let text = format!("The device answered with an error: {message}");
+            end(
+                app,
+                user_id,
+                chat,
+                run,
+                "failed",
+                Some(json!({"type": "error", "message": text})),
+            )
+            .await;
+        }
+    }
+}
+
+/// Ends the chat's run `run` once (whoever takes it says it): `before`, then `run_ended`.
+async fn end(app: &App, user_id: i64, chat: &str, run: &str, status: &str, before: Option<Value>) {
+    if app.device_chats.take(chat, run).is_none() {
+        return;
+    }
+    if let Some(e) = before
+        && let Err(e) = app.hub.append(user_id, chat, Some(run), e).await
+    {
+        eprintln!("llembas-server: chat {chat}: {e}");
+    }
+    if let Err(e) = crate::chats::end_run(app, user_id, chat, run, status).await {
+        eprintln!("llembas-server: chat {chat}: {e}");
+    }
+}
+
+/// The device's link `generation` went down: its runs are interrupted, each chat told the
+/// device went offline; its sessions are reopened on the next link.
+pub async fn link_down(app: &App, device: &str, generation: u64) {
+    let cut: Vec<(String, String, i64)> = {
+        let mut inner = app.device_chats.lock();
+        inner
+            .sessions
+            .retain(|_, o| !(o.device == device && o.generation == generation));
+        inner
+            .runs
+            .iter()
+            .filter(|(_, r)| r.at.device == device && r.at.generation == generation)
+            .map(|(c, r)| (c.clone(), r.run.clone(), r.user_id))
+            .collect()
+    };
+    for (chat, run, user_id) in cut {
+        let said = json!({"type": "notice", "level": "warning", "device_offline": true,
+            "text": "The device went offline: this run was interrupted. Send again once it is linked."});
+        end(app, user_id, &chat, &run, "interrupted", Some(said)).await;
+    }
+}
+
+/// Stops the user's run `run` when it is a device chat's (`session/cancel`); `None` when it is
+/// not one.
+pub async fn stop(app: &App, user: &User, run: &str) -> Result<Option<String>> {
+    let found = {
+        let inner = app.device_chats.lock();
+        inner
+            .runs
+            .iter()
+            .find(|(_, r)| r.run == run)
+            .map(|(_, r)| (r.user_id, r.at.clone()))
+    };
+    let Some((user_id, at)) = found else {
+        return Ok(None);
+    };
+    if user_id != user.id {
+        return Err(Error::NotFound(format!("no run {run}")));
+    }
+    let live = app
+        .device_links
+        .live(&at.device)
+        .filter(|l| l.generation == at.generation);
+    if let Some(live) = live {
+        // The device's pending questions of the run are refused (ACP: cancelled), then the
+        // prompt answers `cancelled`.
+        let asks: Vec<Asked> = {
+            let mut inner = app.device_chats.lock();
+            let ids: Vec<String> = inner
+                .asks
+                .iter()
+                .filter(|(_, a)| a.run == run)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| inner.asks.remove(id)).collect()
+        };
+        for a in asks {
+            let _ = a.responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            ));
+        }
+        live.agent
+            .send_notification(CancelNotification::new(at.session.clone()))
+            .map_err(|e| Error::Conflict(format!("the device's link failed: {e}")))?;
+    } else {
+        link_down(app, &at.device, at.generation).await;
+    }
+    Ok(Some("stopping".into()))
+}
+
+/// The chat's mode changed in the page: a session of it open on the device's live link
+/// switches too (`session/set_mode`); one opened later starts in it.
+pub async fn set_mode(app: &App, chat: &str, mode: Mode) -> Result<()> {
+    let Some(o) = app.device_chats.lock().sessions.get(chat).cloned() else {
+        return Ok(());
+    };
+    let Some(live) = app
+        .device_links
+        .live(&o.device)
+        .filter(|l| l.generation == o.generation)
+    else {
+        return Ok(());
+    };
+    live.agent
+        .send_request(SetSessionModeRequest::new(o.session, mode.as_str()))
+        .block_task()
+        .await
+        .map_err(|e| refused(&e))?;
+    Ok(())
+}
+
+/// Answers the user's approval `id` when a device waits for it: `yes`, `always` or `no`;
+/// `false` when no device waits for it (a local chat's, or one that ended).
+pub async fn approve(app: &App, user: &User, id: &str, answer: &str) -> Result<bool> {
+    let option = match answer {
+        "yes" => "once",
+        "always" => "always",
+        "no" => "no",
+        other => {
+            return Err(Error::BadRequest(format!(
+                "unknown answer {other:?}: use yes, always or no"
+            )));
+        }
+    };
+    let owner: Option<i64> = sqlx::query_scalar("SELECT user_id FROM approvals WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&app.pool)
+        .await?;
+    if owner.is_some_and(|o| o != user.id) {
+        return Err(Error::NotFound(format!("no approval {id}")));
+    }
+    let Some(asked) = app.device_chats.lock().asks.remove(id) else {
+        return Ok(false);
+    };
+    let option = if option == "always" && !asked.always {
+        "once"
+    } else {
+        option
+    };
+    sqlx::query("UPDATE approvals SET answered = 1 WHERE id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await?;
+    asked
+        .responder
+        .respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option)),
+        ))
+        .map_err(|_| Error::Conflict(format!("the run the approval {id} belongs to has ended")))?;
+    let answered = match option {
+        "once" => json!({"answer": "once"}),
+        "always" => json!({"answer": "always"}),
+        _ => json!({"answer": "deny"}),
+    };
+    app.hub
+        .append(
+            user.id,
+            &asked.chat,
+            Some(&asked.run),
+            json!({"type": "tool_call_answered", "call_id": asked.call_id, "answer": answered}),
+        )
+        .await?;
+    Ok(true)
+}
+
+/// The device asks the person before a call runs: an approval the page answers. Nothing runs
+/// in the session: refused.
+pub async fn permission(
+    app: &App,
+    device: &str,
+    req: RequestPermissionRequest,
+    responder: Responder,
+) {
+    let session = req.session_id.to_string();
+    let Some((chat, run, user_id)) = app.device_chats.running_in(device, &session) else {
+        let _ = responder.respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Cancelled,
+        ));
+        return;
+    };
+    let v = serde_json::to_value(&req).unwrap_or(Value::Null);
+    let lembas = v.pointer("/_meta/lembas").cloned().unwrap_or(Value::Null);
+    let call_id = v
+        .pointer("/toolCall/toolCallId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let always = v
+        .get("options")
+        .and_then(Value::as_array)
+        .is_some_and(|o| o.iter().any(|o| o["optionId"] == "always"));
+    let mut question = json!({
+        "tool": lembas.get("tool").cloned().unwrap_or(Value::Null),
+        "risk": lembas.get("risk").cloned().unwrap_or(Value::Null),
+        "subject": lembas.get("subject").cloned().unwrap_or_else(|| v.pointer("/toolCall/title").cloned().unwrap_or(Value::Null)),
+    });
+    for (from, to) in [
+        ("always", "pattern"),
+        ("reason", "reason"),
+        ("change", "change"),
+    ] {
+        if let Some(x) = lembas.get(from) {
+            question[to] = x.clone();
+        }
+    }
+    let asked = async {
+        let id = random_id()?;
+        crate::db::execute(
+            &app.pool,
+            sqlx::query(
+                "INSERT INTO approvals (id, user_id, chat_id, run_id, call_id) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&id)
+            .bind(user_id)
+            .bind(&chat)
+            .bind(&run)
+            .bind(&call_id),
+        )
+        .await?;
+        Ok::<_, Error>(id)
+    };
+    let id = match asked.await {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("llembas-server: chat {chat}: {e}");
+            let _ = responder.respond(RequestPermissionResponse::new(
+                RequestPermissionOutcome::Cancelled,
+            ));
+            return;
+        }
+    };
+    app.device_chats.lock().asks.insert(
+        id.clone(),
+        Asked {
+            chat: chat.clone(),
+            run: run.clone(),
+            call_id: call_id.clone(),
+            always,
+            responder,
+        },
+    );
+    let event = json!({"type": "tool_call_asked", "call_id": call_id, "question": question, "approval": id});
+    if let Err(e) = app.hub.append(user_id, &chat, Some(&run), event).await {
+        eprintln!("llembas-server: chat {chat}: {e}");
+    }
+}
+
+/// The text of ACP content: a block's text, or the texts of a tool call's content.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::Array(items) => items.iter().map(text_of).collect::<Vec<_>>().join(""),
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("text") => o
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Some("content") => o.get("content").map(text_of).unwrap_or_default(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+/// The device's `session/update`s of a running chat as the events a local run gives.
+fn events_of(u: &Value) -> Vec<Value> {
+    let lembas = u.pointer("/_meta/lembas").cloned().unwrap_or(Value::Null);
+    let call_id = u
+        .get("toolCallId")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let call = || {
+        json!({"id": call_id, "name": lembas.get("tool").cloned().unwrap_or_else(|| u.get("title").cloned().unwrap_or(Value::Null)),
+            "arguments": u.get("rawInput").cloned().unwrap_or(json!({}))})
+    };
+    let block = lembas.get("block").cloned().unwrap_or(json!("tool"));
+    match u.get("sessionUpdate").and_then(Value::as_str) {
+        Some("agent_message_chunk") => {
+            vec![json!({"type": "text_delta", "text": text_of(&u["content"])})]
+        }
+        Some("agent_thought_chunk") => match lembas.get("notice") {
+            Some(level) => vec![json!({"type": "notice", "level": level,
+                "text": text_of(&u["content"]).trim_end()})],
+            None => vec![json!({"type": "reasoning_delta", "text": text_of(&u["content"])})],
+        },
+        Some("tool_call") if lembas.get("subagent") == Some(&json!(true)) => {
+            vec![
+                json!({"type": "subagent_call", "task_call_id": lembas.get("parent"),
+                "job_id": lembas.get("job"), "call": call(), "block": block, "status": "started"}),
+            ]
+        }
+        Some("tool_call") => {
+            vec![json!({"type": "tool_call_started", "call": call(), "block": block})]
+        }
+        Some("tool_call_update") => {
+            let status = u.get("status").and_then(Value::as_str);
+            if lembas.get("subagent") == Some(&json!(true)) {
+                let done = match status {
+                    Some("completed") => json!({"status": "done"}),
+                    Some("failed") => json!({"status": "failed", "reason": text_of(&u["content"])}),
+                    _ => return Vec::new(),
+                };
+                let mut e = json!({"type": "subagent_call", "task_call_id": lembas.get("parent"),
+                    "job_id": lembas.get("job"), "call": call(), "block": block});
+                if let (Some(e), Some(d)) = (e.as_object_mut(), done.as_object()) {
+                    e.extend(d.clone());
+                }
+                return vec![e];
+            }
+            let content = u
+                .get("content")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            match status {
+                Some("completed") | Some("failed") => {
+                    let mut out = Vec::new();
+                    let mut said = Vec::new();
+                    for d in content.iter().filter(|c| c["type"] == "diff") {
+                        let path = d["path"].as_str().unwrap_or_default();
+                        said.push(format!("Changed {path}."));
+                        out.push(json!({"type": "edit", "call_id": call_id, "path": path,
+                            "before": d.get("oldText").and_then(Value::as_str).unwrap_or_default(),
+                            "after": d.get("newText").and_then(Value::as_str).unwrap_or_default()}));
+                    }
+                    let text = text_of(&Value::Array(content.clone()));
+                    let body = if text.is_empty() {
+                        said.join("\n")
+                    } else {
+                        text
+                    };
+                    out.push(json!({"type": "tool_call_finished", "result": {
+                        "call_id": call_id,
+                        "result_id": lembas.get("result").cloned().unwrap_or(json!("#0")),
+                        "content": body, "is_error": status == Some("failed")}}));
+                    out
+                }
+                // A running command's new output (a diff before the question is its preview:
+                // the question carries the change).
+                Some("in_progress") => {
+                    let text = text_of(&Value::Array(content));
+                    if text.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![json!({"type": "tool_output", "call_id": call_id, "text": text})]
+                    }
+                }
+                _ => Vec::new(),
+            }
+        }
+        Some("current_mode_update") => u
+            .get("currentModeId")
+            .map(|m| vec![json!({"type": "mode_changed", "mode": m})])
+            .unwrap_or_default(),
+        Some("plan") => {
+            let tasks: Vec<Value> = u
+                .get("entries")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, e)| {
+                    let status = match e["status"].as_str() {
+                        Some("in_progress") => "doing",
+                        Some("completed") => "done",
+                        _ => "todo",
+                    };
+                    json!({"id": format!("t{}", i + 1), "title": e["content"], "status": status})
+                })
+                .collect();
+            let plan = if tasks.is_empty() {
+                Value::Null
+            } else {
+                json!({"title": "Plan", "phases": [{"id": "p1", "title": "Work", "tasks": tasks}]})
+            };
+            vec![json!({"type": "plan_changed", "plan": plan})]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A `session/update` of the device: stored and streamed as the chat's events while a run goes
+/// on in its session (what a `session/load` replays is history the chat has already).
+pub async fn update(app: &App, device: &str, n: SessionNotification) {
+    let session = n.session_id.to_string();
+    let Some((chat, run, user_id)) = app.device_chats.running_in(device, &session) else {
+        return;
+    };
+    let u = serde_json::to_value(&n.update).unwrap_or(Value::Null);
+    for e in events_of(&u) {
+        if e["type"] == "mode_changed"
+            && let Some(m) = e["mode"].as_str()
+            && let Err(err) = sqlx::query("UPDATE chats SET mode = $1 WHERE id = $2")
+                .bind(m)
+                .bind(&chat)
+                .execute(&app.pool)
+                .await
+        {
+            eprintln!("llembas-server: chat {chat}: {err}");
+        }
+        if let Err(err) = app.hub.append(user_id, &chat, Some(&run), e).await {
+            eprintln!("llembas-server: chat {chat}: {err}");
+        }
+    }
+}
