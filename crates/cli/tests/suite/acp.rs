@@ -1964,9 +1964,11 @@ async fn an_editors_mcp_server_is_started_and_its_tool_called() {
     let url = server.base_url();
     let (updates, asked) = plain_client(&sb, &url, async move |cx| {
         let s = cx
-            .send_request(NewSessionRequest::new(root).mcp_servers(vec![McpServer::Stdio(
-                McpServerStdio::new("everything", bin).args(vec!["stdio".into()]),
-            )]))
+            .send_request(
+                NewSessionRequest::new(root).mcp_servers(vec![McpServer::Stdio(
+                    McpServerStdio::new("everything", bin).args(vec!["stdio".into()]),
+                )]),
+            )
             .block_task()
             .await?;
         let m = &s.meta.as_ref().unwrap()["lembas"];
