@@ -421,7 +421,10 @@ fn figures_with(
         // so that it does not write over the task's own.
         let folder = match mcp.len() {
             0 => name.to_owned(),
-            n => format!("{name}-mcp{n}-{}", if mcp[0].defer { "deferred" } else { "whole" }),
+            n => format!(
+                "{name}-mcp{n}-{}",
+                if mcp[0].defer { "deferred" } else { "whole" }
+            ),
         };
         let dir = std::path::PathBuf::from(dir).join(folder);
         std::fs::create_dir_all(&dir)?;
