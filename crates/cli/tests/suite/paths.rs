@@ -259,8 +259,9 @@ async fn every_file_tool_in_every_mode_acts_on_the_path_it_names() {
                 let names = if row.tool == "list" {
                     result.body().contains("notes.txt")
                         && result.body().contains("only-outside.txt") == outside
-                } else if matches!(row.tool, "grep" | "glob") && !outside {
-                    // Inside the working directory, hits are listed relative to it.
+                } else if matches!(row.tool, "grep" | "glob" | "read") && !outside {
+                    // Inside the working directory, hits (and a read's header) are listed
+                    // relative to it.
                     result.body().lines().any(|l| l.starts_with("notes.txt"))
                 } else {
                     result.body().contains(&target)
