@@ -163,12 +163,16 @@ impl CliHost {
             }
             None => None,
         };
+        // The person's prompt commands of the session's directory (those of MCP servers
+        // are expanded at the terminal only).
+        let commands = crate::custom::load(&req.cwd, &settings.dirs.config_file, None);
         Ok(Opened {
             session: parts.into_builder(),
             mode: settings.mode,
             models: Some(models),
             memory_entries,
             mcp_notices,
+            commands,
         })
     }
 }

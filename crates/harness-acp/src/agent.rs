@@ -22,7 +22,7 @@ use harness_core::protocol::{Mode, Origin};
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::commands::{available_commands, slash_command};
+use crate::commands::{available_commands, person_command, slash_command};
 use crate::ext::{
     DirRequest, JobOutputRequest, JobSendRequest, JobStopRequest, JobTranscriptRequest,
     JobsRequest, LembasResult, LimitsRequest, RewindRequest, StatusRequest, lembas_error,
@@ -32,6 +32,7 @@ use crate::host::{AgentInfo, Host, ModelChoice, OpenRequest};
 use crate::jobs::{JobTable, job_object, job_send, job_session, job_transcript};
 use crate::map::{inside_roots, meta, mode_state, prompt_input, replay_updates, text_block};
 use crate::pump::Pump;
+use harness_agent::custom::Commands;
 
 /// The `_lembas` protocol this agent speaks.
 const LEMBAS_PROTOCOL: u64 = 2;
@@ -62,6 +63,8 @@ pub(crate) struct Open {
     mode: Arc<Mutex<Mode>>,
     running: Arc<Mutex<bool>>,
     pub(crate) jobs: JobTable,
+    /// The person's prompt commands.
+    commands: Commands,
 }
 
 /// The agent's state: who it is, what the client agreed, its open sessions.
@@ -791,6 +794,7 @@ async fn open_session(
         }
     }
     let id = session.id().to_owned();
+    let advertised = available_commands(&opened.commands);
     let open = Open {
         ops: session.clone(),
         pending: Arc::new(Mutex::new(None)),
@@ -804,6 +808,7 @@ async fn open_session(
         mode: Arc::new(Mutex::new(opened.mode)),
         running: Arc::new(Mutex::new(false)),
         jobs,
+        commands: opened.commands,
     };
     let pump_cx = cx.clone();
     let pump = Pump {
@@ -846,7 +851,7 @@ async fn open_session(
     }
     let _ = pump_cx.send_notification(SessionNotification::new(
         id.clone(),
-        SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(available_commands())),
+        SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(advertised)),
     ));
     let spec = harness_spec::Spec::embedded().version().to_string();
     let m = meta(json!({
@@ -869,7 +874,7 @@ fn prompt(
     let Some(open) = sessions.get(&id) else {
         return responder.respond_with_error(unknown_session(&id));
     };
-    let (text, images) = prompt_input(&req.prompt);
+    let (mut text, images) = prompt_input(&req.prompt);
     // A slash command the session advertised: done here, not sent to the model.
     let mode = open.mode.lock().map(|m| *m).unwrap_or(Mode::Manual);
     if let Some(command) = slash_command(&text, mode) {
@@ -906,6 +911,19 @@ fn prompt(
             responder.respond(PromptResponse::new(StopReason::EndTurn))
         });
         return Ok(());
+    }
+    // One of the person's prompt commands: its prompt is what the model gets.
+    match person_command(&text, &open.commands) {
+        Some(Ok(expanded)) => text = expanded,
+        Some(Err(line)) => {
+            drop(sessions);
+            let _ = cx.send_notification(SessionNotification::new(
+                req.session_id.clone(),
+                SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(line))),
+            ));
+            return responder.respond(PromptResponse::new(StopReason::EndTurn));
+        }
+        None => {}
     }
     let Ok(mut pending) = open.pending.lock() else {
         return responder.respond_with_internal_error("the session is poisoned");

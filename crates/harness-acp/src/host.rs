@@ -63,6 +63,10 @@ pub struct Opened {
     pub memory_entries: Option<String>,
     /// What starting the MCP servers said: those that did not start, tools dropped.
     pub mcp_notices: Vec<String>,
+    /// The person's prompt commands for this session (`harness_agent::custom`): advertised
+    /// after the built-in ones and expanded when a prompt is `/NAME ARGS`. Those of MCP
+    /// servers and those that run shell commands (`` !`…` ``) are the terminal's only.
+    pub commands: harness_agent::custom::Commands,
 }
 
 /// A subdirectory as `_lembas/dir` lists it.

@@ -249,8 +249,9 @@ async fn builder(
     narrower: &[(String, harness_fs::Level)],
 ) -> Result<SessionBuilder> {
     let world = chat_world(app, user, page, narrower).await?;
+    let world = crate::mcp::with_servers(app, user, Arc::new(world)).await?;
     let link = model_link(app, model)?;
-    Ok(SessionBuilder::new(link, Arc::new(world))
+    Ok(SessionBuilder::new(link, world)
         .store(Arc::new(SqlStore::new(
             app.pool.clone(),
             app.transcripts.clone(),

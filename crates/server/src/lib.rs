@@ -16,6 +16,7 @@ pub mod devices;
 mod error;
 pub mod history;
 pub mod link;
+pub mod mcp;
 pub mod memory;
 pub mod page;
 pub mod pages;
@@ -430,6 +431,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(pages::routes(app.max_file_bytes))
         .merge(devices::routes())
         .merge(link::routes())
+        .merge(mcp::routes())
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))

@@ -1873,6 +1873,55 @@ function passwordSection() {
     $("div", { class: "buttons" }, change, done));
 }
 
+// The MCP servers users' chats get, for an admin: listed, added (a program or a URL, for
+// everyone or named users), removed.
+async function adminMcp() {
+  const list = $("table", { class: "mcp", id: "mcpservers" });
+  const draw = async () => {
+    let v;
+    try { v = await api("GET", "/api/admin/mcp"); } catch (e) { alertBox.textContent = e.message; return; }
+    list.replaceChildren($("tr", {}, $("th", { text: "Server" }), $("th", { text: "Runs" }), $("th", { text: "For" }), $("th")));
+    for (const m of v.servers) {
+      const runs = m.url ? m.url : [m.command, ...(m.args || [])].join(" ");
+      const remove = $("button", {
+        type: "button", class: "dropmcp", text: "Remove",
+        onclick: async () => {
+          alertBox.textContent = "";
+          try { await api("DELETE", `/api/admin/mcp/${encodeURIComponent(m.name)}`); } catch (e) { alertBox.textContent = e.message; }
+          await draw();
+        },
+      });
+      const who = m.users ? m.users.join(", ") : "everyone";
+      list.append($("tr", { "data-mcp": m.name }, $("td", { text: m.enabled ? m.name : `${m.name} (off)` }), $("td", { text: runs }), $("td", { text: who }), $("td", {}, remove)));
+    }
+  };
+  const name = $("input", { id: "mcpname", autocomplete: "off", "aria-label": "MCP server's name", placeholder: "name" });
+  const runs = $("input", { id: "mcpruns", autocomplete: "off", "aria-label": "Command line or URL", placeholder: "command and arguments, or https://…" });
+  const token = $("input", { id: "mcptoken", autocomplete: "off", "aria-label": "Token variable", placeholder: "token variable (URL only)" });
+  const users = $("input", { id: "mcpusers", autocomplete: "off", "aria-label": "Users", placeholder: "users (empty: everyone)" });
+  const add = $("button", {
+    class: "primary", type: "button", id: "addmcp", text: "Add server",
+    onclick: async () => {
+      alertBox.textContent = "";
+      const line = runs.value.trim();
+      const body = /^https?:\/\//.test(line)
+        ? { url: line, bearer_token_env: token.value.trim() || null }
+        : { command: line.split(/\s+/)[0], args: line.split(/\s+/).slice(1) };
+      const named = users.value.split(/[\s,]+/).filter(Boolean);
+      if (named.length) body.users = named;
+      try {
+        await api("PUT", `/api/admin/mcp/${encodeURIComponent(name.value.trim())}`, body);
+        name.value = ""; runs.value = ""; token.value = ""; users.value = "";
+        await draw();
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  await draw();
+  return $("section", { class: "mcpadmin" },
+    $("h3", { text: "MCP servers" }), list,
+    $("div", { class: "addmcp" }, name, runs, token, users, add));
+}
+
 // The accounts and their grants, for an admin.
 async function adminSection(me) {
   const list = $("table", { class: "users", id: "users" });
@@ -1976,7 +2025,7 @@ async function adminSection(me) {
   return $("section", { class: "settings admin", id: "admin" },
     $("h3", { text: "Users" }), list,
     $("div", { class: "adduser" }, name, pass, role, add),
-    grants);
+    grants, await adminMcp());
 }
 
 

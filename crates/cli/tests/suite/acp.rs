@@ -1887,3 +1887,55 @@ async fn past_sessions_are_listed() {
     })
     .await;
 }
+
+/// The project's prompt commands over ACP: `.llembas/commands/review.md` is advertised to the
+/// editor and `/review ARGS` reaches the model expanded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_projects_prompt_commands_reach_an_editor() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    std::fs::create_dir_all(root.join(".llembas/commands")).unwrap();
+    std::fs::write(
+        root.join(".llembas/commands/review.md"),
+        "---\ndescription: Review for bugs\n---\nReview $ARGUMENTS for bugs.\n",
+    )
+    .unwrap();
+    let server = ScriptedServer::start(vec![text(&["Looks fine."])])
+        .await
+        .unwrap();
+    let url = server.base_url();
+    let r = root.clone();
+    let (updates, _) = plain_client(&sb, &url, async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(r))
+            .block_task()
+            .await?;
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("/review src/lib.rs"))],
+        ))
+        .block_task()
+        .await?;
+        Ok(())
+    })
+    .await;
+    let advertised: Vec<(String, String)> = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            SessionUpdate::AvailableCommandsUpdate(c) => Some(
+                c.available_commands
+                    .iter()
+                    .map(|c| (c.name.clone(), c.description.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .expect("the commands advertised");
+    assert!(
+        advertised.contains(&("review".into(), "Review for bugs".into())),
+        "{advertised:?}"
+    );
+    let bodies = server.bodies();
+    let sent = bodies[0]["messages"].to_string();
+    assert!(sent.contains("Review src/lib.rs for bugs."), "{sent}");
+}

@@ -84,13 +84,13 @@ async fn reads_edits_runs_and_plans() {
 
     let bodies = server.bodies();
     assert_eq!(bodies.len(), 4);
-    // Step 2 got the plan's answer and the read, numbered and named as grep lists it (relative
-    // to the working directory).
+    // Step 2 got the plan's answer and the read, numbered, its header naming the file as
+    // grep lists it (relative to the working directory).
     let r = tool_results(&bodies[1]);
     assert_eq!(r.len(), 2, "{r:?}");
     assert!(r[0].contains("Plan written: 2 tasks"), "{}", r[0]);
     assert!(r[0].starts_with("[#"), "every result has its id: {}", r[0]);
-    assert!(r[1].contains("src/lib.rs (hash "), "{}", r[1]);
+    assert!(r[1].contains("\nsrc/lib.rs (hash "), "{}", r[1]);
     assert!(r[1].contains("2\t    41"), "{}", r[1]);
     // The plan is in the system text from then on.
     let system = messages(&bodies[1])[0]["content"]
@@ -624,9 +624,8 @@ async fn a_task_runs_a_read_only_subagent() {
     for t in ["bash", "write", "edit", "task"] {
         assert!(!tools.contains(&t), "{t} offered to explore: {tools:?}");
     }
-    // Grep's lines under their file's path (ripgrep's --heading).
-    let found = &tool_results(&bodies[2])[0];
-    assert!(found.contains("src/retry.rs\n1: "), "{found}");
+    let grep = &tool_results(&bodies[2])[0];
+    assert!(grep.contains("src/retry.rs\n1: "), "{grep}");
     // Its final reply is the task's result in the main session.
     let r = tool_results(&bodies[3]);
     assert!(r[0].ends_with("\nIn src/retry.rs:1."), "{r:?}");

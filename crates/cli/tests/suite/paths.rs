@@ -260,7 +260,7 @@ async fn every_file_tool_in_every_mode_acts_on_the_path_it_names() {
                     result.body().contains("notes.txt")
                         && result.body().contains("only-outside.txt") == outside
                 } else if matches!(row.tool, "grep" | "glob" | "read") && !outside {
-                    // Inside the working directory, hits (and a read's header) are listed
+                    // Inside the working directory, hits and a read's header name the file
                     // relative to it.
                     result.body().lines().any(|l| l.starts_with("notes.txt"))
                 } else {

@@ -111,3 +111,89 @@ async fn the_clients_plan_state_is_the_sessions_plan() {
         assert_eq!(said.contains("Add RetryPolicy"), held, "{caps:?}: {said}");
     }
 }
+
+/// The person's prompt commands: advertised after the built-in ones (not one that runs shell
+/// commands), `/NAME ARGS` sends the expanded prompt to the model, and one that runs shell
+/// commands is refused with a line saying where it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persons_prompt_commands_are_advertised_and_expanded() {
+    use agent_client_protocol::v1::schema::SessionUpdate;
+    use harness_agent::custom::{PromptCommand, Source};
+    let said = |updates: &[SessionUpdate]| -> String {
+        updates
+            .iter()
+            .filter_map(|u| match u {
+                SessionUpdate::AgentMessageChunk(c) => match &c.content {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
+    let with_commands = |reply: Vec<Reply>| {
+        let host = TestHost::new(reply);
+        let mut commands = host.commands.lock().unwrap();
+        commands.add(PromptCommand::from_file(
+            "review",
+            "---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $ARGUMENTS for bugs.\n",
+            Source::Project,
+        ));
+        commands.add(PromptCommand::from_file(
+            "branch",
+            "The branch: !`git branch --show-current`\n",
+            Source::User,
+        ));
+        drop(commands);
+        host
+    };
+    let text = |t: &str| vec![ContentBlock::Text(TextContent::new(t))];
+
+    let host = with_commands(vec![Reply::text("Looks fine.")]);
+    let (answer, updates) = super::prompt_with(
+        host.clone(),
+        &[],
+        serde_json::json!({}),
+        text("/review src/lib.rs"),
+    )
+    .await;
+    answer.unwrap();
+    let advertised = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands.clone()),
+            _ => None,
+        })
+        .expect("the commands advertised");
+    let names: Vec<&str> = advertised.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["mode", "plan", "jobs", "compact", "recall", "review"]
+    );
+    assert_eq!(advertised[5].description, "Review a file");
+    let requests = host.models.lock().unwrap()[0].requests();
+    let sent = requests[0]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(sent.contains("Review src/lib.rs for bugs."), "{sent}");
+    assert!(!sent.contains("/review"), "{sent}");
+    assert_eq!(said(&updates), "Looks fine.");
+
+    let host = with_commands(Vec::new());
+    let (answer, updates) =
+        super::prompt_with(host.clone(), &[], serde_json::json!({}), text("/branch")).await;
+    answer.unwrap();
+    assert_eq!(
+        said(&updates),
+        "/branch runs shell commands (!`…`) before its prompt is sent; they run at the terminal only (llembas), not from an editor"
+    );
+    assert!(
+        host.models.lock().unwrap()[0].requests().is_empty(),
+        "the model was asked"
+    );
+}

@@ -87,6 +87,8 @@ pub struct TestHost {
     pub vision: std::sync::atomic::AtomicBool,
     /// The model of each session opened, to read what it was sent.
     pub models: Mutex<Vec<ScriptedModel>>,
+    /// The person's prompt commands its sessions get.
+    pub commands: Mutex<harness_agent::custom::Commands>,
 }
 
 impl TestHost {
@@ -97,6 +99,7 @@ impl TestHost {
             memory_apis: Mutex::new(Vec::new()),
             store: Arc::default(),
             vision: Default::default(),
+            commands: Default::default(),
             models: Mutex::new(Vec::new()),
         })
     }
@@ -134,6 +137,7 @@ impl TestHost {
             models: None,
             memory_entries: None,
             mcp_notices: Vec::new(),
+            commands: self.commands.lock().unwrap().clone(),
         })
     }
 }
