@@ -383,17 +383,7 @@ pub fn search_eval(args: Args) -> Result<()> {
     // embedder::THREADS_VAR): set as the binaries do, or (another thread running) by running
     // this again with it.
     if embedder::set_threads_var() == embedder::ThreadsVar::NotAlone {
-        let exe = std::env::current_exe().context("cannot find the xtask's own binary")?;
-        let status = Command::new(&exe)
-            .args(std::env::args_os().skip(1))
-            .env(embedder::THREADS_VAR, embedder::thread_count())
-            .env(embedder::ELEMWISE_THREADS_VAR, "1")
-            .status()
-            .with_context(|| format!("cannot run {} again", exe.display()))?;
-        if !status.success() {
-            bail!("search-eval failed ({status})");
-        }
-        return Ok(());
+        return run_again_with_threads();
     }
     let default_corpus = args.root.is_none();
     let root = match args.root {
@@ -425,16 +415,7 @@ pub fn search_eval(args: Args) -> Result<()> {
     let queries: Vec<&Query> = sets.iter().flat_map(|(_, q)| q).collect();
     let files = corpus(&root, prefix.as_deref(), packages.as_ref())?;
     let names: HashSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-    for q in &queries {
-        for r in &q.relevant {
-            if !names.contains(r.as_str()) {
-                println!(
-                    "search-eval: warning: {r:?} (for {:?}) is not in the corpus",
-                    q.text
-                );
-            }
-        }
-    }
+    warn_outside(&queries, &names);
     let from: Vec<String> = query_paths
         .iter()
         .map(|p| p.display().to_string())
@@ -448,8 +429,6 @@ pub fn search_eval(args: Args) -> Result<()> {
     );
 
     let model = install_embedder()?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let embedder = Embedder::load(&model)?;
     // The index is kept between runs (keyed by the corpus's folder and the embedder), so a run
     // embeds only the files changed since.
     let key = hex::encode(
@@ -457,15 +436,76 @@ pub fn search_eval(args: Args) -> Result<()> {
             [..6],
     );
     let kept = crate::workspace_root().join(format!("target/search-eval/index-{key}.json"));
-    let store = if args.fresh {
-        FileStore::new(&kept)
+    let params = Params::embedded()?;
+    let index = build_index(&model, &kept, args.fresh, &params, &files, &names)?;
+
+    for (set, set_queries) in &sets {
+        let set_queries: Vec<&Query> = set_queries.iter().collect();
+        println!("{set} ({} queries):", set_queries.len());
+        report(&index, &set_queries, args.misses)?;
+    }
+    if sets.len() > 1 {
+        println!("all sets ({} queries):", queries.len());
+        let mut out = Vec::new();
+        for (name, ranking) in RANKINGS {
+            let (recall, mrr, _) = score(&index, &queries, ranking)?;
+            out.push(format!("{name} {recall:.3} / {mrr:.3}"));
+        }
+        println!("  recall@5 / MRR: {}", out.join(", "));
+    }
+    latency(&index, &model, params, &queries, args.latency_pieces)
+}
+
+/// Runs this xtask again with candle's thread variables set (another thread was running when
+/// they were to be set).
+fn run_again_with_threads() -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the xtask's own binary")?;
+    let status = Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env(embedder::THREADS_VAR, embedder::thread_count())
+        .env(embedder::ELEMWISE_THREADS_VAR, "1")
+        .status()
+        .with_context(|| format!("cannot run {} again", exe.display()))?;
+    if !status.success() {
+        bail!("search-eval failed ({status})");
+    }
+    Ok(())
+}
+
+/// Warns of each relevant file a query names that is not in the corpus.
+fn warn_outside(queries: &[&Query], names: &HashSet<&str>) {
+    for q in queries {
+        for r in &q.relevant {
+            if !names.contains(r.as_str()) {
+                println!(
+                    "search-eval: warning: {r:?} (for {:?}) is not in the corpus",
+                    q.text
+                );
+            }
+        }
+    }
+}
+
+/// The corpus's index, kept in `kept` (built anew with `fresh`): files gone are removed, new
+/// and changed ones cut and embedded a hundred at a time; says how long that took.
+fn build_index(
+    model: &Path,
+    kept: &Path,
+    fresh: bool,
+    params: &Params,
+    files: &[(String, String)],
+    names: &HashSet<&str>,
+) -> Result<Index<FileStore>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let embedder = Embedder::load(model)?;
+    let store = if fresh {
+        FileStore::new(kept)
     } else {
-        FileStore::open(&kept).unwrap_or_else(|e| {
+        FileStore::open(kept).unwrap_or_else(|e| {
             println!("search-eval: building anew: {e}");
-            FileStore::new(&kept)
+            FileStore::new(kept)
         })
     };
-    let params = Params::embedded()?;
     let mut index = Index::open(store, Some(embedder), params.clone())?;
     let gone: Vec<String> = index
         .store()
@@ -515,29 +555,25 @@ pub fn search_eval(args: Args) -> Result<()> {
             embedded as f64 / build
         );
     }
+    Ok(index)
+}
 
-    for (set, set_queries) in &sets {
-        let set_queries: Vec<&Query> = set_queries.iter().collect();
-        println!("{set} ({} queries):", set_queries.len());
-        report(&index, &set_queries, args.misses)?;
-    }
-    if sets.len() > 1 {
-        println!("all sets ({} queries):", queries.len());
-        let mut out = Vec::new();
-        for (name, ranking) in RANKINGS {
-            let (recall, mrr, _) = score(&index, &queries, ranking)?;
-            out.push(format!("{name} {recall:.3} / {mrr:.3}"));
-        }
-        println!("  recall@5 / MRR: {}", out.join(", "));
-    }
-
-    // Latency over an index of at least `latency_pieces` pieces: the corpus's own pieces
-    // (vectors and all) copied under other folders until there are enough.
+/// Latency over an index of at least `latency_pieces` pieces: the corpus's own pieces
+/// (vectors and all) copied under other folders until there are enough; p50 and p99 of a
+/// search, and of its two halves (embedding the query, ranking with its vector).
+fn latency(
+    index: &Index<FileStore>,
+    model: &Path,
+    params: Params,
+    queries: &[&Query],
+    latency_pieces: usize,
+) -> Result<()> {
+    let pieces = index.piece_count();
     let stored: Vec<_> = index.store().load()?;
     let mut big = MemoryStore::new();
     let mut count = 0usize;
     let mut copy = 0usize;
-    while count < args.latency_pieces && pieces > 0 {
+    while count < latency_pieces && pieces > 0 {
         for f in &stored {
             let mut f = f.clone();
             if copy > 0 {
@@ -548,7 +584,7 @@ pub fn search_eval(args: Args) -> Result<()> {
         }
         copy += 1;
     }
-    let embedder = Embedder::load(&model)?;
+    let embedder = Embedder::load(model)?;
     let big = Index::open(big, Some(embedder), params)?;
     let mut times = Vec::new();
     let (mut embeds, mut ranks) = (Vec::new(), Vec::new());
@@ -558,7 +594,7 @@ pub fn search_eval(args: Args) -> Result<()> {
         std::hint::black_box(big.search(&q.text, 10, Ranking::Combined, &|_| true)?);
     }
     for _round in 0..2 {
-        for q in &queries {
+        for q in queries {
             let t = Instant::now();
             let answer = big.search(&q.text, 10, Ranking::Combined, &|_| true)?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);

@@ -158,7 +158,7 @@ pub fn permission(command: &PermissionCommand, settings: &Settings) -> Result<Ex
         harness_agent::perm::engine()?,
         settings.mode,
         &root,
-        &crate::session::home_dir(),
+        &crate::settings::home_dir(),
         settings.rules.clone(),
     );
     let args = serde_json::json!({ "command": line });

@@ -55,7 +55,7 @@ impl Exec {
             root: root.to_path_buf(),
             open: Mutex::new(std::sync::Weak::new()),
             disk: std::sync::OnceLock::new(),
-            files: DiskFiles::new(&root.display().to_string(), &crate::session::home_dir()),
+            files: DiskFiles::new(&root.display().to_string(), &crate::settings::home_dir()),
             personal: PersonalTools::default(),
             spill: Arc::new(process::SpillDir::new(None)),
             memory_api: None,

@@ -16,6 +16,7 @@ use harness_spec::Project;
 
 use crate::exec::Exec;
 use crate::settings::Settings;
+pub use crate::settings::home_dir;
 use crate::store::{Store, read_transcript};
 use crate::world::{HostJobs, HostWorld};
 
@@ -176,13 +177,6 @@ pub async fn start_mcp(
     }
     let (mcp, notices) = harness_mcp::Mcp::start(servers, harness_mcp::Limits::default()).await;
     (Some(Arc::new(mcp)), notices)
-}
-
-/// The person's home directory (`/` when there is none).
-pub fn home_dir() -> String {
-    dirs::home_dir()
-        .map(|h| h.display().to_string())
-        .unwrap_or_else(|| "/".to_owned())
 }
 
 /// The OS sandbox of the session's commands, as the spec and the settings say; `None` (said in

@@ -77,6 +77,13 @@ pub struct Dirs {
     pub data: PathBuf,
 }
 
+/// The person's home directory (`/` when there is none).
+pub fn home_dir() -> String {
+    dirs::home_dir()
+        .map(|h| h.display().to_string())
+        .unwrap_or_else(|| "/".to_owned())
+}
+
 impl Dirs {
     /// The user's directories: `$XDG_CONFIG_HOME/llembas` and `$XDG_DATA_HOME/llembas` or the
     /// platform's equivalents; `LLEMBAS_HOME` puts both under one directory.

@@ -57,6 +57,9 @@
 //! crate's tests drive a whole session through it over `tokio::io::duplex` with
 //! `harness_agent::ScriptedModel`.
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 mod agent;
 pub mod commands;
 mod error;

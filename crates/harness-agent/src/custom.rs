@@ -206,6 +206,12 @@ impl Commands {
     }
 }
 
+impl crate::slash::CommandNames for Commands {
+    fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
 /// The commands of ``!`command` `` spans in `text`, in order.
 pub fn inline_commands(text: &str) -> Vec<String> {
     spans(text).into_iter().map(|(_, c)| c.to_owned()).collect()

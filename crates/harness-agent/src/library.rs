@@ -301,6 +301,40 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// A tool argument's text.
+fn str_arg<'a>(a: &'a Value, k: &str) -> Option<&'a str> {
+    a.get(k).and_then(Value::as_str)
+}
+
+/// A tool argument's count.
+fn usize_arg(a: &Value, k: &str) -> Option<usize> {
+    a.get(k).and_then(Value::as_u64).map(|v| v as usize)
+}
+
+/// The line of a note's hit piece that has most of the query's words `q` (the first of
+/// equals), else the piece's first line that is not the note's title; trimmed.
+fn best_line<'t>(text: &'t str, hit: &harness_search::Hit, q: &[String], title: &str) -> &'t str {
+    let lines: Vec<&str> = text
+        .lines()
+        .skip(hit.start_line.saturating_sub(1))
+        .take(hit.end_line + 1 - hit.start_line.max(1))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let mut line = lines
+        .iter()
+        .copied()
+        .find(|l| l.trim() != title.trim())
+        .unwrap_or("");
+    let mut best = 0;
+    for &l in &lines {
+        let sc = score(q, l);
+        if sc > best {
+            (best, line) = (sc, l);
+        }
+    }
+    line.trim()
+}
+
 /// A tool's answer: the text, and whether it is an error.
 pub type Answer = (String, bool);
 
@@ -383,170 +417,160 @@ impl Library {
 
     /// Runs a library tool with its (already scoped) arguments.
     pub fn run(&self, tool: &str, a: &Value, scope: Option<&Value>) -> Answer {
-        let s = |k: &str| a.get(k).and_then(Value::as_str);
-        let n = |k: &str| a.get(k).and_then(Value::as_u64).map(|v| v as usize);
         match tool {
-            "notes_search" => {
-                let Some(query) = s("query") else {
-                    return err("notes_search: `query` is missing");
-                };
-                let all = s("scope") == Some("all");
-                let limit = n("limit").unwrap_or(10).clamp(1, 50);
-                let (notes, _, items) = self.indexed_items();
-                let seen: Vec<&Item> = notes
-                    .iter()
-                    .filter(|i| Self::in_scope(&i.meta, scope))
-                    .filter(|i| {
-                        scope.is_some()
-                            || all
-                            || i.meta.project.is_empty()
-                            || i.meta.project == self.project
-                    })
-                    .collect();
-                let see = |p: &str| seen.iter().any(|i| note_path(&i.id) == p);
-                // Pieces, best first: a note is named once, by its best piece.
-                let answer = match self.search.search(&items, query, limit * 4, &see) {
-                    Ok(a) => a,
-                    Err(e) => return err(format!("notes_search: {e}")),
-                };
-                let q = words(query);
-                let mut out: Vec<String> = Vec::new();
-                let mut named: Vec<&str> = Vec::new();
-                for hit in &answer.hits {
-                    let Some(note) = seen.iter().find(|i| note_path(&i.id) == hit.path) else {
-                        continue;
-                    };
-                    if named.contains(&note.id.as_str()) || named.len() == limit {
-                        continue;
-                    }
-                    named.push(&note.id);
-                    let text = note_text(note);
-                    let lines: Vec<&str> = text
-                        .lines()
-                        .skip(hit.start_line.saturating_sub(1))
-                        .take(hit.end_line + 1 - hit.start_line.max(1))
-                        .filter(|l| !l.trim().is_empty())
-                        .collect();
-                    // The line with most of the query's words (the first of equals), else
-                    // the piece's first line that is not the title.
-                    let mut line = lines
-                        .iter()
-                        .copied()
-                        .find(|l| l.trim() != note.meta.title.trim())
-                        .unwrap_or("");
-                    let mut best = 0;
-                    for l in &lines {
-                        let sc = score(&q, l);
-                        if sc > best {
-                            (best, line) = (sc, l);
-                        }
-                    }
-                    let line = line.trim();
-                    out.push(format!("{} — {}\n  {}", note.id, note.meta.title, line));
-                }
-                let mut text = if out.is_empty() {
-                    "No notes match.".to_string()
-                } else {
-                    out.join("\n")
-                };
-                if let Some(note) = &answer.note {
-                    text.push_str(&format!("\n\n({note}.)"));
-                }
-                (text, false)
-            }
-            "note_view" => {
-                let Some(id) = s("id") else {
-                    return err("note_view: `id` is missing");
-                };
-                match self.notes(scope).into_iter().find(|i| i.id == id) {
-                    Some(i) => (
-                        format!(
-                            "# {}\n(id {}, changed {}, {})\n\n{}",
-                            i.meta.title,
-                            i.id,
-                            format_time(i.meta.updated),
-                            if i.meta.project.is_empty() {
-                                "every project".to_owned()
-                            } else {
-                                format!("project {}", i.meta.project)
-                            },
-                            i.text
-                        ),
-                        false,
-                    ),
-                    None => err(format!("No note {id}.")),
-                }
-            }
+            "notes_search" => self.notes_search(a, scope),
+            "note_view" => self.note_view(a, scope),
             "note_manage" => self.manage(a, scope),
-            "knowledge_search" => {
-                let Some(query) = s("query") else {
-                    return err("knowledge_search: `query` is missing");
-                };
-                let only = s("document");
-                let limit = n("limit").unwrap_or(8).clamp(1, 30);
-                let (_, docs, items) = self.indexed_items();
-                let seen: Vec<&Item> = docs
-                    .iter()
-                    .filter(|d| Self::in_scope(&d.meta, scope))
-                    .filter(|d| only.is_none_or(|o| o == d.id))
-                    .collect();
-                let see = |p: &str| seen.iter().any(|d| document_path(&d.id) == p);
-                let answer = match self.search.search(&items, query, limit, &see) {
-                    Ok(a) => a,
-                    Err(e) => return err(format!("knowledge_search: {e}")),
-                };
-                let out: Vec<String> = answer
-                    .hits
-                    .iter()
-                    .filter_map(|hit| {
-                        let d = seen.iter().find(|d| document_path(&d.id) == hit.path)?;
-                        let (a, b) = (hit.start_line.max(1), hit.end_line.max(hit.start_line));
-                        let passage: Vec<&str> =
-                            d.text.lines().skip(a - 1).take(b + 1 - a).collect();
-                        Some(format!(
-                            "{} — {} (lines {a}-{b})\n{}",
-                            d.id,
-                            d.meta.title,
-                            passage.join("\n")
-                        ))
-                    })
-                    .collect();
-                let mut text = if out.is_empty() {
-                    "No passages match.".to_string()
-                } else {
-                    out.join("\n\n")
-                };
-                if let Some(note) = &answer.note {
-                    text.push_str(&format!("\n\n({note}.)"));
-                }
-                (text, false)
-            }
-            "knowledge_get" => {
-                let Some(id) = s("id") else {
-                    return err("knowledge_get: `id` is missing");
-                };
-                let Some(d) = self.documents(scope).into_iter().find(|d| d.id == id) else {
-                    return err(format!("No document {id}."));
-                };
-                // The same windowing as `read`, over the document alone.
-                let tree = MemoryBackend::new();
-                let path = VPath::parse(&format!("/{id}"));
-                if let Err(e) = tree.add_file(&path, d.text.as_str()) {
-                    return err(e.to_string());
-                }
-                let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Ro));
-                match fst::read(
-                    &view,
-                    &Ledger::new(),
-                    path.as_str(),
-                    n("offset"),
-                    n("limit"),
-                ) {
-                    Ok(w) => (w.text, false),
-                    Err(e) => err(e.to_string()),
-                }
-            }
+            "knowledge_search" => self.knowledge_search(a, scope),
+            "knowledge_get" => self.knowledge_get(a, scope),
             other => err(format!("{other} is not a library tool")),
+        }
+    }
+
+    /// `notes_search`: the notes in scope (this project's and every project's, or all) whose
+    /// pieces match best, each named once with its line that has most of the query's words.
+    fn notes_search(&self, a: &Value, scope: Option<&Value>) -> Answer {
+        let Some(query) = str_arg(a, "query") else {
+            return err("notes_search: `query` is missing");
+        };
+        let all = str_arg(a, "scope") == Some("all");
+        let limit = usize_arg(a, "limit").unwrap_or(10).clamp(1, 50);
+        let (notes, _, items) = self.indexed_items();
+        let seen: Vec<&Item> = notes
+            .iter()
+            .filter(|i| Self::in_scope(&i.meta, scope))
+            .filter(|i| {
+                scope.is_some()
+                    || all
+                    || i.meta.project.is_empty()
+                    || i.meta.project == self.project
+            })
+            .collect();
+        let see = |p: &str| seen.iter().any(|i| note_path(&i.id) == p);
+        // Pieces, best first: a note is named once, by its best piece.
+        let answer = match self.search.search(&items, query, limit * 4, &see) {
+            Ok(a) => a,
+            Err(e) => return err(format!("notes_search: {e}")),
+        };
+        let q = words(query);
+        let mut out: Vec<String> = Vec::new();
+        let mut named: Vec<&str> = Vec::new();
+        for hit in &answer.hits {
+            let Some(note) = seen.iter().find(|i| note_path(&i.id) == hit.path) else {
+                continue;
+            };
+            if named.contains(&note.id.as_str()) || named.len() == limit {
+                continue;
+            }
+            named.push(&note.id);
+            let text = note_text(note);
+            let line = best_line(&text, hit, &q, &note.meta.title);
+            out.push(format!("{} — {}\n  {}", note.id, note.meta.title, line));
+        }
+        let mut text = if out.is_empty() {
+            "No notes match.".to_string()
+        } else {
+            out.join("\n")
+        };
+        if let Some(note) = &answer.note {
+            text.push_str(&format!("\n\n({note}.)"));
+        }
+        (text, false)
+    }
+
+    /// `note_view`: a note in scope, whole, with its id, when it changed and its project.
+    fn note_view(&self, a: &Value, scope: Option<&Value>) -> Answer {
+        let Some(id) = str_arg(a, "id") else {
+            return err("note_view: `id` is missing");
+        };
+        match self.notes(scope).into_iter().find(|i| i.id == id) {
+            Some(i) => (
+                format!(
+                    "# {}\n(id {}, changed {}, {})\n\n{}",
+                    i.meta.title,
+                    i.id,
+                    format_time(i.meta.updated),
+                    if i.meta.project.is_empty() {
+                        "every project".to_owned()
+                    } else {
+                        format!("project {}", i.meta.project)
+                    },
+                    i.text
+                ),
+                false,
+            ),
+            None => err(format!("No note {id}.")),
+        }
+    }
+
+    /// `knowledge_search`: the passages of the documents in scope (or of one) that match best.
+    fn knowledge_search(&self, a: &Value, scope: Option<&Value>) -> Answer {
+        let Some(query) = str_arg(a, "query") else {
+            return err("knowledge_search: `query` is missing");
+        };
+        let only = str_arg(a, "document");
+        let limit = usize_arg(a, "limit").unwrap_or(8).clamp(1, 30);
+        let (_, docs, items) = self.indexed_items();
+        let seen: Vec<&Item> = docs
+            .iter()
+            .filter(|d| Self::in_scope(&d.meta, scope))
+            .filter(|d| only.is_none_or(|o| o == d.id))
+            .collect();
+        let see = |p: &str| seen.iter().any(|d| document_path(&d.id) == p);
+        let answer = match self.search.search(&items, query, limit, &see) {
+            Ok(a) => a,
+            Err(e) => return err(format!("knowledge_search: {e}")),
+        };
+        let out: Vec<String> = answer
+            .hits
+            .iter()
+            .filter_map(|hit| {
+                let d = seen.iter().find(|d| document_path(&d.id) == hit.path)?;
+                let (a, b) = (hit.start_line.max(1), hit.end_line.max(hit.start_line));
+                let passage: Vec<&str> = d.text.lines().skip(a - 1).take(b + 1 - a).collect();
+                Some(format!(
+                    "{} — {} (lines {a}-{b})\n{}",
+                    d.id,
+                    d.meta.title,
+                    passage.join("\n")
+                ))
+            })
+            .collect();
+        let mut text = if out.is_empty() {
+            "No passages match.".to_string()
+        } else {
+            out.join("\n\n")
+        };
+        if let Some(note) = &answer.note {
+            text.push_str(&format!("\n\n({note}.)"));
+        }
+        (text, false)
+    }
+
+    /// `knowledge_get`: a document in scope, windowed as `read` windows a file.
+    fn knowledge_get(&self, a: &Value, scope: Option<&Value>) -> Answer {
+        let Some(id) = str_arg(a, "id") else {
+            return err("knowledge_get: `id` is missing");
+        };
+        let Some(d) = self.documents(scope).into_iter().find(|d| d.id == id) else {
+            return err(format!("No document {id}."));
+        };
+        // The same windowing as `read`, over the document alone.
+        let tree = MemoryBackend::new();
+        let path = VPath::parse(&format!("/{id}"));
+        if let Err(e) = tree.add_file(&path, d.text.as_str()) {
+            return err(e.to_string());
+        }
+        let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Ro));
+        match fst::read(
+            &view,
+            &Ledger::new(),
+            path.as_str(),
+            usize_arg(a, "offset"),
+            usize_arg(a, "limit"),
+        ) {
+            Ok(w) => (w.text, false),
+            Err(e) => err(e.to_string()),
         }
     }
 

@@ -82,13 +82,26 @@ pub enum Line {
     Unknown(String),
 }
 
+/// The prompt commands of a session as the parser asks about them (the session's
+/// [`crate::custom::Commands`]; `()` for none).
+pub trait CommandNames {
+    /// Whether there is a prompt command named `name`.
+    fn has(&self, name: &str) -> bool;
+}
+
+impl CommandNames for () {
+    fn has(&self, _name: &str) -> bool {
+        false
+    }
+}
+
 /// Reads a line of the prompt.
 pub fn parse_line(line: &str) -> Line {
-    parse_line_in(line, &crate::custom::Commands::default())
+    parse_line_in(line, &())
 }
 
 /// Reads a line of the prompt of a session with the prompt commands `commands`.
-pub fn parse_line_in(line: &str, commands: &crate::custom::Commands) -> Line {
+pub fn parse_line_in(line: &str, commands: &impl CommandNames) -> Line {
     let t = line.trim();
     if t.is_empty() {
         return Line::Empty;
@@ -139,7 +152,7 @@ pub fn parse_line_in(line: &str, commands: &crate::custom::Commands) -> Line {
         "export" => Line::Export(arg.map(str::to_owned)),
         "help" | "?" => Line::Help,
         "quit" | "exit" | "q" => Line::Quit,
-        other if commands.get(other).is_some() => Line::Custom {
+        other if commands.has(other) => Line::Custom {
             name: other.to_owned(),
             args: cmd.trim_start()[name.len()..].trim().to_owned(),
         },

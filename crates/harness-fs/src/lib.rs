@@ -18,6 +18,9 @@
 //! assert_eq!(view.list("/notes").unwrap().lines(), vec!["a.md".to_string()]);
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 mod atomic;
 pub mod backend;
 pub mod chunk;

@@ -402,11 +402,36 @@ fn action_name(a: &Action) -> Option<&'static str> {
 }
 
 fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &Value) -> Outcome {
+    let mut session = steps_session(cfg, case);
+    let mut actual = Vec::new();
+    let mut call_no = 0usize;
+    let mut last_calls: Vec<ToolCall> = Vec::new();
+    for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
+        let input = match step_input(k, step, &mut call_no, &last_calls) {
+            Ok(input) => input,
+            Err(malformed) => return malformed,
+        };
+        let actions = match session.handle(input) {
+            Ok(a) => a,
+            Err(e) => {
+                actual.push(json!({"error": e.to_string()}));
+                continue;
+            }
+        };
+        let got = seen_in(&actions, &mut last_calls);
+        actual.push(shape(got, exp, &["actions"]));
+    }
+    Outcome::compare(case, Value::Array(actual))
+}
+
+/// The session a steps case runs: a subagent's when it says `subagent`, asking about the
+/// tools its `ask` names.
+fn steps_session(cfg: LoopConfig, case: &Value) -> Session {
     let subagent = case
         .get("subagent")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let mut session = Session::new(SessionSetup {
+    Session::new(SessionSetup {
         config: cfg,
         project: harness_spec::Project::Cli,
         budget: None,
@@ -424,22 +449,35 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
         )),
         subagent,
         hygiene: true,
-    });
-    let mut actual = Vec::new();
-    let mut call_no = 0usize;
-    let mut last_calls: Vec<ToolCall> = Vec::new();
-    for (k, (step, exp)) in steps.iter().zip(expect).enumerate() {
-        let input = match step
+    })
+}
+
+/// A step's string field, empty when absent.
+fn step_text(step: &Value, key: &str) -> String {
+    step.get(key).and_then(Value::as_str).unwrap_or("").into()
+}
+
+/// A step's job id, 0 when absent.
+fn step_job(step: &Value) -> u32 {
+    step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32
+}
+
+/// Step `k`'s input: a model step's calls numbered on from `call_no`, a results step's
+/// outputs paired with the calls last run; a malformed step's outcome as the error.
+fn step_input(
+    k: usize,
+    step: &Value,
+    call_no: &mut usize,
+    last_calls: &[ToolCall],
+) -> Result<Input, Outcome> {
+    Ok(
+        match step
             .get("input")
             .and_then(Value::as_str)
             .unwrap_or_default()
         {
             "prompt" => Input::Prompt {
-                text: step
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                text: step_text(step, "text"),
             },
             "model" => {
                 let mut calls = Vec::new();
@@ -449,7 +487,7 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     .into_iter()
                     .flatten()
                 {
-                    call_no += 1;
+                    *call_no += 1;
                     calls.push(ToolCall {
                         id: format!("call_{call_no}"),
                         name: c.get("name").and_then(Value::as_str).unwrap_or("").into(),
@@ -457,11 +495,7 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     });
                 }
                 Input::Model(ModelOutput {
-                    text: step
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
+                    text: step_text(step, "text"),
                     tool_calls: calls,
                     ..ModelOutput::default()
                 })
@@ -481,18 +515,14 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                 )
             }
             "job_output" => Input::JobOutput {
-                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
-                text: step
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                id: step_job(step),
+                text: step_text(step, "text"),
             },
             "job_ended" => Input::JobEnded {
-                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
+                id: step_job(step),
                 end: match step.get("end").cloned().map(serde_json::from_value) {
                     Some(Ok(e)) => e,
-                    _ => return Outcome::malformed(format!("step {k}: `end` is a JobEnd")),
+                    _ => return Err(Outcome::malformed(format!("step {k}: `end` is a JobEnd"))),
                 },
                 final_reply: step
                     .get("final_reply")
@@ -500,80 +530,70 @@ fn run_session_steps(cfg: LoopConfig, steps: &[Value], expect: &[Value], case: &
                     .map(String::from),
             },
             "report" => Input::Report {
-                id: step.get("id").and_then(Value::as_u64).unwrap_or(0) as u32,
-                text: step
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                id: step_job(step),
+                text: step_text(step, "text"),
             },
             "answer" => Input::Answer {
-                call_id: step
-                    .get("call_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                call_id: step_text(step, "call_id"),
                 answer: Answer::Once,
             },
             "message" => Input::Message {
-                text: step
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .into(),
+                text: step_text(step, "text"),
             },
             "cancel" => Input::Cancel,
-            other => return Outcome::malformed(format!("step {k}: unknown input `{other}`")),
-        };
-        let actions = match session.handle(input) {
-            Ok(a) => a,
-            Err(e) => {
-                actual.push(json!({"error": e.to_string()}));
-                continue;
+            other => {
+                return Err(Outcome::malformed(format!(
+                    "step {k}: unknown input `{other}`"
+                )));
             }
-        };
-        let mut got = Map::new();
-        let names: Vec<&str> = actions.iter().filter_map(action_name).collect();
-        got.insert("actions".into(), json!(names));
-        for a in &actions {
-            match a {
-                Action::CallModel(req) => {
-                    let last_user = req.messages.iter().rev().find_map(|m| match m {
-                        Message::User { text, .. } => Some(text.clone()),
+        },
+    )
+}
+
+/// What a step's actions showed, as a case's `expect` says it: the actions' names, a model
+/// request's last user text and results, a started job, the turn's end and origin; the calls
+/// run are kept for the next results step.
+fn seen_in(actions: &[Action], last_calls: &mut Vec<ToolCall>) -> Map<String, Value> {
+    let mut got = Map::new();
+    let names: Vec<&str> = actions.iter().filter_map(action_name).collect();
+    got.insert("actions".into(), json!(names));
+    for a in actions {
+        match a {
+            Action::CallModel(req) => {
+                let last_user = req.messages.iter().rev().find_map(|m| match m {
+                    Message::User { text, .. } => Some(text.clone()),
+                    _ => None,
+                });
+                got.insert("last_user".into(), json!(last_user));
+                let tools: Vec<Value> = req
+                    .messages
+                    .iter()
+                    .filter_map(|m| match m {
+                        Message::Tool { text, .. } => {
+                            Some(json!(text.lines().skip(1).collect::<Vec<_>>().join("\n")))
+                        }
                         _ => None,
-                    });
-                    got.insert("last_user".into(), json!(last_user));
-                    let tools: Vec<Value> = req
-                        .messages
-                        .iter()
-                        .filter_map(|m| match m {
-                            Message::Tool { text, .. } => {
-                                Some(json!(text.lines().skip(1).collect::<Vec<_>>().join("\n")))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    got.insert("tool_results".into(), Value::Array(tools));
-                }
-                Action::RunTools { calls, .. } => last_calls = calls.clone(),
-                Action::StartJob { id, .. } => {
-                    got.insert("job".into(), json!(id));
-                }
-                Action::EndTurn(reason) => {
-                    got.insert(
-                        "end".into(),
-                        serde_json::to_value(reason).unwrap_or(Value::Null),
-                    );
-                }
-                Action::Emit(harness_core::protocol::Event::UserInput { origin, .. }) => {
-                    got.insert("turn_origin".into(), json!(origin));
-                }
-                _ => {}
+                    })
+                    .collect();
+                got.insert("tool_results".into(), Value::Array(tools));
             }
+            Action::RunTools { calls, .. } => *last_calls = calls.clone(),
+            Action::StartJob { id, .. } => {
+                got.insert("job".into(), json!(id));
+            }
+            Action::EndTurn(reason) => {
+                got.insert(
+                    "end".into(),
+                    serde_json::to_value(reason).unwrap_or(Value::Null),
+                );
+            }
+            Action::Emit(harness_core::protocol::Event::UserInput { origin, .. }) => {
+                got.insert("turn_origin".into(), json!(origin));
+            }
+            _ => {}
         }
-        actual.push(shape(got, exp, &["actions"]));
     }
-    Outcome::compare(case, Value::Array(actual))
+    got
 }
 
 /// Allows every call but those of the tools named, which it asks about (a case's `ask`).

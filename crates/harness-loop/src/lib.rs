@@ -31,6 +31,9 @@
 //! assert!(shown.body.contains("945 lines elided: the same shapes as the lines above, again"));
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod capacity;
 pub mod config;
 pub mod conformance;

@@ -118,6 +118,11 @@ enum Planned {
     Edit { file: usize, line: usize },
 }
 
+/// The project's directories, as the scripted `list` calls name them.
+const DIRS: [&str; 3] = ["/work/project", "/work/project/src", "/work/project/tests"];
+/// The patterns the scripted `grep` calls look for.
+const PATTERNS: [&str; 4] = ["compute_3", "offset", "TODO", "fn main"];
+
 /// Replays the scripted trajectory of `steps` model requests (the last one answers in text),
 /// with context hygiene on or off, compacting past `compact_at` tokens if given.
 pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figure> {
@@ -136,21 +141,9 @@ pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figu
         hygiene,
     });
     let mut rng = Rng(0x5eed_1234_abcd_0001);
-    let mut files: Vec<File> = (0..14)
-        .map(|i| {
-            let n = 40 + rng.below(460) as usize;
-            File {
-                path: format!("/work/project/src/module_{i}.rs"),
-                lines: (1..=n)
-                    .map(|l| {
-                        format!("    let value_{l} = compute_{i}(input_{l}, {l}) + offset; // v0")
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let dirs = ["/work/project", "/work/project/src", "/work/project/tests"];
-    let patterns = ["compute_3", "offset", "TODO", "fn main"];
+    let mut files = project_files(&mut rng);
+    let dirs = DIRS;
+    let patterns = PATTERNS;
 
     let mut actions = session.handle(Input::Prompt {
         text: "Fix the failing tests in the project and keep the build green.".into(),
@@ -189,44 +182,7 @@ pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figu
                     let mut calls = Vec::new();
                     for _ in 0..count {
                         call_no += 1;
-                        let roll = rng.below(100);
-                        let planned = if roll < 38 {
-                            // Re-reads dominate: the same few files again and again.
-                            let file =
-                                (rng.below(6) + if rng.below(4) == 0 { 6 } else { 0 }) as usize;
-                            Planned::Read {
-                                file,
-                                first: 1,
-                                limit: 2000,
-                            }
-                        } else if roll < 52 {
-                            let file = rng.below(files.len() as u64) as usize;
-                            let len = files[file].lines.len() as u64;
-                            let first = 1 + rng.below(len.saturating_sub(40).max(1));
-                            Planned::Read {
-                                file,
-                                first,
-                                limit: 30 + rng.below(60),
-                            }
-                        } else if roll < 66 {
-                            Planned::List {
-                                dir: rng.below(dirs.len() as u64) as usize,
-                            }
-                        } else if roll < 76 {
-                            Planned::Grep {
-                                pattern: rng.below(patterns.len() as u64) as usize,
-                            }
-                        } else if roll < 92 {
-                            bash_runs += 1;
-                            Planned::Bash {
-                                run: bash_runs,
-                                lines: 60 + rng.below(700),
-                            }
-                        } else {
-                            let file = rng.below(files.len() as u64) as usize;
-                            let line = rng.below(files[file].lines.len() as u64) as usize;
-                            Planned::Edit { file, line }
-                        };
+                        let planned = plan_call(&mut rng, &files, &mut bash_runs);
                         calls.push(to_call(call_no, &planned, &files, &dirs, &patterns));
                     }
                     next_input = Some(Input::Model(ModelOutput {
@@ -253,7 +209,79 @@ pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figu
         actions = session.handle(input)?;
     }
 
-    // Every stored result must come back whole through recall.
+    let (reachable, stored) = recalled_whole(&mut session);
+    Ok(Figure {
+        steps: model_steps,
+        prompt_tokens,
+        calls: calls_answered,
+        reachable,
+        stored,
+        compactions,
+    })
+}
+
+/// The project's 14 files, of 40 to 500 lines each.
+fn project_files(rng: &mut Rng) -> Vec<File> {
+    (0..14)
+        .map(|i| {
+            let n = 40 + rng.below(460) as usize;
+            File {
+                path: format!("/work/project/src/module_{i}.rs"),
+                lines: (1..=n)
+                    .map(|l| {
+                        format!("    let value_{l} = compute_{i}(input_{l}, {l}) + offset; // v0")
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The next scripted call: re-reads of a few files most often, then reads of a part, lists,
+/// greps, commands (`bash_runs` counts them) and edits.
+fn plan_call(rng: &mut Rng, files: &[File], bash_runs: &mut u64) -> Planned {
+    let roll = rng.below(100);
+    if roll < 38 {
+        // Re-reads dominate: the same few files again and again.
+        let file = (rng.below(6) + if rng.below(4) == 0 { 6 } else { 0 }) as usize;
+        Planned::Read {
+            file,
+            first: 1,
+            limit: 2000,
+        }
+    } else if roll < 52 {
+        let file = rng.below(files.len() as u64) as usize;
+        let len = files[file].lines.len() as u64;
+        let first = 1 + rng.below(len.saturating_sub(40).max(1));
+        Planned::Read {
+            file,
+            first,
+            limit: 30 + rng.below(60),
+        }
+    } else if roll < 66 {
+        Planned::List {
+            dir: rng.below(DIRS.len() as u64) as usize,
+        }
+    } else if roll < 76 {
+        Planned::Grep {
+            pattern: rng.below(PATTERNS.len() as u64) as usize,
+        }
+    } else if roll < 92 {
+        *bash_runs += 1;
+        Planned::Bash {
+            run: *bash_runs,
+            lines: 60 + rng.below(700),
+        }
+    } else {
+        let file = rng.below(files.len() as u64) as usize;
+        let line = rng.below(files[file].lines.len() as u64) as usize;
+        Planned::Edit { file, line }
+    }
+}
+
+/// Every stored result must come back whole through recall: how many do (an empty one
+/// counts), of how many stored.
+fn recalled_whole(session: &mut Session) -> (usize, usize) {
     let ids: Vec<_> = session
         .context()
         .results()
@@ -274,14 +302,7 @@ pub fn replay(steps: u32, hygiene: bool, compact_at: Option<u64>) -> Result<Figu
             reachable += 1;
         }
     }
-    Ok(Figure {
-        steps: model_steps,
-        prompt_tokens,
-        calls: calls_answered,
-        reachable,
-        stored,
-        compactions,
-    })
+    (reachable, stored)
 }
 
 fn to_call(n: u64, p: &Planned, files: &[File], dirs: &[&str], patterns: &[&str]) -> ToolCall {

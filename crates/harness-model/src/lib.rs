@@ -27,6 +27,9 @@
 //! # Ok(()) }
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod classify;
 pub mod client;
 pub mod conformance;

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::Result;
 use crate::metadata::ModelInfo;
-use crate::quirks::{Quirks, ServerProfile};
+use crate::quirks::{Quirks, RequestRules, ServerProfile};
 
 impl From<&crate::parse::Completion> for Message {
     /// The answer as the assistant message that goes into the history. Calls that cannot be run
@@ -384,164 +384,25 @@ pub fn shape_request(
     }
     let rules = &quirks.request;
     let messages = normalize(&request.messages, &rules.missing_result);
+    let wire_ids = wire_ids_of(&messages);
     // A model that calls no tools (quirk `model-without-tools`) is offered none, and its
     // history's calls and results go as plain text.
-    let calls_as_text = !model.tools;
-    let tool_role = profile.tool_role && model.tools;
-
-    // Wire ids: the same for a call and its result, distinct within the request.
-    let mut wire_ids: HashMap<String, String> = HashMap::new();
-    let mut taken: HashSet<String> = HashSet::new();
-    for m in &messages {
-        if let Message::Assistant { tool_calls, .. } = m {
-            for c in tool_calls {
-                if wire_ids.contains_key(&c.id) {
-                    continue;
-                }
-                let mut salt = 0;
-                let mut w = wire_id(&c.id, salt);
-                while taken.contains(&w) {
-                    salt += 1;
-                    w = wire_id(&c.id, salt);
-                }
-                taken.insert(w.clone());
-                wire_ids.insert(c.id.clone(), w);
-            }
-        }
-    }
-
-    let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut wire_messages = Vec::new();
-    for m in &messages {
-        let value = match m {
-            Message::System { text } => json!({"role": "system", "content": text}),
-            Message::User { text, images, .. } if images.is_empty() => {
-                json!({"role": "user", "content": text})
-            }
-            Message::User { text, images, .. } => {
-                let mut parts = vec![json!({"type": "text", "text": text})];
-                parts.extend(
-                    images
-                        .iter()
-                        .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
-                );
-                json!({"role": "user", "content": parts})
-            }
-            Message::Assistant {
-                text,
-                reasoning,
-                tool_calls,
-            } => {
-                let mut v = json!({"role": "assistant", "content": text});
-                if request.replay_reasoning && !reasoning.is_empty() {
-                    v[profile.reasoning_field.as_str()] = Value::String(reasoning.clone());
-                }
-                if !tool_calls.is_empty() && calls_as_text {
-                    let mut content = text.clone();
-                    for c in tool_calls {
-                        names.insert(c.id.as_str(), c.name.as_str());
-                        let wire = wire_ids.get(&c.id).cloned().unwrap_or_default();
-                        let line = fill(
-                            &rules.call_as_text,
-                            &[
-                                ("id", &wire),
-                                ("name", &c.name),
-                                ("arguments", &c.arguments.to_string()),
-                            ],
-                        );
-                        if !content.is_empty() {
-                            content.push('\n');
-                        }
-                        content.push_str(&line);
-                    }
-                    v["content"] = Value::String(content);
-                } else if !tool_calls.is_empty() {
-                    let calls: Vec<Value> = tool_calls
-                        .iter()
-                        .map(|c| {
-                            names.insert(c.id.as_str(), c.name.as_str());
-                            json!({
-                                "id": wire_ids.get(&c.id).cloned().unwrap_or_default(),
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments.to_string()},
-                            })
-                        })
-                        .collect();
-                    v["tool_calls"] = Value::Array(calls);
-                }
-                v
-            }
-            Message::Tool {
-                call_id,
-                text: content,
-            } => {
-                let wire = wire_ids.get(call_id).cloned().unwrap_or_default();
-                if tool_role {
-                    json!({"role": "tool", "tool_call_id": wire, "content": content})
-                } else {
-                    let name = names.get(call_id.as_str()).copied().unwrap_or("tool");
-                    let text = fill(
-                        &rules.result_as_text,
-                        &[("id", &wire), ("name", name), ("content", content)],
-                    );
-                    json!({"role": "user", "content": text})
-                }
-            }
-        };
-        // Without a tool role, results become user messages: merge neighbours again.
-        match (wire_messages.last_mut(), &value) {
-            (Some(Value::Object(last)), Value::Object(new))
-                if !tool_role
-                    && last.get("role") == Some(&json!("user"))
-                    && new.get("role") == Some(&json!("user"))
-                    && last.get("content").is_some_and(Value::is_string)
-                    && new.get("content").is_some_and(Value::is_string) =>
-            {
-                let joined = format!(
-                    "{}\n\n{}",
-                    last["content"].as_str().unwrap_or_default(),
-                    new["content"].as_str().unwrap_or_default()
-                );
-                last.insert("content".into(), Value::String(joined));
-            }
-            _ => wire_messages.push(value),
-        }
-    }
+    let mut shaper = Shaper {
+        rules,
+        wire_ids: &wire_ids,
+        reasoning_field: request
+            .replay_reasoning
+            .then_some(profile.reasoning_field.as_str()),
+        calls_as_text: !model.tools,
+        tool_role: profile.tool_role && model.tools,
+        names: HashMap::new(),
+    };
+    let wire_messages = shaper.messages(&messages);
 
     let mut body = Map::new();
     body.insert("model".into(), Value::String(model.name.clone()));
     body.insert("messages".into(), Value::Array(wire_messages));
-    let offer_tools =
-        model.tools && !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
-    if offer_tools {
-        let mut tools: Vec<&ToolSpec> = request.tools.iter().collect();
-        let choice = match &request.tool_choice {
-            Some(ToolChoice::Auto) => Some(json!("auto")),
-            Some(ToolChoice::Required) => Some(json!("required")),
-            Some(ToolChoice::Named(name)) if profile.named_tool_choice => {
-                Some(json!({"type": "function", "function": {"name": name}}))
-            }
-            Some(ToolChoice::Named(name)) => {
-                tools.retain(|t| &t.name == name);
-                Some(json!("required"))
-            }
-            Some(ToolChoice::None) | None => None,
-        };
-        let tools: Vec<Value> = if tools.len() == request.tools.len() {
-            shaped_tools(&request.tools, &rules.schema_keys)
-                .as_ref()
-                .clone()
-        } else {
-            tools
-                .iter()
-                .map(|t| tool_json(t, &rules.schema_keys))
-                .collect()
-        };
-        body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = choice {
-            body.insert("tool_choice".into(), choice);
-        }
-    }
+    offer_tools(&mut body, request, model, profile, rules);
     if let Some(effort) = request
         .effort
         .clone()
@@ -573,6 +434,210 @@ pub fn shape_request(
         max_tokens,
         wire_ids,
     })
+}
+
+/// Wire ids: the same for a call and its result, distinct within the request.
+fn wire_ids_of(messages: &[Message]) -> HashMap<String, String> {
+    let mut wire_ids: HashMap<String, String> = HashMap::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for m in messages {
+        if let Message::Assistant { tool_calls, .. } = m {
+            for c in tool_calls {
+                if wire_ids.contains_key(&c.id) {
+                    continue;
+                }
+                let mut salt = 0;
+                let mut w = wire_id(&c.id, salt);
+                while taken.contains(&w) {
+                    salt += 1;
+                    w = wire_id(&c.id, salt);
+                }
+                taken.insert(w.clone());
+                wire_ids.insert(c.id.clone(), w);
+            }
+        }
+    }
+    wire_ids
+}
+
+/// What shapes the history's messages for one request.
+struct Shaper<'a> {
+    rules: &'a RequestRules,
+    wire_ids: &'a HashMap<String, String>,
+    /// The server's reasoning field, when reasoning is replayed.
+    reasoning_field: Option<&'a str>,
+    /// The calls and results go as plain text (a model without tools).
+    calls_as_text: bool,
+    /// Results go in the tool role (else as user messages, as text).
+    tool_role: bool,
+    /// The tool of each call seen so far, for its result as text.
+    names: HashMap<&'a str, &'a str>,
+}
+
+impl<'a> Shaper<'a> {
+    /// The history as the server takes it.
+    fn messages(&mut self, messages: &'a [Message]) -> Vec<Value> {
+        let mut wire_messages = Vec::new();
+        for m in messages {
+            let value = match m {
+                Message::System { text } => json!({"role": "system", "content": text}),
+                Message::User { text, images, .. } if images.is_empty() => {
+                    json!({"role": "user", "content": text})
+                }
+                Message::User { text, images, .. } => {
+                    let mut parts = vec![json!({"type": "text", "text": text})];
+                    parts.extend(
+                        images
+                            .iter()
+                            .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+                    );
+                    json!({"role": "user", "content": parts})
+                }
+                Message::Assistant {
+                    text,
+                    reasoning,
+                    tool_calls,
+                } => self.assistant(text, reasoning, tool_calls),
+                Message::Tool {
+                    call_id,
+                    text: content,
+                } => self.result(call_id, content),
+            };
+            self.push(&mut wire_messages, value);
+        }
+        wire_messages
+    }
+
+    /// An assistant message: its text, its reasoning when replayed, its calls (as text for a
+    /// model without tools).
+    fn assistant(
+        &mut self,
+        text: &str,
+        reasoning: &str,
+        tool_calls: &'a [harness_core::protocol::ToolCall],
+    ) -> Value {
+        let mut v = json!({"role": "assistant", "content": text});
+        if let Some(field) = self.reasoning_field
+            && !reasoning.is_empty()
+        {
+            v[field] = Value::String(reasoning.to_owned());
+        }
+        if !tool_calls.is_empty() && self.calls_as_text {
+            let mut content = text.to_owned();
+            for c in tool_calls {
+                self.names.insert(c.id.as_str(), c.name.as_str());
+                let wire = self.wire_ids.get(&c.id).cloned().unwrap_or_default();
+                let line = fill(
+                    &self.rules.call_as_text,
+                    &[
+                        ("id", &wire),
+                        ("name", &c.name),
+                        ("arguments", &c.arguments.to_string()),
+                    ],
+                );
+                if !content.is_empty() {
+                    content.push('\n');
+                }
+                content.push_str(&line);
+            }
+            v["content"] = Value::String(content);
+        } else if !tool_calls.is_empty() {
+            let calls: Vec<Value> = tool_calls
+                .iter()
+                .map(|c| {
+                    self.names.insert(c.id.as_str(), c.name.as_str());
+                    json!({
+                        "id": self.wire_ids.get(&c.id).cloned().unwrap_or_default(),
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments.to_string()},
+                    })
+                })
+                .collect();
+            v["tool_calls"] = Value::Array(calls);
+        }
+        v
+    }
+
+    /// A call's result: in the tool role, or as a user message in the result-as-text form.
+    fn result(&self, call_id: &str, content: &str) -> Value {
+        let wire = self.wire_ids.get(call_id).cloned().unwrap_or_default();
+        if self.tool_role {
+            json!({"role": "tool", "tool_call_id": wire, "content": content})
+        } else {
+            let name = self.names.get(call_id).copied().unwrap_or("tool");
+            let text = fill(
+                &self.rules.result_as_text,
+                &[("id", &wire), ("name", name), ("content", content)],
+            );
+            json!({"role": "user", "content": text})
+        }
+    }
+
+    /// Adds a message; without a tool role, results become user messages: merge neighbours
+    /// again.
+    fn push(&self, wire_messages: &mut Vec<Value>, value: Value) {
+        match (wire_messages.last_mut(), &value) {
+            (Some(Value::Object(last)), Value::Object(new))
+                if !self.tool_role
+                    && last.get("role") == Some(&json!("user"))
+                    && new.get("role") == Some(&json!("user"))
+                    && last.get("content").is_some_and(Value::is_string)
+                    && new.get("content").is_some_and(Value::is_string) =>
+            {
+                let joined = format!(
+                    "{}\n\n{}",
+                    last["content"].as_str().unwrap_or_default(),
+                    new["content"].as_str().unwrap_or_default()
+                );
+                last.insert("content".into(), Value::String(joined));
+            }
+            _ => wire_messages.push(value),
+        }
+    }
+}
+
+/// The tools offered and the tool choice, unless the model calls none, none are offered or
+/// the choice is none (a named choice to a server that cannot name one: that tool alone,
+/// required).
+fn offer_tools(
+    body: &mut Map<String, Value>,
+    request: &ChatRequest,
+    model: &ModelInfo,
+    profile: &ServerProfile,
+    rules: &RequestRules,
+) {
+    let offer_tools =
+        model.tools && !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
+    if !offer_tools {
+        return;
+    }
+    let mut tools: Vec<&ToolSpec> = request.tools.iter().collect();
+    let choice = match &request.tool_choice {
+        Some(ToolChoice::Auto) => Some(json!("auto")),
+        Some(ToolChoice::Required) => Some(json!("required")),
+        Some(ToolChoice::Named(name)) if profile.named_tool_choice => {
+            Some(json!({"type": "function", "function": {"name": name}}))
+        }
+        Some(ToolChoice::Named(name)) => {
+            tools.retain(|t| &t.name == name);
+            Some(json!("required"))
+        }
+        Some(ToolChoice::None) | None => None,
+    };
+    let tools: Vec<Value> = if tools.len() == request.tools.len() {
+        shaped_tools(&request.tools, &rules.schema_keys)
+            .as_ref()
+            .clone()
+    } else {
+        tools
+            .iter()
+            .map(|t| tool_json(t, &rules.schema_keys))
+            .collect()
+    };
+    body.insert("tools".into(), Value::Array(tools));
+    if let Some(choice) = choice {
+        body.insert("tool_choice".into(), choice);
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::data::{Action, Compiled, Data, FloorRule};
 use crate::paths;
-use crate::shell::{Part, Word};
+use crate::shell::{Part, Word, git_sub, operands};
 
 /// Where a request runs: what `~` and the workspace are.
 pub(crate) struct Place<'a> {
@@ -36,22 +36,6 @@ fn flag_present(args: &[Word], flags: &[String]) -> bool {
         }
     }
     false
-}
-
-/// The words of a part that are not flags (everything after `--`).
-pub(crate) fn operands(args: &[Word]) -> Vec<&Word> {
-    let mut out = Vec::new();
-    let mut done = false;
-    for a in args {
-        if !done && a.text == "--" {
-            done = true;
-            continue;
-        }
-        if done || !a.text.starts_with('-') || a.text == "-" {
-            out.push(a);
-        }
-    }
-    out
 }
 
 fn program_matches(list: &[String], program: &str) -> bool {
@@ -310,31 +294,6 @@ pub(crate) fn write_targets(part: &Part) -> Vec<&Word> {
 /// The text of a write target (dd's `of=` stripped).
 pub(crate) fn target_text(w: &Word) -> &str {
     w.text.strip_prefix("of=").unwrap_or(&w.text)
-}
-
-pub(crate) fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
-    let mut i = 0;
-    while i < texts.len() {
-        let t = texts[i];
-        if matches!(
-            t,
-            "-C" | "-c"
-                | "--git-dir"
-                | "--work-tree"
-                | "--namespace"
-                | "--exec-path"
-                | "--config-env"
-        ) {
-            i += 2;
-            continue;
-        }
-        if t.starts_with('-') {
-            i += 1;
-            continue;
-        }
-        return Some((i, t.to_owned()));
-    }
-    None
 }
 
 fn git_destructive(texts: &[&str]) -> bool {

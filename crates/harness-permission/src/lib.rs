@@ -24,6 +24,9 @@
 //! assert_eq!(d.always, ["git commit *"]);
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 mod arity;
 pub mod conformance;
 mod data;

@@ -2,7 +2,7 @@
 //! read-only subcommands, the sources of a copy or a link.
 
 use crate::shell::Part;
-use crate::{Engine, data, floor, paths, wildcard};
+use crate::{Engine, data, paths, wildcard};
 
 impl Engine {
     /// Whether a part only reads, and the paths it reads.
@@ -32,7 +32,7 @@ impl Engine {
         if unless_hit(rc, &texts).is_some() {
             return (false, Vec::new());
         }
-        let ops = floor::operands(args);
+        let ops = crate::shell::operands(args);
         if rc.max_operands.is_some_and(|m| ops.len() > m) {
             return (false, Vec::new());
         }
@@ -200,7 +200,7 @@ pub(crate) fn sources(part: &Part) -> Vec<String> {
             t.strip_prefix("--target-directory=")
         }
     });
-    let ops = floor::operands(args);
+    let ops = crate::shell::operands(args);
     let mut out: Vec<String> = match target_dir {
         Some(dir) => {
             let mut skipped = false;

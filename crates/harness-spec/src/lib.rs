@@ -14,6 +14,9 @@
 //! assert_eq!(read.risk, harness_spec::Risk::Read);
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod conformance;
 pub mod loop_config;
 pub mod models;

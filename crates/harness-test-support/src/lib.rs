@@ -6,6 +6,9 @@
 //! lists the scripted model ids, and every request body is recorded so a test asserts on the
 //! exact JSON the harness sent.
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -17,6 +17,9 @@
 //! # Ok(()) }
 //! ```
 
+// A library says nothing on stdout or stderr of its own: it returns what happened.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,6 +7,7 @@
 pub mod keys;
 mod person;
 mod reader;
+mod session_loop;
 mod term;
 
 use std::io::{IsTerminal as _, Write as _};
@@ -14,17 +15,15 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use harness_core::protocol::{Event as CoreEvent, Mode, Origin};
-use tokio::sync::mpsc;
+use harness_core::protocol::{Event as CoreEvent, Mode};
 
 use crate::render::view::View;
 use crate::render::{self, Style, paint};
 use crate::session::SessionParts;
 use crate::settings::Settings;
-use harness_agent::slash::{HELP, Line, next_mode, parse_line, parse_line_in};
-use harness_agent::{Event, Events, Op, Query, Session, Spawned};
+use harness_agent::{Event, Session};
 use reader::{Read, Reader, start_reader};
-use term::{Spinner, TypeAhead};
+use session_loop::SessionLoop;
 
 /// Draws an output on stdout.
 fn show(view: &mut View, out: &Event) {
@@ -54,7 +53,10 @@ pub async fn run(mut settings: Settings, parts: SessionParts) -> Result<ExitCode
         let Some(p) = parts.take() else {
             break;
         };
-        match session_loop(&settings, p, &mut reader, color).await? {
+        let next = SessionLoop::start(&settings, p, &mut reader, color)?
+            .run()
+            .await?;
+        match next {
             Next::Quit => break,
             Next::New(mode) => {
                 // A new session goes on in the mode the person chose.
@@ -75,467 +77,6 @@ enum Next {
     New(Mode),
     /// Go on with this saved session.
     Resume(String),
-}
-
-async fn session_loop(
-    settings: &Settings,
-    parts: SessionParts,
-    reader: &mut Reader,
-    color: bool,
-) -> Result<Next> {
-    let endpoint = parts.client.endpoint().base_url.clone();
-    // To check a `/model NAME` against what the server serves.
-    let lister = parts.client.clone();
-    let window = parts.client.model().input.or(parts.client.model().context);
-    let saved_mode = parts.meta.mode;
-    let started_in = parts.meta.cwd.clone();
-    let root = parts.exec.root().to_path_buf();
-    // The session's own rules (a clone shares its mode and approvals), for `!command`.
-    let perms = parts.perms.clone();
-    // The person's prompt commands, and the MCP servers for theirs.
-    let mcp = parts.mcp.clone();
-    let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
-    reader.set_commands(commands.iter().map(|c| c.name.clone()).collect());
-    // What the person ran with `!`, for the model with the next prompt.
-    let mut ran: Vec<String> = Vec::new();
-    // The file changes of the person's last turn (path, before, after), for `/undo`.
-    let mut changes: Vec<(String, String, String)> = Vec::new();
-    let mut builder = parts.into_builder().answers_questions(true);
-    // What the resumed session said, drawn again.
-    let replay = builder
-        .resumed()
-        .map(|entries| render::replay(entries, color));
-    let resumed = replay.is_some();
-    let mut mode = settings.mode;
-    // A resumed session goes on in the mode it was left in.
-    let mut restored = "";
-    if let (true, Some(saved)) = (resumed, saved_mode)
-        && saved != mode
-    {
-        builder = builder.saved_mode(saved);
-        mode = saved;
-        restored = " (restored)";
-    }
-    let Spawned {
-        session,
-        events: mut out_rx,
-        run: mut task,
-    } = builder.spawn()?;
-    if !restored.is_empty() {
-        // Said in the head line, not again as a change.
-        out_rx.drain();
-    }
-    let id = session.id().to_owned();
-    let model = session.model_name().to_owned();
-    // The session's end when it stopped on its own (a store it cannot write: a full disk), and
-    // what it said; the person is told at once, and again at each prompt.
-    let mut stopped = None;
-    let mut stopped_text = String::new();
-    println!(
-        "{} {} · {} · mode {}{restored} · /help for commands",
-        paint("llembas", Style::Bold, color),
-        env!("CARGO_PKG_VERSION"),
-        model,
-        mode
-    );
-    println!("{}", paint(&format!("session {id}"), Style::Dim, color));
-    if let Some(replay) = &replay {
-        print!("{replay}");
-        if !same_dir(&started_in, &root) {
-            println!(
-                "{} this session was started in {}; it goes on here, in {} (its paths may not be here: `llembas -C {} --resume {id}` works there)",
-                paint("!", Style::Yellow, color),
-                started_in.display(),
-                root.display(),
-                started_in.display()
-            );
-        }
-    }
-    let spinner = Spinner::new(std::io::stderr().is_terminal(), render::color_on_stderr());
-    let mut view = View::new(color, width());
-    view.set_price(settings.price(&model));
-    let mut initial = String::new();
-    // Lines typed (ended with Enter) while a turn ran: sent in order, as the prompt would.
-    let mut typed_lines = std::collections::VecDeque::new();
-    // Esc pressed while a turn runs.
-    let (esc_tx, mut esc_rx) = mpsc::unbounded_channel();
-    // The last Ctrl-C, busy or idle: a second one soon after leaves.
-    let mut last_interrupt: Option<Instant> = None;
-    // One listener for the whole session, so a Ctrl-C between a turn's end and the next
-    // prompt is not lost.
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let next = 'outer: loop {
-        // Idle: read a line.
-        // The context used, once the server said it.
-        let mut used = match (view.last_input(), window) {
-            (Some(n), Some(w)) if w > 0 => format!(" · {}%", n * 100 / w),
-            _ => String::new(),
-        };
-        // What the session cost, once a request had a price.
-        if let Some(cost) = view.cost().filter(|c| *c > 0.0) {
-            used.push_str(&format!(" · {}", render::view::usd(cost)));
-        }
-        let prompt = format!("{} ", paint(&format!("{mode}{used} ›"), Style::Cyan, color));
-        let read = if let Some(line) = typed_lines.pop_front() {
-            println!("{prompt}{line}");
-            Read::Line(line)
-        } else {
-            if reader
-                .requests
-                .send((prompt.clone(), initial.clone()))
-                .is_err()
-            {
-                break Next::Quit;
-            }
-            initial.clear();
-            // While the person types, a job's end may start a turn of its own: show it above the
-            // prompt, whole lines at a time.
-            let mut pending = String::new();
-            view.set_live(false);
-            loop {
-                tokio::select! {
-                    r = reader.lines.recv() => break r.unwrap_or(Read::Eof),
-                    done = &mut task, if stopped.is_none() => {
-                        stopped_text = stop_text(&done, color);
-                        reader.print(stopped_text.clone());
-                        stopped = Some(done);
-                    }
-                    _ = sigint.recv() => {
-                        // Sent before the prompt took the terminal: counts for the next one.
-                        last_interrupt = Some(Instant::now());
-                    }
-                    out = out_rx.recv(), if stopped.is_none() => {
-                        // The events end with the session's run: it stopped on its own.
-                        let Some(out) = out else {
-                            let done = (&mut task).await;
-                            stopped_text = stop_text(&done, color);
-                            reader.print(stopped_text.clone());
-                            stopped = Some(done);
-                            continue;
-                        };
-                        if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
-                            mode = *m;
-                        }
-                        pending.push_str(&view.render(&out));
-                        if matches!(out, Event::Core(CoreEvent::TurnEnded { .. })) {
-                            view.line_ended();
-                            let text = std::mem::take(&mut pending);
-                            reader.print(text.trim_end_matches('\n').to_owned());
-                        } else if let Some(cut) = pending.rfind('\n') {
-                            let rest = pending.split_off(cut + 1);
-                            let text = std::mem::replace(&mut pending, rest);
-                            reader.print(text.trim_end_matches('\n').to_owned());
-                        }
-                    }
-                }
-            }
-        };
-        let line = match read {
-            Read::Line(l) => l,
-            Read::Cycle(l) => {
-                mode = next_mode(mode);
-                mode = change_mode(&session, &mut out_rx, &mut view, &spinner, mode).await;
-                initial = l;
-                continue;
-            }
-            Read::Interrupted => {
-                if again(&mut last_interrupt) {
-                    break Next::Quit;
-                }
-                println!("{}", paint(LEAVE_HINT, Style::Dim, color));
-                continue;
-            }
-            Read::Eof => break Next::Quit,
-        };
-        let text = match parse_line_in(&line, &commands) {
-            Line::Empty => continue,
-            Line::Quit => break Next::Quit,
-            Line::New => break Next::New(mode),
-            Line::Resume(pick) => {
-                match pick_session(pick, settings, &root, &id, reader, color).await {
-                    Picked::Quit => break Next::Quit,
-                    Picked::Stay => {}
-                    Picked::Other(other) => break Next::Resume(other),
-                }
-                continue;
-            }
-            Line::Status => {
-                println!("{}", view.status(&id, &model, &endpoint, mode, window));
-                continue;
-            }
-            Line::Undo => {
-                let undone = harness_agent::undo::undo(&std::mem::take(&mut changes), &HostFiles);
-                println!("{}", undone.said);
-                ran.extend(undone.for_model());
-                continue;
-            }
-            Line::Export(file) => {
-                println!("{}", export(settings, &session, &root, file.as_deref()));
-                continue;
-            }
-            Line::Help => {
-                println!("{HELP}");
-                print!("{}", commands.help());
-                continue;
-            }
-            Line::Shell(command) => {
-                match person::run_command(&command, &perms, reader, &root, &mut sigint, color).await
-                {
-                    person::Ran::Output(code, output) => {
-                        print!("{}", shell_shown(&output, code, color));
-                        ran.push(harness_agent::person::shell(&command, code, &output));
-                    }
-                    person::Ran::NotRun => {}
-                    person::Ran::Quit => break Next::Quit,
-                }
-                continue;
-            }
-            Line::Custom { name, args } => {
-                let expanded = person::expand(
-                    &commands,
-                    mcp.as_deref(),
-                    &name,
-                    &args,
-                    &perms,
-                    reader,
-                    &root,
-                    &mut sigint,
-                    color,
-                )
-                .await;
-                match expanded {
-                    Ok(text) => text,
-                    Err(true) => break Next::Quit,
-                    Err(false) => continue,
-                }
-            }
-            Line::Unknown(msg) => {
-                println!("{msg}");
-                continue;
-            }
-            Line::Mode(None) => {
-                println!("mode: {mode}");
-                continue;
-            }
-            Line::Mode(Some(m)) => {
-                mode = change_mode(&session, &mut out_rx, &mut view, &spinner, m).await;
-                continue;
-            }
-            Line::Compact => {
-                spinner.start("compacting");
-                let answer = session.compact().await;
-                spinner.stop();
-                if let Ok(answer) = answer {
-                    println!("{answer}");
-                }
-                continue;
-            }
-            Line::Model(Some(name))
-                if !lister
-                    .serves(&name, &harness_model::CancellationToken::new())
-                    .await
-                    .unwrap_or(true) =>
-            {
-                let list = lister
-                    .list_models(&harness_model::CancellationToken::new())
-                    .await
-                    .unwrap_or_default();
-                println!(
-                    "{endpoint} does not serve {name:?} (it serves {}): the model is not changed",
-                    list.join(", ")
-                );
-                continue;
-            }
-            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
-                let q = match parse_line(&line) {
-                    Line::Model(name) => Query::Model(name),
-                    Line::Plan => Query::Plan,
-                    Line::Jobs => Query::Jobs,
-                    Line::Recall(id) => Query::Recall(id),
-                    Line::Rewind(n) => Query::Rewind(n),
-                    _ => continue,
-                };
-                let paged = matches!(q, Query::Recall(_));
-                let switched = match &q {
-                    Query::Model(Some(name)) => Some(name.clone()),
-                    _ => None,
-                };
-                let plan = matches!(q, Query::Plan);
-                let Ok(answer) = session.query(q).await else {
-                    continue;
-                };
-                // The new model's requests are counted at its price.
-                if let Some(name) = switched
-                    && answer == format!("model: {name}")
-                {
-                    view.set_price(settings.price(&name));
-                }
-                if plan && answer != NO_PLAN {
-                    print!("{}", render::text_card(&answer, color));
-                } else if paged {
-                    if !page(&answer, reader, color).await {
-                        break Next::Quit;
-                    }
-                } else {
-                    println!("{answer}");
-                }
-                continue;
-            }
-            Line::Prompt(p) => p,
-        };
-        let (text, images) = prompt_with_attachments(text, &mut ran, &root, color);
-        if stopped.is_some() {
-            println!("{stopped_text}");
-            continue;
-        }
-        session.submit(Op::Prompt {
-            text,
-            origin: Origin::Person,
-            images,
-        });
-        // Busy: show what happens until the turn ends; what is typed meanwhile is not echoed
-        // into the answer, and waits for the next prompt.
-        while esc_rx.try_recv().is_ok() {}
-        let mut typing = TypeAhead::start(esc_tx.clone());
-        let mut ours = false;
-        view.set_live(true);
-        changes.clear();
-        spinner.start("thinking");
-        loop {
-            tokio::select! {
-                done = &mut task, if stopped.is_none() => {
-                    spinner.stop();
-                    // What it sent before it stopped.
-                    while let Some(out) = out_rx.try_recv() {
-                        show(&mut view, &out);
-                    }
-                    print!("{}", view.close_line());
-                    stopped_text = stop_text(&done, color);
-                    println!("{stopped_text}");
-                    stopped = Some(done);
-                    break;
-                }
-                out = out_rx.recv() => {
-                    // The events end with the session's run: it stopped on its own.
-                    let Some(out) = out else {
-                        if stopped.is_some() {
-                            break 'outer Next::Quit;
-                        }
-                        let done = (&mut task).await;
-                        spinner.stop();
-                        print!("{}", view.close_line());
-                        stopped_text = stop_text(&done, color);
-                        println!("{stopped_text}");
-                        stopped = Some(done);
-                        break;
-                    };
-                    if let Event::Core(CoreEvent::ToolCallAsked { call_id, question }) = &out {
-                        spinner.stop();
-                        show(&mut view, &out);
-                        let always = question.pattern.is_some();
-                        let keys = harness_agent::typed::answer_keys(question);
-                        typing.pause();
-                        let (answer, stop) = loop {
-                            match reader.read(&paint(&format!("allow? {keys} "), Style::Yellow, color), "").await {
-                                Read::Line(l) => match harness_agent::typed::parse_answer(&l, always) {
-                                    Some(a) => break (a, false),
-                                    None => println!("{}", harness_agent::typed::NO_ALWAYS),
-                                },
-                                Read::Eof => break 'outer Next::Quit,
-                                // Ctrl-C stops the turn, as it does while the turn runs.
-                                Read::Interrupted => break (harness_core::protocol::Answer::Deny { feedback: None }, true),
-                                Read::Cycle(_) => break (harness_core::protocol::Answer::Deny { feedback: None }, false),
-                            }
-                        };
-                        if stop {
-                            last_interrupt = Some(Instant::now());
-                            eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
-                            session.submit(Op::Cancel);
-                        }
-                        session.submit(Op::Answer { call_id: call_id.clone(), answer });
-                        typing.resume();
-                        spinner.start("working");
-                        continue;
-                    }
-                    if let Event::Question { call_id, options, .. } = &out {
-                        spinner.stop();
-                        show(&mut view, &out);
-                        typing.pause();
-                        let reply = match reader.read(&paint("answer › ", Style::Yellow, color), "").await {
-                            Read::Line(l) => Some(harness_agent::typed::question_reply(&l, options)),
-                            Read::Eof => break 'outer Next::Quit,
-                            _ => None,
-                        };
-                        session.submit(Op::Reply { call_id: call_id.clone(), text: reply });
-                        typing.resume();
-                        spinner.start("thinking");
-                        continue;
-                    }
-                    if let Event::Core(CoreEvent::ModeChanged { mode: m }) = &out {
-                        mode = *m;
-                    }
-                    if matches!(&out, Event::Core(CoreEvent::UserInput { origin: Origin::Person, .. })) {
-                        ours = true;
-                    }
-                    if let Event::Edit { path, before, after, .. } = &out {
-                        changes.push((path.clone(), before.clone(), after.clone()));
-                    }
-                    let ended = ours && matches!(&out, Event::Core(CoreEvent::TurnEnded { .. }));
-                    spinner.stop();
-                    show(&mut view, &out);
-                    if ended {
-                        break;
-                    }
-                    if let Some(label) = waiting_label(&out) {
-                        spinner.start(&label);
-                    } else if let Some(now) = view.following(&out) {
-                        spinner.follow(&now);
-                    }
-                }
-                _ = sigint.recv() => {
-                    spinner.stop();
-                    if again(&mut last_interrupt) {
-                        break 'outer Next::Quit;
-                    }
-                    print!("{}", view.close_line());
-                    let _ = std::io::stdout().flush();
-                    eprintln!("{}", paint("cancelling… (Ctrl-C again to leave)", Style::Yellow, color));
-                    session.submit(Op::Cancel);
-                }
-                Some(()) = esc_rx.recv() => {
-                    spinner.stop();
-                    print!("{}", view.close_line());
-                    let _ = std::io::stdout().flush();
-                    eprintln!("{}", paint("cancelling… (Esc)", Style::Yellow, color));
-                    session.submit(Op::Cancel);
-                }
-            }
-        }
-        // What was typed meanwhile goes to the next prompt.
-        let typed = typing.finish();
-        typed_lines.extend(typed.lines);
-        initial = typed.rest;
-    };
-    spinner.stop();
-    drop(session);
-    let said = stopped.is_some();
-    let done = match stopped {
-        Some(done) => done,
-        None => task.await,
-    };
-    if let Ok(ended) = done {
-        // An error the person was shown is not said again.
-        if !said {
-            ended.result?;
-        }
-    }
-    let saved = if said {
-        format!("session {id}: saved up to the error (llembas --resume {id})")
-    } else {
-        format!("session {id} saved (llembas --resume {id})")
-    };
-    println!("{}", paint(&saved, Style::Dim, color));
-    Ok(next)
 }
 
 /// What `/resume` chose.
@@ -645,8 +186,6 @@ fn prompt_with_attachments(
     (text, images)
 }
 
-/// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
-/// stdin); its exit code and output, `None` when Ctrl-C stopped it.
 /// Writes the session to `file` (relative to `root`; `llembas-ID.md` there by default): JSON
 /// for a `.json` name, else Markdown. What to tell the person.
 fn export(
@@ -680,6 +219,8 @@ fn export(
     }
 }
 
+/// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
+/// stdin); its exit code and output, `None` when Ctrl-C stopped it.
 async fn run_shell(
     command: &str,
     root: &std::path::Path,
@@ -893,22 +434,4 @@ fn waiting_label(out: &Event) -> Option<String> {
         Event::Core(CoreEvent::ToolCallAnswered { .. }) => Some("working".into()),
         _ => None,
     }
-}
-
-/// Shows what arrived while idle (a mode change, a job's wake-up).
-/// Asks the session for a mode change and answers the mode it is in after it (the one asked
-/// for when the session has gone), with what it said meanwhile drawn.
-async fn change_mode(
-    session: &Session,
-    events: &mut Events,
-    view: &mut View,
-    spinner: &Spinner,
-    asked: Mode,
-) -> Mode {
-    let now = session.set_mode(asked).await.unwrap_or(asked);
-    spinner.stop();
-    for out in events.drain() {
-        show(view, &out);
-    }
-    now
 }

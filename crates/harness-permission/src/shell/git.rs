@@ -62,7 +62,7 @@ impl<'a> Ctx<'a> {
     ) {
         let data: &'a Data = self.data;
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        let Some((i, sub)) = crate::floor::git_sub(&texts) else {
+        let Some((i, sub)) = git_sub(&texts) else {
             return;
         };
         let rest = &args[i + 1..];
@@ -112,4 +112,31 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// The git subcommand of `texts` (git's arguments): its index and name, past the global
+/// options (and the values of those that take one).
+pub(crate) fn git_sub(texts: &[&str]) -> Option<(usize, String)> {
+    let mut i = 0;
+    while i < texts.len() {
+        let t = texts[i];
+        if matches!(
+            t,
+            "-C" | "-c"
+                | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--exec-path"
+                | "--config-env"
+        ) {
+            i += 2;
+            continue;
+        }
+        if t.starts_with('-') {
+            i += 1;
+            continue;
+        }
+        return Some((i, t.to_owned()));
+    }
+    None
 }

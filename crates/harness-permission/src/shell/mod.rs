@@ -16,7 +16,8 @@ use tree_sitter::{Node, Parser};
 
 use crate::data::Data;
 use crate::paths;
-pub(crate) use options::option_values;
+pub(crate) use git::git_sub;
+pub(crate) use options::{operands, option_values};
 use programs::Kind;
 pub(crate) use words::has_pattern;
 use words::{has_glob, join_words, text};

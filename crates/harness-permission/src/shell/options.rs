@@ -76,3 +76,19 @@ pub(crate) fn option_values(args: &[Word], opts: &[String]) -> Vec<String> {
     }
     out
 }
+
+/// The words of a part that are not flags (everything after `--`).
+pub(crate) fn operands(args: &[Word]) -> Vec<&Word> {
+    let mut out = Vec::new();
+    let mut done = false;
+    for a in args {
+        if !done && a.text == "--" {
+            done = true;
+            continue;
+        }
+        if done || !a.text.starts_with('-') || a.text == "-" {
+            out.push(a);
+        }
+    }
+    out
+}

@@ -706,7 +706,7 @@ pub(super) fn listed(method: &str, args: &[Word]) -> Vec<String> {
             .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
             .map(|a| a.text.clone())
             .collect(),
-        _ => crate::floor::operands(args)
+        _ => super::options::operands(args)
             .into_iter()
             .skip(1)
             .map(|w| w.text.clone())
