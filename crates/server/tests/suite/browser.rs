@@ -2553,6 +2553,54 @@ fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_
         );
         shot(c, "settings-admin").await;
 
+        // The MCP servers users' chats get: one added for alice, listed, then removed.
+        find(c, "#mcpname")
+            .await
+            .send_keys("tracker")
+            .await
+            .unwrap();
+        find(c, "#mcpruns")
+            .await
+            .send_keys("https://mcp.example/mcp")
+            .await
+            .unwrap();
+        find(c, "#mcptoken")
+            .await
+            .send_keys("TRACKER_TOKEN_{user}")
+            .await
+            .unwrap();
+        find(c, "#mcpusers").await.send_keys("alice").await.unwrap();
+        find(c, "#addmcp").await.click().await.unwrap();
+        find(c, "tr[data-mcp='tracker']").await;
+        let (_, mcp) = root.get("/api/admin/mcp").await;
+        assert_eq!(
+            mcp["servers"],
+            json!([{"name": "tracker", "transport": "http", "enabled": true, "defer": true,
+                    "users": ["alice"], "url": "https://mcp.example/mcp",
+                    "bearer_token_env": "TRACKER_TOKEN_{user}"}])
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector(\"tr[data-mcp='tracker']\").textContent"
+            )
+            .await,
+            json!("trackerhttps://mcp.example/mcpaliceRemove")
+        );
+        find(c, "tr[data-mcp='tracker'] .dropmcp")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the MCP server removed",
+            "return document.querySelector(\"tr[data-mcp='tracker']\") === null",
+        )
+        .await;
+        let (_, mcp) = root.get("/api/admin/mcp").await;
+        assert_eq!(mcp["servers"], json!([]));
+
         // Carol's password set anew (right, though she is disabled), then her account deleted:
         // the page asks first.
         find(c, "tr[data-user='carol'] .resetpass")
