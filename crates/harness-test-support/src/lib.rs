@@ -357,3 +357,32 @@ pub fn report_real_model_ran(what: &str) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(format!("{what}\n").as_bytes())
 }
+
+/// The version of npm's `@modelcontextprotocol/server-everything` that `cargo xtask test`
+/// installs (xtask's `mcp_servers::VERSION`).
+pub const MCP_EVERYTHING_VERSION: &str = "2026.8.31";
+
+/// The real MCP everything server's program as installed for the tests
+/// (`LLEMBAS_TEST_MCP_EVERYTHING`, else `~/.cache/llembas-test/mcp-everything-VERSION`, or
+/// under `XDG_CACHE_HOME`), or `None` with a line saying the test is skipped.
+pub fn mcp_everything() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+            .join("llembas-test")
+            .join(format!("mcp-everything-{MCP_EVERYTHING_VERSION}"))
+            .join("node_modules/.bin/mcp-server-everything"),
+    };
+    if bin.exists() {
+        Some(bin)
+    } else {
+        println!(
+            "skipped: {} is not installed (cargo xtask test installs it)",
+            bin.display()
+        );
+        None
+    }
+}

@@ -1945,7 +1945,7 @@ async fn the_projects_prompt_commands_reach_an_editor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editors_mcp_server_is_started_and_its_tool_called() {
     use agent_client_protocol::v1::schema::{McpServer, McpServerStdio};
-    let Some(bin) = super::mcp::everything() else {
+    let Some(bin) = harness_test_support::mcp_everything() else {
         return;
     };
     let sb = Sandbox::new();

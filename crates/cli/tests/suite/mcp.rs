@@ -3,32 +3,10 @@
 //! run whose model calls a tool of the real everything server (npm's
 //! `@modelcontextprotocol/server-everything`, installed by `cargo xtask test`).
 
-use std::path::PathBuf;
-
 use harness_test_support::ScriptedServer;
 use serde_json::json;
 
 use super::*;
-
-/// The everything server's program as installed for the tests, or `None` (the test says it
-/// skipped).
-pub fn everything() -> Option<PathBuf> {
-    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(
-            ".cache/llembas-test/mcp-everything-2026.8.31/node_modules/.bin/mcp-server-everything",
-        ),
-    };
-    if bin.exists() {
-        Some(bin)
-    } else {
-        println!(
-            "skipped: {} is not installed (cargo xtask test installs it)",
-            bin.display()
-        );
-        None
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_add_list_and_remove_edit_the_config_file() {
@@ -86,7 +64,7 @@ async fn mcp_add_list_and_remove_edit_the_config_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_run_offers_and_calls_the_tools_of_a_configured_server() {
-    let Some(bin) = everything() else {
+    let Some(bin) = harness_test_support::mcp_everything() else {
         return;
     };
     let server = ScriptedServer::start(vec![

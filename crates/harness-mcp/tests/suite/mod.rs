@@ -14,31 +14,10 @@ use harness_core::protocol::ToolCall;
 use harness_loop::session::ToolOutcome;
 use harness_mcp::{Limits, Mcp, ServerConfig, Transport};
 
-/// The pinned version `cargo xtask test` installs.
-pub const EVERYTHING_VERSION: &str = "2026.8.31";
-
-/// `mcp-server-everything` as installed for the tests (`LLEMBAS_TEST_MCP_EVERYTHING`, else
-/// `~/.cache/llembas-test/mcp-everything-VERSION`), or `None` with a line saying the test is
+/// `mcp-server-everything` as installed for the tests, or `None` with a line saying the test is
 /// skipped.
 pub fn everything() -> Option<PathBuf> {
-    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
-        Some(p) => PathBuf::from(p),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-            .join("llembas-test")
-            .join(format!("mcp-everything-{EVERYTHING_VERSION}"))
-            .join("node_modules/.bin/mcp-server-everything"),
-    };
-    if bin.exists() {
-        Some(bin)
-    } else {
-        println!(
-            "skipped: {} is not installed (cargo xtask test installs it)",
-            bin.display()
-        );
-        None
-    }
+    harness_test_support::mcp_everything()
 }
 
 /// The everything server over stdio, as `name`.

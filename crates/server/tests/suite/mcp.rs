@@ -8,26 +8,6 @@ use serde_json::json;
 
 use super::{Server, run_end, text, tool_call};
 
-/// `mcp-server-everything` as `cargo xtask test` installs it (`LLEMBAS_TEST_MCP_EVERYTHING`, else
-/// `~/.cache/llembas-test/mcp-everything-2026.8.31`), or `None` with a line saying it is skipped.
-fn everything() -> Option<std::path::PathBuf> {
-    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(
-            ".cache/llembas-test/mcp-everything-2026.8.31/node_modules/.bin/mcp-server-everything",
-        ),
-    };
-    if bin.exists() {
-        Some(bin)
-    } else {
-        println!(
-            "skipped: {} is not installed (cargo xtask test installs it)",
-            bin.display()
-        );
-        None
-    }
-}
-
 fn tool_names(body: &serde_json::Value) -> Vec<String> {
     body["tools"]
         .as_array()
@@ -41,7 +21,7 @@ fn tool_names(body: &serde_json::Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admins_mcp_server_serves_the_chats_of_its_users() {
-    let Some(bin) = everything() else {
+    let Some(bin) = harness_test_support::mcp_everything() else {
         return;
     };
     let model = ScriptedServer::start(vec![
