@@ -50,7 +50,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// The variable of the server's environment holding the bearer token (`{user}`: the chat's
-    /// user's name, upper-cased, other characters `_`).
+    /// user's name as [`variable_part`] writes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_env: Option<String>,
     /// `false` keeps it configured but started for no chat.
@@ -134,17 +134,47 @@ impl Entry {
     }
 }
 
-/// `name` as the part of a variable's name: upper-cased, every other character `_`.
+/// `name` (a username: lowercase letters, digits, `-`, `_`, `.`) as the part of a variable's
+/// name: letters upper-cased, digits kept, every other character `_` and its two hex digits
+/// (`ana.b` → `ANA_2EB`, `ana_b` → `ANA_5FB`), so two users never name the same variable.
 fn variable_part(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_uppercase());
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("_{b:02X}"));
             }
-        })
-        .collect()
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::variable_part;
+
+    #[test]
+    fn users_never_share_a_token_variable() {
+        let names = [
+            "ana", "ana.b", "ana_b", "ana-b", "anab", "ana_2eb", "a", "a_5f",
+        ];
+        let parts: Vec<String> = names.iter().map(|n| variable_part(n)).collect();
+        assert_eq!(parts[1], "ANA_2EB");
+        assert_eq!(parts[2], "ANA_5FB");
+        for (i, a) in parts.iter().enumerate() {
+            for (j, b) in parts.iter().enumerate() {
+                assert!(
+                    i == j || a != b,
+                    "{} and {} both read {a}",
+                    names[i],
+                    names[j]
+                );
+            }
+        }
+    }
 }
 
 /// The routes of this module.
