@@ -46,25 +46,15 @@ pub struct McpEntry {
 impl McpEntry {
     /// The server it configures, or why it is not one.
     pub fn server(&self, name: &str, from: &str) -> Result<ServerConfig> {
-        let transport = match (&self.command, &self.url) {
-            (Some(command), None) => Transport::Stdio {
-                command: command.clone(),
-                args: self.args.clone(),
-                env: self.env.clone(),
-                cwd: None,
-            },
-            (None, Some(url)) => Transport::Http {
-                url: url.clone(),
-                bearer_token_env: self.bearer_token_env.clone(),
-                headers: Vec::new(),
-            },
-            (Some(_), Some(_)) => {
-                bail!("{from}: the MCP server {name:?} has both `command` and `url`: give one")
-            }
-            (None, None) => {
-                bail!("{from}: the MCP server {name:?} needs `command` (a program) or `url`")
-            }
-        };
+        let transport = Transport::configured(
+            name,
+            self.command.clone(),
+            self.args.clone(),
+            self.env.clone(),
+            self.url.clone(),
+            self.bearer_token_env.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("{from}: {e}"))?;
         let mut s = ServerConfig::new(name, transport);
         s.defer = self.defer.unwrap_or(true);
         Ok(s)

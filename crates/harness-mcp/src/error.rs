@@ -4,6 +4,14 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A configuration that names no way to reach the server, or two.
+    #[error("the MCP server {server:?} {reason}")]
+    Config {
+        /// The server's name.
+        server: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// Its process could not be started.
     #[error("the MCP server `{server}` did not start: cannot run `{command}`: {reason}")]
     Spawn {

@@ -100,6 +100,38 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The transport a configuration of the server `server` names: a program (`command`, its
+    /// `args` and `env`) or a streamable HTTP `url` (with the variable holding its bearer
+    /// token); exactly one of the two.
+    pub fn configured(
+        server: &str,
+        command: Option<String>,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        url: Option<String>,
+        bearer_token_env: Option<String>,
+    ) -> Result<Transport> {
+        let refused = |reason| Error::Config {
+            server: server.to_owned(),
+            reason,
+        };
+        match (command, url) {
+            (Some(command), None) => Ok(Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd: None,
+            }),
+            (None, Some(url)) => Ok(Transport::Http {
+                url,
+                bearer_token_env,
+                headers: Vec::new(),
+            }),
+            (Some(_), Some(_)) => Err(refused("has both `command` and `url`: give one")),
+            (None, None) => Err(refused("needs `command` (a program) or `url`")),
+        }
+    }
+
     /// A child process `command args...`.
     pub fn stdio<I: IntoIterator<Item = S>, S: Into<String>>(command: &str, args: I) -> Self {
         Transport::Stdio {

@@ -29,6 +29,9 @@ use crate::error::{Error, Result};
 /// The settings key of the MCP servers (a JSON list of [`Entry`]).
 const KEY: &str = "mcp_servers";
 
+/// The stored servers' one read.
+const READ: &str = "SELECT value FROM settings WHERE key = $1";
+
 /// Longest server name: it is the middle of every tool name the model sees.
 const NAME_CHARS: usize = 32;
 
@@ -71,34 +74,17 @@ fn yes() -> bool {
 impl Entry {
     /// The server a chat of `username` starts.
     fn config(&self, username: &str) -> Result<ServerConfig> {
-        let transport = match (&self.command, &self.url) {
-            (Some(command), None) => Transport::Stdio {
-                command: command.clone(),
-                args: self.args.clone(),
-                env: self.env.clone(),
-                cwd: None,
-            },
-            (None, Some(url)) => Transport::Http {
-                url: url.clone(),
-                bearer_token_env: self
-                    .bearer_token_env
-                    .as_ref()
-                    .map(|v| v.replace("{user}", &variable_part(username))),
-                headers: Vec::new(),
-            },
-            (Some(_), Some(_)) => {
-                return Err(Error::BadRequest(format!(
-                    "the MCP server {:?} has both `command` and `url`: give one",
-                    self.name
-                )));
-            }
-            (None, None) => {
-                return Err(Error::BadRequest(format!(
-                    "the MCP server {:?} needs `command` (a program) or `url`",
-                    self.name
-                )));
-            }
-        };
+        let transport = Transport::configured(
+            &self.name,
+            self.command.clone(),
+            self.args.clone(),
+            self.env.clone(),
+            self.url.clone(),
+            self.bearer_token_env
+                .as_ref()
+                .map(|v| v.replace("{user}", &variable_part(username))),
+        )
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
         let mut config = ServerConfig::new(&self.name, transport);
         config.defer = self.defer;
         Ok(config)
@@ -186,7 +172,7 @@ pub fn routes() -> Router<Arc<App>> {
 }
 
 async fn stored(pool: &Db) -> Result<Vec<Entry>> {
-    let v: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+    let v: Option<String> = sqlx::query_scalar(READ)
         .bind(KEY)
         .fetch_optional(pool)
         .await?;
@@ -205,7 +191,7 @@ fn parse(v: Option<String>) -> Result<Vec<Entry>> {
 /// Changes the stored servers with `change` in one write transaction; answers what it answers.
 async fn update<T>(pool: &Db, change: impl FnOnce(&mut Vec<Entry>) -> Result<T>) -> Result<T> {
     let mut tx = crate::db::begin_write(pool).await?;
-    let v: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+    let v: Option<String> = sqlx::query_scalar(READ)
         .bind(KEY)
         .fetch_optional(&mut *tx)
         .await?;
