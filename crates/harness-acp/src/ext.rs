@@ -1,5 +1,6 @@
 //! LLeMbas's `_lembas` extensions to ACP (`spec/acp.md`): their requests and notifications,
-//! and the errors of §4.
+//! and the errors of §4. The message types are public: a client (a LLeMbas instance driving a
+//! linked device) speaks them with the same definitions the agent answers.
 
 use std::path::PathBuf;
 
@@ -19,108 +20,140 @@ pub(crate) fn lembas_error(
 /// `_lembas/status`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/status", response = LembasResult)]
-pub(crate) struct StatusRequest {}
+pub struct StatusRequest {}
 
 /// `_lembas/limits`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/limits", response = LembasResult)]
-pub(crate) struct LimitsRequest {}
+pub struct LimitsRequest {}
 
 /// `_lembas/dir`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/dir", response = LembasResult)]
-pub(crate) struct DirRequest {
-    pub(crate) path: PathBuf,
+pub struct DirRequest {
+    /// The directory to list.
+    pub path: PathBuf,
 }
 
 /// `_lembas/rewind`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/rewind", response = LembasResult)]
-pub(crate) struct RewindRequest {
+pub struct RewindRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
-    pub(crate) turns: u32,
+    /// The session.
+    pub session_id: String,
+    /// How many prompts to keep.
+    pub turns: u32,
 }
 
 /// Any `_lembas` result, as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcResponse)]
 #[serde(transparent)]
-pub(crate) struct LembasResult(pub(crate) Value);
+pub struct LembasResult(
+    /// Its JSON.
+    pub Value,
+);
 
 /// A `_lembas` notification with JSON params (device → client).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/job")]
-pub(crate) struct JobNotification(pub(crate) Value);
+pub struct JobNotification(
+    /// Its JSON.
+    pub Value,
+);
 
 /// `_lembas/job_note`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/job_note")]
-pub(crate) struct JobNoteNotification(pub(crate) Value);
+pub struct JobNoteNotification(
+    /// Its JSON.
+    pub Value,
+);
 
 /// `_lembas/prompt`: a machine turn the device began.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/prompt")]
-pub(crate) struct MachinePrompt(pub(crate) Value);
+pub struct MachinePrompt(
+    /// Its JSON.
+    pub Value,
+);
 
 /// `_lembas/prompt_end`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/prompt_end")]
-pub(crate) struct MachinePromptEnd(pub(crate) Value);
+pub struct MachinePromptEnd(
+    /// Its JSON.
+    pub Value,
+);
 
 /// `_lembas/show` (device → client): a file for the person's viewer.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/show", response = LembasResult)]
-pub(crate) struct ShowRequest(pub(crate) Value);
+pub struct ShowRequest(
+    /// Its JSON.
+    pub Value,
+);
 
 /// `_lembas/jobs`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/jobs", response = LembasResult)]
-pub(crate) struct JobsRequest {
+pub struct JobsRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
+    /// The session.
+    pub session_id: String,
 }
 
 /// `_lembas/job/output`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/job/output", response = LembasResult)]
-pub(crate) struct JobOutputRequest {
+pub struct JobOutputRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
+    /// The session.
+    pub session_id: String,
     #[serde(rename = "jobId")]
-    pub(crate) job_id: String,
+    /// The job.
+    pub job_id: String,
     #[serde(default)]
-    pub(crate) offset: usize,
+    /// Where to read from, in characters.
+    pub offset: usize,
 }
 
 /// `_lembas/job/stop`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/job/stop", response = LembasResult)]
-pub(crate) struct JobStopRequest {
+pub struct JobStopRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
+    /// The session.
+    pub session_id: String,
     #[serde(rename = "jobId")]
-    pub(crate) job_id: String,
+    /// The job.
+    pub job_id: String,
 }
 
 /// `_lembas/job/send`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/job/send", response = LembasResult)]
-pub(crate) struct JobSendRequest {
+pub struct JobSendRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
+    /// The session.
+    pub session_id: String,
     #[serde(rename = "jobId")]
-    pub(crate) job_id: String,
-    pub(crate) text: String,
+    /// The job.
+    pub job_id: String,
+    /// The message for the job.
+    pub text: String,
 }
 
 /// `_lembas/job/transcript`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "_lembas/job/transcript", response = LembasResult)]
-pub(crate) struct JobTranscriptRequest {
+pub struct JobTranscriptRequest {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
+    /// The session.
+    pub session_id: String,
     #[serde(rename = "jobId")]
-    pub(crate) job_id: String,
+    /// The job.
+    pub job_id: String,
 }
 
 pub(crate) fn unknown_job(id: &str) -> agent_client_protocol::Error {
@@ -134,10 +167,12 @@ pub(crate) fn unknown_job(id: &str) -> agent_client_protocol::Error {
 /// `_lembas/plan_state` (device → client).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "_lembas/plan_state")]
-pub(crate) struct PlanStateNotification {
+pub struct PlanStateNotification {
     #[serde(rename = "sessionId")]
-    pub(crate) session_id: String,
-    pub(crate) plan: Value,
+    /// The session.
+    pub session_id: String,
+    /// The plan (`null`: none).
+    pub plan: Value,
 }
 
 pub(crate) fn unknown_session(id: &str) -> agent_client_protocol::Error {

@@ -63,7 +63,7 @@
 mod agent;
 pub mod commands;
 mod error;
-mod ext;
+pub mod ext;
 pub mod host;
 mod jobs;
 pub mod map;

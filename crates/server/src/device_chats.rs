@@ -17,7 +17,7 @@
 //! - Only the device's owner sees or drives its chats: another user's chat, run, approval or
 //!   device is "not found" (404).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,6 +57,8 @@ struct Inner {
     runs: HashMap<String, Running>,
     /// What the devices wait for the person's answer to, by approval id.
     asks: HashMap<String, Asked>,
+    /// The jobs whose start the chats were told of, as (chat, job id).
+    jobs: HashSet<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -64,12 +66,17 @@ struct Opened {
     device: String,
     generation: u64,
     session: String,
+    /// The memory API's token handed to the session, ended with the link.
+    token: Option<String>,
 }
 
 struct Running {
     run: String,
     user_id: i64,
     at: Opened,
+    /// The device's id of the machine turn this run is (`_lembas/prompt`); `None` for the
+    /// person's.
+    machine: Option<String>,
 }
 
 struct Asked {
@@ -112,6 +119,37 @@ impl DeviceChats {
     /// The run going on in the chat, if any.
     pub fn run_of(&self, chat: &str) -> Option<String> {
         self.lock().runs.get(chat).map(|r| r.run.clone())
+    }
+
+    /// The chat whose session `session` is open on the device's link.
+    pub fn chat_in(&self, device: &str, session: &str) -> Option<String> {
+        self.lock()
+            .sessions
+            .iter()
+            .find(|(_, o)| o.device == device && o.session == session)
+            .map(|(c, _)| c.clone())
+    }
+
+    /// The chat's open device session and the link generation it is open on.
+    pub fn opened(&self, chat: &str) -> Option<(String, u64)> {
+        self.lock()
+            .sessions
+            .get(chat)
+            .map(|o| (o.session.clone(), o.generation))
+    }
+
+    /// Whether the chat hears of its job `id` for the first time (then it is told it started).
+    pub fn job_seen(&self, chat: &str, id: &str) -> bool {
+        self.lock().jobs.insert((chat.to_owned(), id.to_owned()))
+    }
+
+    /// The chat's run that is the device's machine turn `prompt`.
+    pub fn machine_run(&self, chat: &str, prompt: &str) -> Option<String> {
+        self.lock()
+            .runs
+            .get(chat)
+            .filter(|r| r.machine.as_deref() == Some(prompt))
+            .map(|r| r.run.clone())
     }
 }
 
@@ -208,14 +246,32 @@ fn within_roots(name: &str, limits: &Value, dir: &str) -> Result<String> {
     Ok(wanted.display().to_string())
 }
 
-/// What `session/new` and `session/load` carry: the chat, its model and its mode.
-fn lembas_meta(chat: &str, model: &str, mode: &str) -> Meta {
+/// What `session/new` and `session/load` carry: the chat, its model and its mode; its plan
+/// (`plan_state`) and the memory API with a token for the chat (`memory`).
+fn lembas_meta(
+    chat: &str,
+    model: &str,
+    mode: &str,
+    plan: Option<Value>,
+    api: Option<Value>,
+) -> Meta {
+    let mut v = json!({"chat": chat, "model": {"id": model, "effort": null}, "mode": mode});
+    if let Some(p) = plan {
+        v["plan_state"] = p;
+    }
+    if let Some(a) = api {
+        v["api"] = a;
+    }
     let mut m = Meta::new();
-    m.insert(
-        "lembas".into(),
-        json!({"chat": chat, "model": {"id": model, "effort": null}, "mode": mode}),
-    );
+    m.insert("lembas".into(), v);
     m
+}
+
+/// A memory API token for a session of the chat, and what `api` says of it.
+async fn memory_api(app: &App, chat: &str, user_id: i64, live: &Live) -> Result<(String, Value)> {
+    let token = crate::memory::chat_token(app, chat, user_id).await?;
+    let api = json!({"url": live.api_url, "token": token});
+    Ok((token, api))
 }
 
 /// A device's ACP error as the API says it: its own text, refused.
@@ -260,6 +316,9 @@ pub async fn create(
         .or_else(|| models.first().cloned())
         .ok_or_else(|| Error::Conflict(format!("the device {name:?} announces no model")))?;
     let id = random_id()?;
+    // The memory API's token, valid once the chat is stored.
+    let token = crate::memory::new_chat_token()?;
+    let api = json!({"url": live.api_url, "token": token});
     let opened = live
         .agent
         .send_request(
@@ -267,11 +326,13 @@ pub async fn create(
                 &id,
                 &model,
                 mode.as_str(),
+                None,
+                Some(api),
             )),
         )
         .block_task()
-        .await
-        .map_err(|e| refused(&e))?;
+        .await;
+    let opened = opened.map_err(|e| refused(&e))?;
     let session = opened.session_id.to_string();
     let t = now();
     sqlx::query(
@@ -303,6 +364,7 @@ pub async fn create(
     .bind(&session)
     .execute(&app.pool)
     .await?;
+    crate::memory::keep_token(app, &token, &id, user.id).await?;
     app.hub.new_chat(&id);
     app.device_chats.lock().sessions.insert(
         id.clone(),
@@ -310,6 +372,7 @@ pub async fn create(
             device: device.to_owned(),
             generation: live.generation,
             session,
+            token: Some(token),
         },
     );
     Ok(id)
@@ -348,7 +411,33 @@ async fn session_on(
     {
         return Ok(o);
     }
-    let meta = lembas_meta(chat, model, mode);
+    let user_id = live.user_id;
+    let plan = crate::history::latest_plan(&app.pool, user_id, chat).await?;
+    let (token, api) = memory_api(app, chat, user_id, live).await?;
+    let meta = lembas_meta(chat, model, mode, plan, Some(api));
+    let opened = open_or_load(app, chat, row, live, meta).await;
+    let session = match opened {
+        Ok(s) => s,
+        Err(e) => {
+            crate::memory::revoke_token(app, &token).await?;
+            return Err(e);
+        }
+    };
+    let o = Opened {
+        device: row.device.clone(),
+        generation: live.generation,
+        session,
+        token: Some(token),
+    };
+    app.device_chats
+        .lock()
+        .sessions
+        .insert(chat.to_owned(), o.clone());
+    Ok(o)
+}
+
+/// The chat's stored session reopened on the link (`session/load`), else a new one: its id.
+async fn open_or_load(app: &App, chat: &str, row: &Row, live: &Live, meta: Meta) -> Result<String> {
     let mut session = None;
     if let Some(s) = &row.session {
         let loaded = live
@@ -383,16 +472,7 @@ async fn session_on(
             s
         }
     };
-    let o = Opened {
-        device: row.device.clone(),
-        generation: live.generation,
-        session,
-    };
-    app.device_chats
-        .lock()
-        .sessions
-        .insert(chat.to_owned(), o.clone());
-    Ok(o)
+    Ok(session)
 }
 
 /// Sends a message to the user's device chat: a new run on the device, answered by its id.
@@ -416,37 +496,8 @@ pub async fn send(
     let name = device_name(app, user, &row.device).await?;
     let live = online(app, &row.device, &name)?;
     let at = session_on(app, chat, row, &live, &c.model, &c.mode).await?;
-    let run = random_id()?;
-    {
-        let mut inner = app.device_chats.lock();
-        if let Some(r) = inner.runs.get(chat) {
-            return Err(Error::Conflict(format!(
-                "the chat {chat} is busy with run {}: stop it or wait for its end",
-                r.run
-            )));
-        }
-        inner.runs.insert(
-            chat.to_owned(),
-            Running {
-                run: run.clone(),
-                user_id: user.id,
-                at: at.clone(),
-            },
-        );
-    }
-    crate::chats::write(
-        app,
-        Stmt::new(
-            "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
-        )
-        .text(Some(&run))
-        .text(Some(chat))
-        .int(user.id)
-        .int(now())
-        .text(Some(&app.instance))
-        .int(crate::chats::lease_end(app)),
-    )
-    .await?;
+    let input = json!({"type": "user_input", "text": text, "origin": "person"});
+    let run = begin(app, user.id, chat, &at, None, input).await?;
     // The title as a local chat's: the first line with words, at most 80 characters.
     let title: String = text
         .lines()
@@ -464,28 +515,6 @@ pub async fn send(
     .bind(chat)
     .execute(&app.pool)
     .await?;
-    let said = async {
-        app.hub
-            .append(
-                user.id,
-                chat,
-                Some(&run),
-                json!({"type": "run_started", "run": run}),
-            )
-            .await?;
-        app.hub
-            .append(
-                user.id,
-                chat,
-                Some(&run),
-                json!({"type": "user_input", "text": text, "origin": "person"}),
-            )
-            .await
-    };
-    if let Err(e) = said.await {
-        end(app, user.id, chat, &run, "failed", None).await;
-        return Err(e);
-    }
     let prompt = PromptRequest::new(
         at.session.clone(),
         vec![ContentBlock::Text(TextContent::new(text))],
@@ -497,6 +526,121 @@ pub async fn send(
         prompted(&app2, user_id, &chat2, &run2, &at, answer).await;
     });
     Ok(run)
+}
+
+/// Starts a run of the chat in its device session `at` (refused while one goes on): its row,
+/// `run_started`, then `input`, the prompt as the chat shows it. Answers the run's id.
+async fn begin(
+    app: &App,
+    user_id: i64,
+    chat: &str,
+    at: &Opened,
+    machine: Option<String>,
+    input: Value,
+) -> Result<String> {
+    let run = random_id()?;
+    {
+        let mut inner = app.device_chats.lock();
+        if let Some(r) = inner.runs.get(chat) {
+            return Err(Error::Conflict(format!(
+                "the chat {chat} is busy with run {}: stop it or wait for its end",
+                r.run
+            )));
+        }
+        inner.runs.insert(
+            chat.to_owned(),
+            Running {
+                run: run.clone(),
+                user_id,
+                at: at.clone(),
+                machine,
+            },
+        );
+    }
+    let row = crate::chats::write(
+        app,
+        Stmt::new(
+            "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
+        )
+        .text(Some(&run))
+        .text(Some(chat))
+        .int(user_id)
+        .int(now())
+        .text(Some(&app.instance))
+        .int(crate::chats::lease_end(app)),
+    )
+    .await;
+    if let Err(e) = row {
+        app.device_chats.take(chat, &run);
+        return Err(e);
+    }
+    let said = async {
+        app.hub
+            .append(
+                user_id,
+                chat,
+                Some(&run),
+                json!({"type": "run_started", "run": run}),
+            )
+            .await?;
+        app.hub.append(user_id, chat, Some(&run), input).await
+    };
+    if let Err(e) = said.await {
+        end(app, user_id, chat, &run, "failed", None).await;
+        return Err(e);
+    }
+    Ok(run)
+}
+
+/// A machine turn the device began in its session (`_lembas/prompt`): a run of the chat.
+pub async fn begin_machine(
+    app: &App,
+    user_id: i64,
+    chat: &str,
+    device: &str,
+    session: &str,
+    prompt: &str,
+    input: Value,
+) -> Result<()> {
+    let at = app
+        .device_chats
+        .lock()
+        .sessions
+        .get(chat)
+        .filter(|o| o.device == device && o.session == session)
+        .cloned();
+    let Some(at) = at else {
+        return Ok(());
+    };
+    begin(app, user_id, chat, &at, Some(prompt.to_owned()), input).await?;
+    Ok(())
+}
+
+/// The turn of the run ended with the device's stop reason (`end_turn`, `cancelled`, …).
+pub async fn turn_ended(app: &App, user_id: i64, chat: &str, run: &str, stop: &str) {
+    let (reason, status) = match stop {
+        "end_turn" => (json!({"kind": "finished"}), "finished"),
+        "cancelled" => (json!({"kind": "cancelled"}), "stopped"),
+        other => (
+            json!({"kind": "error", "message": format!("The device ended the turn: {other}")}),
+            "ended",
+        ),
+    };
+    if app.device_chats.run_of(chat).as_deref() == Some(run) {
+        let said = app
+            .hub
+            .append(
+                user_id,
+                chat,
+                Some(run),
+                json!({"type": "turn_ended", "reason": reason}),
+            )
+            .await;
+        if let Err(e) = said {
+            eprintln!("llembas-server: chat {chat}: {e}");
+        }
+    }
+    end(app, user_id, chat, run, status, None).await;
 }
 
 /// A prompt's answer: the run ends by its stop reason, or failed with the device's error; a
@@ -515,29 +659,7 @@ async fn prompted(
     match answer {
         Ok(r) => {
             let stop = serde_json::to_value(r.stop_reason).unwrap_or(Value::Null);
-            let (reason, status) = match stop.as_str() {
-                Some("end_turn") => (json!({"kind": "finished"}), "finished"),
-                Some("cancelled") => (json!({"kind": "cancelled"}), "stopped"),
-                other => (
-                    json!({"kind": "error", "message": format!("The device ended the turn: {}", other.unwrap_or("?"))}),
-                    "ended",
-                ),
-            };
-            if app.device_chats.run_of(chat).as_deref() == Some(run) {
-                let said = app
-                    .hub
-                    .append(
-                        user_id,
-                        chat,
-                        Some(run),
-                        json!({"type": "turn_ended", "reason": reason}),
-                    )
-                    .await;
-                if let Err(e) = said {
-                    eprintln!("llembas-server: chat {chat}: {e}");
-                }
-            }
-            end(app, user_id, chat, run, status, None).await;
+            turn_ended(app, user_id, chat, run, stop.as_str().unwrap_or("?")).await;
         }
         Err(e) => {
             // The link's end comes with the error of every request it left unanswered: wait to
@@ -596,18 +718,30 @@ async fn end(app: &App, user_id: i64, chat: &str, run: &str, status: &str, befor
 /// The device's link `generation` went down: its runs are interrupted, each chat told the
 /// device went offline; its sessions are reopened on the next link.
 pub async fn link_down(app: &App, device: &str, generation: u64) {
-    let cut: Vec<(String, String, i64)> = {
+    let (cut, tokens): (Vec<(String, String, i64)>, Vec<String>) = {
         let mut inner = app.device_chats.lock();
-        inner
-            .sessions
-            .retain(|_, o| !(o.device == device && o.generation == generation));
-        inner
+        let mut tokens = Vec::new();
+        inner.sessions.retain(|_, o| {
+            let gone = o.device == device && o.generation == generation;
+            if gone {
+                tokens.extend(o.token.clone());
+            }
+            !gone
+        });
+        let cut = inner
             .runs
             .iter()
             .filter(|(_, r)| r.at.device == device && r.at.generation == generation)
             .map(|(c, r)| (c.clone(), r.run.clone(), r.user_id))
-            .collect()
+            .collect();
+        (cut, tokens)
     };
+    // The sessions are closed: their memory tokens end with them.
+    for t in tokens {
+        if let Err(e) = crate::memory::revoke_token(app, &t).await {
+            eprintln!("llembas-server: device {device}: {e}");
+        }
+    }
     for (chat, run, user_id) in cut {
         let said = json!({"type": "notice", "level": "warning", "device_offline": true,
             "text": "The device went offline: this run was interrupted. Send again once it is linked."});
@@ -821,7 +955,7 @@ pub async fn permission(
 }
 
 /// The text of ACP content: a block's text, or the texts of a tool call's content.
-fn text_of(content: &Value) -> String {
+pub fn text_of(content: &Value) -> String {
     match content {
         Value::Array(items) => items.iter().map(text_of).collect::<Vec<_>>().join(""),
         Value::Object(o) => match o.get("type").and_then(Value::as_str) {

@@ -100,6 +100,38 @@ pub async fn page(
     })
 }
 
+/// The chat's plan as it is now (its latest `plan_changed`), `None` when it never had one.
+pub async fn latest_plan(pool: &Db, user_id: i64, chat: &str) -> Result<Option<Value>> {
+    Ok(latest(pool, user_id, chat, "plan_changed")
+        .await?
+        .map(|s| s.event["plan"].clone())
+        .filter(|p| !p.is_null()))
+}
+
+/// The content a device sent for its `show` call `call` in the user's chat (the event carries
+/// it: the server cannot read the device's disk).
+pub async fn shown_content(
+    pool: &Db,
+    user_id: i64,
+    chat: &str,
+    call: &str,
+) -> Result<Option<String>> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT data FROM events WHERE user_id = $1 AND chat_id = $2 AND data LIKE $3 ORDER BY seq DESC",
+    )
+    .bind(user_id)
+    .bind(chat)
+    .bind(of_kind("show"))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().find_map(|(data,)| {
+        let e: Value = serde_json::from_str(&data).ok()?;
+        (e["call_id"] == call && e.get("device").is_some())
+            .then(|| e["content"].as_str().map(str::to_owned))
+            .flatten()
+    }))
+}
+
 /// The chat's latest event of `kind`.
 async fn latest(pool: &Db, user_id: i64, chat: &str, kind: &str) -> Result<Option<Stored>> {
     let row: Option<Row> = sqlx::query_as(

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod chats;
 pub mod db;
 pub mod device_chats;
+pub mod device_ext;
 pub mod devices;
 mod error;
 pub mod history;
@@ -435,6 +436,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(pages::routes(app.max_file_bytes))
         .merge(devices::routes())
         .merge(link::routes())
+        .merge(device_ext::routes())
         .merge(mcp::routes())
         .with_state(app)
         .layer(pages::compression())

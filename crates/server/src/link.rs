@@ -32,6 +32,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt as _, StreamExt as _};
+use harness_acp::ext::{
+    JobNoteNotification, JobNotification, MachinePrompt, MachinePromptEnd, PlanStateNotification,
+    ShowRequest,
+};
 use serde_json::{Value, json};
 
 use crate::App;
@@ -69,6 +73,8 @@ pub struct Live {
     pub instance: Value,
     /// The ACP connection to the device's agent.
     pub agent: agent_client_protocol::v1::ConnectionTo<Agent>,
+    /// The memory API's URL as the device reached this server (`api.url`).
+    pub api_url: String,
 }
 
 struct Entry {
@@ -170,18 +176,21 @@ async fn dial(
             message: "the device link is a WebSocket: dial it with `llembas link`".into(),
         }
     })?;
+    let api_url = crate::memory::api_url(&app, &headers);
     Ok(ws
         .max_frame_size(MAX_FRAME_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| run(app, id, user_id, socket)))
+        .on_upgrade(move |socket| run(app, id, user_id, api_url, socket)))
 }
 
-/// The client's `initialize`: ACP v1 and the `_lembas` capabilities the server speaks so far.
+/// The client's `initialize`: ACP v1 and the `_lembas` capabilities the server speaks
+/// ([`crate::device_ext::CAPABILITIES`]).
 fn initialize() -> InitializeRequest {
     let mut meta = serde_json::Map::new();
     meta.insert(
         "lembas".into(),
-        json!({"protocol": 2, "spec": harness_spec_version(), "capabilities": []}),
+        json!({"protocol": 2, "spec": harness_spec_version(),
+            "capabilities": crate::device_ext::CAPABILITIES}),
     );
     InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(ClientCapabilities::new().meta(meta))
@@ -196,7 +205,7 @@ fn harness_spec_version() -> String {
 }
 
 /// One link, from its upgrade to its end.
-async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
+async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: WebSocket) {
     let (generation, mut stop) = app.device_links.register(&id);
     let (mut sink, stream) = socket.split();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(64);
@@ -234,8 +243,68 @@ async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
     let (app_n, device_n) = (app.clone(), id.clone());
     let (app_r, device_r) = (app.clone(), id.clone());
     let mut stopped = stop.clone();
+    let ext = Ext {
+        app: app.clone(),
+        device: id.clone(),
+    };
+    let (e1, e2, e3, e4, e5, e6) = (
+        ext.clone(),
+        ext.clone(),
+        ext.clone(),
+        ext.clone(),
+        ext.clone(),
+        ext,
+    );
     let client = Client
         .v1()
+        // The device's `_lembas` messages ([`crate::device_ext`]).
+        .on_receive_notification(
+            async move |n: PlanStateNotification, _cx| {
+                crate::device_ext::plan_state(&e1.app, &e1.device, n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_notification(
+            async move |n: JobNotification, _cx| {
+                crate::device_ext::job(&e2.app, &e2.device, n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_notification(
+            async move |n: JobNoteNotification, _cx| {
+                crate::device_ext::job_note(&e3.app, &e3.device, n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_notification(
+            async move |n: MachinePrompt, _cx| {
+                crate::device_ext::machine_prompt(&e4.app, &e4.device, n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_notification(
+            async move |n: MachinePromptEnd, _cx| {
+                crate::device_ext::machine_prompt_end(&e5.app, &e5.device, n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            // The viewer's answer may wait for the person: answered from a task of its own.
+            async move |r: ShowRequest, responder, _cx| {
+                let (app, device) = (e6.app.clone(), e6.device.clone());
+                tokio::spawn(async move {
+                    let shown = crate::device_ext::show(app, device, r).await;
+                    let _ = responder.respond(shown);
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             // A chat's run on the device: its events ([`crate::device_chats`]).
             async move |n: SessionNotification, _cx| {
@@ -272,6 +341,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, socket: WebSocket) {
                     limits,
                     instance: lembas.get("instance").cloned().unwrap_or(Value::Null),
                     agent: cx.clone(),
+                    api_url,
                 },
             );
             let _ = stopped.wait_for(Option::is_some).await;
@@ -326,4 +396,11 @@ async fn keep_alive(tx: tokio::sync::mpsc::Sender<Message>, heard: Arc<Mutex<Ins
             return;
         }
     }
+}
+
+/// What the handlers of the device's `_lembas` messages need.
+#[derive(Clone)]
+struct Ext {
+    app: Arc<App>,
+    device: String,
 }

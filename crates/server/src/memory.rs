@@ -46,26 +46,58 @@ async fn new_token(
     Path(chat): Path<String>,
 ) -> Result<Response> {
     crate::chats::chat_row(&app.pool, &user, &chat).await?;
-    let token = format!("{TOKEN_PREFIX}{}", random_token()?);
+    let token = chat_token(&app, &chat, user.id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"url": api_url(&app, &headers), "token": token})),
+    )
+        .into_response())
+}
+
+/// A new bearer token for the memory API scoped to `chat` of the user `user_id` (only its hash
+/// is kept; it ends with its chat, or with [`revoke_token`]).
+pub async fn chat_token(app: &App, chat: &str, user_id: i64) -> Result<String> {
+    let token = new_chat_token()?;
+    keep_token(app, &token, chat, user_id).await?;
+    Ok(token)
+}
+
+/// A token's text, not yet valid: [`keep_token`] makes it so (for a chat that is not stored yet).
+pub fn new_chat_token() -> Result<String> {
+    Ok(format!("{TOKEN_PREFIX}{}", random_token()?))
+}
+
+/// Makes `token` valid for `chat` of the user `user_id`.
+pub async fn keep_token(app: &App, token: &str, chat: &str, user_id: i64) -> Result<()> {
     sqlx::query(
         "INSERT INTO chat_tokens (token_hash, chat_id, user_id, created) VALUES ($1, $2, $3, $4)",
     )
-    .bind(token_hash(&token))
-    .bind(&chat)
-    .bind(user.id)
+    .bind(token_hash(token))
+    .bind(chat)
+    .bind(user_id)
     .bind(now())
     .execute(&app.pool)
     .await?;
+    Ok(())
+}
+
+/// Ends a token [`chat_token`] made.
+pub async fn revoke_token(app: &App, token: &str) -> Result<()> {
+    sqlx::query("DELETE FROM chat_tokens WHERE token_hash = $1")
+        .bind(token_hash(token))
+        .execute(&app.pool)
+        .await?;
+    Ok(())
+}
+
+/// The instance API's URL as the client of `headers` reached this server.
+pub fn api_url(app: &App, headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("127.0.0.1");
     let scheme = if app.secure_cookie { "https" } else { "http" };
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"url": format!("{scheme}://{host}{API_BASE}"), "token": token})),
-    )
-        .into_response())
+    format!("{scheme}://{host}{API_BASE}")
 }
 
 /// The user a chat-scoped bearer token speaks for (401 for any other credential).

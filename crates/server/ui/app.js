@@ -1201,8 +1201,10 @@ class ChatView {
     const title = $("span", { class: "what", text: `job ${id}` });
     const state = $("span", { class: "state", text: "running" });
     const out = $("pre", { class: "out", hidden: true });
-    const node = $("div", { class: "job", "data-job": id, "data-state": "running" },
-      $("div", { class: "head" }, $("span", { class: "name", text: `#${id}` }), kind, title, state), out);
+    const head = $("div", { class: "head" }, $("span", { class: "name", text: `#${id}` }), kind, title, state);
+    const node = $("div", { class: "job", "data-job": id, "data-state": "running" }, head, out);
+    // A device chat's jobs run on the device: their output and stop are asked of it.
+    if (this.chat.device) head.append(...this.deviceJobVerbs(id));
     let at = this.jobsList.firstChild;
     while (at && Number(at.dataset.job) < Number(id)) at = at.nextSibling;
     this.jobsList.insertBefore(node, at);
@@ -1211,6 +1213,23 @@ class ChatView {
     this.jobsPanel.hidden = false;
     this.drawJobsCount();
     return j;
+  }
+
+  // The person's job verbs for a job on a linked device (`_lembas/job/output`, `…/stop`).
+  deviceJobVerbs(id) {
+    const base = `/api/chats/${encodeURIComponent(this.chat.id)}/jobs/${encodeURIComponent(id)}`;
+    const output = $("button", { type: "button", class: "joboutput", text: "Output", onclick: async () => {
+      try {
+        const v = await api("GET", `${base}/output`);
+        const j = this.jobs.get(id);
+        j.out.textContent = v.text || "(no output)";
+        j.out.hidden = false;
+      } catch (err) { alertBox.textContent = err.message; }
+    } });
+    const stop = $("button", { type: "button", class: "jobstop", text: "Stop", onclick: async () => {
+      try { await api("POST", `${base}/stop`); } catch (err) { alertBox.textContent = err.message; }
+    } });
+    return [output, stop];
   }
 
   // A line of what a job said (a report, its reply): kept in the order of `id` (the event's id
@@ -1234,6 +1253,7 @@ class ChatView {
     j.state.textContent = j.endText;
     j.state.className = status === "done" && !end.exit_code ? "state ok" : "state bad";
     j.node.dataset.state = status;
+    j.node.querySelector(".jobstop")?.remove();
     this.drawJobsCount();
     return j;
   }
@@ -1360,16 +1380,19 @@ class ChatView {
 
   // Opens a file of the view in the viewer: Markdown drawn, code and text with line numbers,
   // HTML in a frame sandboxed into an origin of its own (scripts, no same origin).
-  async view(path, kind, line) {
+  // A linked device's file comes in its event (`device`): the server cannot read its disk.
+  async view(path, kind, line, device) {
     const v = this.openViewer();
     v.name.textContent = path;
     if (kind === "html") {
-      const frame = $("iframe", { class: "shown", sandbox: "allow-scripts", title: path, referrerpolicy: "no-referrer",
-        src: `/show?path=${encodeURIComponent(path)}` });
+      const src = device ? `/show/device?chat=${encodeURIComponent(this.chat.id)}&call=${encodeURIComponent(device.call_id)}`
+        : `/show?path=${encodeURIComponent(path)}`;
+      const frame = $("iframe", { class: "shown", sandbox: "allow-scripts", title: path, referrerpolicy: "no-referrer", src });
       v.body.replaceChildren(frame);
       return;
     }
-    const text = (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
+    const text = device ? device.content
+      : (await api("GET", `/api/files/content?path=${encodeURIComponent(path)}`)).content;
     if (kind === "markdown") {
       v.body.replaceChildren(markdown(text));
       return;
@@ -1384,14 +1407,16 @@ class ChatView {
 
   // A `show` call: its file in the viewer, and the run told it opened (or did not).
   async show(e) {
+    const from = e.device ? e : null;
     const card = this.cards.get(e.call_id);
     const again = $("button", { type: "button", class: "reopen", text: `Open ${e.title || e.path}`,
-      onclick: () => this.view(e.path, e.kind, e.line).catch((err) => { alertBox.textContent = err.message; }) });
+      onclick: () => this.view(e.path, e.kind, e.line, from).catch((err) => { alertBox.textContent = err.message; }) });
     if (card) card.node.append($("div", { class: "shownfile" }, again));
+    else if (from) this.add($("div", { class: "shownfile" }, again));
     if (!this.live || !e.ask) return;
     let opened = true;
     try {
-      await this.view(e.path, e.kind, e.line);
+      await this.view(e.path, e.kind, e.line, from);
     } catch (err) {
       alertBox.textContent = err.message;
       opened = false;

@@ -665,3 +665,238 @@ async fn a_device_with_remote_work_off_links_and_refuses_every_chat() {
     assert!(l.contains("401"), "{l}");
     assert_ne!(other.ends().await, 0);
 }
+
+/// Waits (a minute at most) until the chat has a page open on the server.
+async fn until_attached(server: &Server, chat: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.app.pages.attached(chat) {
+        assert!(Instant::now() < deadline, "no page of {chat} opened");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_chat_has_its_plan_jobs_viewer_and_memory_on_the_server() {
+    let model = ScriptedServer::start(vec![
+        tool_call(
+            "p1",
+            "plan_write",
+            json!({"title": "Ship the page", "summary": "Write it, then check it.",
+                "phases": [{"title": "Work", "tasks": [{"title": "write it", "status": "done"}]}]}),
+        ),
+        tool_call(
+            "m1",
+            "memory",
+            json!({"action": "add", "text": "Ana prefers small commits"}),
+        ),
+        // A job that ends when the test says so (a file appears): its end comes after the
+        // turn, so it wakes the session with a machine turn.
+        tool_call(
+            "b1",
+            "bash",
+            json!({"command": "while [ ! -f go ]; do sleep 0.1; done; echo job-output", "background": true}),
+        ),
+        text(&["Started."]),
+        text(&["The job finished."]),
+        // `show` with no page open, then with one.
+        tool_call("s1", "show", json!({"path": "page.html"})),
+        text(&["Not shown."]),
+        tool_call("s2", "show", json!({"path": "page.html"})),
+        text(&["Shown."]),
+    ])
+    .await
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
+    let alice = Person {
+        server: &server,
+        http: server.user("alice").await,
+    };
+    let bob = Person {
+        server: &server,
+        http: server.user("bob").await,
+    };
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let root_text = root.display().to_string();
+    std::fs::write(
+        root.join("page.html"),
+        "<!doctype html><p>hello from the device</p>\n",
+    )
+    .unwrap();
+    let mut device = Device::start(
+        &sb,
+        &model.base_url(),
+        &server.base,
+        &["--root", &root_text],
+    );
+    let id = pair(&server, &alice.http, &mut device, "laptop").await;
+    device.line("linked to").await;
+    server.until_link(&id, |l| l.is_some()).await;
+    let (status, v) = alice
+        .post(
+            "/api/chats",
+            json!({"device": id, "dir": root_text, "mode": "auto"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let chat = v["id"].as_str().unwrap().to_owned();
+
+    let run = alice.send(&chat, "plan, remember, start the job").await;
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
+    // plan_state: the plan card has the whole plan, not ACP's flat entries.
+    let plan = alice
+        .until(&chat, "the plan", |e| e["type"] == "plan_changed")
+        .await;
+    assert_eq!(plan["plan"]["title"], "Ship the page", "{plan}");
+    assert_eq!(
+        plan["plan"]["summary"], "Write it, then check it.",
+        "{plan}"
+    );
+    assert_eq!(
+        plan["plan"]["phases"][0]["tasks"][0]["status"], "done",
+        "{plan}"
+    );
+    // memory: the device's memory tool wrote the person's records on the server, through the
+    // API and the token the session was handed.
+    let (status, api) = alice
+        .post(&format!("/api/chats/{chat}/memory-token"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{api}");
+    let records: Value = reqwest::Client::new()
+        .get(format!("{}/memory", api["url"].as_str().unwrap()))
+        .bearer_auth(api["token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        records["entries"][0]["text"], "Ana prefers small commits",
+        "{records}"
+    );
+    // jobs: the job's start in the chat, its state asked of the device; bob gets nothing.
+    let started = alice
+        .until(&chat, "the job's start", |e| e["type"] == "job_started")
+        .await;
+    assert_eq!(started["kind"], "command", "{started}");
+    let job = started["job_id"].as_str().unwrap().to_owned();
+    let (status, v) = alice.get(&format!("/api/chats/{chat}/jobs")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["jobs"][0]["state"], "running", "{v}");
+    assert_eq!(bob.get(&format!("/api/chats/{chat}/jobs")).await.0, 404);
+    let (status, v) = alice
+        .get(&format!("/api/chats/{chat}/jobs/99/output"))
+        .await;
+    assert_eq!(status, 404, "{v}");
+    // The job ends: its end in the chat, then the machine turn it woke, a run of its own whose
+    // input is the job's.
+    std::fs::write(root.join("go"), "").unwrap();
+    let ended = alice
+        .until(&chat, "the job's end", |e| e["type"] == "job_ended")
+        .await;
+    assert_eq!(ended["end"]["status"], "done", "{ended}");
+    assert_eq!(ended["end"]["exit_code"], 0, "{ended}");
+    let woke = alice
+        .until(&chat, "the machine turn", |e| {
+            e["type"] == "user_input" && e["origin"] == "machine"
+        })
+        .await;
+    assert!(
+        woke["text"].as_str().unwrap().contains("job-output"),
+        "{woke}"
+    );
+    let events = alice.events(&chat).await;
+    let machine_run = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run_started")
+        .unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(machine_run, run);
+    assert_eq!(alice.ended(&chat, &machine_run).await, "finished");
+    let (status, v) = alice
+        .get(&format!("/api/chats/{chat}/jobs/{job}/output"))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["text"].as_str().unwrap().contains("job-output"), "{v}");
+    assert_eq!(v["job"]["state"], "done", "{v}");
+
+    // show with no page open: the device hears it was not shown, and its tool says so.
+    let run = alice.send(&chat, "show the page").await;
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
+    let bodies = model.bodies();
+    let said = tool_results(&bodies[6]);
+    assert!(
+        said.last()
+            .unwrap()
+            .contains("The file cannot be shown now"),
+        "{said:?}"
+    );
+    // With the chat's page open, the viewer gets the device's file and says it opened.
+    let page = alice
+        .http
+        .get(format!("{}/api/events?chat={chat}", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    until_attached(&server, &chat).await;
+    let run = alice.send(&chat, "show it again").await;
+    let shown = alice
+        .until(&chat, "the show", |e| e["type"] == "show")
+        .await;
+    assert_eq!(shown["kind"], "html", "{shown}");
+    assert!(
+        shown["content"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the device"),
+        "{shown}"
+    );
+    let call = shown["call_id"].as_str().unwrap();
+    let r = alice
+        .http
+        .get(format!(
+            "{}/show/device?chat={chat}&call={call}",
+            server.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox allow-scripts")
+    );
+    assert!(r.text().await.unwrap().contains("hello from the device"));
+    let r = bob
+        .http
+        .get(format!(
+            "{}/show/device?chat={chat}&call={call}",
+            server.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let (status, v) = alice
+        .post(
+            &format!("/api/shows/{}", shown["ask"].as_str().unwrap()),
+            json!({"opened": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
+    let said = tool_results(&model.bodies()[8]);
+    assert!(
+        !said.last().unwrap().contains("cannot be shown"),
+        "{said:?}"
+    );
+    drop(page);
+}

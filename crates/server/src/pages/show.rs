@@ -6,6 +6,8 @@
 //!   framed only by the app's own pages. The chat page shows it in an `<iframe
 //!   sandbox="allow-scripts">` (never `allow-same-origin`). The view's refusals as the files API
 //!   gives them (403, 404).
+//! - `GET /show/device?chat=ID&call=CALL` → the same for an HTML file a linked device sent for
+//!   its `show` call in the user's chat (the content travels in the chat's event).
 
 use std::sync::Arc;
 
@@ -26,7 +28,29 @@ pub const SHOW_CSP: &str = "sandbox allow-scripts; frame-ancestors 'self'";
 
 /// The routes.
 pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/show", get(show))
+    Router::new()
+        .route("/show", get(show))
+        .route("/show/device", get(device_show))
+}
+
+#[derive(serde::Deserialize)]
+struct DeviceShow {
+    chat: String,
+    call: String,
+}
+
+async fn device_show(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Query(q): Query<DeviceShow>,
+) -> Result<Response> {
+    crate::chats::chat_row(&app.pool, &user, &q.chat).await?;
+    let content = crate::history::shown_content(&app.pool, user.id, &q.chat, &q.call)
+        .await?
+        .ok_or_else(|| {
+            Error::NotFound(format!("no file shown by the call {} in this chat", q.call))
+        })?;
+    Ok(sandboxed(content.into_bytes()))
 }
 
 async fn show(
@@ -42,6 +66,11 @@ async fn show(
     })
     .await
     .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))??;
+    Ok(sandboxed(bytes))
+}
+
+/// HTML served to run in a sandbox of its own.
+fn sandboxed(bytes: Vec<u8>) -> Response {
     let mut response =
         ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response();
     let h = response.headers_mut();
@@ -62,5 +91,5 @@ async fn show(
         header::CONTENT_DISPOSITION,
         HeaderValue::from_static("inline"),
     );
-    Ok(response)
+    response
 }
