@@ -296,7 +296,7 @@ async fn events_notice(app: &App, payload: &str) -> Result<()> {
         return Ok(());
     }
     app.hub
-        .deliver(super::events_between(&app.pool, user, first, last).await?);
+        .deliver(super::events::events_between(&app.pool, user, first, last).await?);
     Ok(())
 }
 
