@@ -25,7 +25,7 @@ mod rows;
 mod runs;
 mod shared;
 pub use crate::page::record_ask;
-pub use build::chat_world;
+pub use build::{chat_world, create, set_model};
 pub use events::{Stored, chat_events, events_after};
 pub use halt::halt_user;
 pub use hub::{Hub, flush};
@@ -34,8 +34,8 @@ pub(crate) use pump::{end_run, write};
 pub use recover::recover;
 pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
-pub use rows::{ChatRow, chat_row, create, list, set_mode, set_model};
-pub use runs::{approve, carry_out, interrupt_all, send, stop};
+pub use rows::{ChatRow, chat_row, list};
+pub use runs::{approve, carry_out, interrupt_all, send, set_mode, stop};
 pub use shared::{Act, answer_ask, keep_leases, lease_end, listen, publish_revoked};
 
 /// The shared capacity gate of the process's chats.

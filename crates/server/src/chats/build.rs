@@ -1,5 +1,6 @@
-//! What a chat's session is built from (its model link, its world, its store) and the chat's live
-//! session, resumed from its transcript when it is not running here.
+//! What a chat's session is built from (its model link, its world, its store): a chat made with
+//! its first session, its model changed, and its live session, resumed from its transcript when
+//! it is not running here.
 
 use std::sync::Arc;
 
@@ -8,11 +9,13 @@ use harness_core::protocol::{Mode, SessionKind};
 use harness_spec::Project;
 
 use super::Live;
+use super::drop_idle_later;
 use super::live::{current, made_of};
 use super::pump::drive;
-use super::rows::ChatRow;
+use super::rows::{ChatRow, chat_row};
 use crate::App;
 use crate::auth::User;
+use crate::db::now;
 use crate::error::{Error, Result};
 use crate::store::{SqlStore, find_meta, load_entries};
 use crate::world::{ChatWorld, grants_text, user_grants, user_view};
@@ -159,4 +162,80 @@ pub(super) fn spawn(builder: SessionBuilder, page: bool) -> Result<Spawned> {
         .answers_questions(true)
         .holds_display(page)
         .spawn()?)
+}
+
+/// Creates a chat for `user`; answers its id.
+pub async fn create(
+    app: &Arc<App>,
+    user: &User,
+    mode: Mode,
+    model: Option<&str>,
+    narrower: &[(String, harness_fs::Level)],
+) -> Result<String> {
+    app.refuse_when_stopping()?;
+    let configured = model_settings(app)?
+        .model_id(&harness_model::CancellationToken::new())
+        .await
+        .map_err(|e| Error::Model(e.to_string()))?;
+    let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
+    // No page shows a chat before it exists.
+    let link = crate::python::PageLink::new(app, user.id, None, false);
+    let built = spawn(
+        builder(app, user, mode, &chosen, link.clone(), narrower).await?,
+        false,
+    )?;
+    let id = built.session.id().to_owned();
+    link.set_chat(&id);
+    sqlx::query(
+        "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&id)
+    .bind(user.id)
+    .bind(mode.as_str())
+    .bind(&chosen)
+    .bind(now())
+    .execute(&app.pool)
+    .await?;
+    for (path, level) in narrower {
+        sqlx::query("INSERT INTO chat_grants (chat_id, path, level) VALUES ($1, $2, $3)")
+            .bind(&id)
+            .bind(path)
+            .bind(level.as_str())
+            .execute(&app.pool)
+            .await?;
+    }
+    let made = made_of(
+        &chosen,
+        crate::settings::personality(&app.pool, user.id)
+            .await?
+            .as_deref(),
+    );
+    app.hub.new_chat(&id);
+    drive(app, user.id, &id, built, false, made);
+    // Kept for its first message a while; then built again when it is needed.
+    drop_idle_later(app, &id);
+    Ok(id)
+}
+
+/// Changes the model of the user's chat `id` (one the server lets users use); refused while a
+/// run goes on. Its idle session is built again for the next message ([`super::Live::made`]).
+pub async fn set_model(app: &Arc<App>, user: &User, id: &str, model: &str) -> Result<()> {
+    let row = chat_row(&app.pool, user, id).await?;
+    if let Some(run) = row.running {
+        return Err(Error::Conflict(format!(
+            "the chat {id} is busy with run {run}: change its model after its end"
+        )));
+    }
+    let configured = model_settings(app)?
+        .model_id(&harness_model::CancellationToken::new())
+        .await
+        .map_err(|e| Error::Model(e.to_string()))?;
+    let chosen = crate::admin::model_for(&app.pool, Some(model), &configured).await?;
+    sqlx::query("UPDATE chats SET model = $1 WHERE id = $2 AND user_id = $3")
+        .bind(&chosen)
+        .bind(id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    Ok(())
 }

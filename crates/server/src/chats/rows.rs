@@ -1,17 +1,11 @@
-//! The chats' rows: made, read, listed, and their model and mode changed.
+//! The chats' rows: read one, listed, and whether a chat is busy.
 
-use std::sync::Arc;
-
-use harness_core::protocol::Mode;
 use serde::Serialize;
 
-use super::build::{builder, model_settings, spawn};
-use super::live::made_of;
-use super::pump::drive;
-use super::{Act, carry_out, drop_idle_later, hub, shared};
+use super::hub;
 use crate::App;
 use crate::auth::User;
-use crate::db::{Db, now};
+use crate::db::Db;
 use crate::error::{Error, Result};
 
 /// The refusal of a message to a chat that runs already (`run`, when it is known).
@@ -112,99 +106,4 @@ pub async fn list(pool: &Db, user: &User) -> Result<Vec<ChatRow>> {
         out.push(row_of(pool, user, &id, true).await?);
     }
     Ok(out)
-}
-
-/// Creates a chat for `user`; answers its id.
-pub async fn create(
-    app: &Arc<App>,
-    user: &User,
-    mode: Mode,
-    model: Option<&str>,
-    narrower: &[(String, harness_fs::Level)],
-) -> Result<String> {
-    app.refuse_when_stopping()?;
-    let configured = model_settings(app)?
-        .model_id(&harness_model::CancellationToken::new())
-        .await
-        .map_err(|e| Error::Model(e.to_string()))?;
-    let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
-    // No page shows a chat before it exists.
-    let link = crate::python::PageLink::new(app, user.id, None, false);
-    let built = spawn(
-        builder(app, user, mode, &chosen, link.clone(), narrower).await?,
-        false,
-    )?;
-    let id = built.session.id().to_owned();
-    link.set_chat(&id);
-    sqlx::query(
-        "INSERT INTO chats (id, user_id, mode, model, created) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(&id)
-    .bind(user.id)
-    .bind(mode.as_str())
-    .bind(&chosen)
-    .bind(now())
-    .execute(&app.pool)
-    .await?;
-    for (path, level) in narrower {
-        sqlx::query("INSERT INTO chat_grants (chat_id, path, level) VALUES ($1, $2, $3)")
-            .bind(&id)
-            .bind(path)
-            .bind(level.as_str())
-            .execute(&app.pool)
-            .await?;
-    }
-    let made = made_of(
-        &chosen,
-        crate::settings::personality(&app.pool, user.id)
-            .await?
-            .as_deref(),
-    );
-    app.hub.new_chat(&id);
-    drive(app, user.id, &id, built, false, made);
-    // Kept for its first message a while; then built again when it is needed.
-    drop_idle_later(app, &id);
-    Ok(id)
-}
-
-/// Changes the model of the user's chat `id` (one the server lets users use); refused while a
-/// run goes on. Its idle session is built again for the next message ([`super::Live::made`]).
-pub async fn set_model(app: &Arc<App>, user: &User, id: &str, model: &str) -> Result<()> {
-    let row = chat_row(&app.pool, user, id).await?;
-    if let Some(run) = row.running {
-        return Err(Error::Conflict(format!(
-            "the chat {id} is busy with run {run}: change its model after its end"
-        )));
-    }
-    let configured = model_settings(app)?
-        .model_id(&harness_model::CancellationToken::new())
-        .await
-        .map_err(|e| Error::Model(e.to_string()))?;
-    let chosen = crate::admin::model_for(&app.pool, Some(model), &configured).await?;
-    sqlx::query("UPDATE chats SET model = $1 WHERE id = $2 AND user_id = $3")
-        .bind(&chosen)
-        .bind(id)
-        .bind(user.id)
-        .execute(&app.pool)
-        .await?;
-    Ok(())
-}
-
-/// Changes the permission mode of the user's chat `id` (stored for its next resume; a session
-/// running here switches at once and says so with a `mode_changed` event).
-pub async fn set_mode(app: &Arc<App>, user: &User, id: &str, mode: Mode) -> Result<()> {
-    chat_row(&app.pool, user, id).await?;
-    sqlx::query("UPDATE chats SET mode = $1 WHERE id = $2 AND user_id = $3")
-        .bind(mode.as_str())
-        .bind(id)
-        .bind(user.id)
-        .execute(&app.pool)
-        .await?;
-    let act = Act::Mode {
-        chat: id.to_owned(),
-        mode: mode.as_str().to_owned(),
-    };
-    // A session here switches at once; on a shared database, one in another process too.
-    let _ = carry_out(app, &act);
-    shared::publish(app, &act).await
 }

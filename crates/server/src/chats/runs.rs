@@ -10,7 +10,7 @@ use serde_json::json;
 use super::build::live;
 use super::live::{Claim, current};
 use super::pump::end_run;
-use super::rows::{busy, row_for_run};
+use super::rows::{busy, chat_row, row_for_run};
 use super::{Act, shared};
 use crate::App;
 use crate::auth::User;
@@ -287,4 +287,23 @@ async fn asked_by_a_running_run(app: &App, id: &str) -> Result<bool> {
     .fetch_one(&app.pool)
     .await?;
     Ok(n > 0)
+}
+
+/// Changes the permission mode of the user's chat `id` (stored for its next resume; a session
+/// running here switches at once and says so with a `mode_changed` event).
+pub async fn set_mode(app: &Arc<App>, user: &User, id: &str, mode: Mode) -> Result<()> {
+    chat_row(&app.pool, user, id).await?;
+    sqlx::query("UPDATE chats SET mode = $1 WHERE id = $2 AND user_id = $3")
+        .bind(mode.as_str())
+        .bind(id)
+        .bind(user.id)
+        .execute(&app.pool)
+        .await?;
+    let act = Act::Mode {
+        chat: id.to_owned(),
+        mode: mode.as_str().to_owned(),
+    };
+    // A session here switches at once; on a shared database, one in another process too.
+    let _ = carry_out(app, &act);
+    shared::publish(app, &act).await
 }
