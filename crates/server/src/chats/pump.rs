@@ -44,7 +44,7 @@ pub(super) fn drive(
     tokio::spawn(async move {
         let ended = task.finished().await.and_then(|ended| ended.result);
         if let Err(e) = ended {
-            eprintln!("llembas-server: chat {chat2}: {e}");
+            tracing::error!("chat {chat2}: {e}");
             if let Some(l) = live2.upgrade() {
                 app2.chats.remove(&chat2, &l);
             }
@@ -63,7 +63,7 @@ pub(super) fn drive(
                     )
                     .await;
                 if let Err(e) = said.and(end_run(&app2, user_id, &chat2, &r, "failed").await) {
-                    eprintln!("llembas-server: chat {chat2}: {e}");
+                    tracing::error!("chat {chat2}: {e}");
                 }
                 app2.chats.ended.notify_waiters();
             }
@@ -75,7 +75,7 @@ pub(super) fn drive(
     tokio::spawn(async move {
         while let Some(o) = out.recv().await {
             if let Err(e) = pump(&app, user_id, &chat_id, &run, &weak_ctl, o).await {
-                eprintln!("llembas-server: chat {chat_id}: {e}");
+                tracing::error!("chat {chat_id}: {e}");
             }
         }
         if let Some(l) = live3.upgrade() {
@@ -248,7 +248,7 @@ pub(crate) async fn end_run(
     // Nothing waits for them now; a row left behind only takes room (an answer to it is refused,
     // its run having ended).
     if let Err(e) = shared::forget_asks(app, run).await {
-        eprintln!("llembas-server: forgetting the asks of the run {run}: {e}");
+        tracing::warn!("forgetting the asks of the run {run}: {e}");
     }
     said
 }

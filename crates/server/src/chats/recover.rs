@@ -53,7 +53,7 @@ pub async fn recover(app: &Arc<App>) -> Result<usize> {
         };
         // The transcript is closed before the end is said: a page told of it reads it whole.
         if let Err(e) = close_transcript(app, &user, &chat, &run).await {
-            eprintln!("llembas-server: chat {chat}: closing the interrupted turn: {e}");
+            tracing::error!("chat {chat}: closing the interrupted turn: {e}");
         }
         say_ended(app, user_id, &chat, &run, "interrupted").await?;
     }
