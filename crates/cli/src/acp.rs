@@ -103,6 +103,10 @@ impl Host for CliHost {
             .collect())
     }
 
+    #[allow(
+        clippy::print_stderr,
+        reason = "stdout is the protocol: notices go to stderr"
+    )]
     fn notice(&self, text: &str) {
         eprintln!("llembas: {text}");
     }

@@ -74,6 +74,7 @@ pub fn mcp(command: &McpCommand, settings: &Settings) -> Result<ExitCode> {
 }
 
 /// `llembas spec …`.
+#[allow(clippy::print_stderr, reason = "the subcommand's own output")]
 pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
     let spec = Spec::embedded();
     // Written with errors seen, so a closed pipe (`… | head`) ends the run quietly.
@@ -124,7 +125,7 @@ pub fn spec(command: &SpecCommand, mode: Option<Mode>) -> Result<ExitCode> {
                 .tool_by_any_name(project, name)
                 .ok_or_else(|| anyhow!("no tool named {name:?} in spec {}", spec.version()))?;
             let mut cx = OfferContext::new(project, kind, mode.unwrap_or(Mode::Edit));
-            cx.values = harness_agent::personal::runtime_values();
+            cx.values = harness_agent::runtime_values();
             if !offer::is_offered(tool, &cx) {
                 eprintln!(
                     "note: {} is not offered to a {} session of {} in mode {}",

@@ -5,8 +5,6 @@
 //! processes, sessions on disk and ACP over stdio. Every rule (permission, context, loop, model
 //! quirks) comes from the core crates; this crate only moves bytes between them and the world.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 pub mod acp;
 pub mod args;
 pub mod commands;
@@ -114,6 +112,7 @@ fn resolve(args: &Args) -> Result<settings::Settings> {
 
 /// Prints an error once, as one line with its causes, and gives the exit code. A closed pipe
 /// (`llembas … | head`) is a normal end.
+#[allow(clippy::print_stderr, reason = "why the command failed, said once")]
 pub fn report(e: &anyhow::Error) -> ExitCode {
     let broken_pipe = e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()

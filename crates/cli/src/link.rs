@@ -9,6 +9,12 @@
 //! backoff (1 s doubling to 60 s, full jitter, reset once a link stayed up 30 s); a 401 or 403
 //! (revoked, or another process of this device took the link over) is final.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the pairing code and the link's notices are for the person at the device"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};

@@ -3,6 +3,12 @@
 //! from stdin when the prompt did not come from there, else refused with a note. The exit code
 //! says whether the turn finished.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "`-p`: the answer on stdout, tool activity on stderr"
+)]
+
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 

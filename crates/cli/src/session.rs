@@ -2,6 +2,11 @@
 //! it serves when none is named), the permission state, the working directory's file system and
 //! the session's place in the store.
 
+#![allow(
+    clippy::print_stderr,
+    reason = "what putting the session together says to the person (MCP, the sandbox)"
+)]
+
 use anyhow::{Context as _, Result, anyhow};
 use harness_agent::library::{DirLibrary, Library};
 use harness_loop::transcript::Entry;

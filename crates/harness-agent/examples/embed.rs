@@ -2,7 +2,7 @@
 //! model that calls it, the call allowed when asked, the events printed as the JSON a server
 //! stores. `cargo run -p harness-agent --example embed` (no model server needed).
 
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, reason = "an example: the events are its output")]
 
 use std::sync::Arc;
 

@@ -161,12 +161,9 @@ impl PersonalTools {
     }
 }
 
-/// Run-time values of the tool variables the spec leaves to the product (the memory limits).
-pub fn runtime_values() -> std::collections::BTreeMap<String, String> {
-    use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
-    let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
-    std::collections::BTreeMap::from([("memory_limit".to_owned(), limit)])
-}
+/// Run-time values of the tool variables the spec leaves to the product (the memory limits),
+/// said once in the runner's catalogue.
+pub use crate::runner::runtime_values;
 
 /// The memory file's entries, for the prompt (empty when there is no file or it is unreadable).
 pub fn memory_entries(path: &Path) -> String {

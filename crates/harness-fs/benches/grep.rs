@@ -11,6 +11,10 @@
 //! `/proc/self/stat`: our threads, and the waited-for `rg`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::print_stderr,
+    reason = "a benchmark: the figures are its output"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

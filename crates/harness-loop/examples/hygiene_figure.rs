@@ -2,7 +2,7 @@
 //! hygiene on and off, without compaction and with compaction at 80 % of a 128k window
 //! (`cargo run -p harness-loop --example hygiene_figure`).
 
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, reason = "the figure is the example's output")]
 
 use harness_loop::trajectory::{COMPACT_AT_TOKENS, replay};
 

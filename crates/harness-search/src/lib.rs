@@ -11,7 +11,6 @@
 //! - [`store`]: [`FileStore`], the index kept in one file written atomically.
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
-#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod embedder;
 pub mod error;

@@ -7,7 +7,6 @@
 //! exact JSON the harness sent.
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
-#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -365,8 +364,10 @@ pub const MCP_EVERYTHING_VERSION: &str = "2026.8.31";
 /// The real MCP everything server's program as installed for the tests
 /// (`LLEMBAS_TEST_MCP_EVERYTHING`, else `~/.cache/llembas-test/mcp-everything-VERSION`, or
 /// under `XDG_CACHE_HOME`), or `None` with a line saying the test is skipped.
-// The line is the calling test's own output (cargo test shows it with the test): a skip said.
-#[allow(clippy::print_stdout)]
+#[allow(
+    clippy::print_stdout,
+    reason = "the line is the calling test's own output (cargo test shows it with the test): a skip said"
+)]
 pub fn mcp_everything() -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
     let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {

@@ -384,7 +384,7 @@ async fn still_signed_in(f: &Follow) -> bool {
     match auth::still_signs_in(&f.app, &f.credential).await {
         Ok(holds) => holds,
         Err(e) => {
-            eprintln!("llembas-server: stream of user {}: {e}", f.user_id);
+            tracing::warn!("stream of user {}: {e}", f.user_id);
             true
         }
     }
@@ -427,7 +427,7 @@ async fn next(mut f: Follow) -> Option<(Result<SseEvent, Infallible>, Follow)> {
                 Ok(page) if !page.is_empty() => f.queued.extend(page),
                 Ok(_) => f.replay = false,
                 Err(e) => {
-                    eprintln!("llembas-server: stream of user {}: {e}", f.user_id);
+                    tracing::warn!("stream of user {}: {e}", f.user_id);
                     return None;
                 }
             }
@@ -614,7 +614,7 @@ async fn write_file(
     .await?;
     // The search index learns of the upload (the answer stands whatever it does).
     if let Err(e) = app.search.file_changed(app.backend.as_ref(), &path).await {
-        eprintln!("llembas-server: search index: {path}: {e}");
+        tracing::warn!("search index: {path}: {e}");
     }
     Ok(Json(json!({"path": path, "bytes": n})))
 }

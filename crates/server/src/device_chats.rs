@@ -637,7 +637,7 @@ pub async fn turn_ended(app: &App, user_id: i64, chat: &str, run: &str, stop: &s
             )
             .await;
         if let Err(e) = said {
-            eprintln!("llembas-server: chat {chat}: {e}");
+            tracing::error!("chat {chat}: {e}");
         }
     }
     end(app, user_id, chat, run, status, None).await;
@@ -708,10 +708,10 @@ async fn end(app: &App, user_id: i64, chat: &str, run: &str, status: &str, befor
     if let Some(e) = before
         && let Err(e) = app.hub.append(user_id, chat, Some(run), e).await
     {
-        eprintln!("llembas-server: chat {chat}: {e}");
+        tracing::error!("chat {chat}: {e}");
     }
     if let Err(e) = crate::chats::end_run(app, user_id, chat, run, status).await {
-        eprintln!("llembas-server: chat {chat}: {e}");
+        tracing::error!("chat {chat}: {e}");
     }
 }
 
@@ -739,7 +739,7 @@ pub async fn link_down(app: &App, device: &str, generation: u64) {
     // The sessions are closed: their memory tokens end with them.
     for t in tokens {
         if let Err(e) = crate::memory::revoke_token(app, &t).await {
-            eprintln!("llembas-server: device {device}: {e}");
+            tracing::error!("device {device}: {e}");
         }
     }
     for (chat, run, user_id) in cut {
@@ -931,7 +931,7 @@ pub async fn permission(
     let id = match asked.await {
         Ok(id) => id,
         Err(e) => {
-            eprintln!("llembas-server: chat {chat}: {e}");
+            tracing::error!("chat {chat}: {e}");
             let _ = responder.respond(RequestPermissionResponse::new(
                 RequestPermissionOutcome::Cancelled,
             ));
@@ -950,7 +950,7 @@ pub async fn permission(
     );
     let event = json!({"type": "tool_call_asked", "call_id": call_id, "question": question, "approval": id});
     if let Err(e) = app.hub.append(user_id, &chat, Some(&run), event).await {
-        eprintln!("llembas-server: chat {chat}: {e}");
+        tracing::error!("chat {chat}: {e}");
     }
 }
 
@@ -1105,10 +1105,10 @@ pub async fn update(app: &App, device: &str, n: SessionNotification) {
                 .execute(&app.pool)
                 .await
         {
-            eprintln!("llembas-server: chat {chat}: {err}");
+            tracing::error!("chat {chat}: {err}");
         }
         if let Err(err) = app.hub.append(user_id, &chat, Some(&run), e).await {
-            eprintln!("llembas-server: chat {chat}: {err}");
+            tracing::error!("chat {chat}: {err}");
         }
     }
 }

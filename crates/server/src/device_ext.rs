@@ -67,7 +67,7 @@ async fn append(app: &App, user_id: i64, chat: &str, event: Value) {
 }
 
 fn log(chat: &str, e: &Error) {
-    eprintln!("llembas-server: chat {chat}: {e}");
+    tracing::error!("chat {chat}: {e}");
 }
 
 /// `_lembas/plan_state`: the chat's plan card, when the plan changed (a `session/load` sends

@@ -125,7 +125,7 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
-            eprintln!("llembas-server: {self}");
+            tracing::error!("{self}");
         }
         let retry_after = match &self {
             Error::TooMany { retry_after, .. } => Some(*retry_after),

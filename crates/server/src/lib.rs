@@ -401,8 +401,8 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
     slots::refresh(&app).await?;
     let recovered = chats::recover(&app).await?;
     if recovered > 0 {
-        eprintln!(
-            "llembas-server: {recovered} run{} left running by an earlier process marked interrupted",
+        tracing::info!(
+            "{recovered} run{} left running by an earlier process marked interrupted",
             if recovered == 1 { "" } else { "s" }
         );
     }
@@ -416,16 +416,13 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
 /// How many tasks a worker of the server's runtime runs between two looks at the network.
 const EVENT_INTERVAL: u32 = 7;
 
-/// One line per request on stderr: method, path (no query, no header: never a password, a token
-/// or a cookie) and status.
+/// One line per request in the log (`info`, on stderr): method, path (no query, no header:
+/// never a password, a token or a cookie) and status.
 async fn log_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
-    eprintln!(
-        "llembas-server: {method} {path} {}",
-        response.status().as_u16()
-    );
+    tracing::info!("{method} {path} {}", response.status().as_u16());
     response
 }
 
@@ -472,7 +469,7 @@ pub async fn serve(
     // written while the one before is unacknowledged waits for the page's delayed ACK.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
-            eprintln!("llembas-server: cannot set TCP_NODELAY on a connection: {e}");
+            tracing::warn!("cannot set TCP_NODELAY on a connection: {e}");
         }
     });
     let server = axum::serve(
@@ -490,11 +487,11 @@ pub async fn serve(
     let _ = accepting_tx.send(());
     match app.stop().await {
         Ok(0) => {}
-        Ok(n) => eprintln!(
-            "llembas-server: {n} run{} interrupted by the shutdown",
+        Ok(n) => tracing::info!(
+            "{n} run{} interrupted by the shutdown",
             if n == 1 { "" } else { "s" }
         ),
-        Err(e) => eprintln!("llembas-server: while interrupting the runs: {e}"),
+        Err(e) => tracing::error!("while interrupting the runs: {e}"),
     }
     server.await.map_err(std::io::Error::other)?
 }
@@ -523,6 +520,10 @@ pub async fn signal() {
 }
 
 /// Reads a password: from the terminal without echo, or the first line of stdin.
+#[allow(
+    clippy::print_stderr,
+    reason = "the prompt for a password typed in the terminal, and the line it was typed on ended"
+)]
 fn read_password() -> anyhow::Result<String> {
     use rustix::termios::{LocalModes, OptionalActions, isatty, tcgetattr, tcsetattr};
     let stdin = std::io::stdin();
@@ -557,11 +558,11 @@ async fn add_account(config: &Config, username: &str, role: auth::Role) -> anyho
     let tree = config.data.join("files");
     let id = auth::create_user(&pool, username, &password, role).await?;
     world::give_default_grants(&pool, &tree, id, username).await?;
-    println!(
+    say(&format!(
         "llembas-server: {} {username} created (home /home/{username}) in {}",
         role.as_str(),
         config.data.display()
-    );
+    ));
     Ok(())
 }
 
@@ -574,7 +575,9 @@ async fn reset_password(config: &Config, username: &str) -> anyhow::Result<()> {
         .await?
         .with_context(|| format!("no account {username} in {}", config.data.display()))?;
     auth::reset_password(&pool, id, &password).await?;
-    println!("llembas-server: the password of {username} is set; its sessions and tokens ended");
+    say(&format!(
+        "llembas-server: the password of {username} is set; its sessions and tokens ended"
+    ));
     Ok(())
 }
 
@@ -584,6 +587,13 @@ async fn has_admin(pool: &Db) -> Result<bool> {
         .fetch_one(pool)
         .await?;
     Ok(n > 0)
+}
+
+/// A line of the command line's own output (what an account command did, where the server
+/// listens), on stdout: what a person running it reads, not the log.
+#[allow(clippy::print_stdout, reason = "the command line's output")]
+fn say(line: &str) {
+    println!("{line}");
 }
 
 /// Runs the command line on a runtime of its own (serving until Ctrl-C).
@@ -616,26 +626,26 @@ pub fn main_blocking(args: Args) -> anyhow::Result<()> {
         let addr = listener
             .local_addr()
             .context("cannot read the bound address")?;
-        println!(
+        say(&format!(
             "llembas-server {} listening on http://{addr}/ (data in {})",
             env!("CARGO_PKG_VERSION"),
             config.data.display()
-        );
+        ));
         if !has_admin(&app.pool).await? {
-            println!(
+            say(&format!(
                 "no admin yet: create one with `llembas-server admin create --username NAME --data {}`",
                 config.data.display()
-            );
+            ));
         }
         if config.model.is_none() {
-            println!(
+            say(&format!(
                 "{} a file passed with --config",
                 harness_model::settings::NO_MODEL
-            );
+            ));
         }
         let served = serve(app, listener, async {
             signal().await;
-            eprintln!("llembas-server: shutting down (a second signal ends it at once)");
+            tracing::info!("shutting down (a second signal ends it at once)");
             tokio::spawn(async {
                 signal().await;
                 std::process::exit(1);

@@ -331,7 +331,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
                 .unwrap_or(Value::Null);
             let limits = lembas.get("limits").cloned().unwrap_or(Value::Null);
             if let Err(e) = devices::seen(&a, &device, Some(&limits)).await {
-                eprintln!("llembas-server: device {device}: {e}");
+                tracing::warn!("device {device}: {e}");
             }
             a.device_links.ready(
                 &device,
@@ -351,7 +351,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
     let code = tokio::select! {
         r = client => {
             if let Err(e) = r {
-                eprintln!("llembas-server: device {id}: the link ended: {e}");
+                tracing::info!("device {id}: the link ended: {e}");
             }
             stop.borrow_and_update().unwrap_or(1000)
         }
@@ -377,7 +377,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
     if code != CLOSE_REVOKED
         && let Err(e) = devices::seen(&app, &id, None).await
     {
-        eprintln!("llembas-server: device {id}: {e}");
+        tracing::warn!("device {id}: {e}");
     }
 }
 

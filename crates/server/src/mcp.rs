@@ -239,7 +239,7 @@ pub async fn with_servers(
     }
     let (mcp, notices) = harness_mcp::Mcp::start(&servers, harness_mcp::Limits::default()).await;
     for n in notices {
-        eprintln!("llembas-server: MCP for user {}: {n}", user.id);
+        tracing::warn!("MCP for user {}: {n}", user.id);
     }
     Ok(Arc::new(harness_mcp::WithMcp::new(world, Arc::new(mcp))))
 }

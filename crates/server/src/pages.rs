@@ -1,15 +1,17 @@
 //! The web UI: sign-in, the chat list and the chat, served by the binary itself.
 //!
-//! The pages are one HTML shell, one hand-written JavaScript module and one style sheet
+//! The pages are one HTML shell, hand-written JavaScript modules and one style sheet
 //! (`crates/server/ui/`), embedded at build time: no CDN, no Node build, nothing fetched from
-//! elsewhere. The module draws every page from the HTTP API ([`crate::api`]) and the SSE stream;
-//! it never parses what a model or a tool wrote as HTML (see `ui/app.js`).
+//! elsewhere. The entry module (`app.js`, the chat) imports the others by relative paths (the
+//! sign-in, the side bar, the files, settings and devices pages, the Markdown renderer, the DOM
+//! and API helpers); they draw every page from the HTTP API ([`crate::api`]) and the SSE stream
+//! and never parse what a model or a tool wrote as HTML (see `ui/app.js`).
 //!
 //! - `GET /login`, `GET /chats`, `GET /chats/{id}`, `GET /files` — the shell (the module reads the path); it
 //!   holds no user's data, so it is the same for everyone: authorisation stays in the API, and
 //!   another user's chat URL shows "No such chat".
-//! - `GET /ui/{tag}/app.js`, `GET /ui/{tag}/app.css` — the assets, under a tag that is the hash
-//!   of their bytes, cached for a year as immutable; the shell is revalidated by its `ETag`.
+//! - `GET /ui/{tag}/app.js` (and each module it imports), `GET /ui/{tag}/app.css` — the assets,
+//!   under a tag that is the hash of their bytes, cached for a year as immutable; the shell is revalidated by its `ETag`.
 //! - `PATCH /api/chats/{id}` `{"title"}` (rename) and `DELETE /api/chats/{id}` — what the chat
 //!   list needs besides the core API ([`chats`]); `GET /api/view?path=` — a directory of the
 //!   user's view with each entry's level, for the files page ([`files`]).
@@ -40,8 +42,17 @@ mod show;
 
 /// The page shell, with `{{css}}` and `{{js}}` where the assets' paths go.
 const SHELL: &str = include_str!("../ui/index.html");
-/// The page's module.
-const APP_JS: &str = include_str!("../ui/app.js");
+/// The page's modules by file name, the entry (`app.js`) first.
+const MODULES: &[(&str, &str)] = &[
+    ("app.js", include_str!("../ui/app.js")),
+    ("dom.js", include_str!("../ui/dom.js")),
+    ("render.js", include_str!("../ui/render.js")),
+    ("signin.js", include_str!("../ui/signin.js")),
+    ("sidebar.js", include_str!("../ui/sidebar.js")),
+    ("files.js", include_str!("../ui/files.js")),
+    ("settings.js", include_str!("../ui/settings.js")),
+    ("devices.js", include_str!("../ui/devices.js")),
+];
 /// The page's style sheet.
 const APP_CSS: &str = include_str!("../ui/app.css");
 
@@ -63,8 +74,12 @@ fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut h = Sha256::new();
-        h.update(APP_JS.as_bytes());
-        h.update([0]);
+        for (name, text) in MODULES {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(text.as_bytes());
+            h.update([0]);
+        }
         h.update(APP_CSS.as_bytes());
         let tag = hex::encode(h.finalize())[..16].to_owned();
         let shell = SHELL
@@ -153,9 +168,11 @@ async fn shell(headers: HeaderMap) -> Response {
 async fn asset(Path((tag, file)): Path<(String, String)>) -> Response {
     let b = built();
     let found = match file.as_str() {
-        "app.js" => Some(("text/javascript; charset=utf-8", APP_JS)),
         "app.css" => Some(("text/css; charset=utf-8", APP_CSS)),
-        _ => None,
+        name => MODULES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| ("text/javascript; charset=utf-8", *text)),
     };
     let mut response = match found {
         Some((kind, body)) if tag == b.tag => {

@@ -391,7 +391,7 @@ impl ServerSearch {
         tokio::spawn(async move {
             let _one = me.walking.lock().await;
             if let Err(e) = me.walk_now(tree.as_ref(), anew).await {
-                eprintln!("llembas-server: search index: walking the tree: {e}");
+                tracing::warn!("search index: walking the tree: {e}");
             }
             me.walks.send_modify(|n| *n = n.saturating_sub(1));
         });
@@ -402,7 +402,7 @@ impl ServerSearch {
         for f in &tree_files {
             let _one = self.changing.lock().await;
             if let Err(e) = self.index_file(tree, f, anew).await {
-                eprintln!("llembas-server: search index: {f}: {e}");
+                tracing::warn!("search index: {f}: {e}");
             }
         }
         // What is indexed and was not in the tree: gone, unless it came since the walk began.

@@ -134,7 +134,7 @@ fn refused(job: &Job, error: &str) {
         Job::Create { id, .. } => (id, None),
         Job::Flush(_) => return,
     };
-    eprintln!("llembas-server: session {id}: a transcript write was refused: {error}");
+    tracing::error!("session {id}: a transcript write was refused: {error}");
     if let Some(failed) = failed {
         failed
             .lock()

@@ -116,6 +116,6 @@ impl Streams {
 pub async fn revoked(app: &App, user_id: i64) {
     app.streams.pulse(user_id);
     if let Err(e) = crate::chats::publish_revoked(app, user_id).await {
-        eprintln!("llembas-server: telling the other processes of user {user_id}'s sign-ins: {e}");
+        tracing::error!("telling the other processes of user {user_id}'s sign-ins: {e}");
     }
 }

@@ -273,7 +273,7 @@ impl ChatWorld {
                 .await
         {
             // The file is kept whatever the index does; a failure is logged.
-            eprintln!("llembas-server: search index: {}: {e}", saved.as_str());
+            tracing::warn!("search index: {}: {e}", saved.as_str());
         }
         Ok(())
     }
@@ -328,7 +328,7 @@ impl ToolWorld for ChatWorld {
                         .file_changed(self.view.backend().as_ref(), path.as_str())
                         .await
                     {
-                        eprintln!("llembas-server: search index: {}: {e}", path.as_str());
+                        tracing::warn!("search index: {}: {e}", path.as_str());
                     }
                 }
             }
@@ -364,7 +364,7 @@ impl ToolWorld for ChatWorld {
         ) {
             Ok(stacked) => stacked.for_prompt(),
             Err(e) => {
-                eprintln!("llembas-server: the instruction files from {start}: {e}");
+                tracing::warn!("the instruction files from {start}: {e}");
                 Vec::new()
             }
         }

@@ -4,6 +4,12 @@
 //! command, the reason and the "always" pattern, Ctrl-C to cancel the running step (twice to
 //! leave), Shift-Tab to cycle the mode, and the slash commands.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the terminal: what the person reads is printed"
+)]
+
 pub mod keys;
 mod person;
 mod reader;

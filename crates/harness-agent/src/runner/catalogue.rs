@@ -110,11 +110,18 @@ pub(super) fn specs_of(offering: &Offering<'_>, registered: &[RegisteredTool]) -
         .collect()
 }
 
-/// The facts of the runtime that fill tool descriptions (`{{memory_limit}}`).
+/// The facts of the runtime that fill tool descriptions (`{{memory_limit}}`: the memory
+/// limits), worked out once for the process; every session, the server's `python` tool and the
+/// CLI's `spec tool` take them from here.
 pub fn runtime_values() -> BTreeMap<String, String> {
-    use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
-    let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
-    BTreeMap::from([("memory_limit".to_owned(), limit)])
+    static VALUES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    VALUES
+        .get_or_init(|| {
+            use harness_fs::memory::{DEFAULT_LIMIT, Target, USER_LIMIT, limit_words};
+            let limit = limit_words(&[(Target::Memory, DEFAULT_LIMIT), (Target::User, USER_LIMIT)]);
+            BTreeMap::from([("memory_limit".to_owned(), limit)])
+        })
+        .clone()
 }
 
 impl Driver {

@@ -244,6 +244,10 @@ fn mutations_from_many_threads_all_land() {
 /// Run by [`another_process_is_refused`] in a child process: opens the root it is given and
 /// says what came of it.
 #[test]
+#[allow(
+    clippy::print_stdout,
+    reason = "the child's answer, read by its parent test"
+)]
 fn child_opens_root() {
     let (Ok(root), Ok(locks)) = (
         std::env::var("HARNESS_FS_CHILD_ROOT"),
@@ -372,6 +376,10 @@ fn chown_tree(path: &std::path::Path, uid: u32) {
 }
 
 /// The body of [`a_write_refuses_a_file_the_user_cannot_write`], as a user that is not root.
+#[allow(
+    clippy::print_stdout,
+    reason = "the child's answer, read by its parent test"
+)]
 fn refuses_a_read_only_file(dir: &std::path::Path) {
     let root = dir.join("root");
     let b = HostBackend::open(
@@ -489,6 +497,10 @@ fn the_default_lock_directory_is_the_users_own_and_private() {
 
 /// The body of [`two_users_open_roots_with_the_default_lock_directory`] for `nobody`.
 #[test]
+#[allow(
+    clippy::print_stdout,
+    reason = "the child's answer, read by its parent test"
+)]
 fn child_opens_with_the_default_locks() {
     let Some(root) = std::env::var_os("HARNESS_FS_NOBODY_ROOT") else {
         return;

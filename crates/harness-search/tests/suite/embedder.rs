@@ -81,6 +81,10 @@ fn bytes_read() -> u64 {
 /// own: prints the bytes read while embedding five queries (a no-op unless asked).
 #[test]
 #[ignore = "needs the embedder's model files: cargo xtask test installs them"]
+#[allow(
+    clippy::print_stdout,
+    reason = "the probe's answer, read by its parent test"
+)]
 fn probe_reads_while_embedding_embedder() {
     if std::env::var_os("LLEMBAS_READ_PROBE").is_none() {
         return;

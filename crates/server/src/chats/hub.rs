@@ -381,11 +381,10 @@ async fn store_local(pool: &Db, local: &[Local]) {
     for item in local {
         if let Err(e) = store(pool, std::slice::from_ref(item)).await {
             match item {
-                Local::Event(s) => eprintln!(
-                    "llembas-server: event {} of chat {} was not stored: {e}",
-                    s.id, s.chat
-                ),
-                Local::Write(w) => eprintln!("llembas-server: {w:?} was refused: {e}"),
+                Local::Event(s) => {
+                    tracing::error!("event {} of chat {} was not stored: {e}", s.id, s.chat)
+                }
+                Local::Write(w) => tracing::error!("{w:?} was refused: {e}"),
             }
         }
     }

@@ -117,7 +117,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             let notice = match got {
                 Ok(n) => n,
                 Err(e) => {
-                    eprintln!("llembas-server: database notices: {e}");
+                    tracing::error!("database notices: {e}");
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                     continue;
                 }
@@ -128,7 +128,7 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
                 _ => acts_notice(&app, notice.payload()).await,
             };
             if let Err(e) = result {
-                eprintln!("llembas-server: database notices: {e}");
+                tracing::error!("database notices: {e}");
             }
         }
     });
@@ -257,10 +257,7 @@ fn settle_asks(app: &Arc<App>) {
                 .execute(&pool)
                 .await;
             if let Err(e) = marked {
-                eprintln!(
-                    "llembas-server: marking the ask {} answered: {e}",
-                    settled.id
-                );
+                tracing::warn!("marking the ask {} answered: {e}", settled.id);
             }
             settled.answer();
         }
@@ -296,7 +293,7 @@ async fn events_notice(app: &App, payload: &str) -> Result<()> {
         return Ok(());
     }
     app.hub
-        .deliver(super::events_between(&app.pool, user, first, last).await?);
+        .deliver(super::events::events_between(&app.pool, user, first, last).await?);
     Ok(())
 }
 
@@ -313,23 +310,23 @@ pub fn keep_leases(app: Arc<App>) {
                 _ = closed.wait_for(|c| *c) => return,
             }
             if let Err(e) = renew(&app).await {
-                eprintln!("llembas-server: renewing the runs' leases: {e}");
+                tracing::error!("renewing the runs' leases: {e}");
             }
             // Another process may have changed the admin's figure of the model's slots.
             if app.hub.shared()
                 && let Err(e) = crate::slots::refresh(&app).await
             {
-                eprintln!("llembas-server: reading the model's slots: {e}");
+                tracing::warn!("reading the model's slots: {e}");
             }
             if app.hub.shared() && !app.is_stopping() {
                 match super::recover(&app).await {
                     Ok(0) => {}
-                    Ok(n) => eprintln!(
-                        "llembas-server: {n} run{} of a process that stopped renewing {} taken over as interrupted",
+                    Ok(n) => tracing::info!(
+                        "{n} run{} of a process that stopped renewing {} taken over as interrupted",
                         if n == 1 { "" } else { "s" },
                         if n == 1 { "it" } else { "them" },
                     ),
-                    Err(e) => eprintln!("llembas-server: taking over runs: {e}"),
+                    Err(e) => tracing::error!("taking over runs: {e}"),
                 }
             }
         }

@@ -56,7 +56,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 /// Tells the search index a path changed (the answer stands whatever it does).
 async fn reindex(app: &App, path: &str) {
     if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
-        eprintln!("llembas-server: search index: {path}: {e}");
+        tracing::warn!("search index: {path}: {e}");
     }
 }
 

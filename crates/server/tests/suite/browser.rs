@@ -5,6 +5,11 @@
 //!
 //! Without chromedriver every test here fails at once, saying how to install it.
 
+#![allow(
+    clippy::print_stderr,
+    reason = "the page's timings, figures a run of the suite reports"
+)]
+
 use std::future::Future;
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
