@@ -1,7 +1,8 @@
 //! The real filesystem server over stdio, started on a temporary directory that is the
 //! session's workspace: the scripted model lists it and reads a file through the server's tools
-//! without a question (read-only by their annotations, paths inside the workspace), and its write
-//! is asked in edit mode (not read-only) and, allowed once, done.
+//! without a question (read-only by their annotations, paths inside the workspace); a read of a
+//! path outside the workspace and its write (not read-only) are asked in edit mode and, allowed
+//! once, done (the outside read refused by the server itself, which serves its directory only).
 
 use std::sync::Arc;
 
@@ -24,6 +25,9 @@ async fn the_model_lists_reads_and_is_asked_before_it_writes_through_the_filesys
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(root.join("notes.txt"), "first line\nsecond line\n").unwrap();
     let at = |name: &str| root.join(name).display().to_string();
+    let other = tempfile::tempdir().unwrap();
+    let elsewhere = other.path().canonicalize().unwrap().join("secret.txt");
+    std::fs::write(&elsewhere, "not for the model\n").unwrap();
     let config = ServerConfig::new(
         "files",
         Transport::stdio(bin.to_str().unwrap(), [root.display().to_string()]),
@@ -58,6 +62,10 @@ async fn the_model_lists_reads_and_is_asked_before_it_writes_through_the_filesys
             json!({"path": at("notes.txt")}),
         ),
         Reply::call(
+            "mcp__files__read_text_file",
+            json!({"path": elsewhere.display().to_string()}),
+        ),
+        Reply::call(
             "mcp__files__write_file",
             json!({"path": at("new.txt"), "content": "written by the model\n"}),
         ),
@@ -81,9 +89,12 @@ async fn the_model_lists_reads_and_is_asked_before_it_writes_through_the_filesys
             _ => None,
         })
         .collect();
-    assert_eq!(asked, ["mcp__files__write_file"]);
+    assert_eq!(
+        asked,
+        ["mcp__files__read_text_file", "mcp__files__write_file"]
+    );
     let requests = model.requests();
-    let results: Vec<&str> = requests[3]
+    let results: Vec<&str> = requests[4]
         .messages
         .iter()
         .filter_map(|m| match m {
@@ -91,14 +102,19 @@ async fn the_model_lists_reads_and_is_asked_before_it_writes_through_the_filesys
             _ => None,
         })
         .collect();
-    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results.len(), 4, "{results:?}");
     assert!(results[0].contains("[FILE] notes.txt"), "{}", results[0]);
     assert!(
         results[1].contains("first line\nsecond line"),
         "{}",
         results[1]
     );
-    assert!(results[2].contains("Successfully wrote"), "{}", results[2]);
+    assert!(
+        results[2].contains("Access denied") && !results[2].contains("not for the model"),
+        "{}",
+        results[2]
+    );
+    assert!(results[3].contains("Successfully wrote"), "{}", results[3]);
     assert_eq!(
         std::fs::read_to_string(root.join("new.txt")).unwrap(),
         "written by the model\n"
