@@ -556,7 +556,8 @@ pub fn bench_tokens() -> Result<()> {
     mcp_table()
 }
 
-/// `fix-bug`'s first request with three `server-everything`s configured (39 MCP tools), their
+/// `fix-bug`'s first request with three `server-everything`s configured (42 MCP tools: 13 tools
+/// and `read_resource` each), their
 /// tools deferred behind `load_tools` (the default) and sent whole, beside none.
 fn mcp_table() -> Result<()> {
     let bin = match crate::mcp_servers::install() {
@@ -585,8 +586,8 @@ fn mcp_table() -> Result<()> {
     );
     for (label, mcp) in [
         ("no MCP server", Vec::new()),
-        ("39 MCP tools, deferred", servers(true)),
-        ("39 MCP tools, sent whole", servers(false)),
+        ("42 MCP tools, deferred", servers(true)),
+        ("42 MCP tools, sent whole", servers(false)),
     ] {
         let f = figures_with(&TASKS[0], &bpe, &mcp)?;
         println!(

@@ -8,8 +8,10 @@
 //! configured server at once, each within [`Limits::start`]; one that does not start is a notice,
 //! never a hung session. Each tool is offered as `mcp__SERVER__TOOL` ([`tool_name`]) when its
 //! input schema is one a model can take ([`schema::check`]), deferred behind `load_tools` unless
-//! the server says otherwise, with its risk from its annotations ([`risk`]). [`WithMcp`] is a
-//! [`ToolWorld`] that adds them to a front end's world.
+//! the server says otherwise, with its risk from its annotations ([`risk`]). A server that offers
+//! resources has one more, `mcp__SERVER__read_resource`, a read that lists them or reads one by
+//! its URI ([`resources`]). [`WithMcp`] is a [`ToolWorld`] that adds them to a front end's
+//! world.
 //!
 //! This crate does process and network I/O of its own: it is a seam crate, as `harness-model` is
 //! for the model link (DESIGN.md's crate map).
@@ -31,6 +33,7 @@
 
 mod error;
 mod outcome;
+pub mod resources;
 pub mod schema;
 mod server;
 mod world;

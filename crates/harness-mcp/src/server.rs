@@ -14,7 +14,9 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 use tokio::io::AsyncReadExt as _;
 
-use crate::{Error, Limits, MAX_NAME, Result, ServerConfig, Transport, risk, schema, tool_name};
+use crate::{
+    Error, Limits, MAX_NAME, Result, ServerConfig, Transport, resources, risk, schema, tool_name,
+};
 
 /// How much of a child's stderr is kept, to say why it failed.
 const STDERR_TAIL: usize = 2000;
@@ -45,6 +47,8 @@ pub struct Server {
     service: RunningService<RoleClient, ()>,
     tools: Vec<ServerTool>,
     prompts: Vec<ServerPrompt>,
+    /// `mcp__SERVER__read_resource`, where the server offers resources.
+    resources: Option<RegisteredTool>,
     stderr: Arc<Mutex<String>>,
     limits: Limits,
     // Declared last: kills the child's group after the service has let go of it.
@@ -205,12 +209,27 @@ impl Server {
                 notices.push(e.to_string());
                 Vec::new()
             });
+        let resources = service
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some())
+            .then(|| resources::offered(&config.name, config.defer))
+            .filter(|r| {
+                let taken = tools.iter().any(|t| t.offered.name == r.name);
+                if taken {
+                    notices.push(format!(
+                        "the resources of the MCP server `{}` are not offered: its own tool is already offered as `{}`",
+                        config.name, r.name
+                    ));
+                }
+                !taken
+            });
         Ok((
             Server {
                 name: config.name.clone(),
                 service,
                 tools,
                 prompts,
+                resources,
                 stderr,
                 limits,
                 group,
@@ -343,6 +362,73 @@ impl Server {
             ));
         }
         Ok(texts.join("\n\n"))
+    }
+
+    /// Its resource tool (`mcp__SERVER__read_resource`), where it offers resources.
+    pub fn resource_tool(&self) -> Option<&RegisteredTool> {
+        self.resources.as_ref()
+    }
+
+    /// The resource `uri` as the model reads it; without one, the listing of its resources and
+    /// URI templates. An error text where the server fails, is gone, or takes past the call
+    /// limit; `cancel` ends the wait.
+    pub async fn read_resource(
+        &self,
+        uri: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> (String, bool) {
+        if self.service.is_transport_closed() {
+            return (self.gone(), true);
+        }
+        let peer = self.service.peer();
+        let work = async {
+            match uri {
+                None => {
+                    let listed = peer.list_all_resources().await?;
+                    // Templates are optional for a server: one that has none may refuse the list.
+                    let templates = peer.list_all_resource_templates().await.unwrap_or_default();
+                    let resources: Vec<Value> = listed
+                        .iter()
+                        .filter_map(|r| serde_json::to_value(r).ok())
+                        .collect();
+                    let templates: Vec<Value> = templates
+                        .iter()
+                        .filter_map(|t| serde_json::to_value(t).ok())
+                        .collect();
+                    Ok::<_, rmcp::ServiceError>(resources::listing(
+                        &self.name, &resources, &templates,
+                    ))
+                }
+                Some(uri) => {
+                    let read = peer
+                        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                        .await?;
+                    let v = serde_json::to_value(&read).unwrap_or(Value::Null);
+                    Ok(resources::contents(uri, &v))
+                }
+            }
+        };
+        let seconds = self.limits.call.as_secs();
+        tokio::select! {
+            _ = cancel.cancelled() => ("cancelled".to_owned(), true),
+            r = tokio::time::timeout(self.limits.call, work) => match r {
+                Err(_) => (
+                    format!("the MCP server `{}` did not answer within {seconds} s", self.name),
+                    true,
+                ),
+                Ok(Err(e)) if self.service.is_transport_closed() || connection_ended(&e) => {
+                    (self.gone(), true)
+                }
+                Ok(Err(e)) => (
+                    match uri {
+                        Some(uri) => format!("the MCP server `{}` could not read {uri}: {e}", self.name),
+                        None => format!("the MCP server `{}` could not list its resources: {e}", self.name),
+                    },
+                    true,
+                ),
+                Ok(Ok(text)) => (text, false),
+            }
+        }
     }
 
     /// Whether its connection has ended (the child died, the endpoint went away).
@@ -551,17 +637,28 @@ impl Mcp {
         &self.servers
     }
 
-    /// Every tool of every server, as offered.
+    /// Every tool of every server, as offered, each server's resource tool after its own.
     pub fn tools(&self) -> Vec<RegisteredTool> {
         self.servers
             .iter()
-            .flat_map(|s| s.tools.iter().map(|t| t.offered.clone()))
+            .flat_map(|s| {
+                s.tools
+                    .iter()
+                    .map(|t| t.offered.clone())
+                    .chain(s.resources.clone())
+            })
             .collect()
     }
 
     /// Whether `name` is one of its tools.
     pub fn has(&self, name: &str) -> bool {
-        self.find(name).is_some()
+        self.find(name).is_some() || self.resource_server(name).is_some()
+    }
+
+    fn resource_server(&self, name: &str) -> Option<&Server> {
+        self.servers
+            .iter()
+            .find(|s| s.resources.as_ref().is_some_and(|r| r.name == name))
     }
 
     fn find(&self, name: &str) -> Option<(&Server, &ServerTool)> {
@@ -623,9 +720,19 @@ impl Mcp {
         arguments: &Value,
         cancel: &CancellationToken,
     ) -> (String, bool) {
-        match self.find(name) {
-            Some((server, tool)) => server.call(&tool.tool, arguments, cancel).await,
-            None => (format!("there is no MCP tool `{name}`"), true),
+        if let Some((server, tool)) = self.find(name) {
+            return server.call(&tool.tool, arguments, cancel).await;
+        }
+        let Some(server) = self.resource_server(name) else {
+            return (format!("there is no MCP tool `{name}`"), true);
+        };
+        match arguments.get("uri") {
+            None | Some(Value::Null) => server.read_resource(None, cancel).await,
+            Some(Value::String(uri)) if uri.trim().is_empty() => {
+                server.read_resource(None, cancel).await
+            }
+            Some(Value::String(uri)) => server.read_resource(Some(uri.trim()), cancel).await,
+            Some(other) => (format!("`uri` is a string, not {other}"), true),
         }
     }
 }

@@ -358,26 +358,48 @@ pub fn report_real_model_ran(what: &str) -> std::io::Result<()> {
 }
 
 /// The version of npm's `@modelcontextprotocol/server-everything` that `cargo xtask test`
-/// installs (xtask's `mcp_servers::VERSION`).
+/// installs (xtask's `mcp_servers::EVERYTHING`).
 pub const MCP_EVERYTHING_VERSION: &str = "2026.8.31";
 
+/// The version of npm's `@modelcontextprotocol/server-filesystem` that `cargo xtask test`
+/// installs beside it (xtask's `mcp_servers::FILESYSTEM`).
+pub const MCP_FILESYSTEM_VERSION: &str = "2026.8.31";
+
+/// The folder, under `~/.cache/llembas-test` (or `XDG_CACHE_HOME`'s), where `cargo xtask test`
+/// installs both MCP servers with one `npm install`; named by both versions.
+pub fn mcp_servers_folder() -> String {
+    format!("mcp-servers-everything-{MCP_EVERYTHING_VERSION}-filesystem-{MCP_FILESYSTEM_VERSION}")
+}
+
 /// The real MCP everything server's program as installed for the tests
-/// (`LLEMBAS_TEST_MCP_EVERYTHING`, else `~/.cache/llembas-test/mcp-everything-VERSION`, or
-/// under `XDG_CACHE_HOME`), or `None` with a line saying the test is skipped.
+/// (`LLEMBAS_TEST_MCP_EVERYTHING`, else in [`mcp_servers_folder`]), or `None` with a line
+/// saying the test is skipped.
+pub fn mcp_everything() -> Option<std::path::PathBuf> {
+    mcp_server("LLEMBAS_TEST_MCP_EVERYTHING", "mcp-server-everything")
+}
+
+/// The real MCP filesystem server's program as installed for the tests
+/// (`LLEMBAS_TEST_MCP_FILESYSTEM`, else in [`mcp_servers_folder`]), or `None` with a line
+/// saying the test is skipped.
+pub fn mcp_filesystem() -> Option<std::path::PathBuf> {
+    mcp_server("LLEMBAS_TEST_MCP_FILESYSTEM", "mcp-server-filesystem")
+}
+
 #[allow(
     clippy::print_stdout,
     reason = "the line is the calling test's own output (cargo test shows it with the test): a skip said"
 )]
-pub fn mcp_everything() -> Option<std::path::PathBuf> {
+fn mcp_server(var: &str, program: &str) -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
-    let bin = match std::env::var_os("LLEMBAS_TEST_MCP_EVERYTHING") {
+    let bin = match std::env::var_os(var) {
         Some(p) => PathBuf::from(p),
         None => std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
             .join("llembas-test")
-            .join(format!("mcp-everything-{MCP_EVERYTHING_VERSION}"))
-            .join("node_modules/.bin/mcp-server-everything"),
+            .join(mcp_servers_folder())
+            .join("node_modules/.bin")
+            .join(program),
     };
     if bin.exists() {
         Some(bin)

@@ -2,7 +2,9 @@
 
 mod everything;
 mod failures;
+mod filesystem;
 mod prompts;
+mod resources;
 mod schema;
 mod session;
 
@@ -41,8 +43,8 @@ pub async fn start_everything(limits: Limits) -> Option<Mcp> {
     Some(mcp)
 }
 
-/// A world of no tools of its own, working in `/work`.
-pub struct Bare;
+/// A world of no tools of its own, working in the folder it holds.
+pub struct Bare(pub String);
 
 impl ToolWorld for Bare {
     fn runs(&self, _name: &str) -> bool {
@@ -58,11 +60,11 @@ impl ToolWorld for Bare {
     }
 
     fn place(&self) -> String {
-        "/work".into()
+        self.0.clone()
     }
 }
 
-/// The bare world.
+/// The bare world, working in `/work`.
 pub fn bare() -> Arc<dyn ToolWorld> {
-    Arc::new(Bare)
+    Arc::new(Bare("/work".into()))
 }

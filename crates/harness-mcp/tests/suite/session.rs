@@ -14,7 +14,7 @@ use serde_json::json;
 use super::*;
 
 /// Runs the session's prompt to its end, answering its questions with `answer`; what it said.
-async fn run(builder: SessionBuilder, answer: Option<Answer>) -> Vec<SessionEvent> {
+pub(super) async fn run(builder: SessionBuilder, answer: Option<Answer>) -> Vec<SessionEvent> {
     let Spawned {
         session,
         mut events,
