@@ -15,10 +15,13 @@ pub mod db;
 pub mod device_chats;
 pub mod devices;
 mod error;
+pub mod forge;
+pub mod git;
 pub mod history;
 pub mod link;
 pub mod mcp;
 pub mod memory;
+pub mod mounts;
 pub mod page;
 pub mod pages;
 pub mod password;
@@ -32,6 +35,7 @@ pub mod slots;
 pub mod store;
 pub mod streams;
 pub mod throttle;
+pub mod verbs;
 pub mod world;
 
 use std::io::BufRead as _;
@@ -436,6 +440,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(devices::routes())
         .merge(link::routes())
         .merge(mcp::routes())
+        .merge(mounts::routes())
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))
