@@ -142,6 +142,23 @@ pub fn dir_of(tree: &std::path::Path, path: &str) -> std::path::PathBuf {
     dir
 }
 
+/// What the Files page says of the mount at `path`: the branch its working tree is on, HEAD's
+/// commit (short) and how many paths are staged and not committed. Blocks (git reads).
+pub fn summary(tree: &std::path::Path, path: &str) -> Value {
+    let dir = dir_of(tree, path);
+    match git::open(&dir) {
+        Ok(repo) => {
+            let head = git::head_sha(&repo).unwrap_or_default();
+            json!({
+                "branch": git::head_branch(&repo),
+                "head": head.get(..12).unwrap_or(&head),
+                "staged": git::staged(&dir).map(|s| s.len()).unwrap_or(0),
+            })
+        }
+        Err(_) => json!({"state": "missing"}),
+    }
+}
+
 /// What the working tree at `dir` is: (`cloned` or `missing`, HEAD's commit, HEAD's branch).
 fn state(dir: &std::path::Path) -> (&'static str, String, Option<String>) {
     match git::open(dir) {

@@ -1534,6 +1534,13 @@ function freeName(name, taken) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A mounted repository's state in the files tree: its branch and what is staged, not committed.
+function gitMark(g) {
+  if (g.state === "missing") return $("span", { class: "mark git", text: "not cloned" });
+  const staged = g.staged ? ` · ${g.staged} staged` : "";
+  return $("span", { class: "mark git", text: `${g.branch || "detached"} @ ${g.head}${staged}`, title: "the branch the mount's working tree is on, its commit, and the changes staged and not committed" });
+}
+
 // The files page: the user's view as a tree (levels, mounts and read-only entries marked), a
 // file opened beside it, upload into and download from the view (its rules apply: a refusal is
 // the view's own text).
@@ -1591,6 +1598,7 @@ async function filesPage() {
       const path = entryPath(v.path, e.name);
       const marks = [];
       if (e.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+      if (e.git) marks.push(gitMark(e.git));
       if (e.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
       const level = $("span", { class: `level level-${e.level}`, text: e.passage ? "passage" : e.level, title: e.passage ? "a way through, not open itself" : LEVEL_TITLE[e.level] || e.level });
       if (e.kind === "dir") {
@@ -1794,6 +1802,7 @@ async function filesPage() {
     const name = $("button", { type: "button", class: "name", text: r.path });
     const marks = [];
     if (r.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+    if (r.git) marks.push(gitMark(r.git));
     if (r.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
     const row = $("div", { class: "row" }, toggle, name, $("span", { class: `level level-${r.level}`, text: r.level, title: LEVEL_TITLE[r.level] || r.level }), ...marks);
     const children = $("ul");

@@ -654,6 +654,16 @@ async fn forge_at_stage_a_change_is_staged_and_commit_answers_not_committed() {
     let st = work.status_file(Path::new("notes.md")).unwrap();
     assert!(st.contains(git2::Status::INDEX_NEW), "{st:?}");
     assert_eq!(ref_sha(&s.bare, "refs/heads/main"), before);
+    // The Files page's view says the mount's branch, HEAD and what is staged.
+    let (status, v) = s.alice.get("/api/view?path=/repos").await;
+    assert_eq!(status, 200, "{v}");
+    let site = &v["entries"][0];
+    assert_eq!(site["name"], "site");
+    assert_eq!(site["mount"], true);
+    assert_eq!(
+        site["git"],
+        json!({"branch": "main", "head": before.as_deref().unwrap()[..12], "staged": 1})
+    );
     let branches = Repository::open(&s.bare)
         .unwrap()
         .branches(None)
