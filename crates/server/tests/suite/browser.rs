@@ -2601,6 +2601,49 @@ fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_
         let (_, mcp) = root.get("/api/admin/mcp").await;
         assert_eq!(mcp["servers"], json!([]));
 
+        // A repository mounted from a file path (issue 32): cloned, listed with its branch, then
+        // unmounted.
+        let remotes = tempfile::tempdir().unwrap();
+        let bare = remotes.path().join("site.git");
+        super::forge::bare_repo(&bare);
+        find(c, "#mountpath")
+            .await
+            .send_keys("/repos/site")
+            .await
+            .unwrap();
+        find(c, "#mounturl")
+            .await
+            .send_keys(&format!("file://{}", bare.display()))
+            .await
+            .unwrap();
+        find(c, "#addmount").await.click().await.unwrap();
+        find(c, "tr[data-mount='/repos/site']").await;
+        let (_, mounts) = root.get("/api/admin/mounts").await;
+        assert_eq!(mounts["mounts"][0]["state"], "cloned", "{mounts}");
+        assert!(server.tree().join("repos/site/README.md").exists());
+        let head = super::forge::ref_sha(&bare, "refs/heads/main").unwrap();
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector(\"tr[data-mount='/repos/site'] td:nth-child(4)\").textContent"
+            )
+            .await,
+            json!(format!("main @ {}", &head[..12]))
+        );
+        find(c, "tr[data-mount='/repos/site'] .dropmount")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the mount removed",
+            "return document.querySelector(\"tr[data-mount='/repos/site']\") === null",
+        )
+        .await;
+        let (_, mounts) = root.get("/api/admin/mounts").await;
+        assert_eq!(mounts["mounts"], json!([]));
+
         // Carol's password set anew (right, though she is disabled), then her account deleted:
         // the page asks first.
         find(c, "tr[data-user='carol'] .resetpass")
