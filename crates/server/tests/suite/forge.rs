@@ -23,7 +23,7 @@ use super::{Client, Server, last_tool_result, run_end, text, tool_call};
 /// A variable of the test's environment that is surely set: the mounts name it as their token
 /// variable (the tests cannot set one: changing the environment is `unsafe`), and the stand-in
 /// and the git bridge expect its value.
-fn token_variable() -> (String, String) {
+pub fn token_variable() -> (String, String) {
     ["CARGO_PKG_NAME", "HOME", "PATH"]
         .iter()
         .find_map(|v| std::env::var(v).ok().map(|t| ((*v).to_owned(), t)))
