@@ -280,6 +280,13 @@ impl ChatWorld {
             self.files
                 .save_for_program(&self.view, &ViewPaths, path, bytes)
         })?;
+        if let Some(forge) = &self.forge {
+            // Saved inside a mount: staged, as a file tool's change is.
+            forge
+                .stage_changed(&self.view, &[saved.as_str().to_owned()])
+                .await
+                .map_err(|e| format!("{} is saved but not staged: {e}", saved.as_str()))?;
+        }
         if let Some(search) = &self.search
             && let Err(e) = search
                 .file_changed(self.view.backend().as_ref(), saved.as_str())
