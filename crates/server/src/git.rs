@@ -267,7 +267,9 @@ fn branch_exists(repo: &Repository, name: &str) -> bool {
 }
 
 /// Creates branch `name` at `from` (`None`: HEAD), pushes it; with `switch`, HEAD goes on it
-/// (the working tree and the staged changes come along). Answers the commit it starts at.
+/// (the working tree and the staged changes come along). The remote is fetched first, so a
+/// branch made there since the clone is known (refused as existing, or a place to start from).
+/// Answers the commit it starts at.
 pub fn branch(
     dir: &Path,
     remote: &Remote,
@@ -275,6 +277,7 @@ pub fn branch(
     from: Option<&str>,
     switch: bool,
 ) -> GitResult<String> {
+    fetch(dir, remote)?;
     let repo = open(dir)?;
     git2::Branch::name_is_valid(name)
         .ok()

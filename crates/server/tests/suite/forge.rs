@@ -698,6 +698,11 @@ async fn forge_at_commit_a_chat_commits_as_the_person_and_pushes_to_its_branch_o
         json!({"repo": "/repos/site", "name": "fix/notes"}),
     ));
     s.model.push(tool_call(
+        "c4b",
+        "branch",
+        json!({"repo": "/repos/site", "name": "elsewhere"}),
+    ));
+    s.model.push(tool_call(
         "c5",
         "edit",
         json!({"path": "/repos/site/notes.md", "old_string": "one", "new_string": "two"}),
@@ -708,6 +713,13 @@ async fn forge_at_commit_a_chat_commits_as_the_person_and_pushes_to_its_branch_o
         json!({"repo": "/repos/site", "message": "Two"}),
     ));
     s.model.push(text(&["done"]));
+    // A branch pushed to the remote by someone else after the clone.
+    {
+        let bare = Repository::open(&s.bare).unwrap();
+        let main = bare.refname_to_id("refs/heads/main").unwrap();
+        bare.reference("refs/heads/elsewhere", main, false, "t")
+            .unwrap();
+    }
     let (chat, mut stream) = s.chat().await;
     let run = s.alice.say(&chat, "note it").await;
     let asked = s.answering(&mut stream, &run, |_, _| "yes").await;
@@ -715,7 +727,7 @@ async fn forge_at_commit_a_chat_commits_as_the_person_and_pushes_to_its_branch_o
     // The forge verbs ask by default (`spec/permission/defaults.json`), in auto mode too.
     assert_eq!(
         tools,
-        ["commit", "branch", "commit"],
+        ["commit", "branch", "branch", "commit"],
         "pr had no forge: answered, not asked"
     );
     let results = s.results();
@@ -746,6 +758,11 @@ async fn forge_at_commit_a_chat_commits_as_the_person_and_pushes_to_its_branch_o
     );
     // `branch` made and pushed fix/notes; the next commit went there.
     assert!(results[3].contains("Made branch fix/notes"), "{results:?}");
+    // Fetched first: a branch made on the remote since the clone is known, and refused.
+    assert!(
+        results[4].contains("Already exists: branch elsewhere"),
+        "{results:?}"
+    );
     assert_eq!(
         file_at(&s.bare, "fix/notes", "notes.md").as_deref(),
         Some("two\n")
