@@ -119,7 +119,7 @@ pub use error::{Error, Result};
 pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, ViewPaths};
 pub use perm::SessionPermissions;
 pub use protocol::{CoreEvent, Event, Op, Query, stop_reason, turn_end_text};
-pub use runner::{AGENTS, offered_tools, runtime_values};
+pub use runner::{AGENTS, FORGE, offered_tools, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{
     BoxFuture, CallContext, Exit, JobSpawner, Meta, ModelLink, OutputSink, Process, Ran,

@@ -41,7 +41,7 @@ mod model;
 mod tools;
 
 use catalogue::{Catalogue, RUNTIME_ANSWERS, offering};
-pub use catalogue::{offered_tools, runtime_values};
+pub use catalogue::{FORGE, offered_tools, runtime_values};
 use jobs::JobMsg;
 use tools::replay_plan;
 
@@ -410,6 +410,14 @@ impl Driver {
                     call_id,
                     mut question,
                 }) => {
+                    // A call whose facts its arguments do not say (a merge's head commit) is asked
+                    // about with them, as the world will use them.
+                    let pending = self.session.pending_call(&call_id).cloned();
+                    if let Some(call) = pending
+                        && let Some(subject) = self.world.subject(&call).await
+                    {
+                        question.subject = subject;
+                    }
                     if question.change.is_none() {
                         question.change = self
                             .session

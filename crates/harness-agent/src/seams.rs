@@ -251,6 +251,15 @@ pub trait ToolWorld: Send + Sync {
         None
     }
 
+    /// What `call` will do, stated for the person's question when its arguments do not say it
+    /// all: the facts a `confirm: always` call will use (the commit a merge takes, the commit a
+    /// tag marks), which the world keeps so the call runs with exactly those. `None`: the
+    /// question's usual subject.
+    fn subject<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<String>> {
+        let _ = call;
+        Box::pin(async { None })
+    }
+
     /// The instruction files that apply, outermost first.
     fn instructions(&self) -> Vec<InstructionFile> {
         Vec::new()

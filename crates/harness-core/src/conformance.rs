@@ -493,6 +493,12 @@ impl AreaRunner for OfferingRunner {
                 }
             };
             let mut cx = OfferContext::new(project, kind, mode);
+            if let Some(list) = case.get("holds") {
+                let list: Vec<harness_spec::Requirement> = serde_json::from_value(list.clone())
+                    .map_err(|_| "`holds` must be a list of page, display, forge".to_owned())?;
+                cx.holds = crate::offer::Holds::from_list(&list);
+            }
+            let holds = cx.holds;
             if let Some(agent) = case.get("subagent").and_then(Value::as_str) {
                 cx = cx.for_subagent(agent);
             }
@@ -519,7 +525,19 @@ impl AreaRunner for OfferingRunner {
                     ));
                 }
             }
-            Ok(json!({"sent": sent, "deferred": deferred}))
+            let mut answer = json!({"sent": sent, "deferred": deferred});
+            if let Some(names) = case.get("unavailable").and_then(Value::as_array) {
+                let mut texts = serde_json::Map::new();
+                for name in names.iter().filter_map(Value::as_str) {
+                    let tool = spec().tool(name).ok_or_else(|| format!("no tool {name}"))?;
+                    texts.insert(
+                        name.to_owned(),
+                        json!(crate::offer::unavailable(tool, &holds)),
+                    );
+                }
+                answer["unavailable"] = Value::Object(texts);
+            }
+            Ok(answer)
         })
     }
 }

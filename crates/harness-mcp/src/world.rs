@@ -57,6 +57,13 @@ impl ToolWorld for WithMcp {
         self.inner.precheck(call)
     }
 
+    fn subject<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<String>> {
+        if self.mcp.has(&call.name) {
+            return Box::pin(async { None });
+        }
+        self.inner.subject(call)
+    }
+
     fn instructions(&self) -> Vec<InstructionFile> {
         self.inner.instructions()
     }

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! let spec = harness_spec::Spec::embedded();
-//! assert_eq!(spec.version().to_string(), "3.2.1-draft");
+//! assert_eq!(spec.version().to_string(), "3.3.0-draft");
 //! let read = spec.tool("read").expect("the read tool");
 //! assert_eq!(read.risk, harness_spec::Risk::Read);
 //! ```

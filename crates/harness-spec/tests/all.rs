@@ -40,7 +40,7 @@ fn broken_copy(root: &Path) -> PathBuf {
 #[test]
 fn embedded_spec_is_the_spec_directory() {
     let embedded = Spec::embedded();
-    assert_eq!(embedded.version().to_string(), "3.2.1-draft");
+    assert_eq!(embedded.version().to_string(), "3.3.0-draft");
     assert!(
         !embedded.version().pre.is_empty(),
         "a draft is a pre-release"

@@ -16,10 +16,13 @@ pub mod device_chats;
 pub mod device_ext;
 pub mod devices;
 mod error;
+pub mod forge;
+pub mod git;
 pub mod history;
 pub mod link;
 pub mod mcp;
 pub mod memory;
+pub mod mounts;
 pub mod page;
 pub mod pages;
 pub mod password;
@@ -33,6 +36,7 @@ pub mod slots;
 pub mod store;
 pub mod streams;
 pub mod throttle;
+pub mod verbs;
 pub mod world;
 
 use std::io::BufRead as _;
@@ -435,6 +439,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(link::routes())
         .merge(device_ext::routes())
         .merge(mcp::routes())
+        .merge(mounts::routes())
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))

@@ -67,6 +67,11 @@ impl PageLink {
     pub fn set_chat(&self, chat: &str) {
         let _ = self.chat.set(chat.to_owned());
     }
+
+    /// Where the chat's id is kept once the session made it (the forge verbs' branch).
+    pub fn chat_cell(&self) -> Arc<OnceLock<String>> {
+        self.chat.clone()
+    }
 }
 
 /// The spec's `python` tool as offered where `page` holds: its filled description and
@@ -392,6 +397,10 @@ impl ToolWorld for PageWorld {
 
     fn resolve(&self, path: &str) -> String {
         self.inner.resolve(path)
+    }
+
+    fn subject<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<String>> {
+        self.inner.subject(call)
     }
 
     fn instructions(&self) -> Vec<harness_core::prompt::InstructionFile> {

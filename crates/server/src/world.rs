@@ -150,6 +150,9 @@ pub async fn user_view(
     for (path, level) in &grants {
         access = access.grant(path, *level);
     }
+    for mount in crate::mounts::paths(pool).await? {
+        access = access.mount(&mount);
+    }
     // A grant over all of `/home` (at `/` or `/home` itself) stops at every other user's home.
     let homes = harness_fs::VPath::parse("/home");
     if grants
@@ -196,6 +199,8 @@ pub struct ChatWorld {
     web: std::sync::OnceLock<Result<harness_web::WebFetch, harness_web::Error>>,
     /// The server's search index (`search`), where the server keeps one.
     search: Option<Arc<crate::search::ServerSearch>>,
+    /// The forge verbs over the mounts of the view (`commit`, `branch`, `pr`, ...).
+    forge: Option<Arc<crate::verbs::ChatForge>>,
 }
 
 impl ChatWorld {
@@ -213,7 +218,15 @@ impl ChatWorld {
             },
             web: std::sync::OnceLock::new(),
             search: None,
+            forge: None,
         }
+    }
+
+    /// The chat runs the forge verbs over the mounts of its view, and stages what its file
+    /// tools change inside them.
+    pub fn with_forge(mut self, forge: crate::verbs::ChatForge) -> ChatWorld {
+        self.forge = Some(Arc::new(forge));
+        self
     }
 
     /// The chat answers `search` from `index`, and tells it of every file its tools change.
@@ -267,6 +280,13 @@ impl ChatWorld {
             self.files
                 .save_for_program(&self.view, &ViewPaths, path, bytes)
         })?;
+        if let Some(forge) = &self.forge {
+            // Saved inside a mount: staged, as a file tool's change is.
+            forge
+                .stage_changed(&self.view, &[saved.as_str().to_owned()])
+                .await
+                .map_err(|e| format!("{} is saved but not staged: {e}", saved.as_str()))?;
+        }
         if let Some(search) = &self.search
             && let Err(e) = search
                 .file_changed(self.view.backend().as_ref(), saved.as_str())
@@ -296,6 +316,7 @@ impl ToolWorld for ChatWorld {
             || FileTools::TREE.contains(&name)
             || name == "web_fetch"
             || (name == "search" && self.search.is_some())
+            || (self.forge.is_some() && crate::verbs::VERBS.contains(&name))
             || self.personal.runs(name)
     }
 
@@ -317,7 +338,21 @@ impl ToolWorld for ChatWorld {
             if let (Some(search), "search") = (&self.search, call.name.as_str()) {
                 return Ran::Done(tokio::task::block_in_place(|| self.search(call, search)));
             }
-            let out = tokio::task::block_in_place(|| self.run_sync(call));
+            if let Some(forge) = &self.forge
+                && crate::verbs::VERBS.contains(&call.name.as_str())
+            {
+                return Ran::Done(forge.call(&self.view, call).await);
+            }
+            let mut out = tokio::task::block_in_place(|| self.run_sync(call));
+            if let Some(forge) = &self.forge
+                && !out.is_error
+            {
+                let changed = crate::search::changed_paths(&call.name, &call.arguments);
+                if let Err(e) = forge.stage_changed(&self.view, &changed).await {
+                    out.output
+                        .push_str(&format!("\n(The change is written but not staged: {e})"));
+                }
+            }
             if let Some(search) = &self.search
                 && !out.is_error
             {
@@ -340,6 +375,9 @@ impl ToolWorld for ChatWorld {
         let mut values = BTreeMap::new();
         values.insert("cwd".into(), self.view.cwd().to_string());
         values.insert("grants".into(), self.grants.clone());
+        if self.forge.as_ref().is_some_and(|f| f.holds(&self.view)) {
+            values.insert(harness_agent::FORGE.into(), "true".into());
+        }
         if let Some(m) = &self.personal.memory {
             values.insert(
                 "memory_entries".into(),
@@ -370,7 +408,21 @@ impl ToolWorld for ChatWorld {
         }
     }
 
+    fn subject<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            match &self.forge {
+                Some(forge) => forge.subject(&self.view, call).await,
+                None => None,
+            }
+        })
+    }
+
     fn precheck(&self, call: &ToolCall) -> Option<String> {
+        if let Some(forge) = &self.forge
+            && crate::verbs::VERBS.contains(&call.name.as_str())
+        {
+            return forge.precheck(&self.view, call);
+        }
         self.files
             .precheck(&self.view, &ViewPaths, call)
             .map(|out| out.output)

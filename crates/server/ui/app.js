@@ -896,6 +896,14 @@ export const ON_EVENT = {
         card.state.className = r.is_error ? "state bad" : "state ok";
       }
       card.node.append($("details", { class: "result" }, $("summary", { text: "Result" }), $("pre", { text: r.content || "" })));
+      // A pull request, merge or release made on the forge: a card with its link.
+      const link = !r.is_error && ["pr", "merge", "release"].includes(card.call.name) && /https?:\/\/[^\s)"]+/.exec(r.content || "");
+      if (link) {
+        const said = (r.content || "").split("\n").map((l) => l.trim()).find((l) => /^(Opened|Merged|Released)/.test(l)) || card.call.name;
+        card.node.append($("div", { class: "forgecard" },
+          $("strong", { text: said.split(":")[0] }), " ",
+          $("a", { href: link[0], target: "_blank", rel: "noopener noreferrer", text: link[0] })));
+      }
     }
     view.text = null;
   },

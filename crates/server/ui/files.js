@@ -13,6 +13,13 @@ export function shownName(name) {
   return name.replace(BIDI, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
 }
 
+// A mounted repository's state in the files tree: its branch and what is staged, not committed.
+function gitMark(g) {
+  if (g.state === "missing") return $("span", { class: "mark git", text: "not cloned" });
+  const staged = g.staged ? ` · ${g.staged} staged` : "";
+  return $("span", { class: "mark git", text: `${g.branch || "detached"} @ ${g.head}${staged}`, title: "the branch the mount's working tree is on, its commit, and the changes staged and not committed" });
+}
+
 export async function filesPage() {
   let me;
   try {
@@ -57,6 +64,7 @@ export async function filesPage() {
       const path = entryPath(v.path, e.name);
       const marks = [];
       if (e.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+      if (e.git) marks.push(gitMark(e.git));
       if (e.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
       const level = $("span", { class: `level level-${e.level}`, text: e.passage ? "passage" : e.level, title: e.passage ? "a way through, not open itself" : LEVEL_TITLE[e.level] || e.level });
       if (e.kind === "dir") {
@@ -260,6 +268,7 @@ export async function filesPage() {
     const name = $("button", { type: "button", class: "name", text: r.path });
     const marks = [];
     if (r.mount) marks.push($("span", { class: "mark mount", text: "mount" }));
+    if (r.git) marks.push(gitMark(r.git));
     if (r.read_only) marks.push($("span", { class: "mark ro", text: "read-only" }));
     const row = $("div", { class: "row" }, toggle, name, $("span", { class: `level level-${r.level}`, text: r.level, title: LEVEL_TITLE[r.level] || r.level }), ...marks);
     const children = $("ul");

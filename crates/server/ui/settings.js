@@ -232,5 +232,53 @@ export async function adminSection(me) {
   return $("section", { class: "settings admin", id: "admin" },
     $("h3", { text: "Users" }), list,
     $("div", { class: "adduser" }, name, pass, role, add),
-    grants, await adminMcp());
+    grants, await adminMcp(), await adminMounts());
+}
+
+// The repositories mounted into the tree, for an admin: listed with their state, mounted (a git
+// URL, a forge's kind and address, the token's variable by name), unmounted.
+async function adminMounts() {
+  const list = $("table", { class: "mcp", id: "mounts" });
+  const draw = async () => {
+    let v;
+    try { v = await api("GET", "/api/admin/mounts"); } catch (e) { alertBox.textContent = e.message; return; }
+    list.replaceChildren($("tr", {}, $("th", { text: "Path" }), $("th", { text: "Remote" }), $("th", { text: "Forge" }), $("th", { text: "State" }), $("th")));
+    for (const m of v.mounts) {
+      const remove = $("button", {
+        type: "button", class: "dropmount", text: "Unmount",
+        onclick: async () => {
+          alertBox.textContent = "";
+          try { await api("DELETE", `/api/admin/mounts${m.path}`); } catch (e) { alertBox.textContent = e.message; }
+          await draw();
+        },
+      });
+      const state = m.state === "cloned" ? `${m.checked_out || "detached"} @ ${(m.head || "").slice(0, 12)}` : m.state;
+      list.append($("tr", { "data-mount": m.path }, $("td", { text: m.path }), $("td", { text: m.url }), $("td", { text: m.forge === "none" ? "git only" : `${m.forge} ${m.repo || ""}` }), $("td", { text: state }), $("td", {}, remove)));
+    }
+  };
+  const path = $("input", { id: "mountpath", autocomplete: "off", "aria-label": "Path in the tree", placeholder: "/repos/site" });
+  const url = $("input", { id: "mounturl", autocomplete: "off", "aria-label": "Git URL", placeholder: "https://forge.example/owner/repo.git" });
+  const forge = $("select", { id: "mountforge", "aria-label": "Forge" },
+    $("option", { value: "none", text: "git only" }), $("option", { value: "forgejo", text: "Forgejo" }), $("option", { value: "gitea", text: "Gitea" }));
+  const apiBase = $("input", { id: "mountapi", autocomplete: "off", "aria-label": "Forge address", placeholder: "forge address (https://forge.example)" });
+  const token = $("input", { id: "mounttoken", autocomplete: "off", "aria-label": "Token variable", placeholder: "token variable" });
+  const add = $("button", {
+    class: "primary", type: "button", id: "addmount", text: "Mount",
+    onclick: async () => {
+      alertBox.textContent = "";
+      const body = { url: url.value.trim(), forge: forge.value };
+      if (apiBase.value.trim()) body.api = apiBase.value.trim();
+      if (token.value.trim()) body.token_env = token.value.trim();
+      const at = "/" + path.value.trim().replace(/^\/+/, "");
+      try {
+        await api("PUT", `/api/admin/mounts${at}`, body);
+        path.value = ""; url.value = ""; apiBase.value = ""; token.value = ""; forge.value = "none";
+        await draw();
+      } catch (e) { alertBox.textContent = e.message; }
+    },
+  });
+  await draw();
+  return $("section", { class: "mcpadmin" },
+    $("h3", { text: "Mounted repositories" }), list,
+    $("div", { class: "addmcp" }, path, url, forge, apiBase, token, add));
 }

@@ -17,6 +17,10 @@ pub(super) const RUNTIME_ANSWERS: &[&str] = &[
     harness_core::offer::LOADER,
 ];
 
+/// The run-time value a world sets to `true` when its view holds a repository mounted from a
+/// forge (the requirement `forge` holds: `commit`, `branch`, `pr`, `merge`, `tag`, `release`).
+pub const FORGE: &str = "forge";
+
 /// What decides a session's catalogue besides the spec.
 pub(super) struct Catalogue<'a> {
     pub(super) project: Project,
@@ -40,6 +44,7 @@ pub(super) fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
     let spec = Spec::embedded();
     let mut cx = OfferContext::new(c.project, c.kind, c.mode);
     cx.holds.display = c.display;
+    cx.holds.forge = c.values.get(FORGE).is_some_and(|v| v == "true");
     cx.values = runtime_values();
     cx.subagent = c.agent.is_some();
     cx.read_only = c.agent == Some("explore");

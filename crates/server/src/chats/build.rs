@@ -92,13 +92,20 @@ pub async fn chat_world(
         &view,
         &crate::world::effective_grants(&view, &granted, narrower),
     );
+    let forge = crate::verbs::ChatForge::new(
+        crate::mounts::stored(&app.pool).await?,
+        app.tree.clone(),
+        &user.username,
+        page.chat_cell(),
+    );
     let world = ChatWorld::new(
         view,
         grants,
         crate::world::memory_path(&app.data, user.id),
         app.data.join("skills").join(user.id.to_string()),
     )
-    .with_search(app.search.clone());
+    .with_search(app.search.clone())
+    .with_forge(forge);
     Ok(crate::python::PageWorld::new(world, page))
 }
 

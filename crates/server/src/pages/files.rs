@@ -285,7 +285,17 @@ async fn view(
         .collect();
     let home = view.cwd().to_string();
     let given = q.checked()?;
+    let tree = app.tree.clone();
     let answer = blocking(move || -> Result<Value> {
+        // A mount's git state (issue 32): its branch, HEAD and what is staged.
+        let mut roots = roots;
+        for r in &mut roots {
+            if r["mount"] == json!(true)
+                && let Some(p) = r["path"].as_str()
+            {
+                r["git"] = crate::mounts::summary(&tree, p);
+            }
+        }
         let path = given.map_or_else(|| home.clone(), |g| g.on(&view));
         let listing = view.list(&path)?;
         let dir = listing.path.clone();
@@ -299,7 +309,7 @@ async fn view(
                 let size = (e.kind == Kind::File)
                     .then(|| view.stat(&child).map(|m| m.size).ok())
                     .flatten();
-                json!({
+                let mut entry = json!({
                     "size": size,
                     "name": e.name,
                     "kind": if e.kind == Kind::Dir { "dir" } else { "file" },
@@ -307,7 +317,11 @@ async fn view(
                     "read_only": e.read_only,
                     "level": level.as_str(),
                     "passage": passage,
-                })
+                });
+                if e.mount {
+                    entry["git"] = crate::mounts::summary(&tree, child.as_str());
+                }
+                entry
             })
             .collect();
         Ok(json!({

@@ -2606,6 +2606,49 @@ fn the_settings_page_sets_a_users_personality_and_defaults_and_an_admin_manages_
         let (_, mcp) = root.get("/api/admin/mcp").await;
         assert_eq!(mcp["servers"], json!([]));
 
+        // A repository mounted from a file path (issue 32): cloned, listed with its branch, then
+        // unmounted.
+        let remotes = tempfile::tempdir().unwrap();
+        let bare = remotes.path().join("site.git");
+        super::forge::bare_repo(&bare);
+        find(c, "#mountpath")
+            .await
+            .send_keys("/repos/site")
+            .await
+            .unwrap();
+        find(c, "#mounturl")
+            .await
+            .send_keys(&format!("file://{}", bare.display()))
+            .await
+            .unwrap();
+        find(c, "#addmount").await.click().await.unwrap();
+        find(c, "tr[data-mount='/repos/site']").await;
+        let (_, mounts) = root.get("/api/admin/mounts").await;
+        assert_eq!(mounts["mounts"][0]["state"], "cloned", "{mounts}");
+        assert!(server.tree().join("repos/site/README.md").exists());
+        let head = super::forge::ref_sha(&bare, "refs/heads/main").unwrap();
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector(\"tr[data-mount='/repos/site'] td:nth-child(4)\").textContent"
+            )
+            .await,
+            json!(format!("main @ {}", &head[..12]))
+        );
+        find(c, "tr[data-mount='/repos/site'] .dropmount")
+            .await
+            .click()
+            .await
+            .unwrap();
+        until(
+            c,
+            "the mount removed",
+            "return document.querySelector(\"tr[data-mount='/repos/site']\") === null",
+        )
+        .await;
+        let (_, mounts) = root.get("/api/admin/mounts").await;
+        assert_eq!(mounts["mounts"], json!([]));
+
         // Carol's password set anew (right, though she is disabled), then her account deleted:
         // the page asks first.
         find(c, "tr[data-user='carol'] .resetpass")
@@ -2811,5 +2854,116 @@ fn a_long_chat_opens_with_its_last_runs_and_loads_older_ones_when_scrolled_up() 
             json!("no")
         );
         shot(c, "long-chat").await;
+    });
+}
+
+#[test]
+fn a_chat_commits_to_a_mounted_repository_opens_a_pr_shown_as_a_card_and_a_no_merges_nothing() {
+    run(async {
+        use super::forge::{StandIn, bare_repo, ref_sha, token_variable};
+        let dir = tempfile::tempdir().unwrap();
+        let bare = dir.path().join("remotes/ana/site.git");
+        bare_repo(&bare);
+        let (var, token) = token_variable();
+        let forge = StandIn::start(&bare, &token).await;
+        let model = ScriptedServer::start(vec![
+            tool_call(
+                "c1",
+                "write",
+                json!({"path": "/repos/site/hello.txt", "content": "hello\n"}),
+            ),
+            tool_call(
+                "c2",
+                "commit",
+                json!({"repo": "/repos/site", "message": "Add hello"}),
+            ),
+            tool_call(
+                "c3",
+                "pr",
+                json!({"repo": "/repos/site", "title": "Add hello"}),
+            ),
+            tool_call("c4", "merge", json!({"repo": "/repos/site", "number": 1})),
+            text(&["Left it unmerged."]),
+        ])
+        .await
+        .unwrap();
+        let server = Server::start(&dir.path().join("data"), &model.base_url());
+        let mut root = server.admin().await;
+        let mut alice = server.user("alice").await;
+        let id = alice.get("/api/auth/me").await.1["id"].as_i64().unwrap();
+        let (status, body) = root
+            .put_json(
+                &format!("/api/admin/users/{id}/grants"),
+                json!({"grants": [
+                    {"path": "/home/alice", "level": "stage"},
+                    {"path": "/repos/site", "level": "commit"},
+                ]}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = root
+            .put_json(
+                "/api/admin/mounts/repos/site",
+                json!({"url": forge.git_url(), "forge": "forgejo", "api": forge.base,
+                       "repo": "ana/site", "token_env": var}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let main = ref_sha(&bare, "refs/heads/main").unwrap();
+
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        let chat = new_chat(c).await;
+        say(c, "ship hello").await;
+        // Every question but the merge's is answered yes; the merge's states the head commit
+        // the forge would merge, and is answered no.
+        let branch = format!("llembas/{chat}");
+        loop {
+            let q = until(
+                c,
+                "a question",
+                "const a = document.querySelector('.ask'); return a ? a.textContent : ''",
+            )
+            .await;
+            let q = q.as_str().unwrap().to_owned();
+            if q.contains("Allow merge") {
+                let head = ref_sha(&bare, &format!("refs/heads/{branch}")).unwrap();
+                assert!(
+                    q.contains(&format!(
+                        "merge pull request #1 \"Add hello\" of /repos/site: head {branch} at {head} into base main, style merge"
+                    )),
+                    "{q}"
+                );
+                shot(c, "forge-merge-asked").await;
+                find(c, ".ask .no").await.click().await.unwrap();
+                break;
+            }
+            find(c, ".ask .yes").await.click().await.unwrap();
+            until(
+                c,
+                "the question answered",
+                &format!(
+                    "return !(document.querySelector('.ask')?.textContent || '').includes({})",
+                    json!(q)
+                ),
+            )
+            .await;
+        }
+        until(
+            c,
+            "the answer after the merge refused",
+            "return document.querySelector('.answer')?.textContent === 'Left it unmerged.'",
+        )
+        .await;
+        // The pull request as a card with its link; main as it was.
+        let card = js(
+            c,
+            "const a = document.querySelector('.forgecard a'); return a ? a.getAttribute('href') : null",
+        )
+        .await;
+        assert_eq!(card, json!(format!("{}/ana/site/pulls/1", forge.base)));
+        assert_eq!(ref_sha(&bare, "refs/heads/main").unwrap(), main);
+        assert!(ref_sha(&bare, &format!("refs/heads/{branch}")).is_some());
+        shot(c, "forge-pr-card").await;
     });
 }

@@ -16,7 +16,7 @@ async fn the_tools_a_chat_is_offered_come_from_its_runtime_and_root_is_the_app()
     let server = Server::start(dir.path(), &model.base_url());
     let mut anon = Client::anonymous(&server.base);
     let (_, spec) = anon.get("/api/spec").await;
-    assert_eq!(spec["version"], "3.2.1-draft");
+    assert_eq!(spec["version"], "3.3.0-draft");
     assert_eq!(spec["sha256"], Spec::embedded().sha256());
     let (status, _) = anon.get("/api/tools?mode=manual").await;
     assert_eq!(status, 401);

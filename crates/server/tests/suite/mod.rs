@@ -9,6 +9,7 @@ mod chats;
 mod db;
 mod devices;
 mod files;
+mod forge;
 mod mcp;
 mod memory;
 mod pages;
