@@ -132,7 +132,7 @@ pub fn stage(dir: &Path, paths: &[String]) -> GitResult<()> {
 }
 
 /// Whether `path` is `under` or inside it (`under` empty: everything).
-fn within(path: &str, under: &str) -> bool {
+pub(crate) fn within(path: &str, under: &str) -> bool {
     let under = under.trim_matches('/');
     under.is_empty()
         || path == under

@@ -10,7 +10,7 @@
 //! ([`ChatForge::subject`]), and the call runs with exactly those (the head commit a merge
 //! passes as `head_commit_id`, the commit a tag or release marks).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -64,6 +64,9 @@ pub struct ChatForge {
     work: Mutex<HashMap<String, String>>,
     /// What each confirmed call was asked with, by call id.
     confirmed: Mutex<HashMap<String, Confirmed>>,
+    /// The paths this chat's file tools staged, by mount root, not yet committed: a mount's
+    /// working tree is shared, so a `commit` without `paths` commits these and no one else's.
+    staged: Mutex<HashMap<String, BTreeSet<String>>>,
 }
 
 fn arg<'a>(call: &'a ToolCall, k: &str) -> Option<&'a str> {
@@ -104,6 +107,7 @@ impl ChatForge {
             chat,
             work: Mutex::default(),
             confirmed: Mutex::default(),
+            staged: Mutex::default(),
         }
     }
 
@@ -199,8 +203,15 @@ impl ChatForge {
             let Some(mount) = self.mount(&VPath::parse(&root)) else {
                 continue;
             };
+            let mine = rels.clone();
             self.blocking(mount, move |dir| git::stage(&dir, &rels))
                 .await?;
+            self.staged
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(root)
+                .or_default()
+                .extend(mine);
         }
         Ok(())
     }
@@ -355,6 +366,27 @@ impl ChatForge {
                 Some(rels)
             }
         };
+        // Without `paths`: what this chat staged (another chat's changes in the shared working
+        // tree stay staged, uncommitted).
+        let paths = match paths {
+            Some(p) => p,
+            None => {
+                let mine = self
+                    .staged
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get(root.as_str())
+                    .map(|s| s.iter().cloned().collect::<Vec<_>>())
+                    .unwrap_or_default();
+                if mine.is_empty() {
+                    return Err(format!(
+                        "Nothing to commit: this chat has staged no change in {root}. To commit changes staged before, name them in `paths`."
+                    ));
+                }
+                mine
+            }
+        };
+        let committed_paths = paths.clone();
         let branch = self.work_branch(mount);
         let remote = mount.remote();
         let author = person(&self.username);
@@ -365,12 +397,20 @@ impl ChatForge {
                     &dir,
                     &remote,
                     &message,
-                    paths.as_deref(),
+                    Some(&paths),
                     (&author, &llembas()),
                     &b,
                 )
             })
             .await?;
+        if let Some(mine) = self
+            .staged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(root.as_str())
+        {
+            mine.retain(|p| !committed_paths.iter().any(|c| git::within(p, c)));
+        }
         match done {
             None => Err(format!("Nothing to commit: no change is staged in {root}.")),
             Some(c) => Ok(format!(

@@ -720,10 +720,35 @@ async fn forge_at_commit_a_chat_commits_as_the_person_and_pushes_to_its_branch_o
         bare.reference("refs/heads/elsewhere", main, false, "t")
             .unwrap();
     }
+    // Another chat's change staged in the shared working tree: never in this chat's commits.
+    let work = s.server.tree().join("repos/site");
+    std::fs::write(work.join("theirs.md"), "not alice's\n").unwrap();
+    {
+        let repo = Repository::open(&work).unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("theirs.md")).unwrap();
+        index.write().unwrap();
+    }
     let (chat, mut stream) = s.chat().await;
     let run = s.alice.say(&chat, "note it").await;
     let asked = s.answering(&mut stream, &run, |_, _| "yes").await;
     let tools: Vec<&str> = asked.iter().map(|(t, _)| t.as_str()).collect();
+    for b in [
+        "main".to_owned(),
+        "fix/notes".into(),
+        format!("llembas/{chat}"),
+    ] {
+        assert!(file_at(&s.bare, &b, "theirs.md").is_none(), "{b}");
+    }
+    assert!(
+        Repository::open(&work)
+            .unwrap()
+            .index()
+            .unwrap()
+            .get_path(Path::new("theirs.md"), 0)
+            .is_some(),
+        "the other change stays staged"
+    );
     // The forge verbs ask by default (`spec/permission/defaults.json`), in auto mode too.
     assert_eq!(
         tools,
