@@ -121,6 +121,11 @@ impl DeviceChats {
         self.lock().runs.get(chat).map(|r| r.run.clone())
     }
 
+    /// Whether a device chat's run goes on in this process.
+    pub fn any_running(&self) -> bool {
+        !self.lock().runs.is_empty()
+    }
+
     /// The chat whose session `session` is open on the device's link.
     pub fn chat_in(&self, device: &str, session: &str) -> Option<String> {
         self.lock()

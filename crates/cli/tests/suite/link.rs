@@ -29,10 +29,14 @@ struct Server {
 
 impl Server {
     fn start(data: &Path, model: &str, addr: &str) -> Server {
+        Server::start_with_lease(data, model, addr, Duration::from_secs(30))
+    }
+
+    fn start_with_lease(data: &Path, model: &str, addr: &str, run_lease: Duration) -> Server {
         let config = llembas_server::Config {
             data: data.to_path_buf(),
             database_url: None,
-            run_lease: Duration::from_secs(30),
+            run_lease,
             model: Some(harness_model::settings::ModelSettings {
                 model: Some("scripted".into()),
                 ..harness_model::settings::ModelSettings::new(model)
@@ -899,4 +903,64 @@ async fn a_device_chat_has_its_plan_jobs_viewer_and_memory_on_the_server() {
         "{said:?}"
     );
     drop(page);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_chats_run_keeps_its_lease_while_it_runs() {
+    // A run's lease is what tells another process on a shared database that its process still
+    // holds it: a device chat's long run must renew it like a local one.
+    let model = ScriptedServer::start(vec![text(&["Working"]).stalling()])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with_lease(
+        data.path(),
+        &model.base_url(),
+        "127.0.0.1:0",
+        Duration::from_secs(1),
+    );
+    let alice = Person {
+        server: &server,
+        http: server.user("alice").await,
+    };
+    let sb = Sandbox::new();
+    let root_text = sb.root().display().to_string();
+    let mut device = Device::start(
+        &sb,
+        &model.base_url(),
+        &server.base,
+        &["--root", &root_text],
+    );
+    let id = pair(&server, &alice.http, &mut device, "laptop").await;
+    server.until_link(&id, |l| l.is_some()).await;
+    let (status, v) = alice
+        .post("/api/chats", json!({"device": id, "dir": root_text}))
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let chat = v["id"].as_str().unwrap().to_owned();
+    let run = alice.send(&chat, "work a while").await;
+    alice
+        .until(&chat, "the stalled answer", |e| {
+            e["type"] == "text_delta" && e["text"] == "Working"
+        })
+        .await;
+    let lease = async || -> i64 {
+        sqlx::query_scalar("SELECT lease_until FROM runs WHERE id = $1")
+            .bind(&run)
+            .fetch_one(&server.app.pool)
+            .await
+            .unwrap()
+    };
+    let first = lease().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = lease().await;
+    assert!(
+        later >= first + 2,
+        "the lease was not renewed: {first} then {later}"
+    );
+    let (status, _) = alice
+        .post(&format!("/api/runs/{run}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(alice.ended(&chat, &run).await, "stopped");
 }

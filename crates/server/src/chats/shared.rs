@@ -355,7 +355,8 @@ pub fn lease_end(app: &App) -> i64 {
 /// stops those another process took over meanwhile.
 async fn renew(app: &App) -> Result<()> {
     let runs = app.chats.runs();
-    if runs.is_empty() {
+    // A device chat's run is this process's too: its lease is renewed with the others.
+    if runs.is_empty() && !app.device_chats.any_running() {
         return Ok(());
     }
     crate::db::execute(
