@@ -512,14 +512,18 @@ pub async fn send(
         .chars()
         .take(80)
         .collect();
-    sqlx::query(
+    // The run has begun: a title not stored is said, not a send refused with a run left busy.
+    if let Err(e) = sqlx::query(
         "UPDATE agent_sessions SET updated = $1, title = CASE WHEN title = '' THEN $2 ELSE title END WHERE id = $3",
     )
     .bind(now())
     .bind(&title)
     .bind(chat)
     .execute(&app.pool)
-    .await?;
+    .await
+    {
+        tracing::error!("chat {chat}: storing its title: {e}");
+    }
     let prompt = PromptRequest::new(
         at.session.clone(),
         vec![ContentBlock::Text(TextContent::new(text))],
