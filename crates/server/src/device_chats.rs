@@ -272,11 +272,9 @@ fn lembas_meta(
     m
 }
 
-/// A memory API token for a session of the chat, and what `api` says of it.
-async fn memory_api(app: &App, chat: &str, user_id: i64, live: &Live) -> Result<(String, Value)> {
-    let token = crate::memory::chat_token(app, chat, user_id).await?;
-    let api = json!({"url": live.api_url, "token": token});
-    Ok((token, api))
+/// What `api` (capability `memory`) says to a session on the link `live` with `token`.
+fn api_of(live: &Live, token: &str) -> Value {
+    json!({"url": live.api_url, "token": token})
 }
 
 /// A device's ACP error as the API says it: its own text, refused.
@@ -323,7 +321,7 @@ pub async fn create(
     let id = random_id()?;
     // The memory API's token, valid once the chat is stored.
     let token = crate::memory::new_chat_token()?;
-    let api = json!({"url": live.api_url, "token": token});
+    let api = api_of(&live, &token);
     let opened = live
         .agent
         .send_request(
@@ -418,7 +416,8 @@ async fn session_on(
     }
     let user_id = live.user_id;
     let plan = crate::history::latest_plan(&app.pool, user_id, chat).await?;
-    let (token, api) = memory_api(app, chat, user_id, live).await?;
+    let token = crate::memory::chat_token(app, chat, user_id).await?;
+    let api = api_of(live, &token);
     let meta = lembas_meta(chat, model, mode, plan, Some(api));
     let opened = open_or_load(app, chat, row, live, meta).await;
     let session = match opened {

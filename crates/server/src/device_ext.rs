@@ -272,16 +272,23 @@ async fn session_of(
     Ok((session, live))
 }
 
-/// A job verb's answer from the device, or its error as the API says it.
-fn answered(
-    r: std::result::Result<LembasResult, agent_client_protocol::Error>,
-) -> Result<Response> {
-    match r {
+/// Asks the device a job verb of the user's device chat `id`: the request `make` builds for the
+/// chat's session; its answer, or its error as the API says it.
+async fn ask<R>(
+    app: &App,
+    user: &crate::auth::User,
+    id: &str,
+    make: impl FnOnce(String) -> R,
+) -> Result<Response>
+where
+    R: agent_client_protocol::JsonRpcRequest<Response = LembasResult>,
+{
+    let (session_id, live) = session_of(app, user, id).await?;
+    match live.agent.send_request(make(session_id)).block_task().await {
         Ok(v) => Ok(Json(v.0).into_response()),
         Err(e) => {
-            let code = i32::from(e.code);
             let text = e.message.clone();
-            match code {
+            match i32::from(e.code) {
                 -32045 => Err(Error::NotFound(text)),
                 -32602 => Err(Error::BadRequest(text)),
                 _ => Err(Error::Conflict(format!("the device refused: {text}"))),
@@ -295,13 +302,7 @@ async fn jobs(
     Authed(user): Authed,
     Path(id): Path<String>,
 ) -> Result<Response> {
-    let (session_id, live) = session_of(&app, &user, &id).await?;
-    answered(
-        live.agent
-            .send_request(JobsRequest { session_id })
-            .block_task()
-            .await,
-    )
+    ask(&app, &user, &id, |session_id| JobsRequest { session_id }).await
 }
 
 #[derive(Deserialize)]
@@ -316,17 +317,12 @@ async fn job_output(
     Path((id, job_id)): Path<(String, String)>,
     Query(q): Query<Offset>,
 ) -> Result<Response> {
-    let (session_id, live) = session_of(&app, &user, &id).await?;
-    answered(
-        live.agent
-            .send_request(JobOutputRequest {
-                session_id,
-                job_id,
-                offset: q.offset,
-            })
-            .block_task()
-            .await,
-    )
+    ask(&app, &user, &id, |session_id| JobOutputRequest {
+        session_id,
+        job_id,
+        offset: q.offset,
+    })
+    .await
 }
 
 async fn job_transcript(
@@ -334,13 +330,11 @@ async fn job_transcript(
     Authed(user): Authed,
     Path((id, job_id)): Path<(String, String)>,
 ) -> Result<Response> {
-    let (session_id, live) = session_of(&app, &user, &id).await?;
-    answered(
-        live.agent
-            .send_request(JobTranscriptRequest { session_id, job_id })
-            .block_task()
-            .await,
-    )
+    ask(&app, &user, &id, |session_id| JobTranscriptRequest {
+        session_id,
+        job_id,
+    })
+    .await
 }
 
 async fn job_stop(
@@ -348,13 +342,11 @@ async fn job_stop(
     Authed(user): Authed,
     Path((id, job_id)): Path<(String, String)>,
 ) -> Result<Response> {
-    let (session_id, live) = session_of(&app, &user, &id).await?;
-    answered(
-        live.agent
-            .send_request(JobStopRequest { session_id, job_id })
-            .block_task()
-            .await,
-    )
+    ask(&app, &user, &id, |session_id| JobStopRequest {
+        session_id,
+        job_id,
+    })
+    .await
 }
 
 #[derive(Deserialize, Default)]
@@ -373,15 +365,10 @@ async fn job_send(
     if body.text.trim().is_empty() {
         return Err(Error::BadRequest("the message is empty".into()));
     }
-    let (session_id, live) = session_of(&app, &user, &id).await?;
-    answered(
-        live.agent
-            .send_request(JobSendRequest {
-                session_id,
-                job_id,
-                text: body.text,
-            })
-            .block_task()
-            .await,
-    )
+    ask(&app, &user, &id, |session_id| JobSendRequest {
+        session_id,
+        job_id,
+        text: body.text,
+    })
+    .await
 }

@@ -29,9 +29,6 @@ use crate::error::{Error, Result};
 /// The settings key of the MCP servers (a JSON list of [`Entry`]).
 const KEY: &str = "mcp_servers";
 
-/// The stored servers' one read.
-const READ: &str = "SELECT value FROM settings WHERE key = $1";
-
 /// Longest server name: it is the middle of every tool name the model sees.
 const NAME_CHARS: usize = 32;
 
@@ -172,40 +169,12 @@ pub fn routes() -> Router<Arc<App>> {
 }
 
 async fn stored(pool: &Db) -> Result<Vec<Entry>> {
-    let v: Option<String> = sqlx::query_scalar(READ)
-        .bind(KEY)
-        .fetch_optional(pool)
-        .await?;
-    parse(v)
-}
-
-fn parse(v: Option<String>) -> Result<Vec<Entry>> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(v) => {
-            serde_json::from_str(&v).map_err(|e| Error::Stored(format!("the setting {KEY}: {e}")))
-        }
-    }
+    crate::settings::read_list(pool, KEY).await
 }
 
 /// Changes the stored servers with `change` in one write transaction; answers what it answers.
 async fn update<T>(pool: &Db, change: impl FnOnce(&mut Vec<Entry>) -> Result<T>) -> Result<T> {
-    let mut tx = crate::db::begin_write(pool).await?;
-    let v: Option<String> = sqlx::query_scalar(READ)
-        .bind(KEY)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let mut entries = parse(v)?;
-    let answer = change(&mut entries)?;
-    sqlx::query(
-        "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    )
-    .bind(KEY)
-    .bind(json!(entries).to_string())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(answer)
+    crate::settings::update_list(pool, KEY, change).await
 }
 
 async fn usernames(pool: &Db) -> Result<BTreeMap<i64, String>> {

@@ -27,9 +27,6 @@ use crate::git;
 /// The settings key of the mounts (a JSON list of [`Mount`]).
 const KEY: &str = "forge_mounts";
 
-/// The stored mounts' one read.
-const READ: &str = "SELECT value FROM settings WHERE key = $1";
-
 /// Which forge's API a mount's repository has.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -181,40 +178,12 @@ pub fn routes() -> Router<Arc<App>> {
 
 /// The mounts configured.
 pub async fn stored(pool: &Db) -> Result<Vec<Mount>> {
-    let v: Option<String> = sqlx::query_scalar(READ)
-        .bind(KEY)
-        .fetch_optional(pool)
-        .await?;
-    match v {
-        None => Ok(Vec::new()),
-        Some(v) => {
-            serde_json::from_str(&v).map_err(|e| Error::Stored(format!("the setting {KEY}: {e}")))
-        }
-    }
+    crate::settings::read_list(pool, KEY).await
 }
 
 /// Changes the stored mounts with `change` in one write transaction.
 async fn update<T>(pool: &Db, change: impl FnOnce(&mut Vec<Mount>) -> Result<T>) -> Result<T> {
-    let mut tx = crate::db::begin_write(pool).await?;
-    let v: Option<String> = sqlx::query_scalar(READ)
-        .bind(KEY)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let mut mounts: Vec<Mount> = match v {
-        None => Vec::new(),
-        Some(v) => serde_json::from_str(&v)
-            .map_err(|e| Error::Stored(format!("the setting {KEY}: {e}")))?,
-    };
-    let answer = change(&mut mounts)?;
-    sqlx::query(
-        "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    )
-    .bind(KEY)
-    .bind(json!(mounts).to_string())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(answer)
+    crate::settings::update_list(pool, KEY, change).await
 }
 
 /// `GET /api/admin/mounts`.

@@ -235,3 +235,52 @@ async fn models(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Jso
     };
     Ok(Json(json!({"models": models, "default": default})))
 }
+
+/// A JSON list an admin keeps under `key` in the settings table (the MCP servers, the mounts):
+/// empty when never set.
+pub async fn read_list<T: serde::de::DeserializeOwned>(pool: &Db, key: &str) -> Result<Vec<T>> {
+    let v: Option<String> = sqlx::query_scalar(READ_SETTING)
+        .bind(key)
+        .fetch_optional(pool)
+        .await?;
+    parse_list(key, v)
+}
+
+fn parse_list<T: serde::de::DeserializeOwned>(key: &str, v: Option<String>) -> Result<Vec<T>> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(v) => {
+            serde_json::from_str(&v).map_err(|e| Error::Stored(format!("the setting {key}: {e}")))
+        }
+    }
+}
+
+/// Changes the list under `key` with `change` in one write transaction; answers what it answers
+/// (an error changes nothing).
+pub async fn update_list<T, A>(
+    pool: &Db,
+    key: &str,
+    change: impl FnOnce(&mut Vec<T>) -> Result<A>,
+) -> Result<A>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut tx = crate::db::begin_write(pool).await?;
+    let v: Option<String> = sqlx::query_scalar(READ_SETTING)
+        .bind(key)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let mut list = parse_list(key, v)?;
+    let answer = change(&mut list)?;
+    sqlx::query(
+        "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(key)
+    .bind(json!(list).to_string())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(answer)
+}
+
+const READ_SETTING: &str = "SELECT value FROM settings WHERE key = $1";
