@@ -605,16 +605,15 @@ async fn write_file(
     let view = view_of(&app, &user).await?;
     let given = q.required()?;
     let n = body.len();
+    let v = view.clone();
     let path = blocking(move || {
-        let input = given.on(&view);
-        let p = view.resolve(&input);
-        view.write(&input, &body)?;
+        let input = given.on(&v);
+        let p = v.resolve(&input);
+        v.write(&input, &body)?;
         Ok(p.to_string())
     })
     .await?;
-    // The search index learns of the upload (the answer stands whatever it does).
-    if let Err(e) = app.search.file_changed(app.backend.as_ref(), &path).await {
-        tracing::warn!("search index: {path}: {e}");
-    }
+    // The search index learns of the upload, staged inside a mount.
+    crate::pages::files::changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path, "bytes": n})))
 }

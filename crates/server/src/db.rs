@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 10] = match backend {
+    let steps: [(i64, &str, &'static str); 11] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -99,6 +99,11 @@ fn migrator(backend: Backend) -> Migrator {
                 10,
                 "device_chats",
                 include_str!("../migrations/sqlite/0010_device_chats.sql"),
+            ),
+            (
+                11,
+                "mount_work",
+                include_str!("../migrations/sqlite/0011_mount_work.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -151,6 +156,11 @@ fn migrator(backend: Backend) -> Migrator {
                 10,
                 "device_chats",
                 include_str!("../migrations/postgres/0010_device_chats.sql"),
+            ),
+            (
+                11,
+                "mount_work",
+                include_str!("../migrations/postgres/0011_mount_work.sql"),
             ),
         ],
     };

@@ -31,6 +31,20 @@ pub fn lock(dir: &Path) -> Arc<Mutex<()>> {
     map.entry(dir.to_path_buf()).or_default().clone()
 }
 
+/// Runs git work on tokio's blocking pool, holding the lock of the repository at `dir`.
+pub async fn on_mount<T: Send + 'static>(
+    dir: PathBuf,
+    work: impl FnOnce(PathBuf) -> GitResult<T> + Send + 'static,
+) -> GitResult<T> {
+    let lock = lock(&dir);
+    tokio::task::spawn_blocking(move || {
+        let _held = lock.lock().map_err(|_| "the mount's lock".to_owned())?;
+        work(dir)
+    })
+    .await
+    .map_err(|e| format!("git: {e}"))?
+}
+
 /// How a remote is reached: its URL and the token (from the server's environment) that signs
 /// fetches and pushes over HTTP.
 #[derive(Clone)]
@@ -167,50 +181,68 @@ pub struct Committed {
     pub files: usize,
 }
 
-/// Commits what is staged (only `paths` when given: each a path or a directory, relative) on
-/// top of HEAD as `author`, committed by `committer`; the commit becomes the tip of `branch`,
-/// HEAD goes on that branch, and the branch is pushed to `remote`. `Ok(None)`: nothing staged.
+/// The tip of `branch`: the remote's as last fetched, else the local one (`None`: the branch
+/// is new).
+fn tip<'r>(repo: &'r Repository, branch: &str) -> Option<git2::Commit<'r>> {
+    [
+        format!("refs/remotes/origin/{branch}"),
+        format!("refs/heads/{branch}"),
+    ]
+    .iter()
+    .find_map(|r| repo.find_reference(r).ok()?.peel_to_commit().ok())
+}
+
+/// Where the work of `branch` goes on from: its tip, or HEAD for a branch not made yet (`None`:
+/// a repository without a commit).
+fn start_of<'r>(repo: &'r Repository, branch: &str) -> GitResult<Option<git2::Commit<'r>>> {
+    if let Some(c) = tip(repo, branch) {
+        return Ok(Some(c));
+    }
+    match repo.head() {
+        Ok(h) => Ok(Some(h.peel_to_commit().map_err(text)?)),
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => Ok(None),
+        Err(e) => Err(text(e)),
+    }
+}
+
+/// Commits the staged state of `paths` (each a path or a directory, relative to the working
+/// tree) on top of `branch` as `author`, committed by `committer`, and pushes the branch to
+/// `remote`. The remote is fetched first, so the commit goes on the branch as the remote has
+/// it; a branch new to the remote starts at HEAD. HEAD and the working tree stay where they
+/// are (the mount's branch, shared by every chat): one chat's commits never reach another's
+/// branch. `Ok(None)`: those paths hold no change from the branch.
 pub fn commit(
     dir: &Path,
     remote: &Remote,
     message: &str,
-    paths: Option<&[String]>,
+    paths: &[String],
     (author, committer): (&Who, &Who),
     branch: &str,
 ) -> GitResult<Option<Committed>> {
+    fetch(dir, remote)?;
     let repo = open(dir)?;
-    let parent = match repo.head() {
-        Ok(h) => Some(h.peel_to_commit().map_err(text)?),
-        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
-        Err(e) => return Err(text(e)),
-    };
-    let mut index = repo.index().map_err(text)?;
-    let tree_id = match paths {
-        None => index.write_tree().map_err(text)?,
-        Some(paths) => {
-            // HEAD's tree with the staged state of these paths only.
-            let mut part = git2::Index::new().map_err(text)?;
-            if let Some(p) = &parent {
-                part.read_tree(&p.tree().map_err(text)?).map_err(text)?;
-            }
-            let wanted = |path: &str| paths.iter().any(|p| within(path, p));
-            let head_paths: Vec<Vec<u8>> = part
-                .iter()
-                .map(|e| e.path)
-                .filter(|p| wanted(&String::from_utf8_lossy(p)))
-                .collect();
-            for p in head_paths {
-                let s = String::from_utf8_lossy(&p).into_owned();
-                part.remove_path(Path::new(&s)).map_err(text)?;
-            }
-            for e in index.iter() {
-                if wanted(&String::from_utf8_lossy(&e.path)) {
-                    part.add(&e).map_err(text)?;
-                }
-            }
-            part.write_tree_to(&repo).map_err(text)?
+    let parent = start_of(&repo, branch)?;
+    let index = repo.index().map_err(text)?;
+    // The parent's tree with the staged state of these paths only.
+    let mut part = git2::Index::new().map_err(text)?;
+    if let Some(p) = &parent {
+        part.read_tree(&p.tree().map_err(text)?).map_err(text)?;
+    }
+    let wanted = |path: &str| paths.iter().any(|p| within(path, p));
+    let parent_paths: Vec<String> = part
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .filter(|p| wanted(p))
+        .collect();
+    for p in parent_paths {
+        part.remove_path(Path::new(&p)).map_err(text)?;
+    }
+    for e in index.iter() {
+        if wanted(&String::from_utf8_lossy(&e.path)) {
+            part.add(&e).map_err(text)?;
         }
-    };
+    }
+    let tree_id = part.write_tree_to(&repo).map_err(text)?;
     let parent_tree = parent.as_ref().map(|p| p.tree_id());
     if Some(tree_id) == parent_tree {
         return Ok(None);
@@ -238,9 +270,7 @@ pub fn commit(
     let refname = format!("refs/heads/{branch}");
     repo.reference(&refname, oid, true, "llembas: commit")
         .map_err(text)?;
-    repo.set_head(&refname).map_err(text)?;
     push(&repo, remote, &[format!("{refname}:{refname}")])?;
-    index.read(true).map_err(text)?;
     Ok(Some(Committed {
         sha: oid.to_string(),
         branch: branch.to_owned(),
@@ -266,16 +296,17 @@ fn branch_exists(repo: &Repository, name: &str) -> bool {
             .is_ok()
 }
 
-/// Creates branch `name` at `from` (`None`: HEAD), pushes it; with `switch`, HEAD goes on it
-/// (the working tree and the staged changes come along). The remote is fetched first, so a
-/// branch made there since the clone is known (refused as existing, or a place to start from).
-/// Answers the commit it starts at.
+/// Creates branch `name` at `from` (`None`: where the chat's branch `work` is, else HEAD) and
+/// pushes it. The working tree is not touched (it is shared): a chat switching to the branch
+/// commits on top of it from then on, its staged changes coming along. The remote is fetched
+/// first, so a branch made there since the clone is known (refused as existing, or a place to
+/// start from). Answers the commit it starts at.
 pub fn branch(
     dir: &Path,
     remote: &Remote,
     name: &str,
     from: Option<&str>,
-    switch: bool,
+    work: &str,
 ) -> GitResult<String> {
     fetch(dir, remote)?;
     let repo = open(dir)?;
@@ -286,27 +317,32 @@ pub fn branch(
     if branch_exists(&repo, name) {
         return Err(format!("Already exists: branch {name}"));
     }
-    let start = resolve(&repo, from.unwrap_or("HEAD"))?;
-    let head = head_sha(&repo)?;
+    let start = match from {
+        Some(f) => resolve(&repo, f)?,
+        None => start_of(&repo, work)?
+            .ok_or_else(|| "the repository has no commit to start a branch at".to_owned())?,
+    };
     repo.branch(name, &start, false).map_err(text)?;
     let refname = format!("refs/heads/{name}");
     push(&repo, remote, &[format!("{refname}:{refname}")])?;
-    if switch {
-        if start.id().to_string() != head {
-            let mut co = git2::build::CheckoutBuilder::new();
-            co.safe();
-            repo.checkout_tree(start.as_object(), Some(&mut co))
-                .map_err(|e| format!("switching to {name}: {}", text(e)))?;
-        }
-        repo.set_head(&refname).map_err(text)?;
-    }
     Ok(start.id().to_string())
 }
 
-/// What `target` (`None`: HEAD) is, for a tag: its commit.
-pub fn target_sha(dir: &Path, target: Option<&str>) -> GitResult<String> {
+/// The commit `target` names (`None`: the tip of the chat's branch `work`, else HEAD), after a
+/// fetch, so a branch or tag of the remote is read as it is now.
+pub fn target_sha(
+    dir: &Path,
+    remote: &Remote,
+    target: Option<&str>,
+    work: &str,
+) -> GitResult<String> {
+    fetch(dir, remote)?;
     let repo = open(dir)?;
-    Ok(resolve(&repo, target.unwrap_or("HEAD"))?.id().to_string())
+    let c = match target {
+        Some(t) => resolve(&repo, t)?,
+        None => start_of(&repo, work)?.ok_or_else(|| "the repository has no commit".to_owned())?,
+    };
+    Ok(c.id().to_string())
 }
 
 /// Creates tag `name` at commit `sha` (annotated by `tagger` with `message`, else lightweight)
@@ -402,4 +438,74 @@ pub fn staged(dir: &Path) -> GitResult<Vec<String>> {
                 .map(|p| p.to_string_lossy().replace('\\', "/"))
         })
         .collect())
+}
+
+/// What an admin's fetch did to a mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The commit HEAD is at now.
+    pub head: String,
+    /// Whether HEAD's branch moved forward to the remote's.
+    pub moved: bool,
+    /// How many commits of the remote's branch HEAD's does not hold (0 when it moved or is
+    /// up to date).
+    pub behind: usize,
+}
+
+/// Fetches the remote and moves the mount's branch (HEAD's) forward to the remote's when that
+/// is a fast-forward and nothing is changed in the working tree (the chats' changes are never
+/// touched: with changes it stays, and `behind` says by how much).
+pub fn fetch_forward(dir: &Path, remote: &Remote) -> GitResult<Fetched> {
+    fetch(dir, remote)?;
+    let repo = open(dir)?;
+    let head = head_sha(&repo)?;
+    let Some(branch) = head_branch(&repo) else {
+        return Ok(Fetched {
+            head,
+            moved: false,
+            behind: 0,
+        });
+    };
+    let Some(theirs) = tip(&repo, &branch) else {
+        return Ok(Fetched {
+            head,
+            moved: false,
+            behind: 0,
+        });
+    };
+    let ours = git2::Oid::from_str(&head).ok();
+    let (_, behind) = match ours {
+        Some(o) => repo.graph_ahead_behind(o, theirs.id()).map_err(text)?,
+        None => (0, 1),
+    };
+    let fast_forward = match ours {
+        Some(o) => o == theirs.id() || repo.graph_descendant_of(theirs.id(), o).map_err(text)?,
+        None => true,
+    };
+    let mut so = git2::StatusOptions::new();
+    so.include_untracked(false).include_ignored(false);
+    let clean = repo.statuses(Some(&mut so)).map_err(text)?.is_empty();
+    if behind == 0 || !fast_forward || !clean {
+        return Ok(Fetched {
+            head,
+            moved: false,
+            behind,
+        });
+    }
+    let mut co = git2::build::CheckoutBuilder::new();
+    co.safe();
+    repo.checkout_tree(theirs.as_object(), Some(&mut co))
+        .map_err(|e| format!("moving {branch} forward: {}", text(e)))?;
+    repo.reference(
+        &format!("refs/heads/{branch}"),
+        theirs.id(),
+        true,
+        "llembas: fetch",
+    )
+    .map_err(text)?;
+    Ok(Fetched {
+        head: theirs.id().to_string(),
+        moved: true,
+        behind: 0,
+    })
 }

@@ -172,7 +172,7 @@ fn state(dir: &std::path::Path) -> (&'static str, String, Option<String>) {
 pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/api/admin/mounts", get(list)).route(
         "/api/admin/mounts/{*path}",
-        get(show).put(set).delete(remove),
+        get(show).put(set).post(fetch).delete(remove),
     )
 }
 
@@ -303,10 +303,7 @@ async fn set(
         }
         let remote = mount.remote();
         let branch = mount.branch.clone();
-        let lock = git::lock(&dir);
-        let cloning = dir.clone();
-        tokio::task::spawn_blocking(move || {
-            let _held = lock.lock().map_err(|_| "the mount's lock".to_owned())?;
+        git::on_mount(dir.clone(), move |cloning| {
             let done = git::clone(&remote, &cloning, branch.as_deref());
             if done.is_err() {
                 let _ = std::fs::remove_dir_all(&cloning);
@@ -314,7 +311,6 @@ async fn set(
             done
         })
         .await
-        .map_err(|e| Error::Unavailable(format!("cloning: {e}")))?
         .map_err(Error::BadRequest)?;
     }
     let shown = mount.shown(&app.tree);
@@ -326,6 +322,32 @@ async fn set(
         Ok(())
     })
     .await?;
+    Ok(Json(shown))
+}
+
+/// `POST /api/admin/mounts/PATH`: fetches the remote now, and moves the mount's branch forward
+/// to the remote's when nothing is changed in its working tree (with changes it stays; the
+/// answer's `behind` says by how much). The chats' verbs fetch on their own before they read
+/// or write the remote's branches.
+async fn fetch(
+    State(app): State<Arc<App>>,
+    Authed(user): Authed,
+    Path(path): Path<String>,
+) -> Result<Json<Value>> {
+    admin(&user)?;
+    let path = checked_path(&path)?;
+    let mount = stored(&app.pool)
+        .await?
+        .into_iter()
+        .find(|m| m.path == path)
+        .ok_or_else(|| Error::NotFound(format!("no mount at {path}")))?;
+    let dir = dir_of(&app.tree, &path);
+    let remote = mount.remote();
+    let fetched = git::on_mount(dir, move |dir| git::fetch_forward(&dir, &remote))
+        .await
+        .map_err(Error::Unavailable)?;
+    let mut shown = mount.shown(&app.tree);
+    shown["fetched"] = json!({"moved": fetched.moved, "behind": fetched.behind});
     Ok(Json(shown))
 }
 

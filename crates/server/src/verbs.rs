@@ -11,7 +11,7 @@
 //! passes as `head_commit_id`, the commit a tag or release marks).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use harness_core::protocol::ToolCall;
@@ -19,6 +19,7 @@ use harness_fs::{VPath, View};
 use harness_loop::session::ToolOutcome;
 use serde_json::Value;
 
+use crate::db::Db;
 use crate::forge::ForgeApi;
 use crate::git::{self, Who};
 use crate::mounts::{ForgeKind, Mount};
@@ -54,19 +55,82 @@ enum Confirmed {
 }
 
 /// The forge verbs of one chat.
+///
+/// What the chat keeps of its work on each mount (the branch a `branch` call switched it to,
+/// the paths it staged and has not committed) is stored (`mount_work`), so a session built
+/// again for the chat goes on with it.
 pub struct ChatForge {
     mounts: Vec<Mount>,
     tree: PathBuf,
     username: String,
     /// The chat's id, once the session made it (`llembas/CHAT`).
     chat: Arc<OnceLock<String>>,
-    /// The branch each mount works on for this chat, once `branch` switched it.
-    work: Mutex<HashMap<String, String>>,
+    pool: Db,
     /// What each confirmed call was asked with, by call id.
     confirmed: Mutex<HashMap<String, Confirmed>>,
-    /// The paths this chat's file tools staged, by mount root, not yet committed: a mount's
+}
+
+/// A chat's work on one mount, as stored.
+#[derive(Debug, Default)]
+struct Work {
+    /// The branch a `branch` call switched the chat to.
+    branch: Option<String>,
+    /// The paths its file tools staged, relative to the mount, not yet committed: a mount's
     /// working tree is shared, so a `commit` without `paths` commits these and no one else's.
-    staged: Mutex<HashMap<String, BTreeSet<String>>>,
+    staged: BTreeSet<String>,
+}
+
+impl Work {
+    /// The work a stored row holds (`None`: none kept yet).
+    fn of(row: Option<(Option<String>, String)>) -> Work {
+        match row {
+            None => Work::default(),
+            Some((branch, staged)) => Work {
+                branch,
+                staged: serde_json::from_str(&staged).unwrap_or_default(),
+            },
+        }
+    }
+}
+
+const READ_WORK: &str = "SELECT branch, staged FROM mount_work WHERE chat_id = $1 AND mount = $2";
+const WRITE_WORK: &str = "INSERT INTO mount_work (chat_id, mount, branch, staged) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (chat_id, mount) \
+     DO UPDATE SET branch = excluded.branch, staged = excluded.staged";
+
+/// Stages the paths changed inside mounts (`git add -A` of each, relative to its mount, under
+/// the mount's lock): a file tool's change, a program's file, the Files page's. Answers what
+/// was staged, by mount root.
+pub async fn stage_in_mounts(
+    mounts: &[Mount],
+    tree: &Path,
+    view: &View,
+    paths: &[String],
+) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut by_mount: HashMap<String, Vec<String>> = HashMap::new();
+    for raw in paths {
+        let p = view.resolve(raw);
+        let Some(root) = view.access().mount_of(&p) else {
+            continue;
+        };
+        if let Some(rel) = p.relative_to(root).filter(|r| !r.is_empty()) {
+            by_mount
+                .entry(root.as_str().to_owned())
+                .or_default()
+                .push(rel.to_owned());
+        }
+    }
+    let mut done = Vec::new();
+    for (root, rels) in by_mount {
+        if !mounts.iter().any(|m| m.path == root) {
+            continue;
+        }
+        let dir = crate::mounts::dir_of(tree, &root);
+        let staging = rels.clone();
+        git::on_mount(dir, move |dir| git::stage(&dir, &staging)).await?;
+        done.push((root, rels));
+    }
+    Ok(done)
 }
 
 fn arg<'a>(call: &'a ToolCall, k: &str) -> Option<&'a str> {
@@ -99,15 +163,15 @@ impl ChatForge {
         tree: PathBuf,
         username: &str,
         chat: Arc<OnceLock<String>>,
+        pool: Db,
     ) -> ChatForge {
         ChatForge {
             mounts,
             tree,
             username: username.to_owned(),
             chat,
-            work: Mutex::default(),
+            pool,
             confirmed: Mutex::default(),
-            staged: Mutex::default(),
         }
     }
 
@@ -122,20 +186,61 @@ impl ChatForge {
         self.mounts.iter().find(|m| m.path == path.as_str())
     }
 
-    /// The branch `mount` works on for this chat.
-    fn work_branch(&self, mount: &Mount) -> String {
-        if let Some(b) = self
-            .work
-            .lock()
-            .ok()
-            .and_then(|w| w.get(&mount.path).cloned())
-        {
-            return b;
+    /// The chat's id: its work is kept under it.
+    fn chat_id(&self) -> Result<&str, String> {
+        self.chat
+            .get()
+            .map(String::as_str)
+            .ok_or_else(|| "the chat is not made yet".to_owned())
+    }
+
+    /// The chat's work on the mount at `root`, as stored.
+    async fn work(&self, root: &str) -> Result<Work, String> {
+        let chat = self.chat_id()?;
+        let row: Option<(Option<String>, String)> = sqlx::query_as(READ_WORK)
+            .bind(chat)
+            .bind(root)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| format!("reading this chat's work on {root}: {e}"))?;
+        Ok(Work::of(row))
+    }
+
+    /// Changes the chat's work on the mount at `root` in one write transaction.
+    async fn change_work(&self, root: &str, change: impl FnOnce(&mut Work)) -> Result<(), String> {
+        let chat = self.chat_id()?;
+        let failed = |e: sqlx::Error| format!("keeping this chat's work on {root}: {e}");
+        let mut tx = crate::db::begin_write(&self.pool).await.map_err(failed)?;
+        let row: Option<(Option<String>, String)> = sqlx::query_as(READ_WORK)
+            .bind(chat)
+            .bind(root)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let mut work = Work::of(row);
+        change(&mut work);
+        let staged = serde_json::to_string(&work.staged).unwrap_or_else(|_| "[]".into());
+        sqlx::query(WRITE_WORK)
+            .bind(chat)
+            .bind(root)
+            .bind(work.branch)
+            .bind(staged)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)
+    }
+
+    /// The branch `mount` works on for this chat: the one a `branch` call switched it to, the
+    /// mount's working branch, or `llembas/CHAT`.
+    async fn work_branch(&self, mount: &Mount) -> Result<String, String> {
+        if let Some(b) = self.work(&mount.path).await?.branch {
+            return Ok(b);
         }
-        match &mount.work_branch {
+        Ok(match &mount.work_branch {
             Some(b) => b.clone(),
-            None => format!("llembas/{}", self.chat.get().map_or("chat", String::as_str)),
-        }
+            None => format!("llembas/{}", self.chat_id()?),
+        })
     }
 
     /// The mount a call is about (`repo`, default the current directory), once the view says
@@ -174,44 +279,14 @@ impl ChatForge {
         mount: &Mount,
         work: impl FnOnce(PathBuf) -> Result<T, String> + Send + 'static,
     ) -> Result<T, String> {
-        let dir = self.dir(mount);
-        let lock = git::lock(&dir);
-        tokio::task::spawn_blocking(move || {
-            let _held = lock.lock().map_err(|_| "the mount's lock".to_owned())?;
-            work(dir)
-        })
-        .await
-        .map_err(|e| format!("git: {e}"))?
+        git::on_mount(self.dir(mount), work).await
     }
 
-    /// Stages the paths a file tool changed inside mounts (`git add -A` of each).
+    /// Stages the paths a file tool changed inside mounts (`git add -A` of each), kept as this
+    /// chat's.
     pub async fn stage_changed(&self, view: &View, paths: &[String]) -> Result<(), String> {
-        let mut by_mount: HashMap<String, Vec<String>> = HashMap::new();
-        for raw in paths {
-            let p = view.resolve(raw);
-            let Some(root) = view.access().mount_of(&p) else {
-                continue;
-            };
-            if let Some(rel) = p.relative_to(root).filter(|r| !r.is_empty()) {
-                by_mount
-                    .entry(root.as_str().to_owned())
-                    .or_default()
-                    .push(rel.to_owned());
-            }
-        }
-        for (root, rels) in by_mount {
-            let Some(mount) = self.mount(&VPath::parse(&root)) else {
-                continue;
-            };
-            let mine = rels.clone();
-            self.blocking(mount, move |dir| git::stage(&dir, &rels))
-                .await?;
-            self.staged
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(root)
-                .or_default()
-                .extend(mine);
+        for (root, rels) in stage_in_mounts(&self.mounts, &self.tree, view, paths).await? {
+            self.change_work(&root, |w| w.staged.extend(rels)).await?;
         }
         Ok(())
     }
@@ -278,8 +353,11 @@ impl ChatForge {
                     .ok_or("tag: `name` is missing")?
                     .to_owned();
                 let target = arg(call, "target").map(str::to_owned);
+                let (remote, work) = (mount.remote(), self.work_branch(mount).await?);
                 let sha = self
-                    .blocking(mount, move |dir| git::target_sha(&dir, target.as_deref()))
+                    .blocking(mount, move |dir| {
+                        git::target_sha(&dir, &remote, target.as_deref(), &work)
+                    })
                     .await?;
                 let kind = match arg(call, "message") {
                     Some(m) => format!("annotated, message \"{m}\""),
@@ -295,15 +373,14 @@ impl ChatForge {
                     .ok_or("release: `tag` is missing")?
                     .to_owned();
                 self.api("release", mount)?;
-                let target = arg(call, "target")
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| self.work_branch(mount));
-                let (t, tg) = (tag.clone(), target.clone());
+                let target = arg(call, "target").map(str::to_owned);
+                let (remote, work) = (mount.remote(), self.work_branch(mount).await?);
+                let t = tag.clone();
                 let sha = self
                     .blocking(mount, move |dir| {
-                        git::target_sha(&dir, Some(&format!("refs/tags/{t}")))
-                            .or_else(|_| git::target_sha(&dir, Some(&tg)))
-                            .or_else(|_| git::target_sha(&dir, None))
+                        // The tag where it exists, else the target, else the chat's branch.
+                        git::target_sha(&dir, &remote, Some(&format!("refs/tags/{t}")), &work)
+                            .or_else(|_| git::target_sha(&dir, &remote, target.as_deref(), &work))
                     })
                     .await?;
                 let title = arg(call, "title").unwrap_or(&tag);
@@ -371,13 +448,8 @@ impl ChatForge {
         let paths = match paths {
             Some(p) => p,
             None => {
-                let mine = self
-                    .staged
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .get(root.as_str())
-                    .map(|s| s.iter().cloned().collect::<Vec<_>>())
-                    .unwrap_or_default();
+                let mine: Vec<String> =
+                    self.work(root.as_str()).await?.staged.into_iter().collect();
                 if mine.is_empty() {
                     return Err(format!(
                         "Nothing to commit: this chat has staged no change in {root}. To commit changes staged before, name them in `paths`."
@@ -387,29 +459,21 @@ impl ChatForge {
             }
         };
         let committed_paths = paths.clone();
-        let branch = self.work_branch(mount);
+        let branch = self.work_branch(mount).await?;
         let remote = mount.remote();
         let author = person(&self.username);
         let b = branch.clone();
         let done = self
             .blocking(mount, move |dir| {
-                git::commit(
-                    &dir,
-                    &remote,
-                    &message,
-                    Some(&paths),
-                    (&author, &llembas()),
-                    &b,
-                )
+                git::commit(&dir, &remote, &message, &paths, (&author, &llembas()), &b)
             })
             .await?;
-        if let Some(mine) = self
-            .staged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(root.as_str())
-        {
-            mine.retain(|p| !committed_paths.iter().any(|c| git::within(p, c)));
+        if done.is_some() {
+            self.change_work(root.as_str(), |w| {
+                w.staged
+                    .retain(|p| !committed_paths.iter().any(|c| git::within(p, c)));
+            })
+            .await?;
         }
         match done {
             None => Err(format!("Nothing to commit: no change is staged in {root}.")),
@@ -431,14 +495,16 @@ impl ChatForge {
         let from = arg(call, "from").map(str::to_owned);
         let switch = flag(call, "switch").unwrap_or(true);
         let remote = mount.remote();
-        let n = name.clone();
+        let (n, work) = (name.clone(), self.work_branch(mount).await?);
         let sha = self
             .blocking(mount, move |dir| {
-                git::branch(&dir, &remote, &n, from.as_deref(), switch)
+                git::branch(&dir, &remote, &n, from.as_deref(), &work)
             })
             .await?;
-        if switch && let Ok(mut w) = self.work.lock() {
-            w.insert(mount.path.clone(), name.clone());
+        if switch {
+            let switched = name.clone();
+            self.change_work(&mount.path, |w| w.branch = Some(switched))
+                .await?;
         }
         Ok(format!(
             "Made branch {name} in {root} at {} and pushed it{}.",
@@ -455,9 +521,10 @@ impl ChatForge {
         let (_, mount) = self.target(view, call)?;
         let api = self.api("pr", mount)?;
         let title = arg(call, "title").ok_or("pr: `title` is missing")?;
-        let head = arg(call, "head")
-            .map(str::to_owned)
-            .unwrap_or_else(|| self.work_branch(mount));
+        let head = match arg(call, "head") {
+            Some(h) => h.to_owned(),
+            None => self.work_branch(mount).await?,
+        };
         let base = match arg(call, "base") {
             Some(b) => b.to_owned(),
             None => api.default_branch().await?,

@@ -252,8 +252,22 @@ async function adminMounts() {
           await draw();
         },
       });
+      // Fetch now: the branch moves forward when no chat has changes in the working tree.
+      const fetchNow = $("button", {
+        type: "button", class: "fetchmount", text: "Fetch",
+        onclick: async () => {
+          alertBox.textContent = "";
+          try {
+            const f = await api("POST", `/api/admin/mounts${m.path}`);
+            if (f.fetched && f.fetched.behind > 0) {
+              alertBox.textContent = `${m.path}: fetched; ${f.fetched.behind} commit(s) behind the remote, not moved: chats have changes in its working tree.`;
+            }
+          } catch (e) { alertBox.textContent = e.message; }
+          await draw();
+        },
+      });
       const state = m.state === "cloned" ? `${m.checked_out || "detached"} @ ${(m.head || "").slice(0, 12)}` : m.state;
-      list.append($("tr", { "data-mount": m.path }, $("td", { text: m.path }), $("td", { text: m.url }), $("td", { text: m.forge === "none" ? "git only" : `${m.forge} ${m.repo || ""}` }), $("td", { text: state }), $("td", {}, remove)));
+      list.append($("tr", { "data-mount": m.path }, $("td", { text: m.path }), $("td", { text: m.url }), $("td", { text: m.forge === "none" ? "git only" : `${m.forge} ${m.repo || ""}` }), $("td", { text: state }), $("td", {}, fetchNow, " ", remove)));
     }
   };
   const path = $("input", { id: "mountpath", autocomplete: "off", "aria-label": "Path in the tree", placeholder: "/repos/site" });

@@ -97,6 +97,7 @@ pub async fn chat_world(
         app.tree.clone(),
         &user.username,
         page.chat_cell(),
+        app.pool.clone(),
     );
     let world = ChatWorld::new(
         view,

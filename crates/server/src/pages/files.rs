@@ -53,10 +53,28 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?
 }
 
-/// Tells the search index a path changed (the answer stands whatever it does).
-async fn reindex(app: &App, path: &str) {
-    if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
-        tracing::warn!("search index: {path}: {e}");
+/// What follows a change the files API made at `paths` (the answer stands whatever it does):
+/// the search index learns of it, and a change inside a forge mount is staged, as a chat's
+/// file tool stages its own (it is no chat's: a chat's `commit` takes it only when its `paths`
+/// name it).
+pub async fn changed(app: &App, view: &View, paths: &[String]) {
+    for path in paths {
+        if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
+            tracing::warn!("search index: {path}: {e}");
+        }
+    }
+    if !paths
+        .iter()
+        .any(|p| view.access().mount_of(&VPath::parse(p)).is_some())
+    {
+        return;
+    }
+    let staged = match crate::mounts::stored(&app.pool).await {
+        Ok(mounts) => crate::verbs::stage_in_mounts(&mounts, &app.tree, view, paths).await,
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = staged {
+        tracing::warn!("staging {paths:?} in a mount: {e}");
     }
 }
 
@@ -162,13 +180,14 @@ pub async fn remove(
 ) -> Result<Json<Value>> {
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let given = q.required()?;
+    let v = view.clone();
     let (path, id) = blocking(move || {
-        let input = given.on(&view);
-        let p = view.resolve(&input);
-        Ok((p.to_string(), harness_fs::tools::rm(&view, &input)?))
+        let input = given.on(&v);
+        let p = v.resolve(&input);
+        Ok((p.to_string(), harness_fs::tools::rm(&v, &input)?))
     })
     .await?;
-    reindex(&app, &path).await;
+    changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path, "trash": id})))
 }
 
@@ -186,15 +205,15 @@ async fn move_entry(
     let view = user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let from = PathQuery::of(body.from).required()?;
     let to = PathQuery::of(body.to).required()?;
+    let v = view.clone();
     let (from, to) = blocking(move || {
-        let input = from.on(&view);
-        let src = view.resolve(&input);
-        let dst = harness_fs::tools::mv(&view, &input, &to.on(&view))?;
+        let input = from.on(&v);
+        let src = v.resolve(&input);
+        let dst = harness_fs::tools::mv(&v, &input, &to.on(&v))?;
         Ok((src.to_string(), dst.to_string()))
     })
     .await?;
-    reindex(&app, &from).await;
-    reindex(&app, &to).await;
+    changed(&app, &view, &[from.clone(), to.clone()]).await;
     Ok(Json(json!({"from": from, "to": to})))
 }
 
@@ -241,14 +260,17 @@ async fn restore(
     Authed(user): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
-    let path = with_trash(&app, &user, move |view, own| {
+    let (path, view) = with_trash(&app, &user, move |view, own| {
         if !own.iter().any(|e| e.id == id) {
             return Err(harness_fs::Error::NotInTrash(id).into());
         }
-        Ok(harness_fs::tools::restore(view, &id)?.to_string())
+        Ok((
+            harness_fs::tools::restore(view, &id)?.to_string(),
+            view.clone(),
+        ))
     })
     .await?;
-    reindex(&app, &path).await;
+    changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path})))
 }
 

@@ -68,6 +68,37 @@ pub fn file_at(repo: &Path, branch: &str, path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(blob.content()).into_owned())
 }
 
+/// Commits `path` with `content` on top of `branch` of the bare repository `repo`, as someone
+/// pushing to the remote would; the new commit.
+pub fn commit_on(repo: &Path, branch: &str, path: &str, content: &str) -> String {
+    let r = Repository::open(repo).unwrap();
+    let refname = format!("refs/heads/{branch}");
+    let parent = r
+        .find_reference(&refname)
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    let blob = r.blob(content.as_bytes()).unwrap();
+    let mut tb = r.treebuilder(Some(&parent.tree().unwrap())).unwrap();
+    tb.insert(path, blob, 0o100644).unwrap();
+    let tree = r.find_tree(tb.write().unwrap()).unwrap();
+    let sig = git2::Signature::now("ana", "ana@example.invalid").unwrap();
+    r.commit(Some(&refname), &sig, &sig, "by ana", &tree, &[&parent])
+        .unwrap()
+        .to_string()
+}
+
+/// The first parent of `branch`'s tip in `repo`.
+fn parent_of(repo: &Path, branch: &str) -> String {
+    let r = Repository::open(repo).unwrap();
+    let c = r
+        .find_reference(&format!("refs/heads/{branch}"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    c.parent_id(0).unwrap().to_string()
+}
+
 /// One pull request of the stand-in.
 struct Pr {
     number: u64,
@@ -408,13 +439,17 @@ struct Setup {
 }
 
 async fn setup(level: &str) -> Setup {
+    setup_with(level, |_| {}).await
+}
+
+async fn setup_with(level: &str, edit: impl FnOnce(&mut llembas_server::Config)) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let bare = dir.path().join("remotes/ana/site.git");
     bare_repo(&bare);
     let (_, token) = token_variable();
     let forge = StandIn::start(&bare, &token).await;
     let model = ScriptedServer::start(vec![]).await.unwrap();
-    let server = Server::start(&dir.path().join("data"), &model.base_url());
+    let server = Server::start_with(&dir.path().join("data"), &model.base_url(), edit);
     let mut root = server.admin().await;
     let mut alice = server.user("alice").await;
     let id = alice.get("/api/auth/me").await.1["id"].as_i64().unwrap();
@@ -1021,4 +1056,133 @@ async fn forge_live_forge_when_one_is_named() {
             .unwrap_err()
             .starts_with("Not found on the forge")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_each_chat_keeps_its_branch_and_staged_work_the_files_page_stages_and_an_admin_fetches()
+ {
+    // Every chat session is dropped when idle and built again for the next message.
+    let mut s = setup_with("commit", |c| c.idle_session = std::time::Duration::ZERO).await;
+    s.mount(false).await;
+    let work = s.server.tree().join("repos/site");
+    // Pushed to the remote after the clone: an admin's fetch moves the clean mount forward.
+    let second = commit_on(&s.bare, "main", "CHANGELOG.md", "v2\n");
+    assert_eq!(
+        s.alice
+            .post("/api/admin/mounts/repos/site", json!({}))
+            .await
+            .0,
+        403
+    );
+    let (status, v) = s.root.post("/api/admin/mounts/repos/site", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["fetched"], json!({"moved": true, "behind": 0}), "{v}");
+    assert_eq!(v["head"], second.as_str());
+    assert_eq!(
+        std::fs::read_to_string(work.join("CHANGELOG.md")).unwrap(),
+        "v2\n"
+    );
+
+    // Chat A stages a file in one message and commits it in the next.
+    s.model.push(tool_call(
+        "a1",
+        "write",
+        json!({"path": "/repos/site/a.md", "content": "a\n"}),
+    ));
+    s.model.push(text(&["written"]));
+    let (a, mut stream) = s.chat().await;
+    let run = s.alice.say(&a, "write a").await;
+    s.answering(&mut stream, &run, |_, _| "yes").await;
+    // The Files page writes into the mount: staged, as no chat's change.
+    let (status, v) = s
+        .alice
+        .put(
+            "/api/files/content?path=/repos/site/page.md",
+            "from the page\n",
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let st = Repository::open(&work)
+        .unwrap()
+        .status_file(Path::new("page.md"))
+        .unwrap();
+    assert!(st.contains(git2::Status::INDEX_NEW), "{st:?}");
+    s.model.push(tool_call(
+        "a2",
+        "commit",
+        json!({"repo": "/repos/site", "message": "A"}),
+    ));
+    s.model.push(text(&["done"]));
+    let run = s.alice.say(&a, "commit it").await;
+    s.answering(&mut stream, &run, |_, _| "yes").await;
+    let branch_a = format!("llembas/{a}");
+    assert_eq!(file_at(&s.bare, &branch_a, "a.md").as_deref(), Some("a\n"));
+    assert!(file_at(&s.bare, &branch_a, "page.md").is_none());
+    assert_eq!(parent_of(&s.bare, &branch_a), second);
+
+    // Chat B removes a file and switches to a branch of its own; its next message commits the
+    // removal and the page's file by naming them.
+    s.model.push(tool_call(
+        "b1",
+        "rm",
+        json!({"path": "/repos/site/README.md"}),
+    ));
+    s.model.push(tool_call(
+        "b2",
+        "branch",
+        json!({"repo": "/repos/site", "name": "feat/b"}),
+    ));
+    s.model.push(text(&["ok"]));
+    let (b, mut stream) = s.chat().await;
+    let run = s.alice.say(&b, "remove it").await;
+    s.answering(&mut stream, &run, |_, _| "yes").await;
+    s.model.push(tool_call(
+        "b3",
+        "commit",
+        json!({"repo": "/repos/site", "message": "B",
+               "paths": ["/repos/site/README.md", "/repos/site/page.md"]}),
+    ));
+    s.model.push(text(&["done"]));
+    let run = s.alice.say(&b, "commit it").await;
+    s.answering(&mut stream, &run, |_, _| "yes").await;
+    // Every tool result the model was sent, in order.
+    let results: Vec<String> = s
+        .model
+        .bodies()
+        .iter()
+        .flat_map(|b| b["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("on branch feat/b")),
+        "{results:?}"
+    );
+    // B's branch holds its changes on the remote's main, and nothing of chat A's.
+    assert!(file_at(&s.bare, "feat/b", "README.md").is_none());
+    assert_eq!(
+        file_at(&s.bare, "feat/b", "page.md").as_deref(),
+        Some("from the page\n")
+    );
+    assert!(file_at(&s.bare, "feat/b", "a.md").is_none(), "A's commit");
+    assert_eq!(parent_of(&s.bare, "feat/b"), second);
+    assert!(ref_sha(&s.bare, &format!("refs/heads/llembas/{b}")).is_none());
+    // The mount stays on its branch; with changes in it, a fetch moves nothing and says so.
+    let repo = Repository::open(&work).unwrap();
+    assert_eq!(repo.head().unwrap().shorthand().unwrap(), "main");
+    assert_eq!(
+        repo.head()
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string(),
+        second
+    );
+    commit_on(&s.bare, "main", "CHANGELOG.md", "v3\n");
+    let (status, v) = s.root.post("/api/admin/mounts/repos/site", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["fetched"], json!({"moved": false, "behind": 1}), "{v}");
+    assert_eq!(v["head"], second.as_str());
+    assert_eq!(std::fs::read_to_string(work.join("a.md")).unwrap(), "a\n");
 }
