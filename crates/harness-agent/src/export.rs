@@ -14,6 +14,16 @@ const RESULT_LINES: usize = 40;
 
 /// The session `meta` with `entries` as Markdown.
 pub fn markdown(meta: &Meta, entries: &[Entry]) -> String {
+    write_markdown(meta, entries, true)
+}
+
+/// The session as [`markdown`] writes it, for someone who may read the conversation but not
+/// what the tools read: each call is named by its title, its result left out.
+pub fn markdown_without_results(meta: &Meta, entries: &[Entry]) -> String {
+    write_markdown(meta, entries, false)
+}
+
+fn write_markdown(meta: &Meta, entries: &[Entry], results: bool) -> String {
     let title = if meta.title.trim().is_empty() {
         "Session"
     } else {
@@ -64,7 +74,11 @@ pub fn markdown(meta: &Meta, entries: &[Entry]) -> String {
                 ..
             } => {
                 let title = calls.remove(call_id).unwrap_or_else(|| tool.clone());
-                out.push_str(&result_block(&title, output));
+                if results {
+                    out.push_str(&result_block(&title, output));
+                } else {
+                    out.push_str(&format!("\n*{}*\n", title.replace('*', "\\*")));
+                }
             }
             Entry::JobStarted { id, title, .. } => {
                 out.push_str(&format!("\n*Job {id} started: {title}*\n"));

@@ -272,6 +272,9 @@ async fn get_chat(
 #[derive(Deserialize)]
 struct Message {
     text: String,
+    /// Images of the person's view sent with the text ([`crate::images`]).
+    #[serde(default)]
+    images: Vec<String>,
 }
 
 async fn send_message(
@@ -281,8 +284,10 @@ async fn send_message(
     Body(body): Body<Message>,
 ) -> Result<Response> {
     let run = match crate::device_chats::of(&app, &id).await? {
-        Some(row) => crate::device_chats::send(&app, &user, &id, &row, &body.text).await?,
-        None => chats::send(&app, &user, &id, &body.text).await?,
+        Some(row) => {
+            crate::device_chats::send(&app, &user, &id, &row, &body.text, &body.images).await?
+        }
+        None => chats::send(&app, &user, &id, &body.text, &body.images).await?,
     };
     Ok((StatusCode::ACCEPTED, Json(json!({"run": run}))).into_response())
 }

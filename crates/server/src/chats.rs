@@ -35,7 +35,7 @@ pub use recover::recover;
 pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
 pub use rows::{ChatRow, chat_row, list};
-pub use runs::{approve, carry_out, interrupt_all, send, set_mode, stop};
+pub use runs::{approve, carry_out, interrupt_all, run_started, send, set_mode, stop};
 pub use shared::{Act, answer_ask, keep_leases, lease_end, listen, publish_revoked};
 
 /// The shared capacity gate of the process's chats.

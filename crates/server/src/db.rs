@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 11] = match backend {
+    let steps: [(i64, &str, &'static str); 12] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -104,6 +104,11 @@ fn migrator(backend: Backend) -> Migrator {
                 11,
                 "mount_work",
                 include_str!("../migrations/sqlite/0011_mount_work.sql"),
+            ),
+            (
+                12,
+                "shares",
+                include_str!("../migrations/sqlite/0012_shares.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -161,6 +166,11 @@ fn migrator(backend: Backend) -> Migrator {
                 11,
                 "mount_work",
                 include_str!("../migrations/postgres/0011_mount_work.sql"),
+            ),
+            (
+                12,
+                "shares",
+                include_str!("../migrations/postgres/0012_shares.sql"),
             ),
         ],
     };

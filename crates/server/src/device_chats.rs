@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, LoadSessionRequest, Meta, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    CancelNotification, ContentBlock, ImageContent, LoadSessionRequest, Meta, NewSessionRequest,
+    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     SelectedPermissionOutcome, SessionNotification, SetSessionModeRequest, TextContent,
 };
 use harness_core::protocol::Mode;
@@ -486,12 +486,15 @@ pub async fn send(
     chat: &str,
     row: &Row,
     text: &str,
+    images: &[String],
 ) -> Result<String> {
     if text.trim().is_empty() {
         return Err(Error::BadRequest("the message is empty".into()));
     }
     app.refuse_when_stopping()?;
     let c = crate::chats::chat_row(&app.pool, user, chat).await?;
+    // The device's agent sends them only to a model that reads images, as a local session does.
+    let images = crate::images::read(app, user, images).await?;
     if let Some(r) = app.device_chats.run_of(chat) {
         return Err(Error::Conflict(format!(
             "the chat {chat} is busy with run {r}: stop it or wait for its end"
@@ -501,7 +504,7 @@ pub async fn send(
     let live = online(app, &row.device, &name)?;
     let at = session_on(app, chat, row, &live, &c.model, &c.mode).await?;
     let input = json!({"type": "user_input", "text": text, "origin": "person"});
-    let run = begin(app, user.id, chat, &at, None, input).await?;
+    let run = begin(app, user.id, chat, &at, (None, &images), input).await?;
     // The title as a local chat's: the first line with words, at most 80 characters.
     let title: String = text
         .lines()
@@ -523,10 +526,13 @@ pub async fn send(
     {
         tracing::error!("chat {chat}: storing its title: {e}");
     }
-    let prompt = PromptRequest::new(
-        at.session.clone(),
-        vec![ContentBlock::Text(TextContent::new(text))],
+    let mut blocks = vec![ContentBlock::Text(TextContent::new(text))];
+    blocks.extend(
+        images
+            .iter()
+            .map(|i| ContentBlock::Image(ImageContent::new(i.base64(), i.mime))),
     );
+    let prompt = PromptRequest::new(at.session.clone(), blocks);
     let (app2, chat2, run2, agent) = (app.clone(), chat.to_owned(), run.clone(), live.agent);
     let user_id = user.id;
     tokio::spawn(async move {
@@ -543,7 +549,7 @@ async fn begin(
     user_id: i64,
     chat: &str,
     at: &Opened,
-    machine: Option<String>,
+    (machine, images): (Option<String>, &[crate::images::Image]),
     input: Value,
 ) -> Result<String> {
     let run = random_id()?;
@@ -588,7 +594,7 @@ async fn begin(
                 user_id,
                 chat,
                 Some(&run),
-                json!({"type": "run_started", "run": run}),
+                crate::chats::run_started(&run, images),
             )
             .await?;
         app.hub.append(user_id, chat, Some(&run), input).await
@@ -620,7 +626,15 @@ pub async fn begin_machine(
     let Some(at) = at else {
         return Ok(());
     };
-    begin(app, user_id, chat, &at, Some(prompt.to_owned()), input).await?;
+    begin(
+        app,
+        user_id,
+        chat,
+        &at,
+        (Some(prompt.to_owned()), &[]),
+        input,
+    )
+    .await?;
     Ok(())
 }
 

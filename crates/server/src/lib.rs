@@ -19,6 +19,7 @@ mod error;
 pub mod forge;
 pub mod git;
 pub mod history;
+pub mod images;
 pub mod link;
 pub mod mcp;
 pub mod memory;
@@ -32,6 +33,7 @@ pub mod redirect;
 pub mod removal;
 pub mod search;
 pub mod settings;
+pub mod shares;
 pub mod slots;
 pub mod store;
 pub mod streams;
@@ -440,6 +442,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(device_ext::routes())
         .merge(mcp::routes())
         .merge(mounts::routes())
+        .merge(shares::routes())
         .with_state(app)
         .layer(pages::compression())
         .layer(axum::middleware::from_fn(log_request))

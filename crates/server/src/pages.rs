@@ -7,7 +7,7 @@
 //! and API helpers); they draw every page from the HTTP API ([`crate::api`]) and the SSE stream
 //! and never parse what a model or a tool wrote as HTML (see `ui/app.js`).
 //!
-//! - `GET /login`, `GET /chats`, `GET /chats/{id}`, `GET /files` — the shell (the module reads the path); it
+//! - `GET /login`, `GET /chats`, `GET /chats/{id}`, `GET /files`, `GET /shared/{token}` — the shell (the module reads the path); it
 //!   holds no user's data, so it is the same for everyone: authorisation stays in the API, and
 //!   another user's chat URL shows "No such chat".
 //! - `GET /ui/{tag}/app.js` (and each module it imports), `GET /ui/{tag}/app.css` — the assets,
@@ -52,6 +52,8 @@ const MODULES: &[(&str, &str)] = &[
     ("files.js", include_str!("../ui/files.js")),
     ("settings.js", include_str!("../ui/settings.js")),
     ("devices.js", include_str!("../ui/devices.js")),
+    ("shared.js", include_str!("../ui/shared.js")),
+    ("images.js", include_str!("../ui/images.js")),
 ];
 /// The page's style sheet.
 const APP_CSS: &str = include_str!("../ui/app.css");
@@ -104,6 +106,7 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
         .route("/files", get(shell))
         .route("/settings", get(shell))
         .route("/devices", get(shell))
+        .route("/shared/{token}", get(shell))
         .route("/ui/{tag}/{file}", get(asset))
         .merge(chats::routes())
         .merge(files::routes())

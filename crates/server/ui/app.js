@@ -9,8 +9,10 @@
 import { devicesPage } from "./devices.js";
 import { $, alertBox, api, app, setAlertBox } from "./dom.js";
 import { filesPage } from "./files.js";
+import { ImageTray, isImage, messageImages, takenNames, upload } from "./images.js";
 import { diffView, markdown, unifiedView } from "./render.js";
 import { settingsPage } from "./settings.js";
+import { sharedPage, shareControls } from "./shared.js";
 import { base64, callSubject, MODES, planCard, proposed, sideBar, sideBarFollow } from "./sidebar.js";
 import { signIn } from "./signin.js";
 export async function chatPage(id) {
@@ -121,7 +123,8 @@ export class ChatView {
     this.deviceTag = d ? $("span", { class: `tag device ${d.online ? "online" : "offline"}`, id: "device",
       title: d.online ? "Runs on this linked device" : "The device is offline: start `llembas link` on it",
       text: `on ${d.name} · ${d.cwd}${d.online ? "" : " · offline"}` }) : null;
-    const head = $("div", { class: "chathead" }, this.menu, this.title, this.deviceTag, this.modeTag, this.modelTag, this.contextTag, this.status, this.stopButton);
+    const sharing = shareControls(c);
+    const head = $("div", { class: "chathead" }, this.menu, this.title, this.deviceTag, this.modeTag, this.modelTag, this.contextTag, ...sharing.controls, this.status, this.stopButton);
     this.log = $("div", { class: "log", id: "log", "aria-live": "polite" });
     this.olderBar = $("button", { type: "button", id: "older", class: "older", text: "Older messages", hidden: true, onclick: () => this.loadOlder() });
     this.log.append(this.olderBar);
@@ -143,8 +146,11 @@ export class ChatView {
     // each named in the message by its path; a name taken gets a free one, nothing is replaced.
     this.attach = $("input", { type: "file", id: "attach", multiple: true, class: "attachinput", "aria-label": "Attach files" });
     this.attach.addEventListener("change", () => this.attachFiles());
-    const attachLabel = $("label", { for: "attach", class: "attach", title: "Attach files: uploaded to your home, named in the message" }, "Attach");
-    const composer = $("div", { class: "composer" }, attachLabel, this.attach, this.input, this.send,
+    const attachLabel = $("label", { for: "attach", class: "attach", title: "Attach files: uploaded to your home, named in the message (images go to the model)" }, "Attach");
+    // Images pasted or attached: sent to the model with the message.
+    this.images = new ImageTray((text) => { alertBox.textContent = text; });
+    this.input.addEventListener("paste", (ev) => this.images.pasted(ev));
+    const composer = $("div", { class: "composer" }, this.images.node, attachLabel, this.attach, this.input, this.send,
       $("span", { class: "hint muted", text: "Enter sends · Shift-Enter new line · Esc stops" }));
     // The chat's background jobs (`task` in the background), running and ended, above the
     // composer: they go on while the log scrolls.
@@ -152,7 +158,7 @@ export class ChatView {
     this.jobsList = $("div", { class: "joblist" });
     this.jobsPanel = $("section", { class: "jobs", id: "jobs", hidden: true, "aria-label": "Background jobs" },
       $("div", { class: "jobshead" }, $("strong", { text: "Background jobs" }), this.jobsCount), this.jobsList);
-    this.main.append(head, alertBox, this.planSlot, this.log, this.jobsPanel, composer);
+    this.main.append(head, sharing.panel, alertBox, this.planSlot, this.log, this.jobsPanel, composer);
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && this.run) {
         ev.preventDefault();
@@ -272,32 +278,28 @@ export class ChatView {
   async submit() {
     const text = this.input.value;
     if (!text.trim() || this.run) return;
-    if (await this.post(text)) this.input.value = "";
+    if (await this.post(text, this.images.paths())) {
+      this.input.value = "";
+      this.images.clear();
+    }
   }
 
   async attachFiles() {
     alertBox.textContent = "";
+    const files = [...this.attach.files];
+    this.attach.value = "";
+    await this.images.addFiles(files.filter(isImage));
     let taken;
     try {
-      taken = new Set((await api("GET", "/api/files")).entries.map((e) => e.name));
+      taken = await takenNames();
     } catch (e) {
       alertBox.textContent = e.message;
       return;
     }
     const paths = [];
-    for (const f of this.attach.files) {
-      const name = freeName(f.name, taken);
-      taken.add(name);
-      const r = await fetch(`/api/files/content?path=${encodeURIComponent(name)}`, { method: "PUT", body: f, credentials: "same-origin" });
-      let v = null;
-      try { v = await r.json(); } catch { /* not JSON */ }
-      if (!r.ok) {
-        alertBox.textContent = (v && v.error) || `${r.status}`;
-        continue;
-      }
-      paths.push(v.path);
+    for (const f of files.filter((f) => !isImage(f))) {
+      try { paths.push(await upload(f.name, f, taken)); } catch (e) { alertBox.textContent = e.message; }
     }
-    this.attach.value = "";
     if (paths.length) {
       const before = this.input.value.replace(/\s+$/, "");
       const refs = paths.map((p) => `Attached: ${p}`).join("\n");
@@ -309,11 +311,12 @@ export class ChatView {
 
   // Sends a message as the person's (the composer, a regenerate, an edit sent again): true when
   // the run started.
-  async post(text) {
+  async post(text, images = []) {
     alertBox.textContent = "";
     this.sentAt = performance.now();
     try {
-      const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, { text });
+      const body = images.length ? { text, images } : { text };
+      const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, body);
       // The stream may have told the run's start, and even its end, before this answer came.
       if (!this.run && !this.ended.has(v.run)) this.setRunning(v.run);
       document.body.dataset.sent = v.run;
@@ -794,22 +797,13 @@ export function firstLine(text) {
   return [...line].slice(0, 80).join("");
 }
 
-// A name not in `taken`: `name`, else `stem (2).ext`, `stem (3).ext`, …
-export function freeName(name, taken) {
-  if (!taken.has(name)) return name;
-  const dot = name.lastIndexOf(".");
-  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
-  for (let n = 2; ; n++) {
-    const next = `${stem} (${n})${ext}`;
-    if (!taken.has(next)) return next;
-  }
-}
-
 // What the page does with each event of a chat's stream (`view`: the chat's view, `s`: the
 // stored event around it, `e`: the event). An event of another type changes nothing.
 export const ON_EVENT = {
   run_started(view, e, s) {
     if (!view.older) view.setRunning(s.run);
+    // The images the person's message carries, drawn with it.
+    view.runImages = e.images || null;
   },
   user_input(view, e, s) {
     if (e.origin === "machine") {
@@ -825,6 +819,8 @@ export const ON_EVENT = {
     view.lastUser = e.text;
     {
       const msg = $("div", { class: "msg user", text: e.text });
+      if (view.runImages) msg.append(messageImages(view.runImages));
+      view.runImages = null;
       msg.append(view.actions(msg, () => e.text, e.text));
       view.add(msg);
     }
@@ -991,6 +987,7 @@ export async function main() {
     else if (path === "/files") await filesPage();
     else if (path === "/settings") await settingsPage();
     else if (path === "/devices") await devicesPage();
+    else if (path.startsWith("/shared/")) await sharedPage(decodeURIComponent(path.slice("/shared/".length)));
     else location.replace("/chats");
   } catch (e) {
     app.replaceChildren($("p", { class: "error", text: `The page failed: ${e.message}` }));

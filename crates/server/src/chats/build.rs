@@ -32,7 +32,7 @@ pub(super) fn model_settings(app: &App) -> Result<&harness_model::settings::Mode
 
 /// The model link of `model`, one for every chat of it in this process: one HTTP client (its
 /// connections and root certificates loaded once), not one a chat.
-fn model_link(app: &App, model: &str) -> Result<Arc<harness_model::ModelClient>> {
+pub(super) fn model_link(app: &App, model: &str) -> Result<Arc<harness_model::ModelClient>> {
     let mut links = app
         .links
         .lock()

@@ -17,13 +17,22 @@ use crate::auth::User;
 use crate::db::{Stmt, now, random_id};
 use crate::error::{Error, Result};
 
-/// Sends a message to the user's chat `id`: a new run, answered by its id.
-pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<String> {
+/// Sends a message to the user's chat `id`, with the images of the user's view `images` names:
+/// a new run, answered by its id.
+pub async fn send(
+    app: &Arc<App>,
+    user: &User,
+    id: &str,
+    text: &str,
+    images: &[String],
+) -> Result<String> {
     if text.trim().is_empty() {
         return Err(Error::BadRequest("the message is empty".into()));
     }
     app.refuse_when_stopping()?;
     let chat = row_for_run(app, user, id).await?;
+    let images = crate::images::read(app, user, images).await?;
+    crate::images::check_vision(super::build::model_link(app, &chat.model)?.model(), &images)?;
     if let Some(r) = &chat.running {
         // Before a session is built: one built beside a run of another process would read
         // its transcript half-written.
@@ -76,17 +85,12 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         return Err(e.into());
     }
     app.hub
-        .append(
-            user.id,
-            id,
-            Some(&run_id),
-            json!({"type": "run_started", "run": run_id}),
-        )
+        .append(user.id, id, Some(&run_id), run_started(&run_id, &images))
         .await?;
     let sent = live.ctl.submit(Op::Prompt {
         text: text.to_owned(),
         origin: Origin::Person,
-        images: Vec::new(),
+        images: images.iter().map(crate::images::Image::data_url).collect(),
     });
     if !sent {
         end_run(app, user.id, id, &run_id, "failed").await?;
@@ -97,6 +101,16 @@ pub async fn send(app: &Arc<App>, user: &User, id: &str, text: &str) -> Result<S
         live.ctl.submit(Op::Cancel);
     }
     Ok(run_id)
+}
+
+/// A run's `run_started` event: its id, and the images its message carries (by their paths in
+/// the person's view, where the page shows them from).
+pub fn run_started(run: &str, images: &[crate::images::Image]) -> serde_json::Value {
+    let mut e = json!({"type": "run_started", "run": run});
+    if !images.is_empty() {
+        e["images"] = json!(images.iter().map(|i| i.path.as_str()).collect::<Vec<_>>());
+    }
+    e
 }
 
 /// At shutdown: cancels every run going on here, waits for each to end (its tools' calls get

@@ -112,7 +112,7 @@ pub fn file_type(name: &str) -> (&'static str, bool) {
 }
 
 /// `Content-Disposition` for `name`: an ASCII fallback and the name itself (RFC 6266).
-fn disposition(kind: &str, name: &str) -> Result<HeaderValue> {
+pub(crate) fn disposition(kind: &str, name: &str) -> Result<HeaderValue> {
     let ascii: String = name
         .chars()
         .map(|c| {

@@ -2967,3 +2967,148 @@ fn a_chat_commits_to_a_mounted_repository_opens_a_pr_shown_as_a_card_and_a_no_me
         shot(c, "forge-pr-card").await;
     });
 }
+
+#[test]
+fn a_chat_is_shared_as_a_read_only_page_marked_as_shared_and_ended_by_its_owner() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["Here is **the plan**."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path(), &model.base_url());
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        say(c, "plan it").await;
+        until(
+            c,
+            "the run's end",
+            "return document.body.dataset.running === 'no' && document.querySelector('.answer strong')",
+        )
+        .await;
+        find(c, "#share").await.click().await.unwrap();
+        let link = until(
+            c,
+            "the share link",
+            "return document.querySelector('#sharelink').value",
+        )
+        .await;
+        let link = link.as_str().unwrap().to_owned();
+        assert!(
+            link.starts_with(&format!("{}/shared/", server.base)),
+            "{link}"
+        );
+        shot(c, "share-panel").await;
+        // Export as Markdown: a download (the page asked for it and was answered).
+        js(
+            c,
+            "const s = document.querySelector('#export'); s.value = 'markdown'; s.dispatchEvent(new Event('change'));",
+        )
+        .await;
+        until(
+            c,
+            "the export",
+            "return document.body.dataset.exported === 'markdown'",
+        )
+        .await;
+
+        // The link read by someone signed out: the copy, marked as shared, drawn as Markdown.
+        c.delete_all_cookies().await.unwrap();
+        c.goto(&link).await.unwrap();
+        let banner = find(c, "#sharebanner").await.text().await.unwrap();
+        assert!(
+            banner.starts_with("Shared chat, read-only: a copy alice shared on"),
+            "{banner}"
+        );
+        assert_eq!(
+            js(
+                c,
+                "return document.querySelector('#shared strong').textContent"
+            )
+            .await,
+            "the plan"
+        );
+        assert!(page_text(c).await.contains("plan it"));
+        shot(c, "shared-page").await;
+
+        // Its owner ends it: the link no longer opens.
+        sign_in(c, &server.base, "alice").await;
+        find(c, ".chatlist a").await.click().await.unwrap();
+        until(
+            c,
+            "the shared state",
+            "return document.querySelector('#sharestate').textContent.startsWith('Shared since')",
+        )
+        .await;
+        find(c, "#unshare").await.click().await.unwrap();
+        until(
+            c,
+            "the end of sharing",
+            "return document.body.dataset.shared === 'no'",
+        )
+        .await;
+        c.goto(&link).await.unwrap();
+        let gone = find(c, "#sharegone").await.text().await.unwrap();
+        assert_eq!(
+            gone,
+            "This shared chat does not exist, or its owner stopped sharing it."
+        );
+    });
+}
+
+#[test]
+fn an_image_pasted_in_the_composer_goes_to_the_model_and_shows_with_the_message() {
+    run(async {
+        let model = ScriptedServer::start(vec![text(&["A dot."])])
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A model whose catalogue entry says it reads images.
+        let server = Server::start_with(dir.path(), &model.base_url(), |c| {
+            c.model = Some(harness_model::settings::ModelSettings {
+                model: Some("gpt-4o".into()),
+                ..harness_model::settings::ModelSettings::new(&model.base_url())
+            });
+        });
+        let _alice = server.user("alice").await;
+        let c = fresh().await;
+        sign_in(c, &server.base, "alice").await;
+        new_chat(c).await;
+        find(c, "#prompt").await;
+        // A paste of a PNG, as the clipboard hands it to the page.
+        let bytes: Vec<String> = DOT_PNG.iter().map(u8::to_string).collect();
+        js(
+            c,
+            &format!(
+                "const f = new File([new Uint8Array([{}])], 'image.png', {{type: 'image/png'}});\
+                 const dt = new DataTransfer(); dt.items.add(f);\
+                 document.querySelector('#prompt').dispatchEvent(new ClipboardEvent('paste', {{clipboardData: dt, bubbles: true, cancelable: true}}));",
+                bytes.join(",")
+            ),
+        )
+        .await;
+        until(
+            c,
+            "the pasted image in the tray",
+            "const i = document.querySelector('.imagechip img'); return i && i.complete && i.naturalWidth === 1",
+        )
+        .await;
+        shot(c, "image-pasted").await;
+        say(c, "what is this").await;
+        until(
+            c,
+            "the image with the message",
+            "const i = document.querySelector('.msg.user .msgimages img'); return i && i.complete && i.naturalWidth === 1",
+        )
+        .await;
+        until(c, "the answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'A dot.')").await;
+        assert_eq!(
+            js(c, "return document.querySelector('#imagetray').hidden").await,
+            json!(true)
+        );
+        let sent = model.bodies()[0]["messages"].to_string();
+        assert!(sent.contains("data:image/png;base64,iVBORw0KGgo"), "{sent}");
+        shot(c, "image-sent").await;
+    });
+}

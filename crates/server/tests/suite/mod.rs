@@ -10,6 +10,7 @@ mod db;
 mod devices;
 mod files;
 mod forge;
+mod images;
 mod mcp;
 mod memory;
 mod pages;
@@ -17,6 +18,7 @@ mod postgres;
 mod process;
 mod search;
 mod settings;
+mod shares;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -206,6 +208,11 @@ impl Client {
         let text = resp.text().await.unwrap();
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
         (status, v)
+    }
+
+    /// The answer to a GET as it came: status, headers and body.
+    pub async fn get_raw(&mut self, path: &str) -> reqwest::Response {
+        self.req(reqwest::Method::GET, path).send().await.unwrap()
     }
 
     pub async fn get(&mut self, path: &str) -> (u16, Value) {
