@@ -99,6 +99,11 @@ pub struct Args {
     /// admin to approve it. Off by default.
     #[arg(long, global = true)]
     pub allow_signups: bool,
+    /// What a forge mount's `token_env` must start with: the server sends that variable's value
+    /// to the mount's remote, so an admin of the web UI reaches no other variable of its
+    /// environment (its model keys, its database URL).
+    #[arg(long, global = true, default_value = FORGE_TOKEN_PREFIX)]
+    pub forge_token_prefix: String,
     /// What to do (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -168,7 +173,12 @@ pub struct Config {
     /// How long a chat's session stays in memory idle, with no page of the chat open, before
     /// it is dropped (it is built again from the database when it is needed).
     pub idle_session: std::time::Duration,
+    /// What a forge mount's `token_env` must start with ([`Args::forge_token_prefix`]).
+    pub forge_token_prefix: String,
 }
+
+/// [`Config::forge_token_prefix`] by default.
+pub const FORGE_TOKEN_PREFIX: &str = "LLEMBAS_FORGE_";
 
 /// [`Config::idle_session`] by default: a client that sends its next message within it (a
 /// script over the API) finds the session still built.
@@ -228,6 +238,7 @@ impl Config {
             secure_cookie: args.secure_cookie,
             allow_signups: args.allow_signups,
             idle_session: IDLE_SESSION,
+            forge_token_prefix: args.forge_token_prefix.clone(),
         })
     }
 }
@@ -266,6 +277,8 @@ pub struct App {
     pub secure_cookie: bool,
     /// Whether anyone may sign up (as `pending`).
     pub allow_signups: bool,
+    /// What a forge mount's `token_env` must start with.
+    pub forge_token_prefix: String,
     /// The model servers' slots, shared by every chat.
     pub capacity: Arc<harness_agent::CapacityGate>,
     /// The model requests at once of each model server ([`slots`]).
@@ -390,6 +403,7 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
         limiter: auth::Limiter::default(),
         secure_cookie: config.secure_cookie,
         allow_signups: config.allow_signups,
+        forge_token_prefix: config.forge_token_prefix.clone(),
         capacity: chats::capacity()?,
         slots: std::sync::atomic::AtomicU32::new(slots::DEFAULT_SLOTS),
         search,

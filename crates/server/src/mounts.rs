@@ -244,7 +244,7 @@ async fn set(
     let path = checked_path(&path)?;
     check_url(&body.url)?;
     if let Some(v) = &body.token_env {
-        check_variable(v)?;
+        check_variable(v, &app.forge_token_prefix)?;
     }
     if let Some(api) = &body.api {
         match url::Url::parse(api) {
@@ -422,18 +422,25 @@ fn redacted(url: &str) -> String {
     }
 }
 
-fn check_variable(var: &str) -> Result<()> {
-    if !var.is_empty()
-        && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !var.starts_with(|c: char| c.is_ascii_digit())
+/// A token's variable: a name (never a token), and one the server's operator let mounts use
+/// (its `--forge-token-prefix`): the server sends its value to the remote, so no other variable
+/// of its environment may be named.
+fn check_variable(var: &str, prefix: &str) -> Result<()> {
+    if var.is_empty()
+        || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || var.starts_with(|c: char| c.is_ascii_digit())
     {
-        Ok(())
-    } else {
-        Err(Error::BadRequest(format!(
+        return Err(Error::BadRequest(format!(
             "token_env names a variable of the server's environment (A-Z 0-9 _), not a token: {:?}",
             "…"
-        )))
+        )));
     }
+    if !var.starts_with(prefix) {
+        return Err(Error::BadRequest(format!(
+            "token_env {var} does not start with {prefix}: a mount's token is read from a variable named {prefix}… (the server's --forge-token-prefix), so no other variable of the server's environment is ever sent to a remote"
+        )));
+    }
+    Ok(())
 }
 
 /// The mounts a view marks, by path.

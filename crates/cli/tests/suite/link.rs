@@ -44,6 +44,7 @@ impl Server {
             secure_cookie: false,
             allow_signups: false,
             idle_session: llembas_server::IDLE_SESSION,
+            forge_token_prefix: llembas_server::FORGE_TOKEN_PREFIX.into(),
         };
         let addr = addr.to_owned();
         let (tx, rx) = std::sync::mpsc::channel();

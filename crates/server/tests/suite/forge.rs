@@ -1186,3 +1186,38 @@ async fn forge_each_chat_keeps_its_branch_and_staged_work_the_files_page_stages_
     assert_eq!(v["head"], second.as_str());
     assert_eq!(std::fs::read_to_string(work.join("a.md")).unwrap(), "a\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_a_mounts_token_is_read_only_from_a_variable_the_operator_allowed() {
+    // The server's default: only variables named LLEMBAS_FORGE_… may be sent to a remote.
+    let mut s = setup_with("commit", |c| {
+        c.forge_token_prefix = llembas_server::FORGE_TOKEN_PREFIX.into();
+    })
+    .await;
+    let url = format!("file://{}", s.bare.display());
+    let (var, _) = token_variable();
+    let (status, body) = s
+        .root
+        .put_json(
+            "/api/admin/mounts/repos/site",
+            json!({"url": url, "token_env": var}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string().contains(&format!(
+            "token_env {var} does not start with LLEMBAS_FORGE_"
+        )),
+        "{body}"
+    );
+    assert!(!s.server.tree().join("repos/site").exists());
+    let (status, body) = s
+        .root
+        .put_json(
+            "/api/admin/mounts/repos/site",
+            json!({"url": url, "token_env": "LLEMBAS_FORGE_SITE"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["token_env"], "LLEMBAS_FORGE_SITE");
+}

@@ -68,6 +68,8 @@ impl Server {
             secure_cookie: false,
             allow_signups: false,
             idle_session: llembas_server::IDLE_SESSION,
+            // The tests name variables their process has (they set none).
+            forge_token_prefix: String::new(),
         };
         edit(&mut config);
         let (tx, rx) = std::sync::mpsc::channel();
