@@ -59,10 +59,12 @@ pub(crate) async fn events_between(
 /// A stored event's row as read: `id, chat_id, run_id, seq, data`.
 pub(crate) type Row = (i64, String, Option<String>, i64, String);
 
-/// The event of `user_id` a row holds (its `data` parsed).
+/// The event of `user_id` a row holds (its `data` parsed); a machine turn stored before its
+/// job marks were (`jobs`, [`crate::marks`]) is given them here.
 pub(crate) fn stored(user_id: i64, (id, chat, run, seq, data): Row) -> Result<Stored> {
-    let event =
+    let mut event =
         serde_json::from_str(&data).map_err(|e| Error::Stored(format!("event {id}: {e}")))?;
+    crate::marks::add_job_marks(&mut event);
     Ok(Stored {
         id,
         user_id,

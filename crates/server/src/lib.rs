@@ -22,6 +22,7 @@ pub mod forge;
 pub mod git;
 pub mod history;
 pub mod link;
+pub mod marks;
 pub mod mcp;
 pub mod memory;
 pub mod mounts;
