@@ -1,15 +1,14 @@
 //! Accounts beyond sign-in: a user's sign-in sessions (listed, revoked), sign-ups (off unless
 //! the server was started with `--allow-signups`; an account made so is `pending` until an admin
 //! approves it; throttled per address; a taken name answered as a free one), and the admin's
-//! routes: users (list, add, role, disable; passwords in [`crate::password`], deletion in
-//! [`crate::removal`]), each user's grants (the view levels of `spec/filesystem.md`, never in
+//! routes: users (list, add, role, disable; passwords and deletion have modules of their own,
+//! `password` and `removal`), each user's grants (the view levels of `spec/filesystem.md`, never in
 //! another user's home), and the models users may use. An admin manages accounts; no admin route
 //! reads a user's chats, files or memory.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::db::Db;
 use axum::Json;
 use axum::Router;
 use axum::extract::{ConnectInfo, Path, State};
@@ -21,13 +20,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::auth::{self, Authed, Body, Role, User, check_origin, cookie_token};
+use crate::auth::{
+    self, Authed, Body, Role, check_origin, cookie_token, require_admin, username_of,
+};
 use crate::db::token_hash;
 use crate::error::{Error, Result};
+use crate::settings::{ALLOWED_MODELS, allowed_models};
 use crate::world;
-
-/// The settings key of the models users may use (a JSON list).
-const ALLOWED_MODELS: &str = "allowed_models";
 
 /// The routes of this module.
 pub fn routes() -> Router<Arc<App>> {
@@ -36,33 +35,21 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/auth/sessions/{id}", delete(revoke_session))
         .route("/api/auth/signup", post(signup))
         .route("/api/admin/users", get(list_users).post(add_user))
-        .route(
-            "/api/admin/users/{id}",
-            patch(change_user).delete(crate::removal::delete),
-        )
+        .route("/api/admin/users/{id}", patch(change_user))
         .route(
             "/api/admin/users/{id}/grants",
             get(get_grants).put(put_grants),
         )
         .route("/api/admin/models", get(get_models).put(put_models))
         .route("/api/admin/search/rebuild", post(rebuild_search))
-        .merge(crate::password::routes())
 }
 
 /// `POST /api/admin/search/rebuild`: the search index of the tree built anew in the
 /// background, every file cut and embedded again (202; 403 for a user who is not an admin).
 async fn rebuild_search(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Response> {
-    admin(&user)?;
+    require_admin(&user)?;
     app.search.rebuild(app.backend.clone());
     Ok((StatusCode::ACCEPTED, Json(json!({"rebuilding": true}))).into_response())
-}
-
-/// The signed-in user, when an admin.
-pub(crate) fn admin(user: &User) -> Result<()> {
-    if user.role != Role::Admin {
-        return Err(Error::Forbidden("only an admin may do this".into()));
-    }
-    Ok(())
 }
 
 async fn list_sessions(
@@ -165,7 +152,7 @@ async fn signup(
 }
 
 async fn list_users(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let rows: Vec<(i64, String, String, i64, i64)> =
         sqlx::query_as("SELECT id, username, role, disabled, created FROM users ORDER BY id")
             .fetch_all(&app.pool)
@@ -190,7 +177,7 @@ async fn add_user(
     Authed(user): Authed,
     Body(body): Body<NewAccount>,
 ) -> Result<Response> {
-    admin(&user)?;
+    require_admin(&user)?;
     let role = role_named(body.role.as_deref().unwrap_or("user"))?;
     let id = make_account(&app, &body.username, &body.password, role).await?;
     Ok((
@@ -208,22 +195,13 @@ struct Change {
     disabled: Option<bool>,
 }
 
-/// The account `id`'s name (404 when there is none).
-pub(crate) async fn username_of(pool: &Db, id: i64) -> Result<String> {
-    sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
-        .bind(id)
-        .fetch_optional(pool)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("no user {id}")))
-}
-
 async fn change_user(
     State(app): State<Arc<App>>,
     Authed(user): Authed,
     Path(id): Path<i64>,
     Body(body): Body<Change>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let name = username_of(&app.pool, id).await?;
     if id == user.id {
         return Err(Error::Conflict(
@@ -282,7 +260,7 @@ async fn get_grants(
     Authed(user): Authed,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let name = username_of(&app.pool, id).await?;
     let grants = world::user_grants(&app.pool, id, &name).await?;
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
@@ -345,7 +323,7 @@ async fn put_grants(
     Path(id): Path<i64>,
     Body(body): Body<Grants>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let name = username_of(&app.pool, id).await?;
     let checked = checked_grants(&body.grants)?;
     refuse_others_homes(&checked, &name)?;
@@ -367,45 +345,8 @@ async fn put_grants(
     Ok(Json(json!({"user": id, "grants": grants_json(&grants)})))
 }
 
-/// The models an admin let users use (`None`: only the one the server is configured with).
-pub async fn allowed_models(pool: &Db) -> Result<Option<Vec<String>>> {
-    let stored: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
-        .bind(ALLOWED_MODELS)
-        .fetch_optional(pool)
-        .await?;
-    stored
-        .map(|v| {
-            serde_json::from_str(&v)
-                .map_err(|e| Error::Stored(format!("the setting {ALLOWED_MODELS}: {e}")))
-        })
-        .transpose()
-}
-
-/// The model a new chat uses: the one asked for (or, unasked, the configured one when users may
-/// use it, else the first they may), refused when users may not use it.
-pub async fn model_for(pool: &Db, asked: Option<&str>, configured: &str) -> Result<String> {
-    let allowed = allowed_models(pool)
-        .await?
-        .unwrap_or_else(|| vec![configured.to_owned()]);
-    let chosen = match asked {
-        Some(m) => m.to_owned(),
-        None if allowed.iter().any(|m| m == configured) => configured.to_owned(),
-        None => allowed
-            .first()
-            .cloned()
-            .unwrap_or_else(|| configured.to_owned()),
-    };
-    if !allowed.contains(&chosen) {
-        return Err(Error::Forbidden(format!(
-            "the model {chosen} is not one this server lets you use: use {}",
-            allowed.join(", ")
-        )));
-    }
-    Ok(chosen)
-}
-
 async fn get_models(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     Ok(Json(json!({"allowed": allowed_models(&app.pool).await?})))
 }
 
@@ -419,7 +360,7 @@ async fn put_models(
     Authed(user): Authed,
     Body(body): Body<Models>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     match &body.allowed {
         None => {
             sqlx::query("DELETE FROM settings WHERE key = $1")

@@ -30,8 +30,7 @@ use crate::error::{Error, Result};
 use crate::paths::PathQuery;
 use crate::world::user_view;
 
-/// The largest JSON body a route takes.
-pub const MAX_JSON_BODY: usize = 64 * 1024;
+pub use crate::auth::MAX_JSON_BODY;
 
 /// How many stored events a stream reads from the database at a time.
 const REPLAY_PAGE: i64 = 500;
@@ -65,6 +64,8 @@ pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
                 .layer(DefaultBodyLimit::max(max_file_bytes)),
         )
         .merge(crate::admin::routes())
+        .merge(crate::password::routes())
+        .merge(crate::removal::routes())
         .merge(crate::memory::routes())
         .merge(crate::slots::routes())
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

@@ -297,6 +297,23 @@ pub async fn reset_password(pool: &Db, user_id: i64, password: &str) -> Result<(
     Ok(())
 }
 
+/// Refuses (403) a signed-in user who is not an admin.
+pub(crate) fn require_admin(user: &User) -> Result<()> {
+    if user.role != Role::Admin {
+        return Err(Error::Forbidden("only an admin may do this".into()));
+    }
+    Ok(())
+}
+
+/// The account `id`'s name (404 when there is none).
+pub(crate) async fn username_of(pool: &Db, id: i64) -> Result<String> {
+    sqlx::query_scalar("SELECT username FROM users WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("no user {id}")))
+}
+
 /// Creates an account with `role`; the caller gives it its grants.
 pub async fn create_user(pool: &Db, username: &str, password: &str, role: Role) -> Result<i64> {
     if !valid_username(username) {
@@ -746,6 +763,9 @@ impl FromRequestParts<Arc<App>> for Authed {
             .map(Authed)
     }
 }
+
+/// The largest JSON body a route takes (the API's body limit).
+pub const MAX_JSON_BODY: usize = 64 * 1024;
 
 /// A JSON body whose refusals are JSON errors with axum's status (413 past the body limit).
 pub struct Body<T>(pub T);

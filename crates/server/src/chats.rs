@@ -14,7 +14,6 @@ const BROADCAST_CAPACITY: usize = 4096;
 
 mod build;
 mod cut;
-mod events;
 mod halt;
 mod hub;
 mod live;
@@ -24,9 +23,9 @@ mod replay;
 mod rows;
 mod runs;
 mod shared;
+pub use crate::events::{Stored, chat_events, events_after};
 pub use crate::page::record_ask;
 pub use build::{chat_world, create, set_model};
-pub use events::{Stored, chat_events, events_after};
 pub use halt::halt_user;
 pub use hub::{Hub, flush};
 pub use live::{Chats, Live, drop_idle_later, drop_when_unseen};
@@ -36,7 +35,7 @@ pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
 pub use rows::{ChatRow, chat_row, list};
 pub use runs::{approve, carry_out, interrupt_all, run_started, send, set_mode, stop};
-pub use shared::{Act, answer_ask, keep_leases, lease_end, listen, publish_revoked};
+pub use shared::{Act, answer_ask, keep_leases, lease_end, listen};
 
 /// The shared capacity gate of the process's chats.
 pub fn capacity() -> Result<Arc<CapacityGate>> {

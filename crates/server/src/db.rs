@@ -325,7 +325,7 @@ pub enum Arg {
 }
 
 /// A statement that writes, with its values, owned: it can wait in a queue (the event log's
-/// writer stores it in order with the events, [`crate::chats::Hub::write_later`]).
+/// writer stores it in order with the events: `Hub::write_later` of the chats).
 #[derive(Debug, Clone)]
 pub struct Stmt {
     sql: std::borrow::Cow<'static, str>,

@@ -33,8 +33,8 @@ use serde_json::{Value, json};
 use crate::App;
 use crate::auth::User;
 use crate::db::{Stmt, now, random_id};
+use crate::device_links::Live;
 use crate::error::{Error, Result};
-use crate::link::Live;
 
 type Responder = agent_client_protocol::v1::Responder<RequestPermissionResponse>;
 

@@ -251,7 +251,7 @@ async fn session_of(
     app: &App,
     user: &crate::auth::User,
     id: &str,
-) -> Result<(String, crate::link::Live)> {
+) -> Result<(String, crate::device_links::Live)> {
     crate::chats::chat_row(&app.pool, user, id).await?;
     let Some(row) = crate::device_chats::of(app, id).await? else {
         return Err(Error::NotFound(format!(

@@ -1,6 +1,6 @@
 //! Linked devices: pairing a `llembas link` with a person (RFC 8628's device authorization
 //! grant, on our own endpoints), the person's device list, and revocation. The link itself (the
-//! WebSocket a device dials, ACP over it) is [`crate::link`].
+//! WebSocket a device dials, ACP over it) is the `link` module.
 //!
 //! - `POST /api/device/code` `{"name"?}` (no sign-in; the CLI asks): a secret `device_code`, a
 //!   short `user_code` (`XXXX-XXXX` from an alphabet without look-alikes), the page to confirm

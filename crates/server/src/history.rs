@@ -9,9 +9,9 @@
 
 use serde_json::{Value, json};
 
-use crate::chats::Stored;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::events::{Row, Stored, stored};
 
 /// The runs of one page of a chat's history (neither the spec nor issue 17 names a page size).
 pub const PAGE_RUNS: i64 = 20;
@@ -22,20 +22,6 @@ pub struct Page {
     pub events: Vec<Stored>,
     /// The cursor of the page before it (`None`: this one is the first).
     pub before: Option<i64>,
-}
-
-type Row = (i64, String, Option<String>, i64, String);
-
-fn stored(user_id: i64, (id, chat, run, seq, data): Row) -> Result<Stored> {
-    Ok(Stored {
-        id,
-        user_id,
-        chat,
-        run,
-        seq,
-        event: serde_json::from_str(&data)
-            .map_err(|e| Error::Stored(format!("event {id}: {e}")))?,
-    })
 }
 
 /// The pattern of a stored event of `kind` (events are stored as compact JSON).

@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::admin::admin;
-use crate::auth::{Authed, Body, User};
+use crate::auth::{Authed, Body, User, require_admin};
 use crate::db::Db;
 use crate::error::{Error, Result};
 
@@ -215,7 +214,7 @@ pub async fn with_servers(
 
 /// `GET /api/admin/mcp`: every server, as configured (variables by name only).
 async fn list(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let names = usernames(&app.pool).await?;
     let servers: Vec<Value> = stored(&app.pool)
         .await?
@@ -255,7 +254,7 @@ async fn set(
     Path(name): Path<String>,
     Body(body): Body<Set>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     check_name(&name)?;
     let names = usernames(&app.pool).await?;
     let users = match body.users {
@@ -310,7 +309,7 @@ async fn remove(
     Authed(user): Authed,
     Path(name): Path<String>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     update(&app.pool, |entries| {
         let before = entries.len();
         entries.retain(|e| e.name != name);

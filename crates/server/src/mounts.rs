@@ -18,8 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::admin::admin;
-use crate::auth::{Authed, Body};
+use crate::auth::{Authed, Body, require_admin};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::git;
@@ -188,7 +187,7 @@ async fn update<T>(pool: &Db, change: impl FnOnce(&mut Vec<Mount>) -> Result<T>)
 
 /// `GET /api/admin/mounts`.
 async fn list(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let mounts: Vec<Value> = stored(&app.pool)
         .await?
         .iter()
@@ -203,7 +202,7 @@ async fn show(
     Authed(user): Authed,
     Path(path): Path<String>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let path = checked_path(&path)?;
     stored(&app.pool)
         .await?
@@ -240,7 +239,7 @@ async fn set(
     Path(path): Path<String>,
     Body(body): Body<Set>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let path = checked_path(&path)?;
     check_url(&body.url)?;
     if let Some(v) = &body.token_env {
@@ -358,7 +357,7 @@ async fn remove(
     Authed(user): Authed,
     Path(path): Path<String>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let path = checked_path(&path)?;
     update(&app.pool, |mounts| {
         let before = mounts.len();

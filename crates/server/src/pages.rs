@@ -4,7 +4,7 @@
 //! (`crates/server/ui/`), embedded at build time: no CDN, no Node build, nothing fetched from
 //! elsewhere. The entry module (`app.js`, the chat) imports the others by relative paths (the
 //! sign-in, the side bar, the files, settings and devices pages, the Markdown renderer, the DOM
-//! and API helpers); they draw every page from the HTTP API ([`crate::api`]) and the SSE stream
+//! and API helpers); they draw every page from the HTTP API (the `api` module) and the SSE stream
 //! and never parse what a model or a tool wrote as HTML (see `ui/app.js`).
 //!
 //! - `GET /login`, `GET /chats`, `GET /chats/{id}`, `GET /files`, `GET /shared/{token}` — the shell (the module reads the path); it

@@ -15,8 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::admin::{admin, username_of};
-use crate::auth::{self, Authed, Body, cookie_token};
+use crate::auth::{self, Authed, Body, cookie_token, require_admin, username_of};
 use crate::db::token_hash;
 use crate::error::{Error, Result};
 
@@ -79,7 +78,7 @@ async fn reset(
     Path(id): Path<i64>,
     Body(body): Body<Reset>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let name = username_of(&app.pool, id).await?;
     if id == user.id {
         return Err(Error::Conflict(

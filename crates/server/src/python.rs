@@ -31,6 +31,20 @@ use crate::App;
 use crate::page::{Answerer, AskKind};
 use crate::world::ChatWorld;
 
+/// The Pyodide version the runner loads (npm `pyodide`; its files are served by the pages'
+/// `pyodide` module).
+pub const PYODIDE_VERSION: &str = "314.0.7";
+
+/// Where the Pyodide files of a data directory are.
+pub fn pyodide_dir(data: &std::path::Path) -> std::path::PathBuf {
+    data.join("pyodide").join(PYODIDE_VERSION)
+}
+
+/// Whether the data directory holds the Pyodide files the runner loads first.
+pub fn pyodide_installed(data: &std::path::Path) -> bool {
+    pyodide_dir(data).join("pyodide.mjs").is_file()
+}
+
 /// The tool's name.
 const PYTHON: &str = "python";
 
@@ -125,13 +139,11 @@ impl PageWorld {
         if !app.pages.attached(chat) {
             return Some(unavailable());
         }
-        if !crate::pages::pyodide::installed(&app.data) {
+        if !pyodide_installed(&app.data) {
             return Some(format!(
                 "Python cannot run here: this server has no Pyodide files ({} is missing). \
                  The server's README says how to add them with one command.",
-                crate::pages::pyodide::dir(&app.data)
-                    .join("pyodide.mjs")
-                    .display()
+                pyodide_dir(&app.data).join("pyodide.mjs").display()
             ));
         }
         None

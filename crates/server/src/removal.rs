@@ -9,14 +9,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
+use axum::Router;
 use axum::extract::{Path, State};
+use axum::routing::delete as delete_route;
 use harness_fs::{Access, Level, View};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::admin::{admin, username_of};
-use crate::auth::{Authed, Role, User};
+use crate::auth::{Authed, Role, User, require_admin, username_of};
 use crate::error::{Error, Result};
+
+/// The route of this module (the account's other routes are the admin's).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/api/admin/users/{id}", delete_route(delete))
+}
 
 /// How long a removal waits for the account's stopped runs to end.
 const RUNS_END_WITHIN: Duration = Duration::from_secs(30);
@@ -29,7 +35,7 @@ pub async fn delete(
     Authed(user): Authed,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let username = username_of(&app.pool, id).await?;
     if id == user.id {
         return Err(Error::Conflict(

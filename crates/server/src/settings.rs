@@ -29,6 +29,9 @@ use crate::error::{Error, Result};
 /// The prompt index's folder of personality presets.
 const PRESETS: &str = "personality/";
 
+/// The settings key of the models users may use (a JSON list), which an admin sets.
+pub(crate) const ALLOWED_MODELS: &str = "allowed_models";
+
 /// A user's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserSettings {
@@ -89,6 +92,43 @@ pub async fn personality(pool: &Db, user_id: i64) -> Result<Option<String>> {
     Ok((p != "default").then_some(p))
 }
 
+/// The models an admin let users use (`None`: only the one the server is configured with).
+pub async fn allowed_models(pool: &Db) -> Result<Option<Vec<String>>> {
+    let stored: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+        .bind(ALLOWED_MODELS)
+        .fetch_optional(pool)
+        .await?;
+    stored
+        .map(|v| {
+            serde_json::from_str(&v)
+                .map_err(|e| Error::Stored(format!("the setting {ALLOWED_MODELS}: {e}")))
+        })
+        .transpose()
+}
+
+/// The model a new chat uses: the one asked for (or, unasked, the configured one when users may
+/// use it, else the first they may), refused when users may not use it.
+pub async fn model_for(pool: &Db, asked: Option<&str>, configured: &str) -> Result<String> {
+    let allowed = allowed_models(pool)
+        .await?
+        .unwrap_or_else(|| vec![configured.to_owned()]);
+    let chosen = match asked {
+        Some(m) => m.to_owned(),
+        None if allowed.iter().any(|m| m == configured) => configured.to_owned(),
+        None => allowed
+            .first()
+            .cloned()
+            .unwrap_or_else(|| configured.to_owned()),
+    };
+    if !allowed.contains(&chosen) {
+        return Err(Error::Forbidden(format!(
+            "the model {chosen} is not one this server lets you use: use {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(chosen)
+}
+
 /// The model the server is configured with (asking the server which when it names none).
 async fn configured_model(app: &App) -> Result<String> {
     let settings = app.model.as_ref().ok_or_else(|| {
@@ -105,7 +145,7 @@ async fn configured_model(app: &App) -> Result<String> {
 
 /// The models users may use: those an admin allowed, else the configured one.
 pub async fn allowed(app: &App) -> Result<Vec<String>> {
-    match crate::admin::allowed_models(&app.pool).await? {
+    match allowed_models(&app.pool).await? {
         Some(list) => Ok(list),
         None => Ok(vec![configured_model(app).await?]),
     }
@@ -231,7 +271,7 @@ async fn models(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Jso
     let (_, mine) = new_chat(&app, &user, Some(Mode::Manual), None).await?;
     let default = match mine {
         Some(m) => m,
-        None => crate::admin::model_for(&app.pool, None, &configured_model(&app).await?).await?,
+        None => model_for(&app.pool, None, &configured_model(&app).await?).await?,
     };
     Ok(Json(json!({"models": models, "default": default})))
 }

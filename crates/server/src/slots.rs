@@ -22,8 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::admin::admin;
-use crate::auth::{Authed, Body};
+use crate::auth::{Authed, Body, require_admin};
 use crate::error::{Error, Result};
 
 /// Model requests at once when neither the admin nor the endpoint says: llama-server's default
@@ -104,7 +103,7 @@ async fn answer(app: &App) -> Result<Json<Value>> {
 }
 
 async fn get_slots(State(app): State<Arc<App>>, Authed(user): Authed) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     answer(&app).await
 }
 
@@ -118,7 +117,7 @@ async fn put_slots(
     Authed(user): Authed,
     Body(body): Body<Slots>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     match body.slots {
         None => {
             sqlx::query("DELETE FROM settings WHERE key = $1")

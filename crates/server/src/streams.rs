@@ -4,7 +4,7 @@
 //!   revoked, the account disabled or its role changed), on which each open stream of that user
 //!   checks the credential it was opened with and ends when it no longer signs in. Across the
 //!   processes of a PostgreSQL database the signal goes by a notice
-//!   ([`crate::chats::publish_revoked`]); a stream also checks its credential every
+//!   ([`publish_revoked`]); a stream also checks its credential every
 //!   [`RECHECK`], so none outlives a revocation by more than that should a notice be lost.
 //! - A cap: at most [`MAX_STREAMS`] open streams a user in a process. A new one past it closes
 //!   the user's oldest, which is told why (its page stops reconnecting): the page the person
@@ -18,6 +18,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::App;
+use crate::error::Result;
+
+/// The channel of the users whose sign-ins changed: `INSTANCE USER`.
+pub const REVOKED_CHANNEL: &str = "llembas_revoked";
 
 /// How often an open stream checks that its credential still signs in, whatever it heard.
 pub const RECHECK: Duration = Duration::from_secs(30);
@@ -115,7 +119,21 @@ impl Streams {
 /// credential again and ends if it no longer signs in.
 pub async fn revoked(app: &App, user_id: i64) {
     app.streams.pulse(user_id);
-    if let Err(e) = crate::chats::publish_revoked(app, user_id).await {
+    if let Err(e) = publish_revoked(app, user_id).await {
         tracing::error!("telling the other processes of user {user_id}'s sign-ins: {e}");
     }
+}
+
+/// Tells every other process of the database that the sign-ins of `user_id` changed (their
+/// streams of the user check their credentials). On SQLite there is no other process.
+pub async fn publish_revoked(app: &App, user_id: i64) -> Result<()> {
+    if !app.hub.shared() {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(REVOKED_CHANNEL)
+        .bind(format!("{} {user_id}", app.instance))
+        .execute(&app.pool)
+        .await?;
+    Ok(())
 }

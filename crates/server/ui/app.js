@@ -516,25 +516,20 @@ export class ChatView {
   }
 
   // A message the harness wrote to the agent (a job's end or report woke it): drawn as the job's
-  // lines in its card, not as the person's words.
-  machine(id, text) {
+  // lines in its card, not as the person's words. The server gives its marks as fields (`jobs`:
+  // `job_id`, and for a job's end `kind`, `state`, `title`; `text`).
+  machine(id, e) {
     this.turn = null;
     this.text = null;
     // One message may carry several marks (a report and the job's end, when both came while
     // the agent was busy); each goes to its job.
-    const marks = /<job id="([^"]+)" kind="([^"]*)" state="([^"]*)">\n([^\n]*)\n([\s\S]*?)\n?<\/job>|<job-report id="([^"]+)">\n([\s\S]*?)\n?<\/job-report>/g;
-    let found = 0;
-    for (const m of text.matchAll(marks)) {
-      found += 1;
-      if (m[1] !== undefined) {
-        const j = this.job(m[1]);
-        if (j.title.textContent === `job ${m[1]}`) j.title.textContent = m[4];
-        this.jobLine(j, id * 100 + found, m[5]);
-      } else {
-        this.jobLine(this.job(m[6]), id * 100 + found, m[7]);
-      }
-    }
-    if (!found) this.add($("details", { class: "msg machine" }, $("summary", { text: "A message from the harness" }), $("pre", { text })));
+    const marks = Array.isArray(e.jobs) ? e.jobs : [];
+    marks.forEach((m, n) => {
+      const j = this.job(m.job_id);
+      if (m.title !== undefined && j.title.textContent === `job ${m.job_id}`) j.title.textContent = m.title;
+      this.jobLine(j, id * 100 + n + 1, m.text || "");
+    });
+    if (!marks.length) this.add($("details", { class: "msg machine" }, $("summary", { text: "A message from the harness" }), $("pre", { text: e.text || "" })));
   }
 
   toolStarted(call, block) {
@@ -807,7 +802,7 @@ export const ON_EVENT = {
   },
   user_input(view, e, s) {
     if (e.origin === "machine") {
-      view.machine(s.id, e.text || "");
+      view.machine(s.id, e);
       return;
     }
     if (!view.chat.title) {

@@ -185,7 +185,7 @@ pub async fn create(
         .model_id(&harness_model::CancellationToken::new())
         .await
         .map_err(|e| Error::Model(e.to_string()))?;
-    let chosen = crate::admin::model_for(&app.pool, model, &configured).await?;
+    let chosen = crate::settings::model_for(&app.pool, model, &configured).await?;
     // No page shows a chat before it exists.
     let link = crate::python::PageLink::new(app, user.id, None, false);
     let built = spawn(
@@ -238,7 +238,7 @@ pub async fn set_model(app: &Arc<App>, user: &User, id: &str, model: &str) -> Re
         .model_id(&harness_model::CancellationToken::new())
         .await
         .map_err(|e| Error::Model(e.to_string()))?;
-    let chosen = crate::admin::model_for(&app.pool, Some(model), &configured).await?;
+    let chosen = crate::settings::model_for(&app.pool, Some(model), &configured).await?;
     sqlx::query("UPDATE chats SET model = $1 WHERE id = $2 AND user_id = $3")
         .bind(&chosen)
         .bind(id)

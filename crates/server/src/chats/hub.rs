@@ -184,8 +184,10 @@ impl Hub {
         user_id: i64,
         chat: &str,
         run: Option<&str>,
-        event: Value,
+        mut event: Value,
     ) -> Result<Arc<Stored>> {
+        // A machine turn's job marks as fields, for the page.
+        crate::marks::add_job_marks(&mut event);
         let stopped = || Error::Stored("the event log has stopped".into());
         if !self.shared {
             return self.append_here(user_id, chat, run, event).await;

@@ -18,12 +18,10 @@ use crate::App;
 use crate::db::now;
 use crate::error::{Error, Result};
 use crate::page::{AskKind, Settled};
+use crate::streams::REVOKED_CHANNEL;
 
 /// The channel of the person's acts on chats: [`Act`] as JSON.
 pub const ACTS_CHANNEL: &str = "llembas_acts";
-
-/// The channel of the users whose sign-ins changed: `INSTANCE USER`.
-pub const REVOKED_CHANNEL: &str = "llembas_revoked";
 
 /// A person's act on a chat, for the process whose session of the chat is live.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -132,20 +130,6 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<()> {
             }
         }
     });
-    Ok(())
-}
-
-/// Tells every other process of the database that the sign-ins of `user_id` changed (their
-/// streams of the user check their credentials). On SQLite there is no other process.
-pub async fn publish_revoked(app: &App, user_id: i64) -> Result<()> {
-    if !app.hub.shared() {
-        return Ok(());
-    }
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(REVOKED_CHANNEL)
-        .bind(format!("{} {user_id}", app.instance))
-        .execute(&app.pool)
-        .await?;
     Ok(())
 }
 
@@ -293,7 +277,7 @@ async fn events_notice(app: &App, payload: &str) -> Result<()> {
         return Ok(());
     }
     app.hub
-        .deliver(super::events::events_between(&app.pool, user, first, last).await?);
+        .deliver(crate::events::events_between(&app.pool, user, first, last).await?);
     Ok(())
 }
 

@@ -31,7 +31,7 @@ use crate::page::AskKind;
 pub fn routes(max_file_bytes: usize) -> Router<Arc<App>> {
     let python_body = max_file_bytes
         .saturating_mul(2)
-        .saturating_add(crate::api::MAX_JSON_BODY);
+        .saturating_add(crate::auth::MAX_JSON_BODY);
     Router::new()
         .route("/api/questions/{id}", post(question))
         .route("/api/shows/{id}", post(show))

@@ -10,7 +10,6 @@
 //!   origin is opaque: its module import and wasm fetch are CORS requests) and cached for a year
 //!   as immutable (the path holds the version). 404 for a file that is not there.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -21,8 +20,9 @@ use axum::routing::get;
 
 use crate::App;
 
-/// The Pyodide version the runner loads (npm `pyodide`).
-pub const VERSION: &str = "314.0.7";
+pub use crate::python::{
+    PYODIDE_VERSION as VERSION, pyodide_dir as dir, pyodide_installed as installed,
+};
 
 /// The runner's page.
 const RUNNER_HTML: &str = include_str!("../../ui/runner.html");
@@ -50,16 +50,6 @@ fn runner_csp(host: Option<&str>) -> String {
          script-src 'self' 'wasm-unsafe-eval'; connect-src {pyodide}; \
          form-action 'none'; base-uri 'none'"
     )
-}
-
-/// Where the Pyodide files of a data directory are.
-pub fn dir(data: &std::path::Path) -> PathBuf {
-    data.join("pyodide").join(VERSION)
-}
-
-/// Whether the data directory holds the Pyodide files the runner loads first.
-pub fn installed(data: &std::path::Path) -> bool {
-    dir(data).join("pyodide.mjs").is_file()
 }
 
 /// The routes.

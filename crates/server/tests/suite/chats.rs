@@ -701,3 +701,75 @@ async fn a_users_stream_past_the_cap_closes_their_oldest_and_no_one_elses() {
     let note = notes(&server, bob_id, &bobs_chat, 1).await;
     assert_eq!(bobs.next().await.id, note);
 }
+
+/// A machine turn's marks, read by the spec's templates: a report and a job's end, in order.
+#[test]
+fn a_wake_ups_marks_are_read_as_fields_in_order() {
+    let text = "<job-report id=\"1\">\nlooked at 3 files\n</job-report>\n\n<job id=\"1\" kind=\"subagent\" state=\"done\">\ncount the notes\nThere are 3 notes.\nline two\n</job>";
+    let mut e = json!({"type": "user_input", "text": text, "origin": "machine"});
+    llembas_server::marks::add_job_marks(&mut e);
+    assert_eq!(
+        e["jobs"],
+        json!([
+            {"job_id": "1", "text": "looked at 3 files"},
+            {"job_id": "1", "kind": "subagent", "state": "done", "title": "count the notes",
+             "text": "There are 3 notes.\nline two"},
+        ])
+    );
+    // The person's words are never read for marks; a machine turn without any has none.
+    let mut person = json!({"type": "user_input", "text": text});
+    llembas_server::marks::add_job_marks(&mut person);
+    assert!(person.get("jobs").is_none());
+    let mut other =
+        json!({"type": "user_input", "text": "the turn was stopped", "origin": "machine"});
+    llembas_server::marks::add_job_marks(&mut other);
+    assert_eq!(other["jobs"], json!([]));
+}
+
+/// A job's wake-up (a machine turn) is stored with its marks as fields (`jobs`: what the page
+/// draws the job's card from), sent so on the stream and read back so; one stored before (without
+/// them) is given them when read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_wake_up_carries_its_marks_as_fields() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    let mut stream = alice.events(None).await;
+    let chat = alice.chat().await;
+    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE username = 'alice'")
+        .fetch_one(&server.app.pool)
+        .await
+        .unwrap();
+    let text = "<job id=\"1\" kind=\"command\" state=\"done\">\nmake test\nexit code 0. No output.\n</job>";
+    let wake = json!({"type": "user_input", "text": text, "origin": "machine"});
+    server
+        .app
+        .hub
+        .append(user_id, &chat, None, wake.clone())
+        .await
+        .unwrap();
+    let jobs = json!([{"job_id": "1", "kind": "command", "state": "done", "title": "make test",
+                       "text": "exit code 0. No output."}]);
+    let sent = stream.until(|e| e.kind() == "user_input").await;
+    let sent = sent.last().unwrap().clone();
+    assert_eq!(sent.data["event"]["jobs"], jobs);
+
+    // Read back with the chat, as a page opened later reads it.
+    let read = async |alice: &mut super::Client| {
+        let (status, got) = alice.get(&format!("/api/chats/{chat}?messages=0")).await;
+        assert_eq!(status, 200, "{got}");
+        got["events"][0]["event"]["jobs"].clone()
+    };
+    assert_eq!(read(&mut alice).await, jobs);
+
+    // Stored before the marks were (no `jobs`): given them when read.
+    server.app.hub.flush().await;
+    sqlx::query("UPDATE events SET data = $1 WHERE id = $2")
+        .bind(wake.to_string())
+        .bind(sent.id)
+        .execute(&server.app.pool)
+        .await
+        .unwrap();
+    assert_eq!(read(&mut alice).await, jobs);
+}

@@ -288,3 +288,24 @@ async fn a_long_chat_opens_with_its_last_runs_and_older_pages_follow_to_the_firs
     assert_eq!(all, expected);
     assert_eq!(pages, 1000 / page);
 }
+
+/// A database failure is a 500 whose text names neither the query nor the database's message
+/// (the detail is in the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_failure_is_a_500_with_the_generic_text_alone() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &model.base_url());
+    let mut alice = server.user("alice").await;
+    assert_eq!(alice.get("/api/settings").await.0, 200);
+    sqlx::query("DROP TABLE user_settings")
+        .execute(&server.app.pool)
+        .await
+        .unwrap();
+    let (status, body) = alice.get("/api/settings").await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body,
+        json!({"error": "Internal error: the server could not do this; the detail is in its log."})
+    );
+}
