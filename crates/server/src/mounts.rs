@@ -333,7 +333,7 @@ async fn fetch(
     Authed(user): Authed,
     Path(path): Path<String>,
 ) -> Result<Json<Value>> {
-    admin(&user)?;
+    require_admin(&user)?;
     let path = checked_path(&path)?;
     let mount = stored(&app.pool)
         .await?
