@@ -66,6 +66,114 @@ impl Drop for GroupKill {
     }
 }
 
+/// Starts a server's process (its own process group) and shakes hands with it over stdio,
+/// keeping the tail of what it writes to stderr in `stderr`.
+async fn start(
+    config: &ServerConfig,
+    command: &str,
+    cmd: tokio::process::Command,
+    limits: Limits,
+    stderr: &Arc<Mutex<String>>,
+) -> Result<(RunningService<RoleClient, ()>, Option<GroupKill>)> {
+    let (child, err) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Spawn {
+            server: config.name.clone(),
+            command: command.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let group = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .map(GroupKill);
+    let reader = err.map(|err| tokio::spawn(keep_tail(err, stderr.clone())));
+    let serving = timeout(config, "initialize", limits.start, ().serve(child)).await;
+    match serving? {
+        Ok(s) => Ok((s, group)),
+        Err(e) => {
+            // What it said before it went, read to its end.
+            if let Some(r) = reader {
+                let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
+            }
+            Err(Error::Handshake {
+                server: config.name.clone(),
+                reason: with_stderr(&handshake_failure(&e), stderr),
+            })
+        }
+    }
+}
+
+/// Reads a server's stderr to its end, keeping its last [`STDERR_TAIL`] bytes in `keep`.
+async fn keep_tail(mut err: tokio::process::ChildStderr, keep: Arc<Mutex<String>>) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = err.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut s) = keep.lock() {
+            s.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let len = s.len();
+            if len > STDERR_TAIL {
+                let mut cut = len - STDERR_TAIL;
+                while !s.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                s.drain(..cut);
+            }
+        }
+    }
+}
+
+/// Reaches a server over streamable HTTP (its bearer token read from the environment now, its
+/// extra headers) and shakes hands with it.
+async fn reach(
+    config: &ServerConfig,
+    url: &str,
+    bearer_token_env: Option<&str>,
+    headers: &[(String, String)],
+    limits: Limits,
+) -> Result<RunningService<RoleClient, ()>> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(var) = bearer_token_env {
+        let token = std::env::var(var).map_err(|_| Error::MissingVar {
+            server: config.name.clone(),
+            var: var.to_owned(),
+        })?;
+        cfg = cfg.auth_header(token);
+    }
+    let mut custom = std::collections::HashMap::new();
+    for (k, v) in headers {
+        let bad = |why: String| Error::Handshake {
+            server: config.name.clone(),
+            reason: format!("its header {k:?} cannot be sent: {why}"),
+        };
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| bad(e.to_string()))?;
+        let value = reqwest::header::HeaderValue::from_str(v).map_err(|e| bad(e.to_string()))?;
+        custom.insert(name, value);
+    }
+    if !custom.is_empty() {
+        cfg = cfg.custom_headers(custom);
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(limits.start)
+        .build()
+        .map_err(|e| Error::Handshake {
+            server: config.name.clone(),
+            reason: e.to_string(),
+        })?;
+    let transport = StreamableHttpClientTransport::with_client(client, cfg);
+    let serving = timeout(config, "initialize", limits.start, ().serve(transport)).await;
+    serving?.map_err(|e| Error::Handshake {
+        server: config.name.clone(),
+        reason: handshake_failure(&e),
+    })
+}
+
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
@@ -92,104 +200,16 @@ impl Server {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (child, err) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| Error::Spawn {
-                        server: config.name.clone(),
-                        command: command.clone(),
-                        reason: e.to_string(),
-                    })?;
-                let group = child
-                    .id()
-                    .and_then(|p| i32::try_from(p).ok())
-                    .map(GroupKill);
-                let mut reader = None;
-                if let Some(mut err) = err {
-                    let keep = stderr.clone();
-                    reader = Some(tokio::spawn(async move {
-                        let mut buf = [0u8; 1024];
-                        while let Ok(n) = err.read(&mut buf).await {
-                            if n == 0 {
-                                break;
-                            }
-                            if let Ok(mut s) = keep.lock() {
-                                s.push_str(&String::from_utf8_lossy(&buf[..n]));
-                                let len = s.len();
-                                if len > STDERR_TAIL {
-                                    let mut cut = len - STDERR_TAIL;
-                                    while !s.is_char_boundary(cut) {
-                                        cut += 1;
-                                    }
-                                    s.drain(..cut);
-                                }
-                            }
-                        }
-                    }));
-                }
-                let serving = timeout(config, "initialize", limits.start, ().serve(child)).await;
-                let service = match serving? {
-                    Ok(s) => s,
-                    Err(e) => {
-                        // What it said before it went, read to its end.
-                        if let Some(r) = reader {
-                            let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
-                        }
-                        return Err(Error::Handshake {
-                            server: config.name.clone(),
-                            reason: with_stderr(&handshake_failure(&e), &stderr),
-                        });
-                    }
-                };
-                (service, group)
+                start(config, command, cmd, limits, &stderr).await?
             }
             Transport::Http {
                 url,
                 bearer_token_env,
                 headers,
-            } => {
-                use rmcp::transport::StreamableHttpClientTransport;
-                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                if let Some(var) = bearer_token_env {
-                    let token = std::env::var(var).map_err(|_| Error::MissingVar {
-                        server: config.name.clone(),
-                        var: var.clone(),
-                    })?;
-                    cfg = cfg.auth_header(token);
-                }
-                let mut custom = std::collections::HashMap::new();
-                for (k, v) in headers {
-                    let bad = |why: String| Error::Handshake {
-                        server: config.name.clone(),
-                        reason: format!("its header {k:?} cannot be sent: {why}"),
-                    };
-                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| bad(e.to_string()))?;
-                    let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|e| bad(e.to_string()))?;
-                    custom.insert(name, value);
-                }
-                if !custom.is_empty() {
-                    cfg = cfg.custom_headers(custom);
-                }
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let client = reqwest::Client::builder()
-                    .connect_timeout(limits.start)
-                    .build()
-                    .map_err(|e| Error::Handshake {
-                        server: config.name.clone(),
-                        reason: e.to_string(),
-                    })?;
-                let transport = StreamableHttpClientTransport::with_client(client, cfg);
-                let serving =
-                    timeout(config, "initialize", limits.start, ().serve(transport)).await;
-                let service = serving?.map_err(|e| Error::Handshake {
-                    server: config.name.clone(),
-                    reason: handshake_failure(&e),
-                })?;
-                (service, None)
-            }
+            } => (
+                reach(config, url, bearer_token_env.as_deref(), headers, limits).await?,
+                None,
+            ),
         };
         let listed = timeout(
             config,
