@@ -78,6 +78,7 @@
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
 
+pub mod args;
 pub mod capacity;
 pub mod commands;
 pub mod custom;
@@ -93,6 +94,7 @@ pub mod person;
 pub mod personal;
 pub mod preview;
 pub mod protocol;
+pub mod registry;
 mod runner;
 pub mod scripted;
 pub mod seams;
@@ -118,7 +120,8 @@ pub use capacity::CapacityGate;
 pub use error::{Error, Result};
 pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, ViewPaths};
 pub use perm::SessionPermissions;
-pub use protocol::{CoreEvent, Event, Op, Query, stop_reason, turn_end_text};
+pub use protocol::{CoreEvent, Event, Op, Query, ShellEnd, stop_reason, turn_end_text};
+pub use registry::ToolRegistry;
 pub use runner::{AGENTS, FORGE, offered_tools, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{

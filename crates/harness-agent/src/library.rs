@@ -22,6 +22,7 @@ use harness_fs::{Access, Level, MemoryBackend, VPath, View};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::registry::ToolRegistry;
 use crate::time::{format_time, now};
 
 /// The library tools.
@@ -32,6 +33,20 @@ pub const TOOLS: &[&str] = &[
     "knowledge_search",
     "knowledge_get",
 ];
+
+/// A library tool's handler: its (already scoped) arguments and the scope in, its answer out.
+type LibraryHandler = fn(&Library, &Value, Option<&Value>) -> Answer;
+
+/// The library tools by canonical name.
+static LIBRARY_TOOLS: std::sync::LazyLock<ToolRegistry<LibraryHandler>> =
+    std::sync::LazyLock::new(|| {
+        ToolRegistry::new()
+            .with("notes_search", Library::notes_search as LibraryHandler)
+            .with("note_view", Library::note_view)
+            .with("note_manage", Library::manage)
+            .with("knowledge_search", Library::knowledge_search)
+            .with("knowledge_get", Library::knowledge_get)
+    });
 
 /// What is kept about a note or a document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -415,15 +430,11 @@ impl Library {
         Self::scoped(self.store.documents(), scope)
     }
 
-    /// Runs a library tool with its (already scoped) arguments.
+    /// Runs a library tool with its (already scoped) arguments, by the tool's handler.
     pub fn run(&self, tool: &str, a: &Value, scope: Option<&Value>) -> Answer {
-        match tool {
-            "notes_search" => self.notes_search(a, scope),
-            "note_view" => self.note_view(a, scope),
-            "note_manage" => self.manage(a, scope),
-            "knowledge_search" => self.knowledge_search(a, scope),
-            "knowledge_get" => self.knowledge_get(a, scope),
-            other => err(format!("{other} is not a library tool")),
+        match LIBRARY_TOOLS.get(tool) {
+            Some(handler) => handler(self, a, scope),
+            None => err(format!("{tool} is not a library tool")),
         }
     }
 

@@ -222,7 +222,7 @@ impl Driver {
             ));
         }
         let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
-            return Err("task: the argument `prompt` is missing".into());
+            return Err(crate::args::missing(call, "prompt").output);
         };
         let mut meta = self.store.create(&self.world.place(), &self.model_name)?;
         meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
