@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use harness_agent::{
-    BoxFuture, CallContext, JobSpawner, Process, Ran, ShownFile, ToolRegistry, ToolWorld,
+    BoxFuture, CallContext, JobSpawner, Process, Ran, SeamError, ShownFile, ToolRegistry, ToolWorld,
 };
 use harness_core::protocol::ToolCall;
 use harness_loop::session::ToolOutcome;
@@ -146,7 +146,7 @@ impl ToolWorld for HostWorld {
         values
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError> {
         self.exec.read_for_show(path)
     }
 
@@ -181,22 +181,22 @@ impl HostJobs {
 
 impl HostJobs {
     /// Starts a job, in the sandbox when `confined`.
-    fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, String> {
+    fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, SeamError> {
         if crate::process::ending() {
-            return Err(crate::process::ENDING_TEXT.to_owned());
+            return Err(SeamError::command(command, crate::process::ENDING_TEXT));
         }
         crate::process::spawn(command, &self.root, &self.spill, confined, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
-            .map_err(|e| format!("{e:#}"))
+            .map_err(|e| SeamError::command(command, format!("{e:#}")))
     }
 }
 
 impl JobSpawner for HostJobs {
-    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         self.start(command, true)
     }
 
-    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         self.start(command, false)
     }
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::args::{Refused, arg_bool, arg_str, arg_usize, required_str};
 pub use crate::args::{missing, wrong_type};
+use crate::error::SeamError;
 use crate::registry::ToolRegistry;
 use crate::seams::ShownFile;
 
@@ -276,10 +277,10 @@ impl DiskFiles {
         &self,
         views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
         path: &str,
-    ) -> Result<ShownFile, String> {
+    ) -> Result<ShownFile, SeamError> {
         let side = self.side_of(path);
         let (paths, files) = self.of(side);
-        let view = views(side).map_err(|e| e.to_string())?;
+        let view = views(side).map_err(|e| SeamError::file(path, e))?;
         files.read_for_show(&view, paths, path)
     }
 }
@@ -467,18 +468,25 @@ impl FileTools {
         view: &View,
         paths: &dyn PathMap,
         path: &str,
-    ) -> Result<ShownFile, String> {
+    ) -> Result<ShownFile, SeamError> {
         let vp = view.resolve(&paths.to_view(path));
-        let bytes = view.read_bytes(&vp).map_err(|e| e.to_string())?;
+        let bytes = view.read_bytes(&vp).map_err(|e| SeamError::file(path, e))?;
         let host = paths.shown(&vp);
         if bytes.len() as u64 > SHOW_MAX_BYTES {
-            return Err(format!(
-                "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
-                bytes.len()
+            return Err(SeamError::file(
+                &host,
+                format!(
+                    "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
+                    bytes.len()
+                ),
             ));
         }
-        let content = String::from_utf8(bytes)
-            .map_err(|_| format!("{host} is not UTF-8 text: it cannot be shown"))?;
+        let content = String::from_utf8(bytes).map_err(|_| {
+            SeamError::file(
+                &host,
+                format!("{host} is not UTF-8 text: it cannot be shown"),
+            )
+        })?;
         Ok(ShownFile {
             path: host,
             content,

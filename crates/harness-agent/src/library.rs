@@ -22,6 +22,7 @@ use harness_fs::{Access, Level, MemoryBackend, VPath, View};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::SeamError;
 use crate::registry::ToolRegistry;
 use crate::time::{format_time, now};
 
@@ -82,10 +83,10 @@ pub trait LibraryStore: Send + Sync {
     fn notes(&self) -> Vec<Item>;
     /// Every knowledge document, in any order (a title defaults to the id).
     fn documents(&self) -> Vec<Item>;
-    /// Writes a note whole (created or replaced); the error names what failed.
-    fn save_note(&self, note: &Item) -> Result<(), String>;
-    /// Removes a note; the error names what failed.
-    fn delete_note(&self, id: &str) -> Result<(), String>;
+    /// Writes a note whole (created or replaced); the error names the file that failed.
+    fn save_note(&self, note: &Item) -> Result<(), SeamError>;
+    /// Removes a note; the error names the file that failed.
+    fn delete_note(&self, id: &str) -> Result<(), SeamError>;
 }
 
 /// The library of one person, seen from one project.
@@ -274,7 +275,7 @@ impl LibraryStore for DirLibrary {
         out
     }
 
-    fn save_note(&self, note: &Item) -> Result<(), String> {
+    fn save_note(&self, note: &Item) -> Result<(), SeamError> {
         let dir = self.notes_dir();
         let id = &note.id;
         let saved = std::fs::create_dir_all(&dir)
@@ -283,14 +284,24 @@ impl LibraryStore for DirLibrary {
                 let meta = serde_json::to_string_pretty(&note.meta).unwrap_or_default();
                 Self::write_atomic(&dir.join(format!("{id}.json")), &meta)
             });
-        saved.map_err(|e| format!("cannot save note {id} in {}: {e}", dir.display()))
+        saved.map_err(|e| {
+            SeamError::file(
+                &dir.join(format!("{id}.md")).display().to_string(),
+                format!("cannot save note {id} in {}: {e}", dir.display()),
+            )
+        })
     }
 
-    fn delete_note(&self, id: &str) -> Result<(), String> {
+    fn delete_note(&self, id: &str) -> Result<(), SeamError> {
         let dir = self.notes_dir();
         let _ = std::fs::remove_file(dir.join(format!("{id}.json")));
-        std::fs::remove_file(dir.join(format!("{id}.md")))
-            .map_err(|e| format!("cannot delete note {id} in {}: {e}", dir.display()))
+        let text = dir.join(format!("{id}.md"));
+        std::fs::remove_file(&text).map_err(|e| {
+            SeamError::file(
+                &text.display().to_string(),
+                format!("cannot delete note {id} in {}: {e}", dir.display()),
+            )
+        })
     }
 }
 
@@ -624,7 +635,7 @@ impl Library {
                 };
                 match self.store.save_note(&note) {
                     Ok(()) => (format!("Created note {}: {title}.", note.id), false),
-                    Err(e) => err(e),
+                    Err(e) => err(e.to_string()),
                 }
             }
             Some(action @ ("update" | "append" | "delete")) => {
@@ -637,7 +648,7 @@ impl Library {
                 if action == "delete" {
                     return match self.store.delete_note(id) {
                         Ok(()) => (format!("Deleted note {id}."), false),
-                        Err(e) => err(e),
+                        Err(e) => err(e.to_string()),
                     };
                 }
                 if action == "append" {
@@ -659,7 +670,7 @@ impl Library {
                 note.meta.updated = now();
                 match self.store.save_note(&note) {
                     Ok(()) => (format!("Note {id} {action}d."), false),
-                    Err(e) => err(e),
+                    Err(e) => err(e.to_string()),
                 }
             }
             _ => err("note_manage: `action` must be create, update, append or delete"),

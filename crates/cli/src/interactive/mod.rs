@@ -287,12 +287,12 @@ impl harness_agent::undo::UndoFiles for HostFiles {
         std::fs::read_to_string(path).ok()
     }
 
-    fn write(&self, path: &str, text: &str) -> Result<(), String> {
-        std::fs::write(path, text).map_err(|e| e.to_string())
+    fn write(&self, path: &str, text: &str) -> Result<(), harness_agent::SeamError> {
+        std::fs::write(path, text).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 
-    fn remove(&self, path: &str) -> Result<(), String> {
-        std::fs::remove_file(path).map_err(|e| e.to_string())
+    fn remove(&self, path: &str) -> Result<(), harness_agent::SeamError> {
+        std::fs::remove_file(path).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 }
 

@@ -56,7 +56,7 @@ impl Driver {
             Err(e) => {
                 return Ok(ShellEnd::Ran {
                     code: 127,
-                    output: e,
+                    output: e.to_string(),
                 });
             }
         };

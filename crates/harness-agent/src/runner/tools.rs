@@ -357,7 +357,7 @@ impl Driver {
         let task = tokio::task::spawn_blocking(move || world.read_for_show(&rel));
         let file = match self.wait(task).await? {
             Ok(f) => f,
-            Err(text) => return Ok(ToolOutcome::error(&call.id, text)),
+            Err(e) => return Ok(ToolOutcome::error(&call.id, e.to_string())),
         };
         let path = std::path::Path::new(&file.path);
         let ext = path
