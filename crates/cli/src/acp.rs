@@ -90,9 +90,12 @@ impl Host for CliHost {
         Box::pin(self.open_session(request))
     }
 
-    fn dir(&self, path: &Path) -> Result<Vec<DirEntry>, String> {
+    fn dir(&self, path: &Path) -> Result<Vec<DirEntry>, Error> {
         Ok(std::fs::read_dir(path)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| Error::Dir {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|e| {
@@ -111,10 +114,14 @@ impl Host for CliHost {
         eprintln!("llembas: {text}");
     }
 
-    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, String> {
-        crate::store::Store::new(self.settings.dirs.sessions())
+    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, Error> {
+        let dir = self.settings.dirs.sessions();
+        crate::store::Store::new(dir.clone())
             .list(cwd)
-            .map_err(|e| format!("{e:#}"))
+            .map_err(|e| Error::Sessions {
+                dir,
+                message: format!("{e:#}"),
+            })
     }
 }
 

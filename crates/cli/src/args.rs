@@ -1,5 +1,5 @@
 //! The command line as typed: raw flags only, no defaults merged and nothing validated beyond
-//! what clap checks. [`crate::settings`] turns these into the settings a run uses.
+//! what clap checks. The `settings` module turns these into the settings a run uses.
 
 use std::path::PathBuf;
 

@@ -129,7 +129,7 @@ impl Exec {
     pub fn read_for_show(
         &self,
         path: &str,
-    ) -> std::result::Result<harness_agent::ShownFile, String> {
+    ) -> std::result::Result<harness_agent::ShownFile, harness_agent::SeamError> {
         self.files.read_for_show(&|side| self.view_of(side), path)
     }
 

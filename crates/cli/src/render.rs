@@ -434,7 +434,10 @@ pub fn edit_diff(path: &str, before: &str, after: &str, color: bool, cap: usize)
 pub fn activity(out: &Event, color: bool) -> Option<String> {
     match out {
         Event::ToolOutput { text, .. } => Some(paint(text, Style::Dim, color)),
-        Event::Edit { .. } | Event::Show { .. } => None,
+        Event::Edit { .. }
+        | Event::Show { .. }
+        | Event::ShellAsked { .. }
+        | Event::ShellEnded { .. } => None,
         Event::Question {
             question, options, ..
         } => {

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result};
 
 pub use harness_agent::Meta;
+use harness_agent::SeamError;
 
 /// The sessions directory, and the session this process holds (see [`Store::hold`]).
 #[derive(Debug, Clone)]
@@ -262,43 +263,56 @@ pub fn mend_torn_tail(path: &Path) -> Result<Option<PathBuf>> {
 
 /// The runtime's store: transcripts as JSONL files appended event by event, metadata beside.
 impl harness_agent::SessionStore for Store {
-    fn create(&self, place: &str, model: &str) -> std::result::Result<Meta, String> {
-        Store::create(self, Path::new(place), model).map_err(|e| format!("{e:#}"))
+    fn create(&self, place: &str, model: &str) -> std::result::Result<Meta, SeamError> {
+        Store::create(self, Path::new(place), model)
+            .map_err(|e| SeamError::store("", format!("{e:#}")))
     }
 
-    fn save(&self, meta: &Meta) -> std::result::Result<(), String> {
-        Store::save(self, meta).map_err(|e| format!("{e:#}"))
+    fn save(&self, meta: &Meta) -> std::result::Result<(), SeamError> {
+        Store::save(self, meta).map_err(|e| SeamError::store(&meta.id, format!("{e:#}")))
     }
 
     fn append(
         &self,
         id: &str,
         entries: &[harness_loop::transcript::Entry],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), SeamError> {
         if entries.is_empty() {
             return Ok(());
         }
         let path = self.transcript(id);
-        mend_torn_tail(&path).map_err(|e| format!("{e:#}"))?;
+        let failed = |message: String| SeamError::file(&path.display().to_string(), message);
+        mend_torn_tail(&path).map_err(|e| failed(format!("{e:#}")))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|e| failed(format!("cannot open {}: {e}", path.display())))?;
         harness_loop::transcript::TranscriptWriter::new(file)
             .append_all(entries)
-            .map_err(|e| format!("cannot write the transcript {}: {e}", path.display()))
+            .map_err(|e| {
+                failed(format!(
+                    "cannot write the transcript {}: {e}",
+                    path.display()
+                ))
+            })
     }
 
-    fn load(&self, id: &str) -> std::result::Result<Vec<harness_loop::transcript::Entry>, String> {
-        read_transcript(&self.transcript(id)).map_err(|e| format!("{e:#}"))
+    fn load(
+        &self,
+        id: &str,
+    ) -> std::result::Result<Vec<harness_loop::transcript::Entry>, SeamError> {
+        let path = self.transcript(id);
+        read_transcript(&path)
+            .map_err(|e| SeamError::file(&path.display().to_string(), format!("{e:#}")))
     }
 
-    fn find(&self, id: &str) -> std::result::Result<Meta, String> {
+    fn find(&self, id: &str) -> std::result::Result<Meta, SeamError> {
         let path = self.dir(id).join("meta.json");
+        let failed = |message: String| SeamError::file(&path.display().to_string(), message);
         let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| failed(format!("{}: {e}", path.display())))
     }
 
     fn searches(&self) -> bool {

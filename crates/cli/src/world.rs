@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use harness_agent::{BoxFuture, CallContext, JobSpawner, Process, Ran, ShownFile, ToolWorld};
+use harness_agent::{
+    BoxFuture, CallContext, JobSpawner, Process, Ran, SeamError, ShownFile, ToolRegistry, ToolWorld,
+};
 use harness_core::protocol::ToolCall;
 use harness_loop::session::ToolOutcome;
 
@@ -29,14 +31,86 @@ impl HostWorld {
     }
 }
 
+/// One of the tools this world runs itself (not through [`Exec::run_sync`]).
+struct HostTool {
+    /// Whether it runs here now.
+    available: fn(&HostWorld) -> bool,
+    /// How a call of it runs.
+    call: for<'a> fn(&'a HostWorld, &'a ToolCall, CallContext) -> BoxFuture<'a, Ran>,
+}
+
+/// The tools this world runs itself, by canonical name: the shell, the web from this machine,
+/// and `memory` on a client instance's API when it lends one.
+static HOST_TOOLS: LazyLock<ToolRegistry<HostTool>> = LazyLock::new(|| {
+    ToolRegistry::new()
+        .with(
+            "bash",
+            HostTool {
+                available: |_| true,
+                call: |w, call, cx| {
+                    Box::pin(async move {
+                        w.exec
+                            .bash(call, Some(cx.output.clone()), &cx.cancel, cx.approved)
+                            .await
+                    })
+                },
+            },
+        )
+        .with(
+            "web_fetch",
+            HostTool {
+                available: |_| true,
+                call: |w, call, cx| Box::pin(w.web_fetch(call, cx)),
+            },
+        )
+        .with(
+            "memory",
+            HostTool {
+                available: |w| w.exec.memory_api.is_some(),
+                call: |w, call, _| Box::pin(w.memory_api(call)),
+            },
+        )
+});
+
+impl HostWorld {
+    /// The tool of its own that runs `name` here now.
+    fn own(&self, name: &str) -> Option<&'static HostTool> {
+        HOST_TOOLS.get(name).filter(|t| (t.available)(self))
+    }
+
+    /// `web_fetch` from this machine.
+    async fn web_fetch(&self, call: &ToolCall, cx: CallContext) -> Ran {
+        let web = self.web.get_or_init(|| {
+            harness_web::WebFetch::new(harness_spec::Project::Cli, harness_web::Reach::Any)
+        });
+        let fetched = match web {
+            Ok(web) => web.fetch(&call.arguments, &cx.cancel).await,
+            Err(e) => Err(e.clone()),
+        };
+        Ran::Done(match fetched {
+            Ok(text) => ToolOutcome::ok(&call.id, text),
+            Err(e) => ToolOutcome::error(&call.id, e.to_string()),
+        })
+    }
+
+    /// `memory` on the client instance's API.
+    async fn memory_api(&self, call: &ToolCall) -> Ran {
+        let Some(api) = &self.exec.memory_api else {
+            return Ran::Done(ToolOutcome::error(&call.id, "memory is unavailable"));
+        };
+        let (output, is_error) =
+            harness_agent::memory_api::call(&crate::memory_api::Http, api, &call.arguments).await;
+        Ran::Done(ToolOutcome::answer(&call.id, output, is_error))
+    }
+}
+
 impl ToolWorld for HostWorld {
     fn runs(&self, name: &str) -> bool {
-        // The shell and the web from this machine, the file tools on its disk, and the person's
-        // own things (library, memory — a client instance's when it lends its API — skills).
-        matches!(name, "bash" | "web_fetch")
+        // Its own tools, the file tools on this machine's disk, and the person's own things
+        // (library, memory, skills).
+        self.own(name).is_some()
             || harness_agent::FileTools::NAMES.contains(&name)
             || self.exec.personal.runs(name)
-            || (name == "memory" && self.exec.memory_api.is_some())
     }
 
     fn call<'a>(&'a self, call: &'a ToolCall, cx: CallContext) -> BoxFuture<'a, Ran> {
@@ -44,49 +118,17 @@ impl ToolWorld for HostWorld {
             if crate::process::ending() {
                 return Ran::Done(ToolOutcome::error(&call.id, crate::process::ENDING_TEXT));
             }
-            match call.name.as_str() {
-                "bash" => {
-                    self.exec
-                        .bash(call, Some(cx.output.clone()), &cx.cancel, cx.approved)
-                        .await
-                }
-                "web_fetch" => {
-                    let web = self.web.get_or_init(|| {
-                        harness_web::WebFetch::new(
-                            harness_spec::Project::Cli,
-                            harness_web::Reach::Any,
-                        )
-                    });
-                    let fetched = match web {
-                        Ok(web) => web.fetch(&call.arguments, &cx.cancel).await,
-                        Err(e) => Err(e.clone()),
-                    };
-                    Ran::Done(match fetched {
-                        Ok(text) => ToolOutcome::ok(&call.id, text),
-                        Err(e) => ToolOutcome::error(&call.id, e.to_string()),
-                    })
-                }
-                "memory" if self.exec.memory_api.is_some() => {
-                    let Some(api) = &self.exec.memory_api else {
-                        return Ran::Done(ToolOutcome::error(&call.id, "memory is unavailable"));
-                    };
-                    let (output, is_error) = harness_agent::memory_api::call(
-                        &crate::memory_api::Http,
-                        api,
-                        &call.arguments,
-                    )
-                    .await;
-                    Ran::Done(ToolOutcome::answer(&call.id, output, is_error))
-                }
-                _ => {
-                    let exec = self.exec.clone();
-                    let c = call.clone();
-                    let run = tokio::task::spawn_blocking(move || exec.run_sync(&c));
-                    Ran::Done(run.await.unwrap_or_else(|e| {
-                        ToolOutcome::error(&call.id, format!("the tool failed: {e}"))
-                    }))
-                }
+            if let Some(tool) = self.own(&call.name) {
+                return (tool.call)(self, call, cx).await;
             }
+            let exec = self.exec.clone();
+            let c = call.clone();
+            let run = tokio::task::spawn_blocking(move || exec.run_sync(&c));
+            Ran::Done(
+                run.await.unwrap_or_else(|e| {
+                    ToolOutcome::error(&call.id, format!("the tool failed: {e}"))
+                }),
+            )
         })
     }
 
@@ -104,7 +146,7 @@ impl ToolWorld for HostWorld {
         values
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError> {
         self.exec.read_for_show(path)
     }
 
@@ -139,22 +181,22 @@ impl HostJobs {
 
 impl HostJobs {
     /// Starts a job, in the sandbox when `confined`.
-    fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, String> {
+    fn start(&self, command: &str, confined: bool) -> Result<Arc<dyn Process>, SeamError> {
         if crate::process::ending() {
-            return Err(crate::process::ENDING_TEXT.to_owned());
+            return Err(SeamError::command(command, crate::process::ENDING_TEXT));
         }
         crate::process::spawn(command, &self.root, &self.spill, confined, None)
             .map(|r| Arc::new(r) as Arc<dyn Process>)
-            .map_err(|e| format!("{e:#}"))
+            .map_err(|e| SeamError::command(command, format!("{e:#}")))
     }
 }
 
 impl JobSpawner for HostJobs {
-    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         self.start(command, true)
     }
 
-    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         self.start(command, false)
     }
 }

@@ -16,6 +16,22 @@ pub enum Error {
     /// The connection to the client failed.
     #[error("the ACP connection failed: {0}")]
     Connection(String),
+    /// The directory `path` could not be listed (`_lembas/dir`).
+    #[error("{message}")]
+    Dir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The saved sessions in `dir` could not be listed (`session/list`).
+    #[error("{message}")]
+    Sessions {
+        /// Where the front end keeps them.
+        dir: std::path::PathBuf,
+        /// Why.
+        message: String,
+    },
 }
 
 impl Error {

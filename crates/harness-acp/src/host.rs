@@ -129,7 +129,7 @@ pub trait Host: Send + Sync + 'static {
     fn open(&self, request: OpenRequest) -> BoxFuture<'_, Result<Opened, Error>>;
 
     /// The subdirectories of `path` (`_lembas/dir`; already checked to be under a root).
-    fn dir(&self, path: &Path) -> Result<Vec<DirEntry>, String>;
+    fn dir(&self, path: &Path) -> Result<Vec<DirEntry>, Error>;
 
     /// A line for the person running the agent (never for the client): a notice of a session,
     /// an input ignored, a session that failed.
@@ -137,7 +137,7 @@ pub trait Host: Send + Sync + 'static {
 
     /// The saved sessions (`session/list`), of `cwd` only when given, in any order; none
     /// unless the front end keeps sessions to list.
-    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, String> {
+    fn sessions(&self, cwd: Option<&Path>) -> Result<Vec<harness_agent::Meta>, Error> {
         let _ = cwd;
         Ok(Vec::new())
     }

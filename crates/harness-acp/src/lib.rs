@@ -34,7 +34,7 @@
 //!         // world, store, permissions) and return it in an `Opened`.
 //!         Box::pin(async move { Err(Error::Open(format!("{}: not here", request.cwd.display()))) })
 //!     }
-//!     fn dir(&self, _path: &std::path::Path) -> Result<Vec<DirEntry>, String> {
+//!     fn dir(&self, _path: &std::path::Path) -> Result<Vec<DirEntry>, Error> {
 //!         Ok(Vec::new())
 //!     }
 //!     fn notice(&self, text: &str) {

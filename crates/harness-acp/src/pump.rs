@@ -164,6 +164,15 @@ impl Pump {
                         )));
                     }
                 }
+                // The person's own commands are a terminal's; should one be asked about here,
+                // nobody answers it, and its end is nothing to tell.
+                SessionEvent::ShellAsked { call_id, .. } => {
+                    self.ops.submit(Op::Answer {
+                        call_id,
+                        answer: Answer::Deny { feedback: None },
+                    });
+                }
+                SessionEvent::ShellEnded { .. } => {}
                 // Not offered over ACP; should one come, nobody answers it.
                 SessionEvent::Question { call_id, .. } => {
                     self.ops.submit(Op::Reply {

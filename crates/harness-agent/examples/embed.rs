@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use harness_agent::{BoxFuture, CallContext, CoreEvent, Event, Op, Ran, RegisteredTool};
-use harness_agent::{Reply, ScriptedModel, SessionBuilder, ShownFile, ToolWorld};
+use harness_agent::{Reply, ScriptedModel, SeamError, SessionBuilder, ShownFile, ToolWorld};
 use harness_core::protocol::{Answer, ToolCall};
 use harness_loop::session::ToolOutcome;
 use serde_json::json;
@@ -33,8 +33,8 @@ impl ToolWorld for Weather {
         let city = call.arguments["city"].as_str().unwrap_or("?");
         Box::pin(async move { Ran::Done(ToolOutcome::ok(&call.id, format!("{city}: sunny"))) })
     }
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
-        Err(format!("{path}: No such file or directory"))
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError> {
+        Err(SeamError::file(path, "No such file or directory"))
     }
     fn place(&self) -> String {
         "/".into()

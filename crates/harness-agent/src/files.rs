@@ -16,6 +16,10 @@ use harness_loop::context::ReadInfo;
 use harness_loop::session::{EditInfo, ToolOutcome};
 use serde_json::Value;
 
+use crate::args::{Refused, arg_bool, arg_str, arg_usize, required_str};
+pub use crate::args::{missing, wrong_type};
+use crate::error::SeamError;
+use crate::registry::ToolRegistry;
 use crate::seams::ShownFile;
 
 /// How the paths a model writes map onto the view and back.
@@ -273,10 +277,10 @@ impl DiskFiles {
         &self,
         views: &dyn Fn(Side) -> Result<Arc<View>, harness_fs::Error>,
         path: &str,
-    ) -> Result<ShownFile, String> {
+    ) -> Result<ShownFile, SeamError> {
         let side = self.side_of(path);
         let (paths, files) = self.of(side);
-        let view = views(side).map_err(|e| e.to_string())?;
+        let view = views(side).map_err(|e| SeamError::file(path, e))?;
         files.read_for_show(&view, paths, path)
     }
 }
@@ -302,59 +306,6 @@ const SHOW_MAX_BYTES: u64 = 8 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct FileTools {
     ledger: Ledger,
-}
-
-/// A typed argument: `Ok(None)` when absent (or null), the answer to send when of the wrong
-/// type.
-type Arg<T> = Result<Option<T>, Refused>;
-
-/// The answer a call gets instead of running (boxed: an outcome is large).
-type Refused = Box<ToolOutcome>;
-
-fn arg_str<'a>(call: &'a ToolCall, key: &str) -> Arg<&'a str> {
-    match call.arguments.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(wrong_type(call, key, "a string").into()),
-    }
-}
-
-fn arg_usize(call: &ToolCall, key: &str) -> Arg<usize> {
-    match call.arguments.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
-            Some(n) => Ok(Some(n)),
-            // A whole number too large to hold (1e20): said as such, not as the wrong type.
-            None if v
-                .as_f64()
-                .is_some_and(|f| f.is_finite() && f >= 0.0 && f.fract() == 0.0) =>
-            {
-                Err(ToolOutcome::error(
-                    &call.id,
-                    format!(
-                        "{}: `{key}` {v} is past the largest {key} there can be ({})",
-                        call.name,
-                        usize::MAX
-                    ),
-                )
-                .into())
-            }
-            None => Err(wrong_type(call, key, "a whole number, 0 or more").into()),
-        },
-    }
-}
-
-fn arg_bool(call: &ToolCall, key: &str) -> Arg<bool> {
-    match call.arguments.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(wrong_type(call, key, "true or false").into()),
-    }
-}
-
-/// A required string argument: the answer to send when it is absent or not a string.
-fn required_str<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, Refused> {
-    arg_str(call, key)?.ok_or_else(|| missing(call, key).into())
 }
 
 /// The replacements of an `edit` (its `old_string`, `new_string`, `replace_all`) or a
@@ -398,20 +349,6 @@ fn grep_options(call: &ToolCall) -> Result<GrepOptions, Refused> {
         },
         context: arg_usize(call, "context")?.unwrap_or(0),
     })
-}
-
-/// The answer to a call missing a required argument.
-pub fn missing(call: &ToolCall, key: &str) -> ToolOutcome {
-    ToolOutcome::error(
-        &call.id,
-        format!("{}: the argument `{key}` is missing", call.name),
-    )
-}
-
-/// The answer to a call whose argument `key` is there but of the wrong type (`what` it must
-/// be: "a string", "true or false", ...).
-pub fn wrong_type(call: &ToolCall, key: &str, what: &str) -> ToolOutcome {
-    ToolOutcome::error(&call.id, format!("{}: `{key}` must be {what}", call.name))
 }
 
 /// A refusal of harness-fs, with the view path it names shown as the person knows it (the form
@@ -518,63 +455,10 @@ impl FileTools {
         fst::check_write(view, &self.ledger, &paths.to_view(path)).map_err(|e| e.to_string())
     }
 
-    /// Runs `call` on `view`; `None` when it is not a file tool.
+    /// Runs `call` on `view` by its tool's handler; `None` when it is not a file tool.
     pub fn run(&self, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Option<ToolOutcome> {
-        let out = match call.name.as_str() {
-            "read" => self.read(view, paths, call),
-            "write" | "edit" | "multiedit" => self.change(view, paths, call),
-            "apply_patch" => self.patch(view, paths, call),
-            "mkdir" | "mv" | "rm" => Ok(FileTools::tree(view, call)),
-            "glob" => (|| {
-                let pattern = required_str(call, "pattern")?;
-                let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
-                match fst::glob(view, &root, pattern, 200) {
-                    Ok(g) => {
-                        let mut text: Vec<String> =
-                            g.paths.iter().map(|p| paths.listed(p)).collect();
-                        if text.is_empty() {
-                            text.push("No files found".to_owned());
-                        }
-                        if g.truncated {
-                            text.push(
-                                "(Results truncated. Use a more specific path or pattern.)"
-                                    .to_owned(),
-                            );
-                        }
-                        Ok(ToolOutcome::ok(&call.id, text.join("\n")))
-                    }
-                    Err(e) => Ok(error(call, paths, e)),
-                }
-            })(),
-            "grep" => (|| {
-                let pattern = required_str(call, "pattern")?;
-                let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
-                let opts = grep_options(call)?;
-                Ok(match fst::grep(view, &root, pattern, &opts) {
-                    Ok(g) => ToolOutcome::ok(&call.id, g.render_with(&|p| paths.listed(p))),
-                    Err(e) => error(call, paths, e),
-                })
-            })(),
-            "list" => (|| {
-                let path = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
-                let depth = arg_usize(call, "depth")?;
-                Ok(match fst::list(view, &path, depth) {
-                    Ok(text) => {
-                        // A note on the directory itself names it as successes name paths
-                        // (no entry's line holds a `/` before its end).
-                        let vp = view.resolve(&path);
-                        let text = match text.strip_prefix(&format!("({vp} ")) {
-                            Some(rest) => format!("({} {rest}", paths.shown(&vp)),
-                            None => text,
-                        };
-                        ToolOutcome::ok(&call.id, text)
-                    }
-                    Err(e) => error(call, paths, e),
-                })
-            })(),
-            _ => return None,
-        };
-        Some(out.unwrap_or_else(|refusal| *refusal))
+        let tool = FILE_TOOLS.get(call.name.as_str())?;
+        Some((tool.run)(self, view, paths, call).unwrap_or_else(|refusal| *refusal))
     }
 
     /// A file for `show`, read through the view as `read` reads it (a path the view does not
@@ -584,18 +468,25 @@ impl FileTools {
         view: &View,
         paths: &dyn PathMap,
         path: &str,
-    ) -> Result<ShownFile, String> {
+    ) -> Result<ShownFile, SeamError> {
         let vp = view.resolve(&paths.to_view(path));
-        let bytes = view.read_bytes(&vp).map_err(|e| e.to_string())?;
+        let bytes = view.read_bytes(&vp).map_err(|e| SeamError::file(path, e))?;
         let host = paths.shown(&vp);
         if bytes.len() as u64 > SHOW_MAX_BYTES {
-            return Err(format!(
-                "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
-                bytes.len()
+            return Err(SeamError::file(
+                &host,
+                format!(
+                    "{host} is {} bytes: files over {SHOW_MAX_BYTES} bytes are not shown",
+                    bytes.len()
+                ),
             ));
         }
-        let content = String::from_utf8(bytes)
-            .map_err(|_| format!("{host} is not UTF-8 text: it cannot be shown"))?;
+        let content = String::from_utf8(bytes).map_err(|_| {
+            SeamError::file(
+                &host,
+                format!("{host} is not UTF-8 text: it cannot be shown"),
+            )
+        })?;
         Ok(ShownFile {
             path: host,
             content,
@@ -638,11 +529,14 @@ impl FileTools {
         })
     }
 
+    /// `write`, `edit` or `multiedit` (`op` the change itself, after the path is read), answered
+    /// with what it did and the file before and after it.
     fn change(
         &self,
         view: &View,
         paths: &dyn PathMap,
         call: &ToolCall,
+        op: ChangeOp,
     ) -> Result<ToolOutcome, Refused> {
         let path = required_str(call, "path")?;
         let vp = paths.to_view(path);
@@ -651,19 +545,7 @@ impl FileTools {
             .read_bytes(&resolved)
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned());
-        let result = match call.name.as_str() {
-            "write" => {
-                let content = required_str(call, "content")?;
-                fst::write(view, &self.ledger, &vp, content)
-            }
-            "edit" => {
-                let old = required_str(call, "old_string")?;
-                let new = required_str(call, "new_string")?;
-                let all = arg_bool(call, "replace_all")?.unwrap_or(false);
-                fst::edit(view, &self.ledger, &vp, old, new, all)
-            }
-            _ => fst::multiedit(view, &self.ledger, &vp, &edit_specs(call)?),
-        };
+        let result = op(self, view, &vp, call)?;
         Ok(match result {
             Ok(change) => {
                 let after = view
@@ -687,6 +569,69 @@ impl FileTools {
                         after,
                     }),
                 }
+            }
+            Err(e) => error(call, paths, e),
+        })
+    }
+
+    fn glob(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, Refused> {
+        let pattern = required_str(call, "pattern")?;
+        let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+        Ok(match fst::glob(view, &root, pattern, 200) {
+            Ok(g) => {
+                let mut text: Vec<String> = g.paths.iter().map(|p| paths.listed(p)).collect();
+                if text.is_empty() {
+                    text.push("No files found".to_owned());
+                }
+                if g.truncated {
+                    text.push(
+                        "(Results truncated. Use a more specific path or pattern.)".to_owned(),
+                    );
+                }
+                ToolOutcome::ok(&call.id, text.join("\n"))
+            }
+            Err(e) => error(call, paths, e),
+        })
+    }
+
+    fn grep(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, Refused> {
+        let pattern = required_str(call, "pattern")?;
+        let root = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+        let opts = grep_options(call)?;
+        Ok(match fst::grep(view, &root, pattern, &opts) {
+            Ok(g) => ToolOutcome::ok(&call.id, g.render_with(&|p| paths.listed(p))),
+            Err(e) => error(call, paths, e),
+        })
+    }
+
+    fn list(
+        &self,
+        view: &View,
+        paths: &dyn PathMap,
+        call: &ToolCall,
+    ) -> Result<ToolOutcome, Refused> {
+        let path = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+        let depth = arg_usize(call, "depth")?;
+        Ok(match fst::list(view, &path, depth) {
+            Ok(text) => {
+                // A note on the directory itself names it as successes name paths (no entry's
+                // line holds a `/` before its end).
+                let vp = view.resolve(&path);
+                let text = match text.strip_prefix(&format!("({vp} ")) {
+                    Some(rest) => format!("({} {rest}", paths.shown(&vp)),
+                    None => text,
+                };
+                ToolOutcome::ok(&call.id, text)
             }
             Err(e) => error(call, paths, e),
         })
@@ -758,101 +703,209 @@ impl FileTools {
         paths: &dyn PathMap,
         call: &ToolCall,
     ) -> Option<ToolOutcome> {
-        let checked: Result<Option<harness_fs::Error>, Refused> = (|| {
-            Ok(match call.name.as_str() {
-                "read" => {
-                    let vp = paths.to_view(required_str(call, "path")?);
-                    let (offset, limit) = (arg_usize(call, "offset")?, arg_usize(call, "limit")?);
-                    fst::read(view, &Ledger::new(), &vp, offset, limit).err()
-                }
-                "write" => {
-                    let vp = paths.to_view(required_str(call, "path")?);
-                    required_str(call, "content")?;
-                    fst::check_write(view, &self.ledger, &vp).err()
-                }
-                "edit" | "multiedit" => {
-                    let vp = paths.to_view(required_str(call, "path")?);
-                    let edits = edit_specs(call)?;
-                    fst::check_edits(view, &self.ledger, &vp, &edits).err()
-                }
-                "apply_patch" => {
-                    let text = required_str(call, "patch")?;
-                    match harness_fs::patch::Patch::parse(text) {
-                        Err(e) => Some(e),
-                        Ok(mut patch) => {
-                            map_patch(&mut patch, paths);
-                            harness_fs::patch::check(view, &self.ledger, &patch).err()
-                        }
-                    }
-                }
-                "glob" | "grep" | "list" => {
-                    if call.name != "list" {
-                        required_str(call, "pattern")?;
-                    }
-                    let at = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
-                    if call.name == "grep" {
-                        grep_options(call)?;
-                    }
-                    arg_usize(call, "depth")?;
-                    if call.name == "list" {
-                        // One level is enough to find what the listing would refuse.
-                        fst::list(view, &at, Some(1)).err()
-                    } else {
-                        view.stat(&view.resolve(&at)).err()
-                    }
-                }
-                _ => None,
-            })
-        })();
-        match checked {
+        let tool = FILE_TOOLS.get(call.name.as_str())?;
+        match (tool.precheck)(self, view, paths, call) {
             Ok(None) => None,
             Ok(Some(e)) => Some(error(call, paths, e)),
             Err(refused) => Some(*refused),
         }
     }
+}
 
-    /// `mkdir`, `mv` and `rm` (to the trash) on `view`, by the view's rules and texts.
-    fn tree(view: &View, call: &ToolCall) -> ToolOutcome {
-        let a = &call.arguments;
-        let arg = |k: &str| a.get(k).and_then(Value::as_str);
-        let answer = match call.name.as_str() {
-            "mkdir" => match arg("path") {
-                None => return missing(call, "path"),
-                Some(p) => view
-                    .mkdir(p)
-                    .map(|()| format!("Created {}", view.resolve(p))),
-            },
-            "mv" => match (arg("from"), arg("to")) {
-                (None, _) => return missing(call, "from"),
-                (_, None) => return missing(call, "to"),
-                (Some(from), Some(to)) => view
-                    .mv(from, to)
-                    .map(|dst| format!("Moved {} to {dst}", view.resolve(from))),
-            },
-            _ => match arg("path") {
-                None => return missing(call, "path"),
-                Some(p) => {
-                    let recursive = a.get("recursive").and_then(Value::as_bool) == Some(true);
-                    let vp = view.resolve(p);
-                    match view.list(p) {
-                        Ok(listing) if !listing.entries.is_empty() && !recursive => {
-                            return ToolOutcome::error(
-                                &call.id,
-                                format!(
-                                    "Not empty: {vp} holds entries; pass recursive: true to delete it with everything in it."
-                                ),
-                            );
-                        }
-                        _ => {}
-                    }
-                    view.rm(p)
-                        .map(|id| format!("Moved {vp} to the trash (restore id {id})."))
-                }
-            },
-        };
-        match answer {
-            Ok(text) => ToolOutcome::ok(&call.id, text),
-            Err(e) => ToolOutcome::error(&call.id, e.to_string()),
+/// A file tool's handler: how a call runs, and how its own preconditions are checked without
+/// running it (the view's refusal it would meet, or the answer to its arguments).
+#[derive(Clone, Copy)]
+struct FileTool {
+    run: fn(&FileTools, &View, &dyn PathMap, &ToolCall) -> Result<ToolOutcome, Refused>,
+    precheck: Precheck,
+}
+
+/// A file tool's check of its preconditions: the view's refusal the call would meet.
+type Precheck = fn(&FileTools, &View, &dyn PathMap, &ToolCall) -> Checked;
+
+/// The change a `write`, `edit` or `multiedit` makes at its view path.
+type ChangeOp = fn(&FileTools, &View, &str, &ToolCall) -> ChangeResult;
+
+/// The file tools by canonical name (`mkdir`, `mv` and `rm` too, for a view's tree).
+static FILE_TOOLS: std::sync::LazyLock<ToolRegistry<FileTool>> = std::sync::LazyLock::new(|| {
+    let tool = |run, precheck| FileTool { run, precheck };
+    ToolRegistry::new()
+        .with("read", tool(FileTools::read, check_read))
+        .with(
+            "write",
+            tool(|f, v, p, c| f.change(v, p, c, write), check_write),
+        )
+        .with(
+            "edit",
+            tool(|f, v, p, c| f.change(v, p, c, edit), check_edits),
+        )
+        .with(
+            "multiedit",
+            tool(|f, v, p, c| f.change(v, p, c, multiedit), check_edits),
+        )
+        .with("apply_patch", tool(FileTools::patch, check_patch))
+        .with("glob", tool(FileTools::glob, check_glob))
+        .with("grep", tool(FileTools::grep, check_grep))
+        .with("list", tool(FileTools::list, check_list))
+        .with("mkdir", tool(mkdir, no_precheck))
+        .with("mv", tool(mv, no_precheck))
+        .with("rm", tool(rm, no_precheck))
+});
+
+fn write(f: &FileTools, view: &View, vp: &str, call: &ToolCall) -> ChangeResult {
+    let content = required_str(call, "content")?;
+    Ok(fst::write(view, &f.ledger, vp, content))
+}
+
+fn edit(f: &FileTools, view: &View, vp: &str, call: &ToolCall) -> ChangeResult {
+    let old = required_str(call, "old_string")?;
+    let new = required_str(call, "new_string")?;
+    let all = arg_bool(call, "replace_all")?.unwrap_or(false);
+    Ok(fst::edit(view, &f.ledger, vp, old, new, all))
+}
+
+fn multiedit(f: &FileTools, view: &View, vp: &str, call: &ToolCall) -> ChangeResult {
+    Ok(fst::multiedit(view, &f.ledger, vp, &edit_specs(call)?))
+}
+
+/// What a [`ChangeOp`] gives.
+type ChangeResult = Result<harness_fs::Result<fst::Change>, Refused>;
+
+/// A precheck's answer.
+type Checked = Result<Option<harness_fs::Error>, Refused>;
+
+fn no_precheck(_: &FileTools, _: &View, _: &dyn PathMap, _: &ToolCall) -> Checked {
+    Ok(None)
+}
+
+fn check_read(_: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    let vp = paths.to_view(required_str(call, "path")?);
+    let (offset, limit) = (arg_usize(call, "offset")?, arg_usize(call, "limit")?);
+    Ok(fst::read(view, &Ledger::new(), &vp, offset, limit).err())
+}
+
+fn check_write(f: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    let vp = paths.to_view(required_str(call, "path")?);
+    required_str(call, "content")?;
+    Ok(fst::check_write(view, &f.ledger, &vp).err())
+}
+
+fn check_edits(f: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    let vp = paths.to_view(required_str(call, "path")?);
+    let edits = edit_specs(call)?;
+    Ok(fst::check_edits(view, &f.ledger, &vp, &edits).err())
+}
+
+fn check_patch(f: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    let text = required_str(call, "patch")?;
+    Ok(match harness_fs::patch::Patch::parse(text) {
+        Err(e) => Some(e),
+        Ok(mut patch) => {
+            map_patch(&mut patch, paths);
+            harness_fs::patch::check(view, &f.ledger, &patch).err()
         }
+    })
+}
+
+/// Where `glob`, `grep` or `list` would look, its arguments read as the call reads them.
+fn search_root(paths: &dyn PathMap, call: &ToolCall) -> Result<String, Refused> {
+    let at = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+    arg_usize(call, "depth")?;
+    Ok(at)
+}
+
+fn check_glob(_: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    required_str(call, "pattern")?;
+    let at = search_root(paths, call)?;
+    Ok(view.stat(&view.resolve(&at)).err())
+}
+
+fn check_grep(_: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    required_str(call, "pattern")?;
+    let at = paths.to_view(arg_str(call, "path")?.unwrap_or(paths.here()));
+    grep_options(call)?;
+    arg_usize(call, "depth")?;
+    Ok(view.stat(&view.resolve(&at)).err())
+}
+
+fn check_list(_: &FileTools, view: &View, paths: &dyn PathMap, call: &ToolCall) -> Checked {
+    let at = search_root(paths, call)?;
+    // One level is enough to find what the listing would refuse.
+    Ok(fst::list(view, &at, Some(1)).err())
+}
+
+/// A tree tool's answer from the view's result.
+fn tree_answer(call: &ToolCall, answer: harness_fs::Result<String>) -> ToolOutcome {
+    match answer {
+        Ok(text) => ToolOutcome::ok(&call.id, text),
+        Err(e) => ToolOutcome::error(&call.id, e.to_string()),
     }
+}
+
+/// A tree tool's string argument, as those tools have always read them (a value of another
+/// type is taken as absent).
+fn tree_arg<'a>(call: &'a ToolCall, key: &str) -> Result<&'a str, Refused> {
+    call.arguments
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| missing(call, key).into())
+}
+
+/// `mkdir` on the view, by its rules and texts.
+fn mkdir(
+    _: &FileTools,
+    view: &View,
+    _: &dyn PathMap,
+    call: &ToolCall,
+) -> Result<ToolOutcome, Refused> {
+    let p = tree_arg(call, "path")?;
+    Ok(tree_answer(
+        call,
+        view.mkdir(p)
+            .map(|()| format!("Created {}", view.resolve(p))),
+    ))
+}
+
+/// `mv` on the view, by its rules and texts.
+fn mv(
+    _: &FileTools,
+    view: &View,
+    _: &dyn PathMap,
+    call: &ToolCall,
+) -> Result<ToolOutcome, Refused> {
+    let from = tree_arg(call, "from")?;
+    let to = tree_arg(call, "to")?;
+    Ok(tree_answer(
+        call,
+        view.mv(from, to)
+            .map(|dst| format!("Moved {} to {dst}", view.resolve(from))),
+    ))
+}
+
+/// `rm` (to the trash) on the view: a directory with entries only with `recursive`.
+fn rm(
+    _: &FileTools,
+    view: &View,
+    _: &dyn PathMap,
+    call: &ToolCall,
+) -> Result<ToolOutcome, Refused> {
+    let p = tree_arg(call, "path")?;
+    let recursive = call.arguments.get("recursive").and_then(Value::as_bool) == Some(true);
+    let vp = view.resolve(p);
+    if let Ok(listing) = view.list(p)
+        && !listing.entries.is_empty()
+        && !recursive
+    {
+        return Ok(ToolOutcome::error(
+            &call.id,
+            format!(
+                "Not empty: {vp} holds entries; pass recursive: true to delete it with everything in it."
+            ),
+        ));
+    }
+    Ok(tree_answer(
+        call,
+        view.rm(p)
+            .map(|id| format!("Moved {vp} to the trash (restore id {id}).")),
+    ))
 }

@@ -19,7 +19,7 @@
 //! use std::sync::Arc;
 //! use harness_agent::{
 //!     BoxFuture, CallContext, CoreEvent, Event, MemoryStore, Ran, RegisteredTool, Reply,
-//!     ScriptedModel, SessionBuilder, ShownFile, ToolWorld,
+//!     ScriptedModel, SeamError, SessionBuilder, ShownFile, ToolWorld,
 //! };
 //! use harness_core::protocol::{Mode, ToolCall};
 //! use harness_loop::session::ToolOutcome;
@@ -44,8 +44,8 @@
 //!     fn call<'a>(&'a self, call: &'a ToolCall, _cx: CallContext) -> BoxFuture<'a, Ran> {
 //!         Box::pin(async move { Ran::Done(ToolOutcome::ok(&call.id, "12:00")) })
 //!     }
-//!     fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
-//!         Err(format!("{path}: No such file or directory"))
+//!     fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError> {
+//!         Err(SeamError::file(path, format!("{path}: No such file or directory")))
 //!     }
 //!     fn place(&self) -> String {
 //!         "/".into()
@@ -78,6 +78,7 @@
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
 
+pub mod args;
 pub mod capacity;
 pub mod commands;
 pub mod custom;
@@ -93,6 +94,7 @@ pub mod person;
 pub mod personal;
 pub mod preview;
 pub mod protocol;
+pub mod registry;
 mod runner;
 pub mod scripted;
 pub mod seams;
@@ -115,10 +117,11 @@ use tokio::sync::mpsc;
 use runner::{Driver, DriverSetup};
 
 pub use capacity::CapacityGate;
-pub use error::{Error, Result};
+pub use error::{Error, Result, SeamError};
 pub use files::{AbsolutePaths, DirPaths, DiskFiles, FileTools, PathMap, Side, ViewPaths};
 pub use perm::SessionPermissions;
-pub use protocol::{CoreEvent, Event, Op, Query, stop_reason, turn_end_text};
+pub use protocol::{CoreEvent, Event, Op, Query, ShellEnd, stop_reason, turn_end_text};
+pub use registry::ToolRegistry;
 pub use runner::{AGENTS, FORGE, offered_tools, runtime_values};
 pub use scripted::{Reply, ScriptedModel};
 pub use seams::{
@@ -133,9 +136,10 @@ pub use store::MemoryStore;
 pub struct NoJobs;
 
 impl JobSpawner for NoJobs {
-    fn spawn(&self, command: &str) -> std::result::Result<Arc<dyn Process>, String> {
-        Err(format!(
-            "this session runs no commands, so `{command}` cannot run as a job"
+    fn spawn(&self, command: &str) -> std::result::Result<Arc<dyn Process>, SeamError> {
+        Err(SeamError::command(
+            command,
+            format!("this session runs no commands, so `{command}` cannot run as a job"),
         ))
     }
 }

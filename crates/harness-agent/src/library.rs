@@ -22,6 +22,8 @@ use harness_fs::{Access, Level, MemoryBackend, VPath, View};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::SeamError;
+use crate::registry::ToolRegistry;
 use crate::time::{format_time, now};
 
 /// The library tools.
@@ -32,6 +34,20 @@ pub const TOOLS: &[&str] = &[
     "knowledge_search",
     "knowledge_get",
 ];
+
+/// A library tool's handler: its (already scoped) arguments and the scope in, its answer out.
+type LibraryHandler = fn(&Library, &Value, Option<&Value>) -> Answer;
+
+/// The library tools by canonical name.
+static LIBRARY_TOOLS: std::sync::LazyLock<ToolRegistry<LibraryHandler>> =
+    std::sync::LazyLock::new(|| {
+        ToolRegistry::new()
+            .with("notes_search", Library::notes_search as LibraryHandler)
+            .with("note_view", Library::note_view)
+            .with("note_manage", Library::manage)
+            .with("knowledge_search", Library::knowledge_search)
+            .with("knowledge_get", Library::knowledge_get)
+    });
 
 /// What is kept about a note or a document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,10 +83,10 @@ pub trait LibraryStore: Send + Sync {
     fn notes(&self) -> Vec<Item>;
     /// Every knowledge document, in any order (a title defaults to the id).
     fn documents(&self) -> Vec<Item>;
-    /// Writes a note whole (created or replaced); the error names what failed.
-    fn save_note(&self, note: &Item) -> Result<(), String>;
-    /// Removes a note; the error names what failed.
-    fn delete_note(&self, id: &str) -> Result<(), String>;
+    /// Writes a note whole (created or replaced); the error names the file that failed.
+    fn save_note(&self, note: &Item) -> Result<(), SeamError>;
+    /// Removes a note; the error names the file that failed.
+    fn delete_note(&self, id: &str) -> Result<(), SeamError>;
 }
 
 /// The library of one person, seen from one project.
@@ -259,7 +275,7 @@ impl LibraryStore for DirLibrary {
         out
     }
 
-    fn save_note(&self, note: &Item) -> Result<(), String> {
+    fn save_note(&self, note: &Item) -> Result<(), SeamError> {
         let dir = self.notes_dir();
         let id = &note.id;
         let saved = std::fs::create_dir_all(&dir)
@@ -268,14 +284,24 @@ impl LibraryStore for DirLibrary {
                 let meta = serde_json::to_string_pretty(&note.meta).unwrap_or_default();
                 Self::write_atomic(&dir.join(format!("{id}.json")), &meta)
             });
-        saved.map_err(|e| format!("cannot save note {id} in {}: {e}", dir.display()))
+        saved.map_err(|e| {
+            SeamError::file(
+                &dir.join(format!("{id}.md")).display().to_string(),
+                format!("cannot save note {id} in {}: {e}", dir.display()),
+            )
+        })
     }
 
-    fn delete_note(&self, id: &str) -> Result<(), String> {
+    fn delete_note(&self, id: &str) -> Result<(), SeamError> {
         let dir = self.notes_dir();
         let _ = std::fs::remove_file(dir.join(format!("{id}.json")));
-        std::fs::remove_file(dir.join(format!("{id}.md")))
-            .map_err(|e| format!("cannot delete note {id} in {}: {e}", dir.display()))
+        let text = dir.join(format!("{id}.md"));
+        std::fs::remove_file(&text).map_err(|e| {
+            SeamError::file(
+                &text.display().to_string(),
+                format!("cannot delete note {id} in {}: {e}", dir.display()),
+            )
+        })
     }
 }
 
@@ -415,15 +441,11 @@ impl Library {
         Self::scoped(self.store.documents(), scope)
     }
 
-    /// Runs a library tool with its (already scoped) arguments.
+    /// Runs a library tool with its (already scoped) arguments, by the tool's handler.
     pub fn run(&self, tool: &str, a: &Value, scope: Option<&Value>) -> Answer {
-        match tool {
-            "notes_search" => self.notes_search(a, scope),
-            "note_view" => self.note_view(a, scope),
-            "note_manage" => self.manage(a, scope),
-            "knowledge_search" => self.knowledge_search(a, scope),
-            "knowledge_get" => self.knowledge_get(a, scope),
-            other => err(format!("{other} is not a library tool")),
+        match LIBRARY_TOOLS.get(tool) {
+            Some(handler) => handler(self, a, scope),
+            None => err(format!("{tool} is not a library tool")),
         }
     }
 
@@ -613,7 +635,7 @@ impl Library {
                 };
                 match self.store.save_note(&note) {
                     Ok(()) => (format!("Created note {}: {title}.", note.id), false),
-                    Err(e) => err(e),
+                    Err(e) => err(e.to_string()),
                 }
             }
             Some(action @ ("update" | "append" | "delete")) => {
@@ -626,7 +648,7 @@ impl Library {
                 if action == "delete" {
                     return match self.store.delete_note(id) {
                         Ok(()) => (format!("Deleted note {id}."), false),
-                        Err(e) => err(e),
+                        Err(e) => err(e.to_string()),
                     };
                 }
                 if action == "append" {
@@ -648,7 +670,7 @@ impl Library {
                 note.meta.updated = now();
                 match self.store.save_note(&note) {
                     Ok(()) => (format!("Note {id} {action}d."), false),
-                    Err(e) => err(e),
+                    Err(e) => err(e.to_string()),
                 }
             }
             _ => err("note_manage: `action` must be create, update, append or delete"),

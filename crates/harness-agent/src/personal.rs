@@ -12,6 +12,7 @@ use harness_loop::session::ToolOutcome;
 use serde_json::Value;
 
 use crate::library::{self, Library};
+use crate::registry::ToolRegistry;
 
 /// Where the skill tools look in a project's tree.
 const PROJECT_SKILLS: &str = "/.llembas/skills";
@@ -40,23 +41,11 @@ impl PersonalTools {
             || (library::TOOLS.contains(&name) && self.library.is_some())
     }
 
-    /// Answers `call`, with `project` the session's tree; `None` when it is not one of these
-    /// tools (or its part is not set).
+    /// Answers `call` by its tool's handler, with `project` the session's tree; `None` when it
+    /// is not one of these tools (or its part is not set).
     pub fn run(&self, project: &View, call: &ToolCall) -> Option<ToolOutcome> {
-        let a = &call.arguments;
-        let (text, is_error) = match call.name.as_str() {
-            name if SKILL_TOOLS.contains(&name) => match self.skills(project, name, a) {
-                Ok(t) => (t, false),
-                Err(e) => (e, true),
-            },
-            "memory" => memory(self.memory.as_deref()?, a),
-            name if library::TOOLS.contains(&name) => {
-                let lib = self.library.as_ref()?;
-                let scoped = harness_core::library::scope_call(name, a, self.scope.as_ref());
-                lib.run(name, &scoped.arguments, scoped.scope.as_ref())
-            }
-            _ => return None,
-        };
+        let handler = PERSONAL_TOOLS.get(call.name.as_str())?;
+        let (text, is_error) = handler(self, project, call)?;
         Some(ToolOutcome::answer(&call.id, text, is_error))
     }
 
@@ -92,74 +81,127 @@ impl PersonalTools {
         values
     }
 
-    /// The skill tools over the project's `.llembas/skills` (first) and the person's own.
-    fn skills(&self, project: &View, tool: &str, a: &Value) -> Result<String, String> {
-        use harness_fs::skills;
-        let user = match &self.user_skills {
-            Some(dir) => {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-                // Opened for this call only: other sessions share the directory.
-                let backend =
-                    HostBackend::open(dir, HostOptions::default()).map_err(|e| e.to_string())?;
-                Some(View::new(
-                    Arc::new(backend),
-                    harness_fs::Access::new().grant("/", Level::Commit),
-                ))
-            }
-            None => None,
+    /// The person's own skills directory as a view (made when missing), opened for one call
+    /// only: other sessions share the directory.
+    fn user_skills(&self) -> Result<Option<View>, String> {
+        let Some(dir) = &self.user_skills else {
+            return Ok(None);
         };
-        let places: Vec<(&str, &View, &str)> =
-            std::iter::once(("project", project, PROJECT_SKILLS))
-                .chain(user.as_ref().map(|v| ("user", v, "/")))
-                .collect();
-        let s = |k: &str| a.get(k).and_then(Value::as_str);
-        match tool {
-            "skills_list" => {
-                let mut lines = Vec::new();
-                for (label, view, root) in &places {
-                    for sk in skills::list(view, root).map_err(|e| e.to_string())? {
-                        lines.push(format!("{} — {} ({label})", sk.name, sk.description));
-                    }
-                }
-                Ok(if lines.is_empty() {
-                    "No skills yet.".to_owned()
-                } else {
-                    lines.join("\n")
-                })
-            }
-            "skill_view" => {
-                let name = s("name").ok_or("skill_view: `name` is missing")?;
-                let mut last = String::new();
-                for (_, view, root) in &places {
-                    match skills::view_skill(view, root, name, s("file")) {
-                        Ok(t) => return Ok(t),
-                        Err(e) => last = e.to_string(),
-                    }
-                }
-                Err(last)
-            }
-            _ => {
-                let action: skills::SkillAction =
-                    serde_json::from_value(a.clone()).map_err(|e| format!("skill_manage: {e}"))?;
-                let name = s("name").unwrap_or_default();
-                // A new skill goes where `scope` says (the person's own by default); a change
-                // goes where the skill is.
-                let in_project = skills::view_skill(project, PROJECT_SKILLS, name, None).is_ok();
-                let to_project = if s("action") == Some("create") {
-                    s("scope") == Some("project")
-                } else {
-                    in_project
-                };
-                let (view, root) = match &user {
-                    Some(v) if !to_project => (v, "/"),
-                    _ => (project, PROJECT_SKILLS),
-                };
-                skills::manage(view, root, &action).map_err(|e| e.to_string())
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let backend = HostBackend::open(dir, HostOptions::default()).map_err(|e| e.to_string())?;
+        Ok(Some(View::new(
+            Arc::new(backend),
+            harness_fs::Access::new().grant("/", Level::Commit),
+        )))
+    }
+
+    /// `skills_list`: the project's skills, then the person's.
+    fn skills_list(&self, project: &View, _: &Value) -> Result<String, String> {
+        let user = self.user_skills()?;
+        let mut lines = Vec::new();
+        for (label, view, root) in places(project, user.as_ref()) {
+            for sk in harness_fs::skills::list(view, root).map_err(|e| e.to_string())? {
+                lines.push(format!("{} — {} ({label})", sk.name, sk.description));
             }
         }
+        Ok(if lines.is_empty() {
+            "No skills yet.".to_owned()
+        } else {
+            lines.join("\n")
+        })
+    }
+
+    /// `skill_view`: a skill's text (or one of its files), the project's first.
+    fn skill_view(&self, project: &View, a: &Value) -> Result<String, String> {
+        let user = self.user_skills()?;
+        let s = |k: &str| a.get(k).and_then(Value::as_str);
+        let name = s("name").ok_or("skill_view: `name` is missing")?;
+        let mut last = String::new();
+        for (_, view, root) in places(project, user.as_ref()) {
+            match harness_fs::skills::view_skill(view, root, name, s("file")) {
+                Ok(t) => return Ok(t),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
+    }
+
+    /// `skill_manage`: a new skill goes where `scope` says (the person's own by default); a
+    /// change goes where the skill is.
+    fn skill_manage(&self, project: &View, a: &Value) -> Result<String, String> {
+        use harness_fs::skills;
+        let user = self.user_skills()?;
+        let s = |k: &str| a.get(k).and_then(Value::as_str);
+        let action: skills::SkillAction =
+            serde_json::from_value(a.clone()).map_err(|e| format!("skill_manage: {e}"))?;
+        let name = s("name").unwrap_or_default();
+        let in_project = skills::view_skill(project, PROJECT_SKILLS, name, None).is_ok();
+        let to_project = if s("action") == Some("create") {
+            s("scope") == Some("project")
+        } else {
+            in_project
+        };
+        let (view, root) = match &user {
+            Some(v) if !to_project => (v, "/"),
+            _ => (project, PROJECT_SKILLS),
+        };
+        skills::manage(view, root, &action).map_err(|e| e.to_string())
+    }
+
+    /// A library tool's call, scoped as the session is.
+    fn library_call(&self, call: &ToolCall) -> Option<(String, bool)> {
+        let lib = self.library.as_ref()?;
+        let scoped =
+            harness_core::library::scope_call(&call.name, &call.arguments, self.scope.as_ref());
+        Some(lib.run(&call.name, &scoped.arguments, scoped.scope.as_ref()))
     }
 }
+
+/// Where skills are looked for: the project's `.llembas/skills`, then the person's own.
+fn places<'a>(
+    project: &'a View,
+    user: Option<&'a View>,
+) -> Vec<(&'static str, &'a View, &'static str)> {
+    std::iter::once(("project", project, PROJECT_SKILLS))
+        .chain(user.map(|v| ("user", v, "/")))
+        .collect()
+}
+
+/// A personal tool's handler: the session's parts, its project tree and the call in; its answer
+/// (text, whether it is an error) out, `None` when the part it needs is not set.
+type PersonalHandler = fn(&PersonalTools, &View, &ToolCall) -> Option<(String, bool)>;
+
+/// A skill tool's answer as a personal tool's.
+fn skill_answer(r: Result<String, String>) -> Option<(String, bool)> {
+    Some(match r {
+        Ok(t) => (t, false),
+        Err(e) => (e, true),
+    })
+}
+
+/// The personal tools by canonical name.
+static PERSONAL_TOOLS: std::sync::LazyLock<ToolRegistry<PersonalHandler>> =
+    std::sync::LazyLock::new(|| {
+        let mut r = ToolRegistry::new()
+            .with(
+                "skills_list",
+                (|p, v, c| skill_answer(p.skills_list(v, &c.arguments))) as PersonalHandler,
+            )
+            .with("skill_view", |p, v, c| {
+                skill_answer(p.skill_view(v, &c.arguments))
+            })
+            .with("skill_manage", |p, v, c| {
+                skill_answer(p.skill_manage(v, &c.arguments))
+            })
+            .with("memory", |p, _, c| {
+                Some(memory(p.memory.as_deref()?, &c.arguments))
+            });
+        for name in library::TOOLS {
+            r = r.with(name, |p, _, c| p.library_call(c));
+        }
+        r
+    });
 
 /// Run-time values of the tool variables the spec leaves to the product (the memory limits),
 /// said once in the runner's catalogue.

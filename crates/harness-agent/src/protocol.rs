@@ -2,14 +2,15 @@
 //! end's answers to what the session asked), [`Event`]s out (the core's event stream and what a
 //! front end draws besides: edits, questions, files to show, output as it comes). Both are
 //! serde-tagged enums (`{"type": "..."}`): a core event is written exactly as harness-core writes
-//! it, the others as `{"type": "edit" | "question" | "show" | "tool_output", ...}`, so a server
+//! it, the others as `{"type": "edit" | "question" | "show" | "tool_output" | "shell_asked" |
+//! "shell_ended", ...}`, so a server
 //! stores and forwards them with no JSON of its own.
 //!
 //! The session's answers with a value (its jobs, a rewind, a compaction, a mode change) are the
 //! [`crate::Session`]'s async methods; inside the crate they travel as [`Ctl`]s with a reply
 //! channel.
 
-use harness_core::protocol::{Answer, Mode, Origin, TurnEnd};
+use harness_core::protocol::{Answer, Mode, Origin, PermissionQuestion, TurnEnd};
 use harness_loop::transcript::Entry;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,45 @@ pub enum Event {
         /// The new output.
         text: String,
     },
+    /// A rule asks before the person's own command ([`Op::Shell`]) runs: answer with
+    /// [`Op::Answer`] (`once` runs it; nothing is remembered).
+    ShellAsked {
+        /// The command's call.
+        call_id: String,
+        /// The question (no pattern: "always" is not offered).
+        question: PermissionQuestion,
+    },
+    /// The person's own command ([`Op::Shell`]) ended.
+    ShellEnded {
+        /// The command's call (empty when it was refused before it had one).
+        call_id: String,
+        /// The command.
+        command: String,
+        /// How it ended.
+        end: ShellEnd,
+    },
+}
+
+/// How the person's own command ([`Op::Shell`]) ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ShellEnd {
+    /// It ran: its exit code (-1 when a signal ended it) and its output (stderr with stdout).
+    Ran {
+        /// The exit code.
+        code: i32,
+        /// What it wrote.
+        output: String,
+    },
+    /// A rule denied it.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// The person said no when asked (or nobody answered).
+    Declined,
+    /// The person stopped it while it ran.
+    Stopped,
 }
 
 /// The front end's own events as they are written.
@@ -97,6 +137,15 @@ enum Own {
         call_id: String,
         text: String,
     },
+    ShellAsked {
+        call_id: String,
+        question: PermissionQuestion,
+    },
+    ShellEnded {
+        call_id: String,
+        command: String,
+        end: ShellEnd,
+    },
 }
 
 /// The front end's own events as they are written, borrowed.
@@ -125,6 +174,15 @@ enum OwnRef<'a> {
     ToolOutput {
         call_id: &'a str,
         text: &'a str,
+    },
+    ShellAsked {
+        call_id: &'a str,
+        question: &'a PermissionQuestion,
+    },
+    ShellEnded {
+        call_id: &'a str,
+        command: &'a str,
+        end: &'a ShellEnd,
     },
 }
 
@@ -169,6 +227,16 @@ impl Serialize for Event {
                 line,
             },
             Event::ToolOutput { call_id, text } => OwnRef::ToolOutput { call_id, text },
+            Event::ShellAsked { call_id, question } => OwnRef::ShellAsked { call_id, question },
+            Event::ShellEnded {
+                call_id,
+                command,
+                end,
+            } => OwnRef::ShellEnded {
+                call_id,
+                command,
+                end,
+            },
         };
         own.serialize(s)
     }
@@ -224,6 +292,18 @@ impl<'de> Deserialize<'de> for Event {
                 content,
             },
             Wire::Own(Own::ToolOutput { call_id, text }) => Event::ToolOutput { call_id, text },
+            Wire::Own(Own::ShellAsked { call_id, question }) => {
+                Event::ShellAsked { call_id, question }
+            }
+            Wire::Own(Own::ShellEnded {
+                call_id,
+                command,
+                end,
+            }) => Event::ShellEnded {
+                call_id,
+                command,
+                end,
+            },
         })
     }
 }
@@ -278,6 +358,15 @@ pub enum Op {
     Message {
         /// Its text.
         text: String,
+    },
+    /// The person's own command (a terminal's `!command`): run in the session's directory under
+    /// the rules a model's `bash` call meets — refused by a deny ([`Event::ShellEnded`] says
+    /// why), asked once when a rule asks ([`Event::ShellAsked`]; nothing is remembered) — and
+    /// its end told as [`Event::ShellEnded`]; [`Op::Cancel`] stops it. Only an idle session
+    /// runs it.
+    Shell {
+        /// The command line.
+        command: String,
     },
 }
 

@@ -38,9 +38,11 @@ mod catalogue;
 mod control;
 mod jobs;
 mod model;
+mod registry;
+mod shell;
 mod tools;
 
-use catalogue::{Catalogue, RUNTIME_ANSWERS, offering};
+use catalogue::{Catalogue, offering};
 pub use catalogue::{FORGE, offered_tools, runtime_values};
 use jobs::JobMsg;
 use tools::replay_plan;
@@ -380,6 +382,7 @@ impl Driver {
                         self.prompt(text, images).await?;
                     }
                     Some(Ctl::Op(Op::Message { text })) => self.feed(Input::Message { text }).await?,
+                    Some(Ctl::Op(Op::Shell { command })) => self.shell(command).await?,
                     Some(Ctl::Query(Query::Compact, reply)) => {
                         let text = match self.compact().await? {
                             Ok(text) | Err(text) => text,
@@ -533,7 +536,7 @@ fn loop_setup(
                 return Some(*t);
             }
             let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
-                || RUNTIME_ANSWERS.contains(&name)
+                || registry::answers(name)
                 || world.runs(name);
             if answered {
                 Spec::embedded().traits(name)

@@ -192,7 +192,7 @@ impl ModelLink for ScriptedModel {
         })
     }
 
-    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String> {
+    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, crate::SeamError> {
         let mut other = self.clone();
         other.info.name = name.to_owned();
         Ok(Arc::new(other))

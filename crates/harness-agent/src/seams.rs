@@ -19,6 +19,8 @@ use harness_model::{
 use harness_spec::Risk;
 use serde_json::Value;
 
+use crate::error::SeamError;
+
 /// A boxed future that may move between threads.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -47,7 +49,7 @@ pub trait ModelLink: Send + Sync {
     }
 
     /// The same link to another model (`/model NAME`).
-    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String>;
+    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, SeamError>;
 }
 
 /// `NAME[ at URL], context N, output M`, as much as is known.
@@ -87,16 +89,17 @@ impl ModelLink for ModelClient {
         self.endpoint().base_url.clone()
     }
 
-    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, String> {
+    fn with_model(&self, name: &str) -> Result<Arc<dyn ModelLink>, SeamError> {
         let overrides = ModelOverrides {
             capacity: ModelClient::model(self).capacity,
             ..ModelOverrides::default()
         };
-        let catalogue = harness_model::Catalogue::embedded().map_err(|e| e.to_string())?;
+        let catalogue =
+            harness_model::Catalogue::embedded().map_err(|e| SeamError::model(name, e))?;
         let info = ModelInfo::resolve(catalogue, name, &overrides);
         ModelClient::new(self.endpoint().clone(), info)
             .map(|c| Arc::new(c) as Arc<dyn ModelLink>)
-            .map_err(|e| e.to_string())
+            .map_err(|e| SeamError::model(name, e))
     }
 }
 
@@ -141,10 +144,10 @@ pub trait Process: Send + Sync {
 /// Starts commands as background jobs (`bash` with `background: true`).
 pub trait JobSpawner: Send + Sync {
     /// Starts `command` in the session's directory.
-    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String>;
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, SeamError>;
     /// Starts `command` the person approved when asked (a spawner may run it outside its OS
     /// sandbox). By default as [`JobSpawner::spawn`].
-    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn_approved(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         self.spawn(command)
     }
 }
@@ -273,7 +276,7 @@ pub trait ToolWorld: Send + Sync {
 
     /// Reads a file for `show`, through the session's view and its rules (the same answer as
     /// `read` gives for a path it cannot see).
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String>;
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError>;
 
     /// The directory the session works in, as the person knows it.
     fn place(&self) -> String;
@@ -310,15 +313,15 @@ pub struct Meta {
 /// Where sessions are kept: their transcripts (appended event by event) and metadata.
 pub trait SessionStore: Send + Sync {
     /// A new session's metadata (and its place in the store).
-    fn create(&self, place: &str, model: &str) -> Result<Meta, String>;
+    fn create(&self, place: &str, model: &str) -> Result<Meta, SeamError>;
     /// Saves a session's metadata.
-    fn save(&self, meta: &Meta) -> Result<(), String>;
+    fn save(&self, meta: &Meta) -> Result<(), SeamError>;
     /// Appends entries to a session's transcript.
-    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), String>;
+    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), SeamError>;
     /// A session's transcript, up to its last complete event.
-    fn load(&self, id: &str) -> Result<Vec<Entry>, String>;
+    fn load(&self, id: &str) -> Result<Vec<Entry>, SeamError>;
     /// A session's metadata by id.
-    fn find(&self, id: &str) -> Result<Meta, String>;
+    fn find(&self, id: &str) -> Result<Meta, SeamError>;
     /// Whether it answers `session_search` (the tool is offered only then).
     fn searches(&self) -> bool {
         false

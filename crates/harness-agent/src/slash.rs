@@ -69,7 +69,7 @@ pub enum Line {
     Shell(String),
     /// `/quit`.
     Quit,
-    /// A prompt command the person added (`/name ARGS`, see [`crate::custom`]).
+    /// A prompt command the person added (`/name ARGS`, the `custom` module's).
     Custom {
         /// Its name.
         name: String,
@@ -83,7 +83,7 @@ pub enum Line {
 }
 
 /// The prompt commands of a session as the parser asks about them (the session's
-/// [`crate::custom::Commands`]; `()` for none).
+/// `custom::Commands`; `()` for none).
 pub trait CommandNames {
     /// Whether there is a prompt command named `name`.
     fn has(&self, name: &str) -> bool;

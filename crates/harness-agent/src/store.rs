@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use harness_loop::transcript::Entry;
 
+use crate::error::SeamError;
 use crate::seams::{Meta, SessionStore};
 
 /// Sessions kept in memory for as long as the store lives.
@@ -22,9 +23,9 @@ impl MemoryStore {
 }
 
 impl SessionStore for MemoryStore {
-    fn create(&self, place: &str, model: &str) -> Result<Meta, String> {
+    fn create(&self, place: &str, model: &str) -> Result<Meta, SeamError> {
         let n = {
-            let mut next = self.next.lock().map_err(|e| e.to_string())?;
+            let mut next = self.next.lock().map_err(|e| SeamError::store("", e))?;
             *next += 1;
             *next
         };
@@ -40,42 +41,45 @@ impl SessionStore for MemoryStore {
         };
         self.sessions
             .lock()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| SeamError::store(&meta.id, e))?
             .insert(meta.id.clone(), (meta.clone(), Vec::new()));
         Ok(meta)
     }
 
-    fn save(&self, meta: &Meta) -> Result<(), String> {
-        let mut s = self.sessions.lock().map_err(|e| e.to_string())?;
+    fn save(&self, meta: &Meta) -> Result<(), SeamError> {
+        let mut s = self
+            .sessions
+            .lock()
+            .map_err(|e| SeamError::store(&meta.id, e))?;
         s.entry(meta.id.clone())
             .or_insert_with(|| (meta.clone(), Vec::new()))
             .0 = meta.clone();
         Ok(())
     }
 
-    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), String> {
-        let mut s = self.sessions.lock().map_err(|e| e.to_string())?;
+    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), SeamError> {
+        let mut s = self.sessions.lock().map_err(|e| SeamError::store(id, e))?;
         match s.get_mut(id) {
             Some((_, log)) => {
                 log.extend_from_slice(entries);
                 Ok(())
             }
-            None => Err(format!("no session {id} in the store")),
+            None => Err(SeamError::NoSession { id: id.to_owned() }),
         }
     }
 
-    fn load(&self, id: &str) -> Result<Vec<Entry>, String> {
-        let s = self.sessions.lock().map_err(|e| e.to_string())?;
+    fn load(&self, id: &str) -> Result<Vec<Entry>, SeamError> {
+        let s = self.sessions.lock().map_err(|e| SeamError::store(id, e))?;
         s.get(id)
             .map(|(_, log)| log.clone())
-            .ok_or_else(|| format!("no session {id} in the store"))
+            .ok_or_else(|| SeamError::NoSession { id: id.to_owned() })
     }
 
-    fn find(&self, id: &str) -> Result<Meta, String> {
-        let s = self.sessions.lock().map_err(|e| e.to_string())?;
+    fn find(&self, id: &str) -> Result<Meta, SeamError> {
+        let s = self.sessions.lock().map_err(|e| SeamError::store(id, e))?;
         s.get(id)
             .map(|(m, _)| m.clone())
-            .ok_or_else(|| format!("no session {id} in the store"))
+            .ok_or_else(|| SeamError::NoSession { id: id.to_owned() })
     }
 }
 

@@ -8,9 +8,9 @@ pub trait UndoFiles {
     /// A file's text now (`None`: it cannot be read, or is gone).
     fn read(&self, path: &str) -> Option<String>;
     /// Writes a file's text back.
-    fn write(&self, path: &str, text: &str) -> Result<(), String>;
+    fn write(&self, path: &str, text: &str) -> Result<(), crate::SeamError>;
     /// Removes a file the turn made.
-    fn remove(&self, path: &str) -> Result<(), String>;
+    fn remove(&self, path: &str) -> Result<(), crate::SeamError>;
 }
 
 /// What an undo did: the files put back, and what to tell the person.

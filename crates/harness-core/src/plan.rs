@@ -322,6 +322,40 @@ impl Plan {
             + 1
     }
 
+    /// The titles of the tasks still open (to do or being done), in order: what the loop's
+    /// nudges name.
+    pub fn open_tasks(&self) -> Vec<String> {
+        self.phases
+            .iter()
+            .flat_map(|p| &p.tasks)
+            .filter(|t| matches!(t.status, TaskStatus::Todo | TaskStatus::Doing))
+            .map(|t| t.title.clone())
+            .collect()
+    }
+
+    /// A plan of one phase (`p1`, "Work") holding `tasks` (`t1`, `t2`, ... by their order),
+    /// titled "Plan": a flat list of entries (an ACP client's) as a plan.
+    pub fn of_entries(tasks: impl IntoIterator<Item = (String, TaskStatus)>) -> Plan {
+        let tasks = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, (title, status))| Task {
+                id: format!("t{}", i + 1),
+                title,
+                status,
+            })
+            .collect();
+        Plan {
+            title: "Plan".into(),
+            phases: vec![Phase {
+                id: "p1".into(),
+                title: "Work".into(),
+                tasks,
+            }],
+            ..Plan::default()
+        }
+    }
+
     /// Whether every task is done or dropped.
     pub fn is_finished(&self) -> bool {
         self.phases

@@ -37,7 +37,7 @@ use crate::protocol::{Mode, SessionKind};
 
 /// The tools of the CLI's local library (notes and knowledge); `blocks/library.md` is put in
 /// when one of them is offered, and their calls are scoped to the chat in a session a LLeMbas
-/// chat opened ([`crate::library`]).
+/// chat opened (the `library` module).
 pub const LIBRARY_TOOLS: [&str; 5] = [
     "knowledge_get",
     "knowledge_search",
@@ -123,7 +123,7 @@ pub struct PromptInput<'a> {
     pub subagent: Option<&'a str>,
     /// The personality preset (`default` when none).
     pub personality: Option<&'a str>,
-    /// The names of the tools offered (from [`crate::offer`]).
+    /// The names of the tools offered (from the offering).
     pub offered: &'a [&'a str],
     /// The instruction files that apply, outermost first.
     pub instructions: &'a [InstructionFile],

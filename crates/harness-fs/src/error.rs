@@ -85,7 +85,7 @@ pub enum Error {
         /// The file's line count.
         lines: usize,
     },
-    /// A name given from outside over [`crate::names::MAX_NAME_BYTES`].
+    /// A name given from outside over the longest a name may be (`names::MAX_NAME_BYTES`).
     #[error("Name too long: {name:?} is {bytes} bytes; a name holds at most 255.")]
     NameTooLong {
         /// The name.
@@ -93,7 +93,7 @@ pub enum Error {
         /// Its length in bytes.
         bytes: usize,
     },
-    /// A name given from outside that cannot be a name ([`crate::names::checked_input`]).
+    /// A name given from outside that cannot be a name (`names::checked_input`).
     #[error("Invalid name: {name:?} {why}.")]
     BadName {
         /// The name.
@@ -132,7 +132,7 @@ pub enum Error {
     /// A memory change refused (`spec/filesystem.md`, *Memory*).
     #[error("{0}")]
     Memory(String),
-    /// A memory file changed between the read and the write of a change ([`crate::memory::MemoryFile::update`]):
+    /// A memory file changed between the read and the write of a change (`MemoryFile::update`):
     /// nothing was written. The text is the one a client reads, so it names no host path.
     #[error(
         "Memory: the records changed while this change was made, so nothing was changed. Read them again and retry."

@@ -72,7 +72,7 @@ impl ToolWorld for WithMcp {
         self.inner.values()
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, harness_agent::SeamError> {
         self.inner.read_for_show(path)
     }
 

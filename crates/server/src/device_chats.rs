@@ -1084,25 +1084,25 @@ fn events_of(u: &Value) -> Vec<Value> {
             .map(|m| vec![json!({"type": "mode_changed", "mode": m})])
             .unwrap_or_default(),
         Some("plan") => {
-            let tasks: Vec<Value> = u
+            use harness_core::plan::{Plan, TaskStatus};
+            let tasks: Vec<(String, TaskStatus)> = u
                 .get("entries")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .enumerate()
-                .map(|(i, e)| {
+                .map(|e| {
                     let status = match e["status"].as_str() {
-                        Some("in_progress") => "doing",
-                        Some("completed") => "done",
-                        _ => "todo",
+                        Some("in_progress") => TaskStatus::Doing,
+                        Some("completed") => TaskStatus::Done,
+                        _ => TaskStatus::Todo,
                     };
-                    json!({"id": format!("t{}", i + 1), "title": e["content"], "status": status})
+                    (e["content"].as_str().unwrap_or_default().to_owned(), status)
                 })
                 .collect();
             let plan = if tasks.is_empty() {
                 Value::Null
             } else {
-                json!({"title": "Plan", "phases": [{"id": "p1", "title": "Work", "tasks": tasks}]})
+                serde_json::to_value(Plan::of_entries(tasks)).unwrap_or(Value::Null)
             };
             vec![json!({"type": "plan_changed", "plan": plan})]
         }

@@ -280,7 +280,7 @@ impl PageWorld {
         };
         for path in &args.files {
             if let Err(e) = self.inner.read_for_show(path) {
-                return Some(e);
+                return Some(e.to_string());
             }
         }
         args.save
@@ -423,7 +423,10 @@ impl ToolWorld for PageWorld {
         self.inner.values()
     }
 
-    fn read_for_show(&self, path: &str) -> std::result::Result<ShownFile, String> {
+    fn read_for_show(
+        &self,
+        path: &str,
+    ) -> std::result::Result<ShownFile, harness_agent::SeamError> {
         self.inner.read_for_show(path)
     }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::db::Db;
-use harness_agent::{Meta, SessionStore};
+use harness_agent::{Meta, SeamError, SessionStore};
 use harness_loop::transcript::Entry;
 use tokio::sync::{mpsc, oneshot};
 
@@ -401,13 +401,13 @@ impl SessionStore for SqlStore {
         })
     }
 
-    fn create(&self, place: &str, model: &str) -> Result<Meta, String> {
+    fn create(&self, place: &str, model: &str) -> Result<Meta, SeamError> {
         let t = now();
         let stamp: String = harness_agent::time::format_time(u64::try_from(t).unwrap_or(0))
             .chars()
             .filter(char::is_ascii_digit)
             .collect();
-        let tag = random_id().map_err(|e| e.to_string())?;
+        let tag = random_id().map_err(|e| SeamError::store("", e))?;
         let id = format!(
             "{}-{}-{}",
             &stamp[..8.min(stamp.len())],
@@ -425,53 +425,63 @@ impl SessionStore for SqlStore {
         };
         // Waited for: the chat's own row refers to it.
         let (done, stored) = oneshot::channel();
-        self.writer.queue(Job::Create {
-            id,
-            user_id: self.user_id,
-            place: place.to_owned(),
-            at: t,
-            model: model.to_owned(),
-            done,
-        })?;
+        self.writer
+            .queue(Job::Create {
+                id,
+                user_id: self.user_id,
+                place: place.to_owned(),
+                at: t,
+                model: model.to_owned(),
+                done,
+            })
+            .map_err(|e| SeamError::store(&meta.id, e))?;
         self.wait(stored)
-            .map_err(|_| "the transcripts' writer has stopped".to_owned())??;
+            .map_err(|_| "the transcripts' writer has stopped".to_owned())
+            .and_then(|stored| stored)
+            .map_err(|e| SeamError::store(&meta.id, e))?;
         Ok(meta)
     }
 
-    fn save(&self, meta: &Meta) -> Result<(), String> {
-        self.refused_before()?;
-        self.writer.queue(Job::Save {
-            id: meta.id.clone(),
-            user_id: self.user_id,
-            updated: i64::try_from(meta.updated).unwrap_or(i64::MAX),
-            title: meta.title.clone(),
-            model: meta.model.clone(),
-            failed: self.failed.clone(),
-        })
+    fn save(&self, meta: &Meta) -> Result<(), SeamError> {
+        let failed = |e| SeamError::store(&meta.id, e);
+        self.refused_before().map_err(failed)?;
+        self.writer
+            .queue(Job::Save {
+                id: meta.id.clone(),
+                user_id: self.user_id,
+                updated: i64::try_from(meta.updated).unwrap_or(i64::MAX),
+                title: meta.title.clone(),
+                model: meta.model.clone(),
+                failed: self.failed.clone(),
+            })
+            .map_err(failed)
     }
 
-    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), String> {
-        self.refused_before()?;
+    fn append(&self, id: &str, entries: &[Entry]) -> Result<(), SeamError> {
+        let failed = |e| SeamError::store(id, e);
+        self.refused_before().map_err(failed)?;
         let mut texts = Vec::with_capacity(entries.len());
         for e in entries {
-            texts.push(serde_json::to_string(e).map_err(|e| e.to_string())?);
+            texts.push(serde_json::to_string(e).map_err(|e| SeamError::store(id, e))?);
         }
-        self.writer.queue(Job::Append {
-            id: id.to_owned(),
-            user_id: self.user_id,
-            texts,
-            failed: self.failed.clone(),
-        })
+        self.writer
+            .queue(Job::Append {
+                id: id.to_owned(),
+                user_id: self.user_id,
+                texts,
+                failed: self.failed.clone(),
+            })
+            .map_err(failed)
     }
 
-    fn load(&self, id: &str) -> Result<Vec<Entry>, String> {
+    fn load(&self, id: &str) -> Result<Vec<Entry>, SeamError> {
         self.wait(load_entries(&self.pool, &self.writer, self.user_id, id))
-            .map_err(|e| e.to_string())
+            .map_err(|e| SeamError::store(id, e))
     }
 
-    fn find(&self, id: &str) -> Result<Meta, String> {
+    fn find(&self, id: &str) -> Result<Meta, SeamError> {
         self.wait(find_meta(&self.pool, &self.writer, self.user_id, id))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no session {id} in the store"))
+            .map_err(|e| SeamError::store(id, e))?
+            .ok_or_else(|| SeamError::NoSession { id: id.to_owned() })
     }
 }

@@ -387,7 +387,10 @@ impl ToolWorld for ChatWorld {
         values
     }
 
-    fn read_for_show(&self, path: &str) -> std::result::Result<ShownFile, String> {
+    fn read_for_show(
+        &self,
+        path: &str,
+    ) -> std::result::Result<ShownFile, harness_agent::SeamError> {
         self.files.read_for_show(&self.view, &ViewPaths, path)
     }
 

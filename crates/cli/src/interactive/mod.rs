@@ -225,37 +225,6 @@ fn export(
     }
 }
 
-/// Runs a command the person typed after `!` in `root` (stdout and stderr together, no
-/// stdin); its exit code and output, `None` when Ctrl-C stopped it.
-async fn run_shell(
-    command: &str,
-    root: &std::path::Path,
-    sigint: &mut tokio::signal::unix::Signal,
-) -> Option<(i32, String)> {
-    let child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("exec 2>&1\n{command}"))
-        .current_dir(root)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let child = match child {
-        Ok(c) => c,
-        Err(e) => return Some((127, format!("cannot run sh: {e}"))),
-    };
-    tokio::select! {
-        out = child.wait_with_output() => Some(match out {
-            Ok(o) => (
-                o.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&o.stdout).into_owned(),
-            ),
-            Err(e) => (-1, e.to_string()),
-        }),
-        _ = sigint.recv() => None,
-    }
-}
-
 /// A `!command`'s output as the person reads it: its first lines, the rest counted.
 fn shell_shown(output: &str, code: i32, color: bool) -> String {
     let lines: Vec<&str> = output.lines().collect();
@@ -318,12 +287,12 @@ impl harness_agent::undo::UndoFiles for HostFiles {
         std::fs::read_to_string(path).ok()
     }
 
-    fn write(&self, path: &str, text: &str) -> Result<(), String> {
-        std::fs::write(path, text).map_err(|e| e.to_string())
+    fn write(&self, path: &str, text: &str) -> Result<(), harness_agent::SeamError> {
+        std::fs::write(path, text).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 
-    fn remove(&self, path: &str) -> Result<(), String> {
-        std::fs::remove_file(path).map_err(|e| e.to_string())
+    fn remove(&self, path: &str) -> Result<(), harness_agent::SeamError> {
+        std::fs::remove_file(path).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 }
 

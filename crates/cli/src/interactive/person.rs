@@ -1,9 +1,11 @@
 //! What the person runs from the prompt: `!command` and the prompt commands they added
-//! (`/name ARGS`), whose ``!`command` `` spans run the same way, under the session's rules.
+//! (`/name ARGS`), whose ``!`command` `` spans run the same way. The session runs each command
+//! ([`harness_agent::Op::Shell`]) under its rules; here its question is asked at the prompt and
+//! its end said.
 
-use harness_agent::custom::{Commands, Source, inline_commands, replace_inline};
-use harness_core::protocol::{Answer, PermissionQuestion, ToolCall};
-use harness_loop::session::{Decision, Permissions as _};
+use harness_agent::ShellEnd;
+use harness_agent::custom::{Commands, Source};
+use harness_core::protocol::{Answer, PermissionQuestion};
 
 use super::reader::{Read, Reader};
 use crate::render::{self, Style, paint};
@@ -18,90 +20,61 @@ pub(super) enum Ran {
     Quit,
 }
 
-/// Runs `command` as the person's own, under the rules a model's `bash` call meets: refused
-/// by a deny, asked when a rule asks (once; nothing is remembered).
-pub(super) async fn run_command(
-    command: &str,
-    perms: &harness_agent::SessionPermissions,
+/// The session's question about the person's command, asked at the prompt (once: nothing is
+/// remembered): the answer to send, or `None` when the person left.
+pub(super) async fn ask(
+    q: &PermissionQuestion,
     reader: &mut Reader,
-    root: &std::path::Path,
-    sigint: &mut tokio::signal::unix::Signal,
     color: bool,
-) -> Ran {
-    let call = ToolCall {
-        id: "person".into(),
-        name: "bash".into(),
-        arguments: serde_json::json!({ "command": command }),
+) -> Option<Answer> {
+    print!("{}", render::question(q, color));
+    let answer = match reader
+        .read(&paint("allow? [y/n] ", Style::Yellow, color), "")
+        .await
+    {
+        Read::Line(l) => harness_agent::typed::parse_answer(&l, false),
+        Read::Eof => return None,
+        _ => None,
     };
-    match perms.decide(&call) {
-        Decision::Allow => {}
-        Decision::Deny { reason } => {
-            println!("{} not run: {reason}", paint("!", Style::Yellow, color));
-            return Ran::NotRun;
-        }
-        Decision::Ask(q) => {
-            let q = PermissionQuestion { pattern: None, ..q };
-            print!("{}", render::question(&q, color));
-            let answer = match reader
-                .read(&paint("allow? [y/n] ", Style::Yellow, color), "")
-                .await
-            {
-                Read::Line(l) => harness_agent::typed::parse_answer(&l, false),
-                Read::Eof => return Ran::Quit,
-                _ => None,
-            };
-            if answer != Some(Answer::Once) {
-                println!("  not run");
-                return Ran::NotRun;
-            }
-        }
-    }
-    match super::run_shell(command, root, sigint).await {
-        Some((code, output)) => Ran::Output(code, output),
-        None => {
-            println!("{}", paint("  stopped", Style::Yellow, color));
-            Ran::NotRun
-        }
-    }
+    Some(match answer {
+        Some(Answer::Once) => Answer::Once,
+        _ => Answer::Deny { feedback: None },
+    })
 }
 
-/// The prompt of the person's command `name` with `args`: its text (an MCP prompt's from its
-/// server), its ``!`command` `` spans run and replaced by their output. `Err(false)`: nothing
-/// to send (what went wrong was said); `Err(true)`: the person left.
-#[allow(clippy::too_many_arguments)]
+/// How the person's command ended, as they are told (an output is theirs to show).
+pub(super) fn ended(end: ShellEnd, color: bool) -> Ran {
+    match end {
+        ShellEnd::Ran { code, output } => return Ran::Output(code, output),
+        ShellEnd::Refused { reason } => {
+            println!("{} not run: {reason}", paint("!", Style::Yellow, color));
+        }
+        ShellEnd::Declined => println!("  not run"),
+        ShellEnd::Stopped => println!("{}", paint("  stopped", Style::Yellow, color)),
+    }
+    Ran::NotRun
+}
+
+/// The text of the person's command `name` with `args` (an MCP prompt's from its server),
+/// before its ``!`command` `` spans run; `None` when there is nothing to send (what went wrong
+/// was said).
 pub(super) async fn expand(
     commands: &Commands,
     mcp: Option<&harness_mcp::Mcp>,
     name: &str,
     args: &str,
-    perms: &harness_agent::SessionPermissions,
-    reader: &mut Reader,
-    root: &std::path::Path,
-    sigint: &mut tokio::signal::unix::Signal,
     color: bool,
-) -> Result<String, bool> {
-    let Some(command) = commands.get(name) else {
-        return Err(false);
-    };
+) -> Option<String> {
+    let command = commands.get(name)?;
     let text = match (&command.source, mcp) {
         (Source::Mcp { .. }, Some(mcp)) => mcp.expand(command, args).await,
         _ => Ok(command.expand(args)),
     };
-    let text = match text {
-        Ok(t) => t,
+    match text {
+        Ok(t) => Some(t),
         Err(e) => {
             println!("{} {e}", paint("!", Style::Yellow, color));
-            return Err(false);
-        }
-    };
-    let mut outputs = Vec::new();
-    for c in inline_commands(&text) {
-        println!("{}", paint(&format!("! {c}"), Style::Dim, color));
-        match run_command(&c, perms, reader, root, sigint, color).await {
-            Ran::Output(_, output) => outputs.push(output),
-            Ran::NotRun => return Err(false),
-            Ran::Quit => return Err(true),
+            None
         }
     }
-    Ok(replace_inline(&text, &outputs))
 }

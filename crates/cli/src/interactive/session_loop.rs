@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::Result;
 use harness_agent::custom::Commands;
 use harness_agent::slash::{HELP, Line, next_mode, parse_line, parse_line_in};
-use harness_agent::{Ended, Event, Events, Op, Query, Run, Session, SessionPermissions, Spawned};
+use harness_agent::{Ended, Event, Events, Op, Query, Run, Session, Spawned};
 use harness_core::protocol::{Answer, Event as CoreEvent, Mode, Origin, PermissionQuestion};
 use harness_model::{CancellationToken, ModelClient};
 use tokio::signal::unix::{Signal, SignalKind};
@@ -62,8 +62,8 @@ pub(super) struct SessionLoop<'a> {
     window: Option<u64>,
     /// The session's directory.
     root: PathBuf,
-    /// The session's own rules (a clone shares its mode and approvals), for `!command`.
-    perms: SessionPermissions,
+    /// What the session said while the person's command ran, drawn at the next idle prompt.
+    held: VecDeque<Event>,
     /// The MCP servers, for their prompt commands.
     mcp: Option<Arc<harness_mcp::Mcp>>,
     /// The person's prompt commands.
@@ -114,7 +114,6 @@ impl<'a> SessionLoop<'a> {
         let saved_mode = parts.meta.mode;
         let started_in = parts.meta.cwd.clone();
         let root = parts.exec.root().to_path_buf();
-        let perms = parts.perms.clone();
         let mcp = parts.mcp.clone();
         let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
         reader.set_commands(commands.iter().map(|c| c.name.clone()).collect());
@@ -177,7 +176,7 @@ impl<'a> SessionLoop<'a> {
             lister,
             window,
             root,
-            perms,
+            held: VecDeque::new(),
             mcp,
             commands,
             id,
@@ -305,6 +304,9 @@ impl<'a> SessionLoop<'a> {
         // prompt, whole lines at a time.
         let mut pending = String::new();
         self.view.set_live(false);
+        while let Some(out) = self.held.pop_front() {
+            self.idle_event(&out, &mut pending);
+        }
         loop {
             tokio::select! {
                 r = self.reader.lines.recv() => return r.unwrap_or(Read::Eof),
@@ -437,18 +439,10 @@ impl<'a> SessionLoop<'a> {
         }
     }
 
-    /// `!command`: run as the person's own, its output shown and kept for the model.
+    /// `!command`: run by the session as the person's own, its output shown and kept for the
+    /// model.
     async fn shell(&mut self, command: &str) -> Step {
-        let ran = person::run_command(
-            command,
-            &self.perms,
-            self.reader,
-            &self.root,
-            &mut self.sigint,
-            self.color,
-        )
-        .await;
-        match ran {
+        match self.run_own(command).await {
             person::Ran::Output(code, output) => {
                 print!("{}", shell_shown(&output, code, self.color));
                 self.ran
@@ -460,25 +454,56 @@ impl<'a> SessionLoop<'a> {
         }
     }
 
-    /// A prompt command of the person's or an MCP server's: the prompt it expands to.
-    async fn custom(&mut self, name: &str, args: &str) -> Step {
-        let expanded = person::expand(
-            &self.commands,
-            self.mcp.as_deref(),
-            name,
-            args,
-            &self.perms,
-            self.reader,
-            &self.root,
-            &mut self.sigint,
-            self.color,
-        )
-        .await;
-        match expanded {
-            Ok(text) => Step::Send(text),
-            Err(true) => Step::Leave(Next::Quit),
-            Err(false) => Step::Again,
+    /// Has the session run the person's `command` ([`Op::Shell`]): its question asked at the
+    /// prompt, a Ctrl-C stops it. What else the session says meanwhile is drawn at the next
+    /// idle prompt, as it came.
+    async fn run_own(&mut self, command: &str) -> person::Ran {
+        self.session.submit(Op::Shell {
+            command: command.to_owned(),
+        });
+        loop {
+            tokio::select! {
+                out = self.events.recv() => match out {
+                    Some(Event::ShellAsked { call_id, question }) => {
+                        let answer = person::ask(&question, self.reader, self.color).await;
+                        let left = answer.is_none();
+                        self.session.submit(Op::Answer {
+                            call_id,
+                            answer: answer.unwrap_or(Answer::Deny { feedback: None }),
+                        });
+                        if left {
+                            return person::Ran::Quit;
+                        }
+                    }
+                    Some(Event::ShellEnded { end, .. }) => return person::ended(end, self.color),
+                    Some(other) => self.held.push_back(other),
+                    None => return person::Ran::NotRun,
+                },
+                _ = self.sigint.recv() => {
+                    self.session.submit(Op::Cancel);
+                }
+            }
         }
+    }
+
+    /// A prompt command of the person's or an MCP server's: the prompt it expands to, its
+    /// ``!`command` `` spans run by the session and replaced by their output.
+    async fn custom(&mut self, name: &str, args: &str) -> Step {
+        let expanded =
+            person::expand(&self.commands, self.mcp.as_deref(), name, args, self.color).await;
+        let Some(text) = expanded else {
+            return Step::Again;
+        };
+        let mut outputs = Vec::new();
+        for c in harness_agent::custom::inline_commands(&text) {
+            println!("{}", paint(&format!("! {c}"), Style::Dim, self.color));
+            match self.run_own(&c).await {
+                person::Ran::Output(_, output) => outputs.push(output),
+                person::Ran::NotRun => return Step::Again,
+                person::Ran::Quit => return Step::Leave(Next::Quit),
+            }
+        }
+        Step::Send(harness_agent::custom::replace_inline(&text, &outputs))
     }
 
     /// Whether the server serves model `name`; when it does not, the person is told what it

@@ -239,7 +239,7 @@ pub(super) fn list_sessions(
     let mut saved = state
         .host
         .sessions(req.cwd.as_deref())
-        .map_err(|e| agent_client_protocol::Error::internal_error().data(json!(e)))?;
+        .map_err(|e| agent_client_protocol::Error::internal_error().data(json!(e.to_string())))?;
     if state.lembas_client.lock().map(|l| *l).unwrap_or(true) {
         let roots = state.roots();
         saved.retain(|m| inside_roots(&m.cwd, &roots));
@@ -317,7 +317,7 @@ pub(super) fn dir(state: &State, path: &Path) -> Result<Value, agent_client_prot
     let mut entries: Vec<Value> = state
         .host
         .dir(path)
-        .map_err(|e| agent_client_protocol::Error::invalid_params().data(json!(e)))?
+        .map_err(|e| agent_client_protocol::Error::invalid_params().data(json!(e.to_string())))?
         .into_iter()
         .map(|e| json!({"name": e.name, "git": e.git}))
         .collect();

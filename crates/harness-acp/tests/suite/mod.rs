@@ -66,8 +66,11 @@ impl ToolWorld for Rocket {
         })
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
-        Err(format!("{path}: No such file or directory"))
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, harness_agent::SeamError> {
+        Err(harness_agent::SeamError::file(
+            path,
+            format!("{path}: No such file or directory"),
+        ))
     }
 
     fn place(&self) -> String {
@@ -128,7 +131,7 @@ impl TestHost {
             let meta = store
                 .find(id)
                 .map_err(|_| Error::NoSavedSession(id.clone()))?;
-            let entries = store.load(id).map_err(Error::Open)?;
+            let entries = store.load(id).map_err(|e| Error::Open(e.to_string()))?;
             session = session.resume(meta, entries);
         }
         Ok(Opened {
@@ -161,7 +164,7 @@ impl Host for TestHost {
         })
     }
 
-    fn dir(&self, _path: &Path) -> Result<Vec<DirEntry>, String> {
+    fn dir(&self, _path: &Path) -> Result<Vec<DirEntry>, harness_acp::Error> {
         Ok(vec![DirEntry {
             name: "api".into(),
             git: true,

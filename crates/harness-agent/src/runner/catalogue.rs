@@ -4,19 +4,6 @@
 
 use super::*;
 
-/// The tools the runtime answers itself (with the front end, the store or the plan), in any
-/// world.
-pub(super) const RUNTIME_ANSWERS: &[&str] = &[
-    "question",
-    "show",
-    "task",
-    "session_search",
-    "plan_write",
-    "plan_update",
-    "plan_submit",
-    harness_core::offer::LOADER,
-];
-
 /// The run-time value a world sets to `true` when its view holds a repository mounted from a
 /// forge (the requirement `forge` holds: `commit`, `branch`, `pr`, `merge`, `tag`, `release`).
 pub const FORGE: &str = "forge";
@@ -54,7 +41,7 @@ pub(super) fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
     o.retain(|t| {
         let name = t.name.as_str();
         let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
-            || RUNTIME_ANSWERS.contains(&name)
+            || super::registry::answers(name)
             || c.world.runs(name);
         answered
             && !(c.agent.is_some() && name == "task")
@@ -249,6 +236,6 @@ impl Driver {
     /// Whether the runtime answers `name` itself (with the front end, the store or the plan)
     /// rather than the world.
     pub(super) fn answers(&self, name: &str) -> bool {
-        RUNTIME_ANSWERS.contains(&name)
+        super::registry::answers(name)
     }
 }

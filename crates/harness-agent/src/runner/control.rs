@@ -42,6 +42,16 @@ impl Driver {
                 }
             }
             Op::SetMode { mode } => self.set_mode(mode),
+            // Only an idle session runs the person's command.
+            Op::Shell { command } => {
+                let _ = self.out.send(Event::ShellEnded {
+                    call_id: String::new(),
+                    command,
+                    end: crate::protocol::ShellEnd::Refused {
+                        reason: "a prompt is running: run it after".into(),
+                    },
+                });
+            }
         }
         None
     }

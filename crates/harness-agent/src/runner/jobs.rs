@@ -222,9 +222,12 @@ impl Driver {
             ));
         }
         let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
-            return Err("task: the argument `prompt` is missing".into());
+            return Err(crate::args::missing(call, "prompt").output);
         };
-        let mut meta = self.store.create(&self.world.place(), &self.model_name)?;
+        let mut meta = self
+            .store
+            .create(&self.world.place(), &self.model_name)
+            .map_err(|e| e.to_string())?;
         meta.title = format!("{agent}: {}", prompt.lines().next().unwrap_or_default());
         let owner = match job {
             Some(id) => Owner::Job(id),
@@ -276,17 +279,21 @@ impl Driver {
             });
             return;
         };
-        let started = self.store.find(&session).and_then(|meta| {
-            let entries = self.store.load(&meta.id)?;
-            self.launch(
-                &agent,
-                &message,
-                meta,
-                Some(entries),
-                Owner::Job(id),
-                CancellationToken::new(),
-            )
-        });
+        let started = self
+            .store
+            .find(&session)
+            .map_err(|e| e.to_string())
+            .and_then(|meta| {
+                let entries = self.store.load(&meta.id).map_err(|e| e.to_string())?;
+                self.launch(
+                    &agent,
+                    &message,
+                    meta,
+                    Some(entries),
+                    Owner::Job(id),
+                    CancellationToken::new(),
+                )
+            });
         self.watch_subagent(id, started.map(|(ctl, handle, _)| (ctl, handle)));
     }
 

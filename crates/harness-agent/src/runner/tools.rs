@@ -1,6 +1,6 @@
 //! Tool calls: dispatched to the world (at once where the loop allows) or answered by the
-//! runtime itself (`question`, `show`, `task`, `session_search`, the plan tools, the loader),
-//! and the person asked before a call runs.
+//! runtime's own handlers (`registry`: `question`, `show`, `task`, `session_search`, the plan
+//! tools, the loader), and the person asked before a call runs.
 
 use super::*;
 
@@ -32,30 +32,10 @@ pub(super) fn replay_plan(plan: &Mutex<PlanState>, entries: &[Entry]) {
     }
 }
 
+/// The titles of the plan's open tasks (none without a plan).
 pub(super) fn open_tasks(plan: Option<&harness_core::plan::Plan>) -> Vec<String> {
-    let Some(plan) = plan else {
-        return Vec::new();
-    };
-    let v = serde_json::to_value(plan).unwrap_or_default();
-    let mut out = Vec::new();
-    if let Some(phases) = v.get("phases").and_then(|p| p.as_array()) {
-        for ph in phases {
-            for t in ph
-                .get("tasks")
-                .and_then(|t| t.as_array())
-                .into_iter()
-                .flatten()
-            {
-                let status = t.get("status").and_then(|s| s.as_str()).unwrap_or("");
-                if (status == "todo" || status == "doing")
-                    && let Some(title) = t.get("title").and_then(|s| s.as_str())
-                {
-                    out.push(title.to_owned());
-                }
-            }
-        }
-    }
-    out
+    plan.map(harness_core::plan::Plan::open_tasks)
+        .unwrap_or_default()
 }
 
 /// Where a call's output goes as it comes: each piece to the front end as [`Event::ToolOutput`],
@@ -164,31 +144,8 @@ impl Driver {
     }
 
     pub(super) async fn run_one(&mut self, call: ToolCall) -> Result<ToolOutcome> {
-        match call.name.as_str() {
-            "question" => return self.question(&call).await,
-            "show" => return self.show(&call).await,
-            "task" => return self.task(&call).await,
-            "session_search" => {
-                let q = call
-                    .arguments
-                    .get("query")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let limit = call
-                    .arguments
-                    .get("limit")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(5) as usize;
-                let store = self.store.clone();
-                let me = self.meta.id.clone();
-                let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
-                let text = self.wait(task).await?.unwrap_or_default();
-                return Ok(ToolOutcome::ok(&call.id, text));
-            }
-            "plan_write" | "plan_update" | "plan_submit" => return Ok(self.plan_call(&call)),
-            harness_core::offer::LOADER => return Ok(self.load_tools(&call)),
-            _ => {}
+        if let Some(handler) = super::registry::RUNTIME_TOOLS.get(&call.name) {
+            return handler(self, &call).await;
         }
         let world = self.world.clone();
         let cx = CallContext {
@@ -200,6 +157,26 @@ impl Driver {
         let task = tokio::spawn(async move { world.call(&c, cx).await });
         let ran = self.wait(task).await?;
         Ok(self.finish(&call, ran).await)
+    }
+
+    /// `session_search`: the store's saved sessions' words (this one left out).
+    pub(super) async fn session_search(&mut self, call: &ToolCall) -> Result<ToolOutcome> {
+        let q = call
+            .arguments
+            .get("query")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let limit = call
+            .arguments
+            .get("limit")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(5) as usize;
+        let store = self.store.clone();
+        let me = self.meta.id.clone();
+        let task = tokio::task::spawn_blocking(move || store.search(&q, limit, &me));
+        let text = self.wait(task).await?.unwrap_or_default();
+        Ok(ToolOutcome::ok(&call.id, text))
     }
 
     /// A call of the loader: the deferred tools it names are sent whole from the next request on.
@@ -372,10 +349,7 @@ impl Driver {
             .get("path")
             .and_then(serde_json::Value::as_str)
         else {
-            return Ok(ToolOutcome::error(
-                &call.id,
-                "show: the argument `path` is missing",
-            ));
+            return Ok(crate::args::missing(call, "path"));
         };
         // Through the session's view, as `read` would see the path.
         let world = self.world.clone();
@@ -383,7 +357,7 @@ impl Driver {
         let task = tokio::task::spawn_blocking(move || world.read_for_show(&rel));
         let file = match self.wait(task).await? {
             Ok(f) => f,
-            Err(text) => return Ok(ToolOutcome::error(&call.id, text)),
+            Err(e) => return Ok(ToolOutcome::error(&call.id, e.to_string())),
         };
         let path = std::path::Path::new(&file.path);
         let ext = path

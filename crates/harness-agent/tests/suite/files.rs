@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use harness_agent::{FileTools, ViewPaths};
+use harness_agent::{FileTools, SeamError, ViewPaths};
 use harness_core::protocol::ToolCall;
 use harness_fs::{Access, Level, MemoryBackend, VPath, View};
 use serde_json::{Value, json};
@@ -58,10 +58,33 @@ fn reads_guard_edits_and_edits_carry_their_diff() {
             .is_none()
     );
 
+    // The seam's error names the file at fault; its text is what the model reads.
     let shown = tools
         .read_for_show(&view, &ViewPaths, "/nowhere.md")
         .unwrap_err();
-    assert!(shown.contains("No such file"), "{shown}");
+    assert!(
+        matches!(&shown, SeamError::File { path, .. } if path == "/nowhere.md"),
+        "{shown:?}"
+    );
+    assert!(shown.to_string().contains("No such file"), "{shown}");
+}
+
+#[test]
+fn a_file_that_cannot_be_shown_is_named_as_the_person_knows_it() {
+    let tree = MemoryBackend::new();
+    tree.add_file(&VPath::parse("/bin.dat"), vec![0xff, 0xfe, 0x00])
+        .unwrap();
+    let view = View::new(Arc::new(tree), Access::new().grant("/", Level::Commit));
+    let shown = FileTools::new()
+        .read_for_show(&view, &Under, "/home/p/proj/bin.dat")
+        .unwrap_err();
+    assert_eq!(
+        shown,
+        SeamError::File {
+            path: "/home/p/proj/bin.dat".into(),
+            message: "/home/p/proj/bin.dat is not UTF-8 text: it cannot be shown".into(),
+        }
+    );
 }
 
 /// The person's paths under `/home/p/proj`, the view's under `/`.

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness_agent::{
-    BoxFuture, CallContext, Event, Exit, JobSpawner, Process, Ran, RegisteredTool, ShownFile,
-    ToolWorld,
+    BoxFuture, CallContext, Event, Exit, JobSpawner, Process, Ran, RegisteredTool, SeamError,
+    ShownFile, ToolWorld,
 };
 use harness_core::protocol::{Event as CoreEvent, ToolCall};
 use harness_loop::session::ToolOutcome;
@@ -90,13 +90,16 @@ impl ToolWorld for TestWorld {
         })
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, SeamError> {
         match path {
             "/work/notes.md" | "notes.md" => Ok(ShownFile {
                 path: "/work/notes.md".into(),
                 content: "# Notes\n".into(),
             }),
-            other => Err(format!("No such file or directory: {other}")),
+            other => Err(SeamError::file(
+                other,
+                format!("No such file or directory: {other}"),
+            )),
         }
     }
 
@@ -137,7 +140,7 @@ impl Process for QuickJob {
 }
 
 impl JobSpawner for QuickJobs {
-    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, String> {
+    fn spawn(&self, command: &str) -> Result<Arc<dyn Process>, SeamError> {
         Ok(Arc::new(QuickJob {
             output: format!("{command}\n"),
             started: std::time::Instant::now(),

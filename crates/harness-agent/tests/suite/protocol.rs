@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use harness_agent::{CoreEvent, Event, MemoryStore, Op, Reply, ScriptedModel, SessionBuilder};
+use harness_agent::{
+    CoreEvent, Event, MemoryStore, Op, Reply, ScriptedModel, SessionBuilder, ShellEnd,
+};
 use harness_core::protocol::{Answer, Level, Mode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -161,4 +163,90 @@ async fn a_mode_change_is_answered_after_its_event_and_queries_are_typed() {
         ended.last_end,
         Some(harness_core::protocol::TurnEnd::Finished)
     ));
+}
+
+/// The person's own command is the session's to run: by the rules a model's `bash` call meets
+/// (allowed, asked once with no "always", refused by a deny), through its job spawner, its end
+/// told as an event.
+#[tokio::test]
+async fn the_persons_command_is_an_op_the_session_runs_under_its_rules() {
+    let model = ScriptedModel::new([]);
+    let mut spawned = SessionBuilder::new(Arc::new(model), TestWorld::new())
+        .store(Arc::new(MemoryStore::default()))
+        .jobs(Arc::new(QuickJobs))
+        .mode(Mode::Edit)
+        .spawn()
+        .unwrap();
+    let session = spawned.session.clone();
+    let mut next = async || {
+        loop {
+            let e = spawned.events.recv().await.unwrap();
+            if matches!(e, Event::ShellAsked { .. } | Event::ShellEnded { .. }) {
+                return e;
+            }
+        }
+    };
+    // A read runs at once.
+    session.submit(Op::Shell {
+        command: "ls".into(),
+    });
+    let Event::ShellEnded { command, end, .. } = next().await else {
+        panic!("not an end");
+    };
+    assert_eq!(command, "ls");
+    assert_eq!(
+        end,
+        ShellEnd::Ran {
+            code: 0,
+            output: "ls\n".into()
+        }
+    );
+    // A rule asks: once, without "always"; a no leaves it unrun.
+    for (answer, ran) in [
+        (Answer::Deny { feedback: None }, false),
+        (Answer::Once, true),
+    ] {
+        session.submit(Op::Shell {
+            command: "echo hi; exit 3".into(),
+        });
+        let Event::ShellAsked { call_id, question } = next().await else {
+            panic!("not asked");
+        };
+        assert_eq!((question.tool.as_str(), question.pattern), ("bash", None));
+        session.submit(Op::Answer { call_id, answer });
+        let Event::ShellEnded { end, .. } = next().await else {
+            panic!("not an end");
+        };
+        assert_eq!(matches!(end, ShellEnd::Ran { .. }), ran, "{end:?}");
+        if !ran {
+            assert_eq!(end, ShellEnd::Declined);
+        }
+    }
+    // A deny refuses it, saying why.
+    session.submit(Op::Shell {
+        command: "rm -rf /".into(),
+    });
+    let Event::ShellEnded { end, .. } = next().await else {
+        panic!("not an end");
+    };
+    assert!(matches!(end, ShellEnd::Refused { .. }), "{end:?}");
+    // Written as the other own events are.
+    let written = serde_json::to_value(Event::ShellEnded {
+        call_id: "person-1".into(),
+        command: "ls".into(),
+        end: ShellEnd::Stopped,
+    })
+    .unwrap();
+    assert_eq!(
+        written,
+        json!({"type": "shell_ended", "call_id": "person-1", "command": "ls",
+               "end": {"kind": "stopped"}})
+    );
+    assert_eq!(
+        serde_json::to_value(Op::Shell {
+            command: "ls".into()
+        })
+        .unwrap(),
+        json!({"type": "shell", "command": "ls"})
+    );
 }

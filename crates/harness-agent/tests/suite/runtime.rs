@@ -526,7 +526,10 @@ impl harness_agent::Process for Forever {
 }
 
 impl harness_agent::JobSpawner for NeverEnds {
-    fn spawn(&self, _command: &str) -> Result<Arc<dyn harness_agent::Process>, String> {
+    fn spawn(
+        &self,
+        _command: &str,
+    ) -> Result<Arc<dyn harness_agent::Process>, harness_agent::SeamError> {
         Ok(Arc::new(Forever))
     }
 }
@@ -843,7 +846,10 @@ impl harness_agent::ToolWorld for EditWorld {
         })
     }
 
-    fn read_for_show(&self, path: &str) -> Result<harness_agent::ShownFile, String> {
+    fn read_for_show(
+        &self,
+        path: &str,
+    ) -> Result<harness_agent::ShownFile, harness_agent::SeamError> {
         TestWorld::new().read_for_show(path)
     }
 

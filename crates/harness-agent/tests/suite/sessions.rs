@@ -58,3 +58,14 @@ fn an_id_or_its_unique_start_names_a_session() {
         "no saved session with id 1999"
     );
 }
+
+#[test]
+fn a_store_names_the_session_it_does_not_hold() {
+    use harness_agent::{MemoryStore, SeamError, SessionStore};
+    let store = MemoryStore::default();
+    let missing = SeamError::NoSession { id: "gone".into() };
+    assert_eq!(store.find("gone").unwrap_err(), missing);
+    assert_eq!(store.load("gone").unwrap_err(), missing);
+    assert_eq!(store.append("gone", &[]).unwrap_err(), missing);
+    assert_eq!(missing.to_string(), "no session gone in the store");
+}

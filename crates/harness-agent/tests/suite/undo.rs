@@ -14,20 +14,20 @@ impl UndoFiles for Files {
     fn read(&self, path: &str) -> Option<String> {
         self.0.lock().unwrap().get(path).cloned()
     }
-    fn write(&self, path: &str, text: &str) -> Result<(), String> {
+    fn write(&self, path: &str, text: &str) -> Result<(), harness_agent::SeamError> {
         if path == "/p/locked" {
-            return Err("Permission denied".into());
+            return Err(harness_agent::SeamError::file(path, "Permission denied"));
         }
         self.0.lock().unwrap().insert(path.into(), text.into());
         Ok(())
     }
-    fn remove(&self, path: &str) -> Result<(), String> {
+    fn remove(&self, path: &str) -> Result<(), harness_agent::SeamError> {
         self.0
             .lock()
             .unwrap()
             .remove(path)
             .map(|_| ())
-            .ok_or("gone".into())
+            .ok_or(harness_agent::SeamError::file(path, "gone"))
     }
 }
 

@@ -1,3 +1,4 @@
 mod conformance;
 mod offering;
+mod plan;
 mod snapshots;

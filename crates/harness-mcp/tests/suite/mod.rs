@@ -55,8 +55,11 @@ impl ToolWorld for Bare {
         Box::pin(async move { Ran::Done(ToolOutcome::error(&call.id, "no such tool")) })
     }
 
-    fn read_for_show(&self, path: &str) -> Result<ShownFile, String> {
-        Err(format!("No such file or directory: {path}"))
+    fn read_for_show(&self, path: &str) -> Result<ShownFile, harness_agent::SeamError> {
+        Err(harness_agent::SeamError::file(
+            path,
+            format!("No such file or directory: {path}"),
+        ))
     }
 
     fn place(&self) -> String {

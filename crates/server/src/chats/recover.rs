@@ -73,7 +73,7 @@ async fn close_transcript(app: &Arc<App>, user: &User, chat: &str, run: &str) ->
     if let Some(kept) = cut::kept_answer(&entries, &shown) {
         let store = SqlStore::new(app.pool.clone(), app.transcripts.clone(), user.id);
         harness_agent::SessionStore::append(&store, chat, std::slice::from_ref(&kept))
-            .map_err(Error::Stored)?;
+            .map_err(|e| Error::Stored(e.to_string()))?;
         entries.push(kept);
     }
     let mode = row.mode.parse::<Mode>().unwrap_or(Mode::Manual);
