@@ -211,9 +211,13 @@ async fn turn_ended(
     } else {
         status_of(reason)
     };
-    let ended = end_run(app, user_id, chat, r, status).await;
-    *run.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    // The slot is freed before the stream says the run ended: a client that sends its next
+    // message on seeing `run_ended` finds the chat free (it was refused as busy now and then).
+    let ended = end_run_then(app, (user_id, chat, r, status), || {
+        *run.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    })
+    .await;
     app.pages.forget(chat);
     app.chats.ended.notify_waiters();
     drop_idle_later(app, chat);
@@ -236,14 +240,26 @@ pub(crate) async fn end_run(
     run: &str,
     status: &str,
 ) -> Result<()> {
-    write(
+    end_run_then(app, (user_id, chat, run, status), || {}).await
+}
+
+/// Marks a run ended, then does `freed` (the run's slot made free), then says so on the stream:
+/// whoever reads the end finds the row and the slot free.
+async fn end_run_then(
+    app: &App,
+    (user_id, chat, run, status): (i64, &str, &str, &str),
+    freed: impl FnOnce(),
+) -> Result<()> {
+    let marked = write(
         app,
         Stmt::new("UPDATE runs SET status = $1, ended = $2 WHERE id = $3 AND status = 'running'")
             .text(Some(status))
             .int(now())
             .text(Some(run)),
     )
-    .await?;
+    .await;
+    freed();
+    marked?;
     let said = say_ended(app, user_id, chat, run, status).await;
     // Nothing waits for them now; a row left behind only takes room (an answer to it is refused,
     // its run having ended).
