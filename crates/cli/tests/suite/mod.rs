@@ -7,6 +7,7 @@ mod commands;
 mod compact;
 mod environment;
 mod link;
+mod link_figures;
 mod link_gaps;
 mod link_page;
 mod mcp;
