@@ -434,16 +434,27 @@ impl Pump {
         let ops = self.ops.clone();
         let _ = self.cx.spawn(async move {
             let answer = match cx.send_request(request).block_task().await {
-                Ok(r) => match r.outcome {
-                    RequestPermissionOutcome::Selected(s) => {
-                        match s.option_id.to_string().as_str() {
-                            "once" => Answer::Once,
-                            "always" => Answer::Always,
-                            _ => Answer::Deny { feedback: None },
+                Ok(r) => {
+                    // A refusal may carry what the person said instead (`_meta.lembas.note`),
+                    // which the model reads as a local refusal's note.
+                    let note = r
+                        .meta
+                        .as_ref()
+                        .and_then(|m| m.get("lembas"))
+                        .and_then(|l| l.get("note"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    match r.outcome {
+                        RequestPermissionOutcome::Selected(s) => {
+                            match s.option_id.to_string().as_str() {
+                                "once" => Answer::Once,
+                                "always" => Answer::Always,
+                                _ => Answer::Deny { feedback: note },
+                            }
                         }
+                        _ => Answer::Deny { feedback: None },
                     }
-                    _ => Answer::Deny { feedback: None },
-                },
+                }
                 Err(_) => Answer::Deny { feedback: None },
             };
             ops.submit(Op::Answer { call_id, answer });

@@ -4,9 +4,11 @@
 //! wire: each `POST /v1/chat/completions` gets the next scripted [`Reply`] (SSE chunks with any
 //! quirk, a JSON answer, an error status with headers, or a stream that stalls), `GET /v1/models`
 //! lists the scripted model ids, and every request body is recorded so a test asserts on the
-//! exact JSON the harness sent.
+//! exact JSON the harness sent. [`browser`] is the browser suites' one headless Chromium.
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
+
+pub mod browser;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -31,6 +33,9 @@ pub enum Error {
     /// The listening socket could not be opened.
     #[error("cannot listen on 127.0.0.1: {0}")]
     Bind(std::io::Error),
+    /// No browser for the page tests (what is missing, and how to install it).
+    #[error("no browser for the page tests: {0}")]
+    Browser(String),
 }
 
 /// The result type of this crate.

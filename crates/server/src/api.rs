@@ -322,7 +322,7 @@ async fn answer_approval(
     Path(id): Path<String>,
     Body(body): Body<Approval>,
 ) -> Result<Json<Value>> {
-    if !crate::device_chats::approve(&app, &user, &id, &body.answer).await? {
+    if !crate::device_chats::approve(&app, &user, &id, &body.answer, body.note.as_deref()).await? {
         chats::approve(&app, &user, &id, &body.answer, body.note).await?;
     }
     Ok(Json(json!({"approval": id, "answer": body.answer})))

@@ -709,15 +709,18 @@ async fn prompted(
                 message = format!("{message}: {d}");
             }
             let text = format!("The device answered with an error: {message}");
-            end(
-                app,
-                user_id,
-                chat,
-                run,
-                "failed",
-                Some(json!({"type": "error", "message": text})),
-            )
-            .await;
+            if app.device_chats.take(chat, run).is_some() {
+                cancel_on_device(app, at);
+                finish(
+                    app,
+                    user_id,
+                    chat,
+                    run,
+                    "failed",
+                    Some(json!({"type": "error", "message": text})),
+                )
+                .await;
+            }
         }
     }
 }
@@ -727,6 +730,18 @@ async fn end(app: &App, user_id: i64, chat: &str, run: &str, status: &str, befor
     if app.device_chats.take(chat, run).is_none() {
         return;
     }
+    finish(app, user_id, chat, run, status, before).await;
+}
+
+/// Says the end of a run taken out of the runs going on: `before`, then `run_ended`.
+async fn finish(
+    app: &App,
+    user_id: i64,
+    chat: &str,
+    run: &str,
+    status: &str,
+    before: Option<Value>,
+) {
     if let Some(e) = before
         && let Err(e) = app.hub.append(user_id, chat, Some(run), e).await
     {
@@ -735,6 +750,73 @@ async fn end(app: &App, user_id: i64, chat: &str, run: &str, status: &str, befor
     if let Err(e) = crate::chats::end_run(app, user_id, chat, run, status).await {
         tracing::error!("chat {chat}: {e}");
     }
+}
+
+/// Cancels the device's turn in the session `at` (`session/cancel`) when its link is still the
+/// one it was opened on: the run it belonged to has ended here, and no turn of the device's
+/// goes on with no run on the server.
+fn cancel_on_device(app: &App, at: &Opened) {
+    let live = app
+        .device_links
+        .live(&at.device)
+        .filter(|l| l.generation == at.generation);
+    if let Some(live) = live
+        && let Err(e) = live
+            .agent
+            .send_notification(CancelNotification::new(at.session.clone()))
+    {
+        tracing::warn!("device {}: cancelling its turn: {e}", at.device);
+    }
+}
+
+/// The renewal of the leases found runs of this process taken over by another (`held`: the
+/// runs it still holds): the device chats' among them are dropped here, unsaid (the process
+/// that took them over said their end), and their turns cancelled on the devices.
+pub async fn lease_lost(app: &App, held: &HashSet<String>) -> Result<()> {
+    let runs: Vec<(String, String)> = app
+        .device_chats
+        .lock()
+        .runs
+        .iter()
+        .filter(|(_, r)| !held.contains(&r.run))
+        .map(|(c, r)| (c.clone(), r.run.clone()))
+        .collect();
+    for (chat, run) in runs {
+        let row: Option<(Option<String>, String)> =
+            sqlx::query_as("SELECT owner, status FROM runs WHERE id = $1")
+                .bind(&run)
+                .fetch_optional(&app.pool)
+                .await?;
+        let taken = row.is_some_and(|(owner, status)| {
+            status != "running" || owner.as_deref() != Some(app.instance.as_str())
+        });
+        if taken && let Some(r) = app.device_chats.take(&chat, &run) {
+            tracing::warn!("chat {chat}: its run {run} was taken over; cancelled on the device");
+            cancel_on_device(app, &r.at);
+        }
+    }
+    Ok(())
+}
+
+/// The server's shutdown: every device chat's run is cancelled on its device and ended
+/// interrupted. Answers how many.
+pub async fn interrupt_all(app: &App) -> usize {
+    let runs: Vec<(String, String)> = app
+        .device_chats
+        .lock()
+        .runs
+        .iter()
+        .map(|(c, r)| (c.clone(), r.run.clone()))
+        .collect();
+    let mut ended = 0;
+    for (chat, run) in runs {
+        if let Some(r) = app.device_chats.take(&chat, &run) {
+            cancel_on_device(app, &r.at);
+            finish(app, r.user_id, &chat, &run, "interrupted", None).await;
+            ended += 1;
+        }
+    }
+    ended
 }
 
 /// The device's link `generation` went down: its runs are interrupted, each chat told the
@@ -840,9 +922,16 @@ pub async fn set_mode(app: &App, chat: &str, mode: Mode) -> Result<()> {
     Ok(())
 }
 
-/// Answers the user's approval `id` when a device waits for it: `yes`, `always` or `no`;
-/// `false` when no device waits for it (a local chat's, or one that ended).
-pub async fn approve(app: &App, user: &User, id: &str, answer: &str) -> Result<bool> {
+/// Answers the user's approval `id` when a device waits for it: `yes`, `always` or `no` (with
+/// a note for the model, sent as `_meta.lembas.note`); `false` when no device waits for it (a
+/// local chat's, or one that ended).
+pub async fn approve(
+    app: &App,
+    user: &User,
+    id: &str,
+    answer: &str,
+    note: Option<&str>,
+) -> Result<bool> {
     let option = match answer {
         "yes" => "once",
         "always" => "always",
@@ -872,15 +961,23 @@ pub async fn approve(app: &App, user: &User, id: &str, answer: &str) -> Result<b
         .bind(id)
         .execute(&app.pool)
         .await?;
+    let note = note.filter(|n| option == "no" && !n.trim().is_empty());
+    let mut response = RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
+        SelectedPermissionOutcome::new(option),
+    ));
+    if let Some(n) = note {
+        let mut meta = Meta::new();
+        meta.insert("lembas".into(), json!({"note": n}));
+        response = response.meta(meta);
+    }
     asked
         .responder
-        .respond(RequestPermissionResponse::new(
-            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option)),
-        ))
+        .respond(response)
         .map_err(|_| Error::Conflict(format!("the run the approval {id} belongs to has ended")))?;
-    let answered = match option {
-        "once" => json!({"answer": "once"}),
-        "always" => json!({"answer": "always"}),
+    let answered = match (option, note) {
+        ("once", _) => json!({"answer": "once"}),
+        ("always", _) => json!({"answer": "always"}),
+        (_, Some(n)) => json!({"answer": "deny", "feedback": n}),
         _ => json!({"answer": "deny"}),
     };
     app.hub

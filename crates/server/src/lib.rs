@@ -324,12 +324,14 @@ impl App {
         self.stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let ended = chats::interrupt_all(self).await;
+        // A device chat's run too: its turn is cancelled on the device.
+        let on_devices = device_chats::interrupt_all(self).await;
         // The closed transcripts' last rows and the last events are stored before the process
         // may end.
         self.transcripts.flush().await;
         self.hub.flush().await;
         self.closed.send_replace(true);
-        Ok(ended?.len())
+        Ok(ended?.len() + on_devices)
     }
 }
 

@@ -26,9 +26,14 @@ export async function devicesPage() {
   const name = $("input", { id: "devicename", autocomplete: "off", placeholder: "my laptop" });
   const done = $("span", { class: "muted", id: "paired", role: "status" });
   const list = $("table", { class: "users", id: "devices" });
+  let drawn = null;
   const draw = async () => {
     let devices;
     try { devices = await api("GET", "/api/devices"); } catch (e) { alertBox.textContent = e.message; return; }
+    // Drawn again only when it changed (a button about to be clicked stays).
+    const seen = JSON.stringify(devices.map((d) => ({ ...d, last_seen: d.online ? null : d.last_seen })));
+    if (seen === drawn) return;
+    drawn = seen;
     list.replaceChildren($("tr", {}, $("th", { text: "Device" }), $("th", { text: "State" }),
       $("th", { text: "Shares" }), $("th")));
     for (const d of devices) {
@@ -61,12 +66,13 @@ export async function devicesPage() {
         done.textContent = "Refused.";
       }
       code.value = "";
+      name.value = "";
       await draw();
     } catch (e) { alertBox.textContent = e.message; }
   };
   const pairing = $("section", { class: "settings", id: "pairing" },
     $("h3", { text: "Link a device" }),
-    $("p", { class: "muted", text: "Run `llembas link " + location.origin + "` on the machine, then enter the code it prints." }),
+    $("p", { class: "muted" }, "Run ", $("code", { text: `llembas link ${location.origin}` }), " on the machine, then enter the code it prints."),
     $("label", { for: "usercode", text: "Code" }), code,
     $("label", { for: "devicename", text: "Name (optional)" }), name,
     $("div", { class: "buttons" },
@@ -77,4 +83,7 @@ export async function devicesPage() {
     $("div", { class: "chathead" }, $("a", { href: "/chats", text: "← Chats" }), $("h2", { text: "Devices" })),
     alertBox, $("div", { class: "settingsbody" }, pairing, mine)));
   await draw();
+  // A device linked a moment after its code was confirmed, or dropped, shows so without a
+  // reload: the list is asked again while the page is open.
+  const follow = setInterval(() => { if (list.isConnected) draw(); else clearInterval(follow); }, 2000);
 }

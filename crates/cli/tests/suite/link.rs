@@ -20,19 +20,24 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use super::*;
 
 /// A `llembas-server` on a loopback port, on a runtime of its own (dropping it is a crash).
-struct Server {
-    base: String,
-    app: Arc<App>,
+pub(super) struct Server {
+    pub(super) base: String,
+    pub(super) app: Arc<App>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
-    fn start(data: &Path, model: &str, addr: &str) -> Server {
+    pub(super) fn start(data: &Path, model: &str, addr: &str) -> Server {
         Server::start_with_lease(data, model, addr, Duration::from_secs(30))
     }
 
-    fn start_with_lease(data: &Path, model: &str, addr: &str, run_lease: Duration) -> Server {
+    pub(super) fn start_with_lease(
+        data: &Path,
+        model: &str,
+        addr: &str,
+        run_lease: Duration,
+    ) -> Server {
         let config = llembas_server::Config {
             data: data.to_path_buf(),
             database_url: None,
@@ -80,7 +85,7 @@ impl Server {
     }
 
     /// A signed-in client of a new account `name`.
-    async fn user(&self, name: &str) -> reqwest::Client {
+    pub(super) async fn user(&self, name: &str) -> reqwest::Client {
         let password = format!("{name}-password");
         llembas_server::auth::create_user(
             &self.app.pool,
@@ -94,7 +99,7 @@ impl Server {
     }
 
     /// A signed-in client of the account `name` (made by [`Server::user`]).
-    async fn sign_in(&self, name: &str) -> reqwest::Client {
+    pub(super) async fn sign_in(&self, name: &str) -> reqwest::Client {
         let password = format!("{name}-password");
         let _ = rustls::crypto::ring::default_provider().install_default();
         let r = reqwest::Client::new()
@@ -120,7 +125,7 @@ impl Server {
     }
 
     /// Waits (a minute at most) until `ready` holds of the device's live link or its absence.
-    async fn until_link(
+    pub(super) async fn until_link(
         &self,
         id: &str,
         ready: impl Fn(Option<&llembas_server::link::Live>) -> bool,
@@ -140,7 +145,7 @@ impl Server {
         }
     }
 
-    fn crash(mut self) {
+    pub(super) fn crash(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -151,13 +156,13 @@ impl Server {
 }
 
 /// `llembas link` of `sb` to `base` with `args`, stdout and stderr read line by line.
-struct Device {
-    child: tokio::process::Child,
+pub(super) struct Device {
+    pub(super) child: tokio::process::Child,
     out: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 impl Device {
-    fn start(sb: &Sandbox, model: &str, base: &str, args: &[&str]) -> Device {
+    pub(super) fn start(sb: &Sandbox, model: &str, base: &str, args: &[&str]) -> Device {
         let mut all = vec!["link", base];
         all.extend_from_slice(args);
         let mut child = sb.command(model, &all).spawn().unwrap();
@@ -181,7 +186,7 @@ impl Device {
     }
 
     /// The next line that contains `text` (a minute at most).
-    async fn line(&mut self, text: &str) -> String {
+    pub(super) async fn line(&mut self, text: &str) -> String {
         loop {
             let l = tokio::time::timeout(Duration::from_secs(60), self.out.recv())
                 .await
@@ -193,7 +198,7 @@ impl Device {
         }
     }
 
-    async fn ends(&mut self) -> i32 {
+    pub(super) async fn ends(&mut self) -> i32 {
         tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
             .expect("the device did not end within 60 s")
@@ -204,7 +209,7 @@ impl Device {
 }
 
 /// Pairs `sb`'s device through `person`'s page: its code confirmed as `name`; the device id.
-async fn pair(
+pub(super) async fn pair(
     server: &Server,
     person: &reqwest::Client,
     device: &mut Device,
@@ -236,20 +241,25 @@ async fn pair(
         .to_owned()
 }
 
-fn lembas(v: Value) -> Meta {
+pub(super) fn lembas(v: Value) -> Meta {
     let mut m = Meta::new();
     m.insert("lembas".into(), v);
     m
 }
 
 /// A person's view of the server through its HTTP API.
-struct Person<'a> {
-    server: &'a Server,
-    http: reqwest::Client,
+pub(super) struct Person<'a> {
+    pub(super) server: &'a Server,
+    pub(super) http: reqwest::Client,
 }
 
 impl Person<'_> {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(super) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut r = self
             .http
             .request(method, format!("{}{path}", self.server.base));
@@ -261,16 +271,16 @@ impl Person<'_> {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(super) async fn get(&self, path: &str) -> (u16, Value) {
         self.call(reqwest::Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(super) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
 
     /// The chat's stored events (`event` of each), in order.
-    async fn events(&self, chat: &str) -> Vec<Value> {
+    pub(super) async fn events(&self, chat: &str) -> Vec<Value> {
         let (status, v) = self.get(&format!("/api/chats/{chat}?messages=0")).await;
         assert_eq!(status, 200, "{v}");
         v["events"]
@@ -282,7 +292,12 @@ impl Person<'_> {
     }
 
     /// Waits (a minute at most) for an event of the chat that `pred` holds of; answers it.
-    async fn until(&self, chat: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(super) async fn until(
+        &self,
+        chat: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let events = self.events(chat).await;
@@ -298,7 +313,7 @@ impl Person<'_> {
     }
 
     /// Sends a message to the chat: the run's id.
-    async fn send(&self, chat: &str, text: &str) -> String {
+    pub(super) async fn send(&self, chat: &str, text: &str) -> String {
         let (status, v) = self
             .post(
                 &format!("/api/chats/{chat}/messages"),
@@ -310,7 +325,7 @@ impl Person<'_> {
     }
 
     /// Waits for the run's end: its status.
-    async fn ended(&self, chat: &str, run: &str) -> String {
+    pub(super) async fn ended(&self, chat: &str, run: &str) -> String {
         let e = self
             .until(chat, "the run's end", |e| {
                 e["type"] == "run_ended" && e["run"] == run

@@ -357,6 +357,8 @@ async fn renew(app: &App) -> Result<()> {
             .await?
             .into_iter()
             .collect();
+    // A device chat's run taken over: cancelled on its device.
+    crate::device_chats::lease_lost(app, &held).await?;
     for (chat, run) in runs {
         if !held.contains(&run) && taken_over(app, &run).await? {
             // Another process took it over (this one was away longer than its lease): it must

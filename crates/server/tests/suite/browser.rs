@@ -1,7 +1,7 @@
 //! The pages in a real browser: Debian's headless Chromium driven through chromedriver with
-//! fantoccini, against the server and the scripted model. One browser for the test binary (its
-//! tests take turns); each test signs in afresh and saves a screenshot under the target
-//! directory (`CARGO_TARGET_TMPDIR/browser/`).
+//! fantoccini ([`harness_test_support::browser`]), against the server and the scripted model. One
+//! browser for the test binary (its tests take turns); each test signs in afresh and saves a
+//! screenshot under the target directory (`CARGO_TARGET_TMPDIR/browser/`).
 //!
 //! Without chromedriver every test here fails at once, saying how to install it.
 
@@ -10,14 +10,12 @@
     reason = "the page's timings, figures a run of the suite reports"
 )]
 
-use std::future::Future;
-use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator, key::Key};
+use fantoccini::{Client, Locator, key::Key};
+use harness_test_support::browser::{Browser, run};
 use harness_test_support::{Reply, ScriptedServer};
 use serde_json::{Value, json};
 
@@ -26,160 +24,12 @@ use super::{Server, run_end, text, tool_call};
 /// How long a wait in the page may take before the test fails.
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The browser the tests share, and what keeps it alive.
-struct Browser {
-    client: Client,
-    /// The chromedriver wrapper: chromedriver's process group ends when this process's end
-    /// closes the wrapper's stdin.
-    _driver: Child,
-    driver_port: u16,
-    session: String,
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    })
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
-/// The browser binary itself (Debian's `chromium` command is a launcher script adding flags).
-fn chromium_binary() -> Option<PathBuf> {
-    let real = PathBuf::from("/usr/lib/chromium/chromium");
-    if real.is_file() {
-        return Some(real);
-    }
-    on_path("chromium").or_else(|| on_path("chromium-browser"))
-}
-
-const INSTALL: &str = "install Debian's headless browser and its driver: \
-                       `apt-get install -y chromium chromium-driver` (.ci/run does)";
-
-/// Starts chromedriver on a free port; its port.
-fn start_driver(profile: &std::path::Path) -> Result<(Child, u16), String> {
-    let driver =
-        on_path("chromedriver").ok_or_else(|| format!("chromedriver is not on PATH: {INSTALL}"))?;
-    // `setsid` makes chromedriver the leader of a process group its browsers join; the shell
-    // kills that group when its stdin closes, which happens when this test process ends.
-    // Then it removes the browser's profile (a static is never dropped, so no TempDir would).
-    // A TERM, INT or HUP sent to the test's process group does the same.
-    let script = r#"setsid "$0" --port=0 </dev/null & d=$!
-        end() { kill -TERM -"$d" 2>/dev/null; wait; rm -rf "$1"; exit 0; }
-        trap end TERM INT HUP
-        read _; end"#;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg(&driver)
-        .arg(profile)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", driver.display()))?;
-    let stdout = child.stdout.take().ok_or("chromedriver gave no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(port) = line
-                .split("started successfully on port ")
-                .nth(1)
-                .and_then(|rest| rest.trim().trim_end_matches('.').parse::<u16>().ok())
-                && let Some(t) = tx.take()
-            {
-                let _ = t.send(port);
-            }
-        }
-    });
-    let port = rx
-        .recv_timeout(WAIT)
-        .map_err(|_| format!("{} did not say its port within {WAIT:?}", driver.display()))?;
-    Ok((child, port))
-}
-
-async fn open_browser() -> Result<Browser, String> {
-    let binary =
-        chromium_binary().ok_or_else(|| format!("chromium is not installed: {INSTALL}"))?;
-    let profile = tempfile::tempdir().map_err(|e| e.to_string())?.keep();
-    let (driver, port) = start_driver(&profile)?;
-    let args = [
-        "--headless".to_owned(),
-        "--no-sandbox".into(),
-        "--disable-gpu".into(),
-        "--disable-quic".into(),
-        "--no-first-run".into(),
-        "--disable-background-networking".into(),
-        "--disable-component-update".into(),
-        "--disable-sync".into(),
-        "--disable-dev-shm-usage".into(),
-        "--disable-default-apps".into(),
-        "--mute-audio".into(),
-        // Nothing but loopback: every host name but localhost resolves to nothing.
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1".into(),
-        "--disable-breakpad".into(),
-        "--disable-crash-reporter".into(),
-        "--window-size=1280,900".into(),
-        format!("--user-data-dir={}", profile.display()),
-    ];
-    let caps = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": {"binary": binary, "args": args},
-    });
-    let caps = match caps {
-        Value::Object(m) => m,
-        _ => unreachable!(),
-    };
-    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{port}"))
-        .await
-        .map_err(|e| format!("chromedriver on port {port} opened no browser: {e}"))?;
-    let session = client
-        .session_id()
-        .await
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default();
-    Ok(Browser {
-        client,
-        _driver: driver,
-        driver_port: port,
-        session,
-    })
-}
-
+/// The browser the tests share (opened by the first test that asks).
 async fn browser() -> &'static Browser {
-    static BROWSER: tokio::sync::OnceCell<Result<Browser, String>> =
-        tokio::sync::OnceCell::const_new();
-    match BROWSER.get_or_init(open_browser).await {
+    match harness_test_support::browser::shared().await {
         Ok(b) => b,
-        Err(e) => panic!("no browser for the page tests: {e}"),
+        Err(e) => panic!("{e}"),
     }
-}
-
-/// Runs a browser test: one at a time, on the runtime the browser lives on, with a guard of two
-/// minutes against a hang.
-fn run<F: Future<Output = ()>>(test: F) {
-    static TURN: Mutex<()> = Mutex::new(());
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    runtime().block_on(async {
-        tokio::time::timeout(Duration::from_secs(120), test)
-            .await
-            .expect("the browser test did not end within two minutes");
-    });
 }
 
 /// A fresh page: no cookie, a desktop window.
