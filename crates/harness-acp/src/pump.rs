@@ -281,9 +281,12 @@ impl Pump {
             Event::PlanChanged { plan } => self.plan_changed(plan),
             Event::ModeChanged { mode } => self.mode_changed(mode),
             Event::Notice { level, text } => {
-                // While a prompt runs (a model request retried after a 429, a wait for the
-                // server's slot), the client hears it as progress: a thought, marked a notice.
-                if self.running.lock().map(|r| *r).unwrap_or(false) {
+                // While a prompt runs or waits to start (a model request retried after a 429, a
+                // wait for the server's slot, the prompt's images left out for a model that reads
+                // none), the client hears it as progress: a thought, marked a notice.
+                let prompting = self.running.lock().map(|r| *r).unwrap_or(false)
+                    || self.pending.lock().map(|p| p.is_some()).unwrap_or(false);
+                if prompting {
                     let chunk = ContentChunk::new(text_block(format!("{text}\n")))
                         .meta(meta(json!({"notice": level})));
                     self.update(SessionUpdate::AgentThoughtChunk(chunk));

@@ -35,7 +35,7 @@ pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
 pub use rows::{ChatRow, chat_row, list};
 pub use runs::{approve, carry_out, interrupt_all, run_started, send, set_mode, stop};
-pub use shared::{Act, answer_ask, keep_leases, lease_end, listen};
+pub use shared::{Act, OnHeld, answer_ask, keep_leases, lease_end, listen};
 
 /// The shared capacity gate of the process's chats.
 pub fn capacity() -> Result<Arc<CapacityGate>> {

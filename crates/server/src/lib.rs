@@ -431,7 +431,10 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
             if recovered == 1 { "" } else { "s" }
         );
     }
-    chats::keep_leases(app.clone());
+    chats::keep_leases(
+        app.clone(),
+        Arc::new(|app, held| Box::pin(async move { device_chats::lease_lost(&app, &held).await })),
+    );
     chats::drop_when_unseen(&app);
     // What changed in the tree while the server was down is indexed in the background.
     app.search.catch_up(app.backend.clone());

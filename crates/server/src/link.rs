@@ -145,14 +145,7 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
         app: app.clone(),
         device: id.clone(),
     };
-    let (e1, e2, e3, e4, e5, e6) = (
-        ext.clone(),
-        ext.clone(),
-        ext.clone(),
-        ext.clone(),
-        ext.clone(),
-        ext,
-    );
+    let [e1, e2, e3, e4, e5, e6]: [Ext; 6] = std::array::from_fn(|_| ext.clone());
     let client = Client
         .v1()
         // The device's `_lembas` messages ([`crate::device_ext`]).
@@ -255,8 +248,24 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
         }
         () = keepalive => 1001,
     };
+    closed(&app, &id, generation, code, (tx, writer)).await;
+}
+
+/// The end of a link: its runs ended (the device offline), the close frame sent with its
+/// reason, the writer given a moment to send it, the link forgotten and the device's last
+/// sight kept (not for a revoked one).
+async fn closed(
+    app: &App,
+    id: &str,
+    generation: u64,
+    code: u16,
+    (tx, writer): (
+        tokio::sync::mpsc::Sender<Message>,
+        tokio::task::JoinHandle<()>,
+    ),
+) {
     // The runs on this link end at once, told the device is offline.
-    crate::device_chats::link_down(&app, &id, generation).await;
+    crate::device_chats::link_down(app, id, generation).await;
     let reason = match code {
         CLOSE_REPLACED => "a newer link of this device replaced this one",
         CLOSE_REVOKED => "this device was revoked",
@@ -271,9 +280,9 @@ async fn run(app: Arc<App>, id: String, user_id: i64, api_url: String, socket: W
         .await;
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-    app.device_links.remove(&id, generation);
+    app.device_links.remove(id, generation);
     if code != CLOSE_REVOKED
-        && let Err(e) = devices::seen(&app, &id, None).await
+        && let Err(e) = devices::seen(app, id, None).await
     {
         tracing::warn!("device {id}: {e}");
     }

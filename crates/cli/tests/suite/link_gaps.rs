@@ -1,7 +1,8 @@
 //! A device chat's approvals and run ends as a local chat's (`llembas link`, a real process,
 //! against the real server's library): a "no" with a note reaches the device's model, and a run
 //! the server no longer has — taken over by another process, or interrupted by the server's
-//! shutdown — is cancelled on the device (`session/cancel`), so no turn runs there unseen.
+//! shutdown — is cancelled on the device (`session/cancel`), so no turn runs there unseen; an
+//! image sent with a message reaches the device's agent, which decides by its own model.
 
 use std::time::{Duration, Instant};
 
@@ -191,4 +192,59 @@ async fn the_servers_shutdown_interrupts_a_device_run_and_cancels_it_on_the_devi
             .any(|e| e["type"] == "run_ended" && e["status"] == "interrupted"),
         "{events:#?}"
     );
+}
+
+/// A PNG of one pixel.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89,
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_sent_to_a_device_chat_reaches_the_devices_agent_which_decides_by_its_model() {
+    let model = ScriptedServer::start(vec![text(&["No image here."])])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
+    let alice = Person {
+        server: &server,
+        http: server.user("alice").await,
+    };
+    // Alice's home on the server, where the composer uploads what she attaches.
+    let (_, me) = alice.get("/api/auth/me").await;
+    llembas_server::world::give_default_grants(
+        &server.app.pool,
+        &server.app.tree,
+        me["id"].as_i64().unwrap(),
+        "alice",
+    )
+    .await
+    .unwrap();
+    std::fs::write(server.app.tree.join("home/alice/dot.png"), PNG).unwrap();
+    let sb = Sandbox::new();
+    let (_device, _id, chat) = chat_on_device(&alice, &sb, &model.base_url(), "auto").await;
+    let (status, v) = alice
+        .post(
+            &format!("/api/chats/{chat}/messages"),
+            json!({"text": "look", "images": ["/home/alice/dot.png"]}),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    assert_eq!(alice.ended(&chat, &run).await, "finished");
+    let started = alice
+        .until(&chat, "the run's start", |e| e["type"] == "run_started")
+        .await;
+    assert_eq!(started["images"], json!(["/home/alice/dot.png"]));
+    // The device's model (`scripted`) reads no images: its agent left it out and said so.
+    let notice = alice
+        .until(&chat, "the device's notice", |e| e["type"] == "notice")
+        .await;
+    assert_eq!(
+        notice["text"], "scripted does not read images (its metadata says so): 1 image left out",
+        "{notice}"
+    );
+    assert!(!model.bodies()[0].to_string().contains("data:image/png"));
 }

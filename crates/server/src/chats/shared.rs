@@ -281,10 +281,22 @@ async fn events_notice(app: &App, payload: &str) -> Result<()> {
     Ok(())
 }
 
+/// What a renewal also does with the runs this process still holds, given as the server starts
+/// (the device chats' runs another process took over are cancelled on their devices).
+pub type OnHeld = Arc<
+    dyn Fn(
+            Arc<App>,
+            std::collections::HashSet<String>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Keeps this process's runs its own: every third of the lease, renews the leases of the runs
-/// going on here (a run another process took over meanwhile is cancelled here), and, on a shared
-/// database, takes over as interrupted the runs whose process stopped renewing them.
-pub fn keep_leases(app: Arc<App>) {
+/// going on here (a run another process took over meanwhile is cancelled here, and `on_held`
+/// hears which it still holds), and, on a shared database, takes over as interrupted the runs
+/// whose process stopped renewing them.
+pub fn keep_leases(app: Arc<App>, on_held: OnHeld) {
     let every = (app.run_lease / 3).max(std::time::Duration::from_millis(200));
     let mut closed = app.closed.subscribe();
     tokio::spawn(async move {
@@ -293,7 +305,7 @@ pub fn keep_leases(app: Arc<App>) {
                 () = tokio::time::sleep(every) => {}
                 _ = closed.wait_for(|c| *c) => return,
             }
-            if let Err(e) = renew(&app).await {
+            if let Err(e) = renew(&app, &on_held).await {
                 tracing::error!("renewing the runs' leases: {e}");
             }
             // Another process may have changed the admin's figure of the model's slots.
@@ -337,7 +349,7 @@ pub fn lease_end(app: &App) -> i64 {
 
 /// Renews the leases of every run going on here at once (one statement, not one a run), then
 /// stops those another process took over meanwhile.
-async fn renew(app: &App) -> Result<()> {
+async fn renew(app: &Arc<App>, on_held: &OnHeld) -> Result<()> {
     let runs = app.chats.runs();
     // A device chat's run is this process's too: its lease is renewed with the others.
     if runs.is_empty() && !app.device_chats.any_running() {
@@ -358,7 +370,7 @@ async fn renew(app: &App) -> Result<()> {
             .into_iter()
             .collect();
     // A device chat's run taken over: cancelled on its device.
-    crate::device_chats::lease_lost(app, &held).await?;
+    on_held(app.clone(), held.clone()).await?;
     for (chat, run) in runs {
         if !held.contains(&run) && taken_over(app, &run).await? {
             // Another process took it over (this one was away longer than its lease): it must
