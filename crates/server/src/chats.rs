@@ -29,6 +29,7 @@ pub use build::{chat_world, create, set_model};
 pub use halt::halt_user;
 pub use hub::{Hub, flush};
 pub use live::{Chats, Live, drop_idle_later, drop_when_unseen};
+pub use pump::record_approval;
 pub(crate) use pump::{end_run, write};
 pub use recover::recover;
 pub use replay::start as stream_start;

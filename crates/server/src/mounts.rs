@@ -203,12 +203,17 @@ async fn show(
     Path(path): Path<String>,
 ) -> Result<Json<Value>> {
     require_admin(&user)?;
-    let path = checked_path(&path)?;
-    stored(&app.pool)
+    let mount = mount_at(&app.pool, &path).await?;
+    Ok(Json(mount.shown(&app.tree)))
+}
+
+/// The mount at `raw` (a path as the admin's URL gives it), or 404.
+async fn mount_at(pool: &Db, raw: &str) -> Result<Mount> {
+    let path = checked_path(raw)?;
+    stored(pool)
         .await?
-        .iter()
+        .into_iter()
         .find(|m| m.path == path)
-        .map(|m| Json(m.shown(&app.tree)))
         .ok_or_else(|| Error::NotFound(format!("no mount at {path}")))
 }
 
@@ -334,13 +339,8 @@ async fn fetch(
     Path(path): Path<String>,
 ) -> Result<Json<Value>> {
     require_admin(&user)?;
-    let path = checked_path(&path)?;
-    let mount = stored(&app.pool)
-        .await?
-        .into_iter()
-        .find(|m| m.path == path)
-        .ok_or_else(|| Error::NotFound(format!("no mount at {path}")))?;
-    let dir = dir_of(&app.tree, &path);
+    let mount = mount_at(&app.pool, &path).await?;
+    let dir = dir_of(&app.tree, &mount.path);
     let remote = mount.remote();
     let fetched = git::on_mount(dir, move |dir| git::fetch_forward(&dir, &remote))
         .await

@@ -170,8 +170,9 @@ fn ask_of(app: &App, user_id: i64, chat: &str, ctl: &WeakSession, o: &Event) -> 
     Ok(Some((Some(ask), Some(kind))))
 }
 
-/// Records the approval a permission request of the run waits for; answers its id.
-async fn record_approval(
+/// Records the approval a permission request of the run waits for (a local chat's, or a device
+/// chat's); answers its id.
+pub async fn record_approval(
     app: &App,
     user_id: i64,
     chat: &str,

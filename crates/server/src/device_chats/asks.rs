@@ -112,22 +112,7 @@ pub async fn permission(
             question[to] = x.clone();
         }
     }
-    let asked = async {
-        let id = random_id()?;
-        crate::db::execute(
-            &app.pool,
-            sqlx::query(
-                "INSERT INTO approvals (id, user_id, chat_id, run_id, call_id) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(&id)
-            .bind(user_id)
-            .bind(&chat)
-            .bind(&run)
-            .bind(&call_id),
-        )
-        .await?;
-        Ok::<_, Error>(id)
-    };
+    let asked = crate::chats::record_approval(app, user_id, &chat, Some(run.as_str()), &call_id);
     let id = match asked.await {
         Ok(id) => id,
         Err(e) => {
