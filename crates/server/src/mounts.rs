@@ -477,6 +477,9 @@ mod tests {
         assert!(checked_path("/").is_err());
         assert_eq!(checked_path("repos/site").unwrap(), "/repos/site");
         assert!(check_url("https://u:secret@forge.example/a/b").is_err());
-        assert!(check_variable("ghp_abc123 secret").is_err());
+        assert!(check_variable("ghp_abc123 secret", "").is_err());
+        // Only the variables the operator's prefix names.
+        assert!(check_variable("LLEMBAS_FORGE_SITE", crate::FORGE_TOKEN_PREFIX).is_ok());
+        assert!(check_variable("OPENAI_API_KEY", crate::FORGE_TOKEN_PREFIX).is_err());
     }
 }
