@@ -48,7 +48,7 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NO
 /// The migrations of `backend`, in order: one directory each (their DDL differs), the same
 /// logical schema.
 fn migrator(backend: Backend) -> Migrator {
-    let steps: [(i64, &str, &'static str); 12] = match backend {
+    let steps: [(i64, &str, &'static str); 13] = match backend {
         Backend::Sqlite => [
             (
                 1,
@@ -109,6 +109,11 @@ fn migrator(backend: Backend) -> Migrator {
                 12,
                 "shares",
                 include_str!("../migrations/sqlite/0012_shares.sql"),
+            ),
+            (
+                13,
+                "device_tokens",
+                include_str!("../migrations/sqlite/0013_device_tokens.sql"),
             ),
         ],
         Backend::Postgres => [
@@ -171,6 +176,11 @@ fn migrator(backend: Backend) -> Migrator {
                 12,
                 "shares",
                 include_str!("../migrations/postgres/0012_shares.sql"),
+            ),
+            (
+                13,
+                "device_tokens",
+                include_str!("../migrations/postgres/0013_device_tokens.sql"),
             ),
         ],
     };

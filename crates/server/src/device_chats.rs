@@ -373,7 +373,7 @@ pub async fn create(
     .bind(&session)
     .execute(&app.pool)
     .await?;
-    crate::memory::keep_token(app, &token, &id, user.id).await?;
+    crate::memory::keep_token(app, &token, &id, user.id, Some(device)).await?;
     app.hub.new_chat(&id);
     app.device_chats.lock().sessions.insert(
         id.clone(),
@@ -422,7 +422,7 @@ async fn session_on(
     }
     let user_id = live.user_id;
     let plan = crate::history::latest_plan(&app.pool, user_id, chat).await?;
-    let token = crate::memory::chat_token(app, chat, user_id).await?;
+    let token = crate::memory::chat_token(app, chat, user_id, Some(&row.device)).await?;
     let api = api_of(live, &token);
     let meta = lembas_meta(chat, model, mode, plan, Some(api));
     let opened = open_or_load(app, chat, row, live, meta).await;

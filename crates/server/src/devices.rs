@@ -385,6 +385,8 @@ async fn revoke(
     if done.rows_affected() == 0 {
         return Err(Error::NotFound(format!("no device {id}")));
     }
+    // Its chats' memory tokens end with it, whichever process handed them out.
+    crate::memory::end_device_tokens(&app, Some(&id)).await?;
     app.device_links.close(&id);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -425,6 +425,16 @@ pub async fn open(config: &Config) -> Result<Arc<App>> {
     app.hub.ready().await?;
     slots::refresh(&app).await?;
     let recovered = chats::recover(&app).await?;
+    // The only process of its database: no device link of before can still be up, so the
+    // memory tokens handed to its sessions end (a crash left them valid).
+    if !app.hub.shared() {
+        let ended = memory::end_device_tokens(&app, None).await?;
+        if ended > 0 {
+            tracing::info!(
+                "{ended} memory token(s) of device sessions from before the start ended"
+            );
+        }
+    }
     if recovered > 0 {
         tracing::info!(
             "{recovered} run{} left running by an earlier process marked interrupted",

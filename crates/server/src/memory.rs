@@ -46,7 +46,7 @@ async fn new_token(
     Path(chat): Path<String>,
 ) -> Result<Response> {
     crate::chats::chat_row(&app.pool, &user, &chat).await?;
-    let token = chat_token(&app, &chat, user.id).await?;
+    let token = chat_token(&app, &chat, user.id, None).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({"url": api_url(&app, &headers), "token": token})),
@@ -54,11 +54,17 @@ async fn new_token(
         .into_response())
 }
 
-/// A new bearer token for the memory API scoped to `chat` of the user `user_id` (only its hash
-/// is kept; it ends with its chat, or with [`revoke_token`]).
-pub async fn chat_token(app: &App, chat: &str, user_id: i64) -> Result<String> {
+/// A new bearer token for the memory API scoped to `chat` of the user `user_id`, handed to the
+/// linked `device` or to the person (`None`). Only its hash is kept; it ends with its chat, with
+/// [`revoke_token`], or with its device ([`end_device_tokens`]).
+pub async fn chat_token(
+    app: &App,
+    chat: &str,
+    user_id: i64,
+    device: Option<&str>,
+) -> Result<String> {
     let token = new_chat_token()?;
-    keep_token(app, &token, chat, user_id).await?;
+    keep_token(app, &token, chat, user_id, device).await?;
     Ok(token)
 }
 
@@ -67,18 +73,43 @@ pub fn new_chat_token() -> Result<String> {
     Ok(format!("{TOKEN_PREFIX}{}", random_token()?))
 }
 
-/// Makes `token` valid for `chat` of the user `user_id`.
-pub async fn keep_token(app: &App, token: &str, chat: &str, user_id: i64) -> Result<()> {
+/// Makes `token` valid for `chat` of the user `user_id` (handed to `device`, or the person's).
+pub async fn keep_token(
+    app: &App,
+    token: &str,
+    chat: &str,
+    user_id: i64,
+    device: Option<&str>,
+) -> Result<()> {
     sqlx::query(
-        "INSERT INTO chat_tokens (token_hash, chat_id, user_id, created) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO chat_tokens (token_hash, chat_id, user_id, created, device_id) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(token_hash(token))
     .bind(chat)
     .bind(user_id)
     .bind(now())
+    .bind(device)
     .execute(&app.pool)
     .await?;
     Ok(())
+}
+
+/// Ends the tokens handed to `device` (`None`: to every device); answers how many.
+pub async fn end_device_tokens(app: &App, device: Option<&str>) -> Result<u64> {
+    let done = match device {
+        Some(d) => {
+            sqlx::query("DELETE FROM chat_tokens WHERE device_id = $1")
+                .bind(d)
+                .execute(&app.pool)
+                .await?
+        }
+        None => {
+            sqlx::query("DELETE FROM chat_tokens WHERE device_id IS NOT NULL")
+                .execute(&app.pool)
+                .await?
+        }
+    };
+    Ok(done.rows_affected())
 }
 
 /// Ends a token [`chat_token`] made.

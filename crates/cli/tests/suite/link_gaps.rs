@@ -248,3 +248,36 @@ async fn an_image_sent_to_a_device_chat_reaches_the_devices_agent_which_decides_
     );
     assert!(!model.bodies()[0].to_string().contains("data:image/png"));
 }
+
+/// The memory tokens the server handed to sessions of the device `id`.
+async fn device_tokens(server: &Server, id: &str) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM chat_tokens WHERE device_id = $1")
+        .bind(id)
+        .fetch_one(&server.app.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_devices_memory_tokens_do_not_outlive_a_crash_of_the_server() {
+    let model = ScriptedServer::start(vec![]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
+    let alice = Person {
+        server: &server,
+        http: server.user("alice").await,
+    };
+    let sb = Sandbox::new();
+    let (_device, id, _chat) = chat_on_device(&alice, &sb, &model.base_url(), "auto").await;
+    // The chat's session on the device holds a token for the person's memory.
+    assert_eq!(device_tokens(&server, &id).await, 1);
+    // The server crashes with the link up: nothing ended the session's token.
+    drop(alice);
+    server.crash();
+    let server = Server::start(data.path(), &model.base_url(), "127.0.0.1:0");
+    assert_eq!(
+        device_tokens(&server, &id).await,
+        0,
+        "a token of a link from before the start still opens the person's memory"
+    );
+}
