@@ -279,19 +279,16 @@ impl Driver {
     /// images (its metadata says so); otherwise they are left out and the person is told.
     async fn prompt(&mut self, text: String, images: Vec<String>) -> Result<()> {
         if !images.is_empty() {
-            let model = self.client.model();
-            if model.vision {
-                self.session.attach_images(images);
-            } else {
-                self.notice(
+            match self.client.model().unread_images() {
+                None => self.session.attach_images(images),
+                Some(why) => self.notice(
                     Level::Warning,
                     format!(
-                        "{} does not read images (its metadata says so): {} image{} left out",
-                        model.name,
+                        "{why}: {} image{} left out",
                         images.len(),
                         if images.len() == 1 { "" } else { "s" }
                     ),
-                );
+                ),
             }
         }
         self.feed(Input::Prompt { text }).await

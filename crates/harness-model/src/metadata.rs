@@ -112,6 +112,12 @@ pub struct ModelInfo {
 }
 
 impl ModelInfo {
+    /// Why images are not sent to this model (`None`: it reads them): the start of what the
+    /// person is told, whether the images are left out or the message refused.
+    pub fn unread_images(&self) -> Option<String> {
+        (!self.vision).then(|| format!("{} does not read images (its metadata says so)", self.name))
+    }
+
     /// The metadata of `name`: the catalogue's facts if it is known, then the overrides.
     pub fn resolve(catalogue: &Catalogue, name: &str, overrides: &ModelOverrides) -> ModelInfo {
         let known = catalogue.find(name);

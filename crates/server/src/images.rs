@@ -2,7 +2,7 @@
 //! composer, which uploads them to their home first), read through the view and sent to the
 //! model inline. A chat on this server sends them only to a model whose metadata says it reads
 //! images; a device chat passes them to the device, whose agent decides the same by its own
-//! model's metadata.
+//! model's metadata. Also the image types the pages show inline ([`file_type`]).
 
 use harness_fs::VPath;
 
@@ -14,14 +14,41 @@ use crate::error::{Error, Result};
 pub const MAX_IMAGES: usize = 8;
 /// The largest image sent, in bytes (the model APIs' own limits are about this size).
 pub const MAX_IMAGE_BYTES: usize = 8 << 20;
-/// The image types the model APIs read, by file name extension.
-const TYPES: [(&str, &str); 5] = [
+/// The image types the model APIs read (of those the pages show inline, [`file_type`]).
+const TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The raster image types a page may show inline: none of them can carry a script.
+const INLINE_IMAGES: [(&str, &str); 7] = [
     ("png", "image/png"),
     ("jpg", "image/jpeg"),
     ("jpeg", "image/jpeg"),
     ("gif", "image/gif"),
     ("webp", "image/webp"),
+    ("avif", "image/avif"),
+    ("bmp", "image/bmp"),
 ];
+
+/// Other types a download is sent as (anything else is `application/octet-stream`).
+const DOWNLOAD_TYPES: [(&str, &str); 5] = [
+    ("pdf", "application/pdf"),
+    ("txt", "text/plain; charset=utf-8"),
+    ("md", "text/plain; charset=utf-8"),
+    ("json", "application/json"),
+    ("zip", "application/zip"),
+];
+
+/// A file's type by its name's extension, and whether it may be shown inline.
+pub fn file_type(name: &str) -> (&'static str, bool) {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    if let Some((_, t)) = INLINE_IMAGES.iter().find(|(e, _)| *e == ext) {
+        return (t, true);
+    }
+    let t = DOWNLOAD_TYPES.iter().find(|(e, _)| *e == ext);
+    (t.map_or("application/octet-stream", |(_, t)| t), false)
+}
 
 /// One image read for a message.
 #[derive(Debug, Clone)]
@@ -65,12 +92,8 @@ pub async fn read(app: &App, user: &User, paths: &[String]) -> Result<Vec<Image>
         let mut out = Vec::new();
         for raw in paths {
             let p: VPath = view.resolve(&raw);
-            let ext = p
-                .name()
-                .rsplit_once('.')
-                .map(|(_, e)| e.to_ascii_lowercase())
-                .unwrap_or_default();
-            let Some((_, mime)) = TYPES.iter().find(|(e, _)| *e == ext) else {
+            let (kind, _) = file_type(p.name());
+            let Some(mime) = TYPES.into_iter().find(|t| *t == kind) else {
                 return Err(Error::BadRequest(format!(
                     "{p} is not an image a model reads (PNG, JPEG, GIF or WebP)"
                 )));
@@ -96,11 +119,10 @@ pub async fn read(app: &App, user: &User, paths: &[String]) -> Result<Vec<Image>
 
 /// Refuses images for a model that does not read them (its metadata says so).
 pub fn check_vision(model: &harness_model::metadata::ModelInfo, images: &[Image]) -> Result<()> {
-    if images.is_empty() || model.vision {
-        return Ok(());
+    match model.unread_images() {
+        Some(why) if !images.is_empty() => Err(Error::BadRequest(format!(
+            "{why}: send the message without them, or pick a model that reads images"
+        ))),
+        _ => Ok(()),
     }
-    Err(Error::BadRequest(format!(
-        "{} does not read images (its metadata says so): send the message without them, or pick a model that reads images",
-        model.name
-    )))
 }

@@ -78,39 +78,6 @@ pub async fn changed(app: &App, view: &View, paths: &[String]) {
     }
 }
 
-/// The raster image types a page may show inline: none of them can carry a script.
-const INLINE_IMAGES: [(&str, &str); 7] = [
-    ("png", "image/png"),
-    ("jpg", "image/jpeg"),
-    ("jpeg", "image/jpeg"),
-    ("gif", "image/gif"),
-    ("webp", "image/webp"),
-    ("avif", "image/avif"),
-    ("bmp", "image/bmp"),
-];
-
-/// Other types a download is sent as (anything else is `application/octet-stream`).
-const DOWNLOAD_TYPES: [(&str, &str); 5] = [
-    ("pdf", "application/pdf"),
-    ("txt", "text/plain; charset=utf-8"),
-    ("md", "text/plain; charset=utf-8"),
-    ("json", "application/json"),
-    ("zip", "application/zip"),
-];
-
-/// A file's type by its name's extension, and whether it may be shown inline.
-pub fn file_type(name: &str) -> (&'static str, bool) {
-    let ext = name
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
-    if let Some((_, t)) = INLINE_IMAGES.iter().find(|(e, _)| *e == ext) {
-        return (t, true);
-    }
-    let t = DOWNLOAD_TYPES.iter().find(|(e, _)| *e == ext);
-    (t.map_or("application/octet-stream", |(_, t)| t), false)
-}
-
 /// `Content-Disposition` for `name`: an ASCII fallback and the name itself (RFC 6266).
 pub(crate) fn disposition(kind: &str, name: &str) -> Result<HeaderValue> {
     let ascii: String = name
@@ -152,7 +119,7 @@ async fn raw(
     })
     .await?;
     let name = path.name().to_owned();
-    let (kind, showable) = file_type(&name);
+    let (kind, showable) = crate::images::file_type(&name);
     let inline = showable && how.inline == Some(1);
     let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
     let h = response.headers_mut();
