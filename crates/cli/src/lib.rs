@@ -6,6 +6,7 @@
 //! quirks) comes from the core crates; this crate only moves bytes between them and the world.
 
 pub mod acp;
+pub mod agents;
 pub mod args;
 pub mod commands;
 pub mod custom;

@@ -50,6 +50,9 @@ pub struct SessionParts {
     /// What starting them said (servers that did not start, tools dropped); said on stderr by
     /// [`SessionParts::into_setup`] unless a front end took them to say otherwise.
     pub mcp_notices: Vec<String>,
+    /// The subagents the person defined for this directory; what reading them said is said on
+    /// stderr by [`SessionParts::into_builder`].
+    pub agents: harness_agent::agents::Agents,
 }
 
 impl SessionParts {
@@ -57,6 +60,10 @@ impl SessionParts {
     /// holds (questions, a one-shot run) and to spawn.
     pub fn into_builder(self) -> SessionBuilder {
         for n in &self.mcp_notices {
+            eprintln!("llembas: {n}");
+        }
+        let mut agents = self.agents;
+        for n in agents.take_notices() {
             eprintln!("llembas: {n}");
         }
         let exec = Arc::new(self.exec);
@@ -74,7 +81,8 @@ impl SessionParts {
             .store(Arc::new(self.store))
             .project(Project::Cli)
             .kind(SessionKind::Agent)
-            .product_version(env!("CARGO_PKG_VERSION"));
+            .product_version(env!("CARGO_PKG_VERSION"))
+            .agents(agents);
         match self.resume {
             Some(entries) => builder.resume(self.meta, entries),
             None => builder.meta(self.meta),
@@ -160,6 +168,7 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
     Ok(SessionParts {
         mcp,
         mcp_notices,
+        agents: crate::agents::load(&root, &settings.dirs.config_file),
         client,
         model_name: name,
         perms,

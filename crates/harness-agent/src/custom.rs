@@ -249,7 +249,9 @@ fn spans(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
 }
 
 /// A file's front matter fields (`key: value` lines between `---` lines) and the text after.
-fn front_matter(text: &str) -> (BTreeMap<String, String>, &str) {
+/// A key with the items of a YAML list under it (`tools:` then `  - Read` lines) has them
+/// joined by `, `. Commands and subagent definitions ([`crate::agents`]) both read it here.
+pub(crate) fn front_matter(text: &str) -> (BTreeMap<String, String>, &str) {
     let mut fields = BTreeMap::new();
     let Some(rest) = text
         .strip_prefix("---\n")
@@ -260,10 +262,23 @@ fn front_matter(text: &str) -> (BTreeMap<String, String>, &str) {
     let Some(end) = rest.find("\n---") else {
         return (fields, text);
     };
+    let mut last: Option<String> = None;
     for line in rest[..end].lines() {
+        let item = line.trim_start().strip_prefix('-').map(str::trim);
+        if let (Some(item), Some(key)) = (item, &last)
+            && !item.is_empty()
+        {
+            let value = fields.entry(key.clone()).or_default();
+            if !value.is_empty() {
+                value.push_str(", ");
+            }
+            value.push_str(item.trim_matches('"').trim_matches('\''));
+            continue;
+        }
         if let Some((k, v)) = line.split_once(':') {
             let v = v.trim().trim_matches('"').trim_matches('\'');
             fields.insert(k.trim().to_owned(), v.to_owned());
+            last = Some(k.trim().to_owned());
         }
     }
     let after = &rest[end + 4..];

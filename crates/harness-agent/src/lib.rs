@@ -78,6 +78,7 @@
 
 // A library says nothing on stdout or stderr of its own: it returns what happened.
 
+pub mod agents;
 pub mod args;
 pub mod capacity;
 pub mod commands;
@@ -167,6 +168,7 @@ pub struct SessionBuilder {
     plan: Option<Arc<Mutex<PlanState>>>,
     meta: Option<Meta>,
     resume: Option<Vec<harness_loop::transcript::Entry>>,
+    agents: agents::Agents,
     front: Front,
 }
 
@@ -206,6 +208,7 @@ impl SessionBuilder {
             plan: None,
             meta: None,
             resume: None,
+            agents: agents::Agents::default(),
             front: Front::default(),
         }
     }
@@ -368,6 +371,13 @@ impl SessionBuilder {
         self
     }
 
+    /// The subagents the person defined, which `task` offers beside the built-in ones (read
+    /// by the front end: see [`agents`]).
+    pub fn agents(mut self, agents: agents::Agents) -> Self {
+        self.agents = agents;
+        self
+    }
+
     /// The session ends as soon as it is idle with no prompt queued and no job running (a
     /// one-shot run, a test); with `job_wait`, the jobs still running that long after its turn
     /// ended are stopped and it ends then.
@@ -448,6 +458,7 @@ impl SessionBuilder {
             store: self.store,
             meta,
             agent: None,
+            agents: Arc::new(self.agents),
             project: self.project,
             kind: self.kind,
             product_version: self.product_version,

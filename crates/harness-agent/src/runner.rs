@@ -75,8 +75,10 @@ pub(crate) struct DriverSetup {
     pub(crate) store: Arc<dyn SessionStore>,
     /// This session's metadata.
     pub(crate) meta: Meta,
-    /// For a subagent: its agent's name (`explore`, `general`).
+    /// For a subagent: its agent's name (`explore`, `general`, or one the person defined).
     pub(crate) agent: Option<String>,
+    /// The subagents the session may start beyond the built-in ones (shared with subagents).
+    pub(crate) agents: Arc<crate::agents::Agents>,
     /// The product (`cli` for llembas, `llembas` for the server).
     pub(crate) project: Project,
     /// The session kind (`agent` or `chat`).
@@ -124,6 +126,8 @@ pub(crate) struct Driver {
     queued_prompts: VecDeque<(String, Vec<String>)>,
     last_end: Option<TurnEnd>,
     agent: Option<String>,
+    /// The subagents the person defined.
+    agents: Arc<crate::agents::Agents>,
     report_to: Option<(mpsc::UnboundedSender<JobMsg>, u32)>,
     subagents: HashMap<u32, mpsc::UnboundedSender<Ctl>>,
     /// Each subagent job's agent and saved session, to start it again (`job_send` after its end).
@@ -149,7 +153,7 @@ pub(crate) struct Driver {
 }
 
 /// The built-in subagents (`prompts/agents/`).
-pub const AGENTS: &[&str] = &["explore", "general"];
+pub const AGENTS: &[&str] = crate::agents::BUILT_IN;
 
 impl Driver {
     /// A new driver; the front end keeps the other ends of `out` and `ops`.
@@ -159,7 +163,9 @@ impl Driver {
         out: mpsc::UnboundedSender<Event>,
         ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
-        let registered = setup.world.registered();
+        let mut registered = setup.world.registered();
+        // A defined agent with a `tools` list is given only those of the world's own.
+        registered.retain(|r| allowed(&setup.agents, setup.agent.as_deref(), &r.name));
         let perms = setup.perms.clone().with_registered(
             registered
                 .iter()
@@ -200,6 +206,7 @@ impl Driver {
             display: false,
             searches,
             world: &*world,
+            agents: &setup.agents,
             values: &values,
             loaded: &Default::default(),
         })?;
@@ -236,6 +243,7 @@ impl Driver {
             queued_prompts: VecDeque::new(),
             last_end: None,
             agent: setup.agent,
+            agents: setup.agents,
             report_to: None,
             subagents: HashMap::new(),
             subagent_sessions: HashMap::new(),
@@ -513,6 +521,8 @@ fn loop_setup(
     perms: &SessionPermissions,
 ) -> Result<SessionSetup> {
     let world = setup.world.clone();
+    let agents = setup.agents.clone();
+    let agent = setup.agent.clone();
     let own: Vec<(String, ToolTraits)> = registered
         .iter()
         .map(|r| {
@@ -529,6 +539,10 @@ fn loop_setup(
         budget: None,
         id: setup.meta.id.clone(),
         catalog: Box::new(move |name: &str| {
+            // A call of a tool the agent was not given is a call of an unknown tool.
+            if !allowed(&agents, agent.as_deref(), name) {
+                return None;
+            }
             if let Some((_, t)) = own.iter().find(|(n, _)| n == name) {
                 return Some(*t);
             }
@@ -548,6 +562,14 @@ fn loop_setup(
         subagent: setup.agent.is_some(),
         hygiene: true,
     })
+}
+
+/// Whether the session of subagent `agent` (`None`: the main agent) may be given tool `name`:
+/// a defined agent's `tools` list narrows what it is given, never widens it.
+fn allowed(agents: &crate::agents::Agents, agent: Option<&str>, name: &str) -> bool {
+    agent
+        .and_then(|a| agents.get(a))
+        .is_none_or(|d| d.allows(name))
 }
 
 /// The prompt's run-time values: the world's, and what the system text needs that a world may

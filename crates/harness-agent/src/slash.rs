@@ -10,6 +10,7 @@ pub const HELP: &str = "\
 /model [NAME]                   the model and endpoint, or switch to another model
 /plan                           the plan, as a card
 /jobs                           the session's background jobs
+/agents                         the subagents `task` can start, and where each is defined
 /compact                        summarise the conversation to free context
 /recall #id                     show a stored tool result whole
 /rewind [N]                     go back to before turn N
@@ -47,6 +48,8 @@ pub enum Line {
     Plan,
     /// `/jobs`.
     Jobs,
+    /// `/agents`.
+    Agents,
     /// `/compact`.
     Compact,
     /// `/recall #id`.
@@ -131,6 +134,7 @@ pub fn parse_line_in(line: &str, commands: &impl CommandNames) -> Line {
         "model" => Line::Model(arg.map(str::to_owned)),
         "plan" => Line::Plan,
         "jobs" => Line::Jobs,
+        "agents" => Line::Agents,
         "compact" => Line::Compact,
         "recall" => match arg {
             Some(id) => Line::Recall(if id.starts_with('#') {
@@ -162,6 +166,6 @@ pub fn parse_line_in(line: &str, commands: &impl CommandNames) -> Line {
 
 /// The slash commands Tab completes.
 pub const COMMANDS: &[&str] = &[
-    "compact", "export", "help", "jobs", "mode", "model", "new", "plan", "quit", "recall",
-    "resume", "rewind", "status", "undo",
+    "agents", "compact", "export", "help", "jobs", "mode", "model", "new", "plan", "quit",
+    "recall", "resume", "rewind", "status", "undo",
 ];

@@ -5,7 +5,7 @@
 //! otherwise what is computed here or given by the project at run time:
 //!
 //! - `subagent_block`: for a subagent, `blocks/subagent.md`, a blank line and its agent's text
-//!   (`agents/<name>.md`); empty for the main agent;
+//!   (`agents/<name>.md`, or the text of an agent the person defined); empty for the main agent;
 //! - `mode_text`: `modes/<mode>.md`; `personality`: `personality/<name>.md` (`default`);
 //! - `workspace_block`: `blocks/workspace.md` in a chat (with `cwd` and `grants`);
 //! - `context_block`: `blocks/context.md`, always;
@@ -119,8 +119,11 @@ pub struct PromptInput<'a> {
     pub kind: SessionKind,
     /// The permission mode.
     pub mode: Mode,
-    /// For a subagent, its agent's name (`general`, `explore`).
+    /// For a subagent, its agent's name (`general`, `explore`, or one the person defined).
     pub subagent: Option<&'a str>,
+    /// For a subagent of an agent the person defined, its text (put in as given, where a
+    /// built-in agent's `agents/<name>.md` goes); `None` for a built-in agent.
+    pub agent_text: Option<&'a str>,
     /// The personality preset (`default` when none).
     pub personality: Option<&'a str>,
     /// The names of the tools offered (from the offering).
@@ -240,6 +243,7 @@ struct OwnedInput {
     kind: SessionKind,
     mode: Mode,
     subagent: Option<String>,
+    agent_text: Option<String>,
     personality: Option<String>,
     offered: Vec<String>,
     instructions: Vec<InstructionFile>,
@@ -255,6 +259,7 @@ impl OwnedInput {
             kind,
             mode,
             subagent,
+            agent_text,
             personality,
             offered,
             instructions,
@@ -267,6 +272,7 @@ impl OwnedInput {
             kind,
             mode,
             subagent: subagent.map(str::to_owned),
+            agent_text: agent_text.map(str::to_owned),
             personality: personality.map(str::to_owned),
             offered: offered.iter().map(|s| (*s).to_owned()).collect(),
             instructions: instructions.to_vec(),
@@ -283,6 +289,7 @@ impl OwnedInput {
             && self.kind == input.kind
             && self.mode == input.mode
             && self.subagent.as_deref() == input.subagent
+            && self.agent_text.as_deref() == input.agent_text
             && self.personality.as_deref() == input.personality
             && self
                 .offered
@@ -316,16 +323,23 @@ pub fn assemble(spec: &Spec, input: &PromptInput<'_>) -> Result<String> {
     let subagent_block = match input.subagent {
         None => String::new(),
         Some(agent) => {
-            let rel = format!("agents/{agent}.md");
-            if spec.prompt(&rel).is_none() {
-                return Err(Error::Spec(format!(
-                    "unknown agent `{agent}` (no prompts/{rel})"
-                )));
-            }
+            let text = match input.agent_text {
+                Some(text) => text.trim().to_owned(),
+                None => {
+                    let rel = format!("agents/{agent}.md");
+                    if spec.prompt(&rel).is_none() {
+                        return Err(Error::Spec(format!(
+                            "unknown agent `{agent}` (no prompts/{rel})"
+                        )));
+                    }
+                    fill_prompt(spec, &rel, project, &values)?
+                        .trim_end()
+                        .to_owned()
+                }
+            };
             format!(
-                "{}\n\n{}",
+                "{}\n\n{text}",
                 fill_prompt(spec, "blocks/subagent.md", project, &values)?.trim_end(),
-                fill_prompt(spec, &rel, project, &values)?.trim_end()
             )
         }
     };

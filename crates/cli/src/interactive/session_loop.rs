@@ -68,6 +68,8 @@ pub(super) struct SessionLoop<'a> {
     mcp: Option<Arc<harness_mcp::Mcp>>,
     /// The person's prompt commands.
     commands: Commands,
+    /// The subagents the person defined (for `/agents`).
+    agents: harness_agent::agents::Agents,
     id: String,
     model: String,
     session: Session,
@@ -117,6 +119,7 @@ impl<'a> SessionLoop<'a> {
         let mcp = parts.mcp.clone();
         let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
         reader.set_commands(commands.iter().map(|c| c.name.clone()).collect());
+        let agents = parts.agents.clone();
         let mut builder = parts.into_builder().answers_questions(true);
         // What the resumed session said, drawn again.
         let replay = builder
@@ -179,6 +182,7 @@ impl<'a> SessionLoop<'a> {
             held: VecDeque::new(),
             mcp,
             commands,
+            agents,
             id,
             model,
             session,
@@ -406,6 +410,10 @@ impl<'a> SessionLoop<'a> {
             Line::Help => {
                 println!("{HELP}");
                 print!("{}", self.commands.help());
+                Step::Again
+            }
+            Line::Agents => {
+                print!("{}", self.agents.listing(harness_spec::Project::Cli));
                 Step::Again
             }
             Line::Shell(command) => self.shell(&command).await,

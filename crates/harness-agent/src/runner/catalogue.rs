@@ -18,6 +18,8 @@ pub(super) struct Catalogue<'a> {
     pub(super) display: bool,
     pub(super) searches: bool,
     pub(super) world: &'a dyn ToolWorld,
+    /// The subagents the person defined (listed by `task`; a defined agent's own tools).
+    pub(super) agents: &'a crate::agents::Agents,
     /// The session's run-time values (the facts of the worlds tools serve).
     pub(super) values: &'a BTreeMap<String, String>,
     /// The deferred tools the model has loaded.
@@ -47,10 +49,21 @@ pub(super) fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
             && !(c.agent.is_some() && name == "task")
             && (c.asks || name != "question")
             && (c.searches || name != "session_search")
+            && super::allowed(c.agents, c.agent, name)
     })?;
     // The world's deferred tools (an MCP server's) go behind the same loader.
-    let deferred = c.world.registered().into_iter().filter(|r| r.deferred);
+    let deferred = c
+        .world
+        .registered()
+        .into_iter()
+        .filter(|r| r.deferred && super::allowed(c.agents, c.agent, &r.name));
     o.defer_outside(deferred.map(|r| (r.name.clone(), r.summary())).collect())?;
+    // `task` lists the agents the person defined after the built-in ones.
+    for t in o.tools.iter_mut().chain(o.deferred.iter_mut()) {
+        if t.name == "task" {
+            t.description = crate::agents::task_description(&t.description, c.project, c.agents);
+        }
+    }
     Ok(o)
 }
 
@@ -73,6 +86,7 @@ pub fn offered_tools(
         display,
         searches,
         world,
+        agents: &Default::default(),
         values: &values,
         loaded: &Default::default(),
     })?;
@@ -139,6 +153,7 @@ impl Driver {
             display: self.display,
             searches: self.searches,
             world: &*self.world,
+            agents: &self.agents,
             values: &self.values,
             loaded: &loaded,
         });
@@ -205,6 +220,12 @@ impl Driver {
                 kind: self.kind,
                 mode: self.perms.mode(),
                 subagent: self.agent.as_deref(),
+                agent_text: self
+                    .agent
+                    .as_deref()
+                    .filter(|a| !AGENTS.contains(a))
+                    .and_then(|a| self.agents.get(a))
+                    .map(|d| d.text.as_str()),
                 personality: self.personality.as_deref(),
                 offered: &names,
                 instructions: &self.instructions,

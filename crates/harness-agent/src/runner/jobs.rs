@@ -215,10 +215,10 @@ impl Driver {
             .get("agent")
             .and_then(serde_json::Value::as_str)
             .unwrap_or("general");
-        if !AGENTS.contains(&agent) {
+        if !self.agents.knows(agent) {
             return Err(format!(
                 "there is no agent {agent:?}: use one of {}",
-                AGENTS.join(", ")
+                self.agents.names().join(", ")
             ));
         }
         let Some(prompt) = a.get("prompt").and_then(serde_json::Value::as_str) else {
@@ -333,9 +333,10 @@ impl Driver {
         owner: Owner,
         cancel: CancellationToken,
     ) -> std::result::Result<Launched, String> {
+        let (model, model_name) = self.agent_model(agent);
         let setup = DriverSetup {
-            model: self.client.clone(),
-            model_name: self.model_name.clone(),
+            model,
+            model_name,
             perms: self.perms.clone(),
             world: self.world.clone(),
             jobs: self.spawner.clone(),
@@ -345,6 +346,7 @@ impl Driver {
             store: self.store.clone(),
             meta,
             agent: Some(agent.to_owned()),
+            agents: self.agents.clone(),
             project: self.project,
             kind: self.kind,
             product_version: self.product_version.clone(),
@@ -363,7 +365,7 @@ impl Driver {
         // A running subagent holds a slot of its server (it is admitted at once, and the main
         // agent's requests wait while the slots are full); its own requests go in it.
         let gate = self.capacity.clone();
-        let server = self.client.server();
+        let server = child.client.server();
         let slot =
             harness_loop::capacity::Holder::Subagent(format!("{}/{session_id}", self.meta.id));
         let handle = tokio::spawn(async move {
@@ -399,6 +401,27 @@ impl Driver {
             }
         });
         Ok((ctl_tx, handle, session_id))
+    }
+
+    /// The model a subagent of `agent` runs on: the one its definition names on the same
+    /// endpoint, else this session's (said when the named one cannot be had).
+    fn agent_model(&self, agent: &str) -> (Arc<dyn ModelLink>, String) {
+        let named = self
+            .agents
+            .get(agent)
+            .filter(|_| !AGENTS.contains(&agent))
+            .and_then(|d| d.model.as_deref())
+            .filter(|m| *m != self.model_name);
+        if let Some(name) = named {
+            match self.client.with_model(name) {
+                Ok(link) => return (link, name.to_owned()),
+                Err(e) => self.notice(
+                    Level::Warning,
+                    format!("agent {agent} runs on {}: {e}", self.model_name),
+                ),
+            }
+        }
+        (self.client.clone(), self.model_name.clone())
     }
 
     /// Stops a running job: a subagent is cancelled, a command's process stopped; its end comes
