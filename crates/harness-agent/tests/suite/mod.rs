@@ -1,6 +1,7 @@
 //! Helpers: a small tool world, a job spawner whose jobs end when told, and a runner that
 //! collects what a session says.
 
+mod agents;
 mod custom;
 mod files;
 mod library;
