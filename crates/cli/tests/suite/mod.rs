@@ -2,6 +2,7 @@
 //! scripted replies.
 
 mod acp;
+mod agents;
 mod cli;
 mod commands;
 mod compact;
