@@ -164,8 +164,8 @@ impl Driver {
         ops: mpsc::UnboundedReceiver<Ctl>,
     ) -> Result<Driver> {
         let mut registered = setup.world.registered();
-        // A defined agent with a `tools` list is given only those of the world's own.
-        registered.retain(|r| allowed(&setup.agents, setup.agent.as_deref(), &r.name));
+        // A subagent is given only the world's own tools its agent allows.
+        registered.retain(|r| allowed(&setup.agents, setup.agent.as_deref(), &r.name, r.risk));
         let perms = setup.perms.clone().with_registered(
             registered
                 .iter()
@@ -539,21 +539,15 @@ fn loop_setup(
         budget: None,
         id: setup.meta.id.clone(),
         catalog: Box::new(move |name: &str| {
+            let traits = own.iter().find(|(n, _)| n == name).map(|(_, t)| *t);
+            let traits = traits.or_else(|| {
+                let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
+                    || registry::answers(name)
+                    || world.runs(name);
+                answered.then(|| Spec::embedded().traits(name)).flatten()
+            });
             // A call of a tool the agent was not given is a call of an unknown tool.
-            if !allowed(&agents, agent.as_deref(), name) {
-                return None;
-            }
-            if let Some((_, t)) = own.iter().find(|(n, _)| n == name) {
-                return Some(*t);
-            }
-            let answered = harness_loop::session::LOOP_ANSWERS.contains(&name)
-                || registry::answers(name)
-                || world.runs(name);
-            if answered {
-                Spec::embedded().traits(name)
-            } else {
-                None
-            }
+            traits.filter(|t| allowed(&agents, agent.as_deref(), name, t.risk))
         }),
         permissions: Box::new(crate::perm::Checked {
             perms: perms.clone(),
@@ -564,12 +558,20 @@ fn loop_setup(
     })
 }
 
-/// Whether the session of subagent `agent` (`None`: the main agent) may be given tool `name`:
-/// a defined agent's `tools` list narrows what it is given, never widens it.
-fn allowed(agents: &crate::agents::Agents, agent: Option<&str>, name: &str) -> bool {
-    agent
-        .and_then(|a| agents.get(a))
-        .is_none_or(|d| d.allows(name))
+/// Whether the session of subagent `agent` (`None`: the main agent) may be given tool `name`
+/// of risk `risk`: the read-only helper only reads, and a defined agent's `tools` list narrows
+/// what it is given, never widens it.
+fn allowed(
+    agents: &crate::agents::Agents,
+    agent: Option<&str>,
+    name: &str,
+    risk: harness_spec::Risk,
+) -> bool {
+    match agent {
+        None => true,
+        Some(prompt::READ_ONLY_AGENT) => risk == harness_spec::Risk::Read,
+        Some(a) => agents.get(a).is_none_or(|d| d.allows(name)),
+    }
 }
 
 /// The prompt's run-time values: the world's, and what the system text needs that a world may

@@ -49,14 +49,14 @@ pub(super) fn offering(c: &Catalogue<'_>) -> Result<Offering<'static>> {
             && !(c.agent.is_some() && name == "task")
             && (c.asks || name != "question")
             && (c.searches || name != "session_search")
-            && super::allowed(c.agents, c.agent, name)
+            && super::allowed(c.agents, c.agent, name, t.tool.risk)
     })?;
     // The world's deferred tools (an MCP server's) go behind the same loader.
     let deferred = c
         .world
         .registered()
         .into_iter()
-        .filter(|r| r.deferred && super::allowed(c.agents, c.agent, &r.name));
+        .filter(|r| r.deferred && super::allowed(c.agents, c.agent, &r.name, r.risk));
     o.defer_outside(deferred.map(|r| (r.name.clone(), r.summary())).collect())?;
     // `task` lists the agents the person defined after the built-in ones.
     for t in o.tools.iter_mut().chain(o.deferred.iter_mut()) {

@@ -333,3 +333,32 @@ async fn a_defined_agent_runs_on_the_model_it_names() {
     assert!(child.contains("qwen3-coder-30b"), "{child}");
     assert!(!parent.contains("qwen3-coder-30b"), "{parent}");
 }
+
+#[tokio::test]
+async fn the_read_only_explorer_cannot_call_what_it_was_not_given() {
+    let model = ScriptedModel::new([
+        Reply::call("task", json!({"agent": "explore", "prompt": "Look."})),
+        // Neither is offered to explore: a command and the world's own execute.
+        Reply::call("bash", json!({"command": "touch made.txt"})),
+        Reply::call("launch", json!({})),
+        Reply::call("clock", json!({})),
+        Reply::text("Only looked."),
+        Reply::text("It only looked."),
+    ]);
+    let world = TestWorld::new();
+    let built = SessionBuilder::new(Arc::new(model.clone()), world.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .jobs(Arc::new(QuickJobs))
+        .mode(Mode::Auto)
+        .prompt("look around");
+    run(built).await;
+    let requests = model.requests();
+    let offered: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(offered.contains(&"clock"), "{offered:?}");
+    assert!(!offered.contains(&"launch") && !offered.contains(&"bash"));
+    for (i, tool) in [(2, "bash"), (3, "launch")] {
+        let said = serde_json::to_string(&requests[i].messages).unwrap();
+        assert!(said.contains(&format!("Unknown tool: {tool}")), "{said}");
+    }
+    assert_eq!(*world.calls.lock().unwrap(), ["clock"], "only the read ran");
+}
