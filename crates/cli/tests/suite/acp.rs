@@ -1361,7 +1361,7 @@ async fn bad_lines_on_stdin_are_answered_and_the_connection_goes_on() {
 
 /// A plain ACP client (no `_meta.lembas`) on stdio, run by `f`, its updates and permission
 /// requests (answered "once") kept; HOME is elsewhere than the project.
-async fn plain_client<F>(
+pub(super) async fn plain_client<F>(
     sb: &Sandbox,
     url: &str,
     f: F,

@@ -129,3 +129,48 @@ async fn agents_are_listed_with_where_they_come_from() {
         assert!(screen.contains(&line), "{line}\n{screen}");
     }
 }
+
+/// An editor's session (`llembas acp`) has the project's agents too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editors_session_starts_a_project_agent() {
+    use agent_client_protocol::v1::schema::{
+        ContentBlock, NewSessionRequest, PromptRequest, TextContent,
+    };
+    let sb = Sandbox::new();
+    sb.write(".claude/agents/reader.md", READER);
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "task",
+            json!({"agent": "reader", "prompt": "Say what you are."}),
+        ),
+        text(&["A reader."]),
+        text(&["It is a reader."]),
+    ])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let _ = super::acp::plain_client(&sb, &server.base_url(), async move |cx| {
+        let s = cx
+            .send_request(NewSessionRequest::new(root))
+            .block_task()
+            .await?;
+        cx.send_request(PromptRequest::new(
+            s.session_id,
+            vec![ContentBlock::Text(TextContent::new("ask the reader"))],
+        ))
+        .block_task()
+        .await?;
+        Ok(())
+    })
+    .await;
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 3);
+    let system = messages(&bodies[1])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("READER-TEXT"), "{system}");
+    let r = tool_results(&bodies[2]);
+    assert!(r[0].ends_with("A reader."), "{r:?}");
+}
