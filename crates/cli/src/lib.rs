@@ -10,6 +10,7 @@ pub mod args;
 pub mod commands;
 pub mod custom;
 pub mod exec;
+pub mod hooks;
 pub mod interactive;
 pub mod link;
 pub mod mcp;

@@ -50,6 +50,9 @@ pub struct SessionParts {
     /// What starting them said (servers that did not start, tools dropped); said on stderr by
     /// [`SessionParts::into_setup`] unless a front end took them to say otherwise.
     pub mcp_notices: Vec<String>,
+    /// The hooks it runs (the person's, and the project's where trusted), and what reading
+    /// them said (said with the MCP notices).
+    pub hooks: Vec<harness_agent::hooks::HookDef>,
 }
 
 impl SessionParts {
@@ -60,12 +63,13 @@ impl SessionParts {
             eprintln!("llembas: {n}");
         }
         let exec = Arc::new(self.exec);
+        let root = exec.root().to_owned();
         let jobs = Arc::new(HostJobs::new(exec.root(), exec.spill.clone()));
         let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec));
         if let Some(mcp) = self.mcp {
             world = Arc::new(harness_mcp::WithMcp::new(world, mcp));
         }
-        let builder = SessionBuilder::new(Arc::new(self.client), world)
+        let mut builder = SessionBuilder::new(Arc::new(self.client), world)
             .model_name(&self.model_name)
             .permissions(self.perms)
             .jobs(jobs)
@@ -75,6 +79,14 @@ impl SessionParts {
             .project(Project::Cli)
             .kind(SessionKind::Agent)
             .product_version(env!("CARGO_PKG_VERSION"));
+        if !self.hooks.is_empty() {
+            // The matchers were checked when the session was built.
+            if let Ok(hooks) =
+                harness_agent::hooks::Hooks::new(self.hooks, crate::hooks::HostHooks::new(&root))
+            {
+                builder = builder.hooks(Arc::new(hooks));
+            }
+        }
         match self.resume {
             Some(entries) => builder.resume(self.meta, entries),
             None => builder.meta(self.meta),
@@ -156,8 +168,18 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             );
         }
     }
-    let (mcp, mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
+    let (mcp, mut mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
+    let (hooks, notices) = crate::hooks::for_session(
+        &settings.hooks,
+        &settings.dirs.data,
+        &root,
+        settings.trust_project_hooks,
+    )?;
+    // A matcher that is not a regular expression is an error before anything runs.
+    harness_agent::hooks::Hooks::new(hooks.clone(), crate::hooks::HostHooks::new(&root))?;
+    mcp_notices.extend(notices);
     Ok(SessionParts {
+        hooks,
         mcp,
         mcp_notices,
         client,

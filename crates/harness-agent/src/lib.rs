@@ -85,6 +85,7 @@ pub mod custom;
 mod error;
 pub mod export;
 pub mod files;
+pub mod hooks;
 pub mod library;
 pub mod memory_api;
 pub mod oneshot;
@@ -167,6 +168,7 @@ pub struct SessionBuilder {
     plan: Option<Arc<Mutex<PlanState>>>,
     meta: Option<Meta>,
     resume: Option<Vec<harness_loop::transcript::Entry>>,
+    hooks: Option<Arc<hooks::Hooks>>,
     front: Front,
 }
 
@@ -206,6 +208,7 @@ impl SessionBuilder {
             plan: None,
             meta: None,
             resume: None,
+            hooks: None,
             front: Front::default(),
         }
     }
@@ -308,6 +311,12 @@ impl SessionBuilder {
     /// The transcript the session continues ([`Self::resume`]).
     pub fn resumed(&self) -> Option<&[harness_loop::transcript::Entry]> {
         self.resume.as_deref()
+    }
+
+    /// The hooks the person configured ([`hooks`]): commands run on the session's events.
+    pub fn hooks(mut self, hooks: Arc<hooks::Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
     }
 
     /// The front end answers [`Event::Question`]s: the `question` tool is offered.
@@ -451,6 +460,7 @@ impl SessionBuilder {
             project: self.project,
             kind: self.kind,
             product_version: self.product_version,
+            hooks: self.hooks,
         };
         let (out_tx, out) = mpsc::unbounded_channel();
         let (ctl, ctl_rx) = mpsc::unbounded_channel();

@@ -36,6 +36,7 @@ use crate::perm::SessionPermissions;
 use crate::protocol::{CoreEvent, Ctl, Event, Op, Query};
 mod catalogue;
 mod control;
+mod hooks;
 mod jobs;
 mod model;
 mod registry;
@@ -83,6 +84,8 @@ pub(crate) struct DriverSetup {
     pub(crate) kind: SessionKind,
     /// The product's version, for the prompt.
     pub(crate) product_version: String,
+    /// The hooks the person configured (shared with subagents).
+    pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 /// One session, driven.
@@ -146,6 +149,14 @@ pub(crate) struct Driver {
     /// How long [`Driver::run`] until idle waits for jobs after a turn ended (`None`: as long
     /// as they run).
     job_wait: Option<std::time::Duration>,
+    /// The session's hooks.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// The `PreToolUse` verdicts of the step being decided.
+    verdicts: crate::hooks::Verdicts,
+    /// What `SessionStart` hooks added, to go with the next prompt.
+    hook_context: Vec<String>,
+    /// How often `Stop` hooks sent the model on since the person's last prompt.
+    stop_continuations: u32,
 }
 
 /// The built-in subagents (`prompts/agents/`).
@@ -166,7 +177,8 @@ impl Driver {
                 .map(|r| (r.name.clone(), r.risk))
                 .collect(),
         );
-        let session_setup = loop_setup(&setup, &registered, &perms)?;
+        let verdicts = crate::hooks::Verdicts::default();
+        let session_setup = loop_setup(&setup, &registered, &perms, &verdicts)?;
         let mut session = match resume {
             Some(entries) => Session::resume(session_setup, entries),
             None => Session::new(session_setup),
@@ -247,6 +259,10 @@ impl Driver {
             compacting: false,
             job_wait: None,
             approved: HashSet::new(),
+            hooks: setup.hooks,
+            verdicts,
+            hook_context: Vec::new(),
+            stop_continuations: 0,
             shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
@@ -278,6 +294,9 @@ impl Driver {
     /// Starts the person's prompt, with the images that go with it where the model reads
     /// images (its metadata says so); otherwise they are left out and the person is told.
     async fn prompt(&mut self, text: String, images: Vec<String>) -> Result<()> {
+        let Some(text) = self.prompt_hooks(text).await else {
+            return Ok(());
+        };
         if !images.is_empty() {
             match self.client.model().unread_images() {
                 None => self.session.attach_images(images),
@@ -346,6 +365,7 @@ impl Driver {
     pub(crate) async fn run(&mut self, until_idle: bool) -> Result<()> {
         // A resumed session may have closed the turn a crash cut short.
         self.flush_log()?;
+        self.session_start_hooks().await;
         let mut idle_since: Option<tokio::time::Instant> = None;
         loop {
             if let Some((text, images)) = self.queued_prompts.pop_front() {
@@ -432,12 +452,21 @@ impl Driver {
                     None
                 }
                 Action::EndTurn(reason) => {
+                    let finished = reason == TurnEnd::Finished;
                     self.last_end = Some(reason);
                     self.cancelled = false;
                     self.cancel = CancellationToken::new();
-                    None
+                    if finished {
+                        self.stop_hooks().await
+                    } else {
+                        None
+                    }
                 }
-                Action::CallModel(request) => Some(self.step(request).await?),
+                Action::CallModel(request) => {
+                    let input = self.step(request).await?;
+                    self.pre_tool_hooks(&input).await;
+                    Some(input)
+                }
                 Action::RunTools { calls, parallel } => {
                     Some(self.run_tools(calls, parallel).await?)
                 }
@@ -511,6 +540,7 @@ fn loop_setup(
     setup: &DriverSetup,
     registered: &[RegisteredTool],
     perms: &SessionPermissions,
+    verdicts: &crate::hooks::Verdicts,
 ) -> Result<SessionSetup> {
     let world = setup.world.clone();
     let own: Vec<(String, ToolTraits)> = registered
@@ -541,9 +571,12 @@ fn loop_setup(
                 None
             }
         }),
-        permissions: Box::new(crate::perm::Checked {
-            perms: perms.clone(),
-            world: setup.world.clone(),
+        permissions: Box::new(crate::hooks::Gated {
+            inner: crate::perm::Checked {
+                perms: perms.clone(),
+                world: setup.world.clone(),
+            },
+            verdicts: verdicts.clone(),
         }),
         subagent: setup.agent.is_some(),
         hygiene: true,

@@ -3,6 +3,7 @@
 
 mod custom;
 mod files;
+mod hooks;
 mod library;
 mod memory_api;
 mod oneshot;
