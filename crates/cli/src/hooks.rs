@@ -237,17 +237,21 @@ pub fn for_session(
     Ok((all, notices))
 }
 
-/// Runs hook commands with `sh -c` in a directory.
+/// Runs hook commands with `sh -c` in the project's directory.
 #[derive(Debug, Clone)]
 pub struct HostHooks {
     dir: PathBuf,
+    hidden: Vec<String>,
 }
 
 impl HostHooks {
-    /// Commands run in `dir`.
-    pub fn new(dir: &Path) -> Arc<HostHooks> {
+    /// Commands run in `dir`, without the variables `hidden` (the model's key), with
+    /// `CLAUDE_PROJECT_DIR` and `LLEMBAS_PROJECT_DIR` naming `dir` (as Claude Code's hooks
+    /// expect).
+    pub fn new(dir: &Path, hidden: Vec<String>) -> Arc<HostHooks> {
         Arc::new(HostHooks {
             dir: dir.to_owned(),
+            hidden,
         })
     }
 
@@ -264,8 +268,13 @@ impl HostHooks {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .env("CLAUDE_PROJECT_DIR", &self.dir)
+            .env("LLEMBAS_PROJECT_DIR", &self.dir)
             .process_group(0)
             .kill_on_drop(true);
+        for var in &self.hidden {
+            cmd.env_remove(var);
+        }
         crate::process::mark(&mut cmd);
         let mut child = cmd
             .spawn()

@@ -50,9 +50,9 @@ pub struct SessionParts {
     /// What starting them said (servers that did not start, tools dropped); said on stderr by
     /// [`SessionParts::into_setup`] unless a front end took them to say otherwise.
     pub mcp_notices: Vec<String>,
-    /// The hooks it runs (the person's, and the project's where trusted), and what reading
-    /// them said (said with the MCP notices).
-    pub hooks: Vec<harness_agent::hooks::HookDef>,
+    /// The hooks it runs (the person's, and the project's where trusted; what reading them
+    /// said is among the MCP notices).
+    pub hooks: Option<Arc<harness_agent::hooks::Hooks>>,
 }
 
 impl SessionParts {
@@ -63,7 +63,6 @@ impl SessionParts {
             eprintln!("llembas: {n}");
         }
         let exec = Arc::new(self.exec);
-        let root = exec.root().to_owned();
         let jobs = Arc::new(HostJobs::new(exec.root(), exec.spill.clone()));
         let mut world: Arc<dyn harness_agent::ToolWorld> = Arc::new(HostWorld::new(exec));
         if let Some(mcp) = self.mcp {
@@ -79,13 +78,8 @@ impl SessionParts {
             .project(Project::Cli)
             .kind(SessionKind::Agent)
             .product_version(env!("CARGO_PKG_VERSION"));
-        if !self.hooks.is_empty() {
-            // The matchers were checked when the session was built.
-            if let Ok(hooks) =
-                harness_agent::hooks::Hooks::new(self.hooks, crate::hooks::HostHooks::new(&root))
-            {
-                builder = builder.hooks(Arc::new(hooks));
-            }
+        if let Some(hooks) = self.hooks {
+            builder = builder.hooks(hooks);
         }
         match self.resume {
             Some(entries) => builder.resume(self.meta, entries),
@@ -175,9 +169,14 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
         &root,
         settings.trust_project_hooks,
     )?;
-    // A matcher that is not a regular expression is an error before anything runs.
-    harness_agent::hooks::Hooks::new(hooks.clone(), crate::hooks::HostHooks::new(&root))?;
     mcp_notices.extend(notices);
+    // A matcher that is not a regular expression is an error before anything runs.
+    let hooks = if hooks.is_empty() {
+        None
+    } else {
+        let runner = crate::hooks::HostHooks::new(&root, settings.key_variables.clone());
+        Some(Arc::new(harness_agent::hooks::Hooks::new(hooks, runner)?))
+    };
     Ok(SessionParts {
         hooks,
         mcp,

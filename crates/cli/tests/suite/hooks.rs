@@ -254,17 +254,70 @@ async fn a_stop_hook_sends_the_model_on_at_most_three_times() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_start_context_goes_with_the_first_prompt() {
     let sb = Sandbox::new();
-    sb.hooks(&[(
-        "SessionStart",
-        "",
-        r#"echo '{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"The release is on Friday."}}'"#,
-    )]);
+    sb.hooks(&[
+        (
+            "SessionStart",
+            "",
+            r#"echo '{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"The release is on Friday."}}'"#,
+        ),
+        // Claude Code's variable names the project; the model's key is not handed over.
+        (
+            "SessionStart",
+            "",
+            r#"echo "project=$CLAUDE_PROJECT_DIR key=${OPENAI_API_KEY:-none}""#,
+        ),
+    ]);
     let server = ScriptedServer::start(vec![text(&["ok"])]).await.unwrap();
-    let run = sb.run(&server.base_url(), &["-p", "plan"], "").await;
-    assert_eq!(run.code, 0, "{run:?}");
+    let mut command = sb.command(&server.base_url(), &["-p", "plan"]);
+    command.env("OPENAI_API_KEY", "sk-not-for-hooks");
+    let out = command.output().await.unwrap();
+    assert!(out.status.success(), "{out:?}");
     let m = messages(&server.bodies()[0]);
     let user = m[1]["content"].as_str().unwrap();
+    assert!(user.starts_with("plan\n\n"), "{user}");
     assert!(user.contains("The release is on Friday."), "{user}");
+    assert!(
+        user.contains(&format!("project={} key=none", sb.root().display())),
+        "{user}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_asks_before_a_projects_hooks_run_and_again_when_they_change() {
+    use expectrl::Expect as _;
+    let sb = Sandbox::new();
+    let hooks = |file: &str| {
+        format!(
+            "[[hooks]]\nevent = \"UserPromptSubmit\"\ncommand = \"touch '{}'\"\n",
+            sb.at_home(file)
+        )
+    };
+    sb.write(".llembas/hooks.toml", &hooks("ran"));
+    let server = ScriptedServer::start(vec![text(&["Hi."]), text(&["Hi again."])])
+        .await
+        .unwrap();
+    let (root, home, url) = (sb.root(), sb.home.path().to_path_buf(), server.base_url());
+    let talk = move |answer: &'static str, reply: &'static str| {
+        let (root, home, url) = (root.clone(), home.clone(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut s = terminal_session(&root, &home, &url, "manual");
+            s.expect("UserPromptSubmit: touch").unwrap();
+            s.expect("[y/N]").unwrap();
+            s.send(format!("{answer}\r")).unwrap();
+            s.expect("manual ›").unwrap();
+            s.send("hello\r").unwrap();
+            s.expect(reply).unwrap();
+            s.expect("manual ›").unwrap();
+            s.send("/quit\r").unwrap();
+            s.expect("saved").unwrap();
+        })
+    };
+    talk("y", "Hi.").await.unwrap();
+    assert!(std::path::Path::new(&sb.at_home("ran")).exists());
+    // Changed: asked again; a no keeps it from running.
+    sb.write(".llembas/hooks.toml", &hooks("ran-changed"));
+    talk("n", "Hi again.").await.unwrap();
+    assert!(!std::path::Path::new(&sb.at_home("ran-changed")).exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
