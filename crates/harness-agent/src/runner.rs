@@ -157,6 +157,8 @@ pub(crate) struct Driver {
     hook_context: Vec<String>,
     /// How often `Stop` hooks sent the model on since the person's last prompt.
     stop_continuations: u32,
+    /// What a `Stop` hook sends the model on with, once the turn has ended.
+    stop_next: Option<String>,
 }
 
 /// The built-in subagents (`prompts/agents/`).
@@ -263,6 +265,7 @@ impl Driver {
             verdicts,
             hook_context: Vec::new(),
             stop_continuations: 0,
+            stop_next: None,
             shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
@@ -447,20 +450,28 @@ impl Driver {
                     self.emit(CoreEvent::ToolCallAsked { call_id, question });
                     None
                 }
+                // A turn that finished is put to the `Stop` hooks first: one that sends the model
+                // on goes on as the same turn for the front end.
+                Action::Emit(CoreEvent::TurnEnded {
+                    reason: TurnEnd::Finished,
+                }) => {
+                    self.stop_next = self.stop_hooks().await;
+                    if self.stop_next.is_none() {
+                        self.emit(CoreEvent::TurnEnded {
+                            reason: TurnEnd::Finished,
+                        });
+                    }
+                    None
+                }
                 Action::Emit(event) => {
                     self.emit(event);
                     None
                 }
                 Action::EndTurn(reason) => {
-                    let finished = reason == TurnEnd::Finished;
                     self.last_end = Some(reason);
                     self.cancelled = false;
                     self.cancel = CancellationToken::new();
-                    if finished {
-                        self.stop_hooks().await
-                    } else {
-                        None
-                    }
+                    self.stop_next.take().map(|text| Input::Prompt { text })
                 }
                 Action::CallModel(request) => {
                     let input = self.step(request).await?;

@@ -229,10 +229,19 @@ async fn a_stop_hook_sends_the_model_on_at_most_three_times() {
     ])
     .await
     .unwrap();
-    let run = sb.run(&server.base_url(), &["-p", "go"], "").await;
+    let run = sb
+        .run(&server.base_url(), &["--output", "json", "-p", "go"], "")
+        .await;
     assert_eq!(run.code, 0, "{run:?}");
     let bodies = server.bodies();
     assert_eq!(bodies.len(), 4, "{run:?}");
+    // One turn for the front end, however often the hook sent the model on.
+    let ended = run
+        .stdout
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["type"] == "turn_ended"))
+        .count();
+    assert_eq!(ended, 1, "{}", run.stdout);
     let m = messages(&bodies[1]);
     assert_eq!(
         m.last().unwrap()["content"],
@@ -248,7 +257,7 @@ async fn a_stop_hook_sends_the_model_on_at_most_three_times() {
     assert_eq!(stops.len(), 4);
     assert_eq!(stops[0]["stop_hook_active"], false);
     assert_eq!(stops[1]["stop_hook_active"], true);
-    assert!(run.stderr.contains("the turn ends here"), "{}", run.stderr);
+    assert!(run.stdout.contains("the turn ends here"), "{}", run.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,6 +322,11 @@ async fn the_terminal_asks_before_a_projects_hooks_run_and_again_when_they_chang
         })
     };
     talk("y", "Hi.").await.unwrap();
+    assert!(
+        std::fs::read_to_string(sb.home.path().join("data/trusted-hooks.json"))
+            .unwrap()
+            .contains(&sb.root().display().to_string())
+    );
     assert!(std::path::Path::new(&sb.at_home("ran")).exists());
     // Changed: asked again; a no keeps it from running.
     sb.write(".llembas/hooks.toml", &hooks("ran-changed"));
@@ -446,4 +460,30 @@ fn the_trust_question_names_each_hook() {
         notes: Vec::new(),
     };
     insta::assert_snapshot!(llembas_cli::hooks::trust_question(&hooks));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_prompt_gives_the_terminal_its_prompt_back() {
+    let sb = Sandbox::new();
+    sb.hooks(&[(
+        "UserPromptSubmit",
+        "",
+        "echo 'prompts wait until the freeze ends' >&2; exit 2",
+    )]);
+    let server = ScriptedServer::start(vec![]).await.unwrap();
+    let (root, home, url) = (sb.root(), sb.home.path().to_path_buf(), server.base_url());
+    tokio::task::spawn_blocking(move || {
+        let mut s = super::terminal::Screen {
+            session: terminal_session(&root, &home, &url, "manual"),
+            bytes: Vec::new(),
+        };
+        s.expect("manual ›");
+        s.send_line("ship it");
+        s.expect("prompts wait until the freeze ends");
+        s.expect("manual ›");
+        s.send_line("/quit");
+    })
+    .await
+    .unwrap();
+    assert!(server.bodies().is_empty());
 }

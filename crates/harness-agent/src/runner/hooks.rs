@@ -58,10 +58,16 @@ impl Driver {
             let answers = hooks.fire(HookEvent::UserPromptSubmit, None, &p).await;
             self.hook_problems(&answers);
             if let Some(reason) = answers.iter().find_map(|a| a.block.clone()) {
-                self.notice(
-                    Level::Warning,
-                    format!("a UserPromptSubmit hook blocked the prompt: {reason}"),
-                );
+                // No turn starts; the front end waiting for one hears it ended, and why.
+                let end = TurnEnd::Error {
+                    message: format!("a UserPromptSubmit hook blocked the prompt: {reason}"),
+                };
+                self.last_end = Some(end.clone());
+                self.emit(CoreEvent::UserInput {
+                    text,
+                    origin: harness_core::protocol::Origin::Person,
+                });
+                self.emit(CoreEvent::TurnEnded { reason: end });
                 return None;
             }
             added.extend(answers.into_iter().filter_map(|a| a.context));
@@ -144,7 +150,7 @@ impl Driver {
 
     /// `Stop`, as a turn finished: the prompt that sends the model on when a hook blocks the
     /// stop (at most [`MAX_STOP_CONTINUATIONS`] times after a prompt of the person).
-    pub(super) async fn stop_hooks(&mut self) -> Option<Input> {
+    pub(super) async fn stop_hooks(&mut self) -> Option<String> {
         let hooks = self.hooks_of(HookEvent::Stop)?;
         let mut p = self.hook_payload(HookEvent::Stop);
         p["stop_hook_active"] = (self.stop_continuations > 0).into();
@@ -166,8 +172,6 @@ impl Driver {
             Level::Info,
             format!("a Stop hook sends the model on: {reason}"),
         );
-        Some(Input::Prompt {
-            text: format!("Stop hook feedback: {reason}"),
-        })
+        Some(format!("Stop hook feedback: {reason}"))
     }
 }
