@@ -62,6 +62,11 @@ pub struct Args {
     #[arg(long, global = true, value_name = "TOOL:PATTERN")]
     pub allow: Vec<String>,
 
+    /// Trust this project's hooks (`.llembas/hooks.toml`, `.claude/settings.json`) as they are
+    /// now, and remember it, instead of being asked in the terminal.
+    #[arg(long, global = true)]
+    pub trust_project_hooks: bool,
+
     /// Work in this directory instead of the current one.
     #[arg(long, short = 'C', global = true)]
     pub cwd: Option<PathBuf>,

@@ -266,6 +266,12 @@ pub fn session(args: &Args, settings: Settings) -> Result<ExitCode> {
             }))
         }
         None => runtime.block_on(crate::process::ending_on_signals(async {
+            // The terminal asks about the project's hooks before its session starts.
+            if !settings.trust_project_hooks
+                && let Ok(root) = std::fs::canonicalize(&settings.cwd)
+            {
+                crate::hooks::ask_trust(&settings.dirs.data, &root)?;
+            }
             let parts = session::build(&settings, args.resume.as_deref()).await?;
             crate::interactive::run(settings.clone(), parts).await
         })),

@@ -11,6 +11,7 @@ pub mod args;
 pub mod commands;
 pub mod custom;
 pub mod exec;
+pub mod hooks;
 pub mod interactive;
 pub mod link;
 pub mod mcp;

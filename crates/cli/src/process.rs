@@ -503,6 +503,16 @@ pub async fn ending_on_signals<T>(work: impl std::future::Future<Output = T>) ->
     out
 }
 
+/// Marks a command as one of this process's, so that [`end_all`] ends it too.
+pub fn mark(cmd: &mut tokio::process::Command) {
+    cmd.env(RUN_VAR, run_mark());
+}
+
+/// Kills the process group `pid` leads, everything in it at once (SIGKILL).
+pub fn kill_group(pid: u32) {
+    signal_group(pid, rustix::process::Signal::KILL);
+}
+
 fn signal_group(pid: u32, sig: rustix::process::Signal) {
     if let Some(pid) = i32::try_from(pid)
         .ok()

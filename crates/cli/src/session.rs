@@ -53,6 +53,9 @@ pub struct SessionParts {
     /// The subagents the person defined for this directory; what reading them said is said on
     /// stderr by [`SessionParts::into_builder`].
     pub agents: harness_agent::agents::Agents,
+    /// The hooks it runs (the person's, and the project's where trusted; what reading them
+    /// said is among the MCP notices).
+    pub hooks: Option<Arc<harness_agent::hooks::Hooks>>,
 }
 
 impl SessionParts {
@@ -72,7 +75,7 @@ impl SessionParts {
         if let Some(mcp) = self.mcp {
             world = Arc::new(harness_mcp::WithMcp::new(world, mcp));
         }
-        let builder = SessionBuilder::new(Arc::new(self.client), world)
+        let mut builder = SessionBuilder::new(Arc::new(self.client), world)
             .model_name(&self.model_name)
             .permissions(self.perms)
             .jobs(jobs)
@@ -83,6 +86,9 @@ impl SessionParts {
             .kind(SessionKind::Agent)
             .product_version(env!("CARGO_PKG_VERSION"))
             .agents(agents);
+        if let Some(hooks) = self.hooks {
+            builder = builder.hooks(hooks);
+        }
         match self.resume {
             Some(entries) => builder.resume(self.meta, entries),
             None => builder.meta(self.meta),
@@ -164,8 +170,23 @@ pub async fn build(settings: &Settings, resume: Option<&str>) -> Result<SessionP
             );
         }
     }
-    let (mcp, mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
+    let (mcp, mut mcp_notices) = start_mcp(&crate::mcp::enabled(settings.mcp.clone())).await;
+    let (hooks, notices) = crate::hooks::for_session(
+        &settings.hooks,
+        &settings.dirs.data,
+        &root,
+        settings.trust_project_hooks,
+    )?;
+    mcp_notices.extend(notices);
+    // A matcher that is not a regular expression is an error before anything runs.
+    let hooks = if hooks.is_empty() {
+        None
+    } else {
+        let runner = crate::hooks::HostHooks::new(&root, settings.key_variables.clone());
+        Some(Arc::new(harness_agent::hooks::Hooks::new(hooks, runner)?))
+    };
     Ok(SessionParts {
+        hooks,
         mcp,
         mcp_notices,
         agents: crate::agents::load(&root, &settings.dirs.config_file),

@@ -46,6 +46,9 @@ pub struct ConfigFile {
     /// Whether the project's `.mcp.json` servers are started.
     #[serde(default)]
     pub project_mcp: Option<bool>,
+    /// The person's hooks, `[[hooks]]` ([`crate::hooks`]).
+    #[serde(default)]
+    pub hooks: Vec<crate::hooks::HookConfig>,
 }
 
 /// `sandbox` in the config file: a switch, or a table.
@@ -149,6 +152,10 @@ pub struct Settings {
     pub prices: BTreeMap<String, harness_spec::Cost>,
     /// The MCP servers configured, started or not ([`crate::mcp`]).
     pub mcp: Vec<crate::mcp::Listed>,
+    /// The person's own hooks (the config file's `[[hooks]]`).
+    pub hooks: Vec<harness_agent::hooks::HookDef>,
+    /// `--trust-project-hooks`: the project's hooks, as they are now, are trusted.
+    pub trust_project_hooks: bool,
 }
 
 impl Settings {
@@ -227,7 +234,10 @@ pub fn resolve(args: &Args, env: &dyn Env) -> Result<Settings> {
         config.project_mcp.unwrap_or(false),
         &cwd,
     )?;
+    let hooks = crate::hooks::defs(&config.hooks, &dirs.config_file)?;
     Ok(Settings {
+        hooks,
+        trust_project_hooks: args.trust_project_hooks,
         mcp,
         sandbox,
         sandbox_network,

@@ -19,6 +19,13 @@ pub enum Error {
     /// The session store failed (the transcript or the metadata could not be written or read).
     #[error("the session store: {0}")]
     Store(SeamError),
+    /// A hook's definition is wrong (a matcher that is not a regular expression, a settings
+    /// file's `hooks` not in Claude Code's shape).
+    #[error("hooks: {message}")]
+    Hook {
+        /// What is wrong, naming the hook or the file's part.
+        message: String,
+    },
     /// A task of the session panicked or was dropped.
     #[error("a task of the session failed: {0}")]
     Task(String),

@@ -86,6 +86,7 @@ pub mod custom;
 mod error;
 pub mod export;
 pub mod files;
+pub mod hooks;
 pub mod library;
 pub mod memory_api;
 pub mod oneshot;
@@ -169,6 +170,7 @@ pub struct SessionBuilder {
     meta: Option<Meta>,
     resume: Option<Vec<harness_loop::transcript::Entry>>,
     agents: agents::Agents,
+    hooks: Option<Arc<hooks::Hooks>>,
     front: Front,
 }
 
@@ -209,6 +211,7 @@ impl SessionBuilder {
             meta: None,
             resume: None,
             agents: agents::Agents::default(),
+            hooks: None,
             front: Front::default(),
         }
     }
@@ -311,6 +314,12 @@ impl SessionBuilder {
     /// The transcript the session continues ([`Self::resume`]).
     pub fn resumed(&self) -> Option<&[harness_loop::transcript::Entry]> {
         self.resume.as_deref()
+    }
+
+    /// The hooks the person configured ([`hooks`]): commands run on the session's events.
+    pub fn hooks(mut self, hooks: Arc<hooks::Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
     }
 
     /// The front end answers [`Event::Question`]s: the `question` tool is offered.
@@ -462,6 +471,7 @@ impl SessionBuilder {
             project: self.project,
             kind: self.kind,
             product_version: self.product_version,
+            hooks: self.hooks,
         };
         let (out_tx, out) = mpsc::unbounded_channel();
         let (ctl, ctl_rx) = mpsc::unbounded_channel();

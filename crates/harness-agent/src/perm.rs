@@ -88,11 +88,17 @@ impl SessionPermissions {
 
     /// The engine's decision, as is.
     pub fn decide_raw(&self, tool: &str, args: &Value) -> harness_permission::Decision {
+        self.decide_in(self.mode(), tool, args)
+    }
+
+    /// The engine's decision were the session in `mode` (a hook's `allow` skips only a question
+    /// auto mode would not put).
+    pub fn decide_in(&self, mode: Mode, tool: &str, args: &Value) -> harness_permission::Decision {
         let approvals = self.approvals.lock().map(|a| a.clone()).unwrap_or_default();
         let request = Request {
             tool,
             args,
-            mode: self.mode(),
+            mode,
             workspace_root: &self.root,
             cwd: &self.root,
             home: &self.home,
@@ -150,34 +156,47 @@ pub fn subject(call: &ToolCall, root: &str, home: &str) -> String {
     }
 }
 
+impl SessionPermissions {
+    /// The question put to the person about `call`: its subject, and the engine's reason and
+    /// "always" patterns where the engine asked (`decision`).
+    pub fn question(
+        &self,
+        call: &ToolCall,
+        decision: Option<harness_permission::Decision>,
+    ) -> PermissionQuestion {
+        let risk = Spec::embedded()
+            .tool(&call.name)
+            .map(|t| t.risk)
+            .or_else(|| {
+                self.registered
+                    .iter()
+                    .find(|(name, _)| *name == call.name)
+                    .map(|(_, r)| *r)
+            })
+            .unwrap_or(Risk::Execute);
+        PermissionQuestion {
+            tool: call.name.clone(),
+            risk,
+            subject: subject(call, &self.root, &self.home),
+            // the question's wire form keeps the patterns one per line (the ACP agent and
+            // the page read it so)
+            pattern: decision
+                .as_ref()
+                .filter(|d| !d.always.is_empty())
+                .map(|d| d.always.join("\n")),
+            reason: decision.map(|d| d.reason),
+            change: None,
+        }
+    }
+}
+
 impl Permissions for SessionPermissions {
     fn decide(&self, call: &ToolCall) -> Decision {
         let d = self.decide_raw(&call.name, &call.arguments);
         match d.action {
             Action::Allow => Decision::Allow,
             Action::Deny => Decision::Deny { reason: d.reason },
-            Action::Ask => {
-                let risk = Spec::embedded()
-                    .tool(&call.name)
-                    .map(|t| t.risk)
-                    .or_else(|| {
-                        self.registered
-                            .iter()
-                            .find(|(name, _)| *name == call.name)
-                            .map(|(_, r)| *r)
-                    })
-                    .unwrap_or(Risk::Execute);
-                Decision::Ask(PermissionQuestion {
-                    tool: call.name.clone(),
-                    risk,
-                    subject: subject(call, &self.root, &self.home),
-                    // the question's wire form keeps the patterns one per line (the ACP agent and
-                    // the page read it so)
-                    pattern: (!d.always.is_empty()).then(|| d.always.join("\n")),
-                    reason: Some(d.reason),
-                    change: None,
-                })
-            }
+            Action::Ask => Decision::Ask(self.question(call, Some(d))),
         }
     }
 }

@@ -36,6 +36,7 @@ use crate::perm::SessionPermissions;
 use crate::protocol::{CoreEvent, Ctl, Event, Op, Query};
 mod catalogue;
 mod control;
+mod hooks;
 mod jobs;
 mod model;
 mod registry;
@@ -85,6 +86,8 @@ pub(crate) struct DriverSetup {
     pub(crate) kind: SessionKind,
     /// The product's version, for the prompt.
     pub(crate) product_version: String,
+    /// The hooks the person configured (shared with subagents).
+    pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 /// One session, driven.
@@ -150,6 +153,16 @@ pub(crate) struct Driver {
     /// How long [`Driver::run`] until idle waits for jobs after a turn ended (`None`: as long
     /// as they run).
     job_wait: Option<std::time::Duration>,
+    /// The session's hooks.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// The `PreToolUse` verdicts of the step being decided.
+    verdicts: crate::hooks::Verdicts,
+    /// What `SessionStart` hooks added, to go with the next prompt.
+    hook_context: Vec<String>,
+    /// How often `Stop` hooks sent the model on since the person's last prompt.
+    stop_continuations: u32,
+    /// What a `Stop` hook sends the model on with, once the turn has ended.
+    stop_next: Option<String>,
 }
 
 /// The built-in subagents (`prompts/agents/`).
@@ -172,7 +185,8 @@ impl Driver {
                 .map(|r| (r.name.clone(), r.risk))
                 .collect(),
         );
-        let session_setup = loop_setup(&setup, &registered, &perms)?;
+        let verdicts = crate::hooks::Verdicts::default();
+        let session_setup = loop_setup(&setup, &registered, &perms, &verdicts)?;
         let mut session = match resume {
             Some(entries) => Session::resume(session_setup, entries),
             None => Session::new(session_setup),
@@ -255,6 +269,11 @@ impl Driver {
             compacting: false,
             job_wait: None,
             approved: HashSet::new(),
+            hooks: setup.hooks,
+            verdicts,
+            hook_context: Vec::new(),
+            stop_continuations: 0,
+            stop_next: None,
             shown: Arc::new(std::sync::Mutex::new(String::new())),
         };
         for event in lost {
@@ -286,6 +305,9 @@ impl Driver {
     /// Starts the person's prompt, with the images that go with it where the model reads
     /// images (its metadata says so); otherwise they are left out and the person is told.
     async fn prompt(&mut self, text: String, images: Vec<String>) -> Result<()> {
+        let Some(text) = self.prompt_hooks(text).await else {
+            return Ok(());
+        };
         if !images.is_empty() {
             match self.client.model().unread_images() {
                 None => self.session.attach_images(images),
@@ -354,6 +376,7 @@ impl Driver {
     pub(crate) async fn run(&mut self, until_idle: bool) -> Result<()> {
         // A resumed session may have closed the turn a crash cut short.
         self.flush_log()?;
+        self.session_start_hooks().await;
         let mut idle_since: Option<tokio::time::Instant> = None;
         loop {
             if let Some((text, images)) = self.queued_prompts.pop_front() {
@@ -435,6 +458,19 @@ impl Driver {
                     self.emit(CoreEvent::ToolCallAsked { call_id, question });
                     None
                 }
+                // A turn that finished is put to the `Stop` hooks first: one that sends the model
+                // on goes on as the same turn for the front end.
+                Action::Emit(CoreEvent::TurnEnded {
+                    reason: TurnEnd::Finished,
+                }) => {
+                    self.stop_next = self.stop_hooks().await;
+                    if self.stop_next.is_none() {
+                        self.emit(CoreEvent::TurnEnded {
+                            reason: TurnEnd::Finished,
+                        });
+                    }
+                    None
+                }
                 Action::Emit(event) => {
                     self.emit(event);
                     None
@@ -443,9 +479,13 @@ impl Driver {
                     self.last_end = Some(reason);
                     self.cancelled = false;
                     self.cancel = CancellationToken::new();
-                    None
+                    self.stop_next.take().map(|text| Input::Prompt { text })
                 }
-                Action::CallModel(request) => Some(self.step(request).await?),
+                Action::CallModel(request) => {
+                    let input = self.step(request).await?;
+                    self.pre_tool_hooks(&input).await;
+                    Some(input)
+                }
                 Action::RunTools { calls, parallel } => {
                     Some(self.run_tools(calls, parallel).await?)
                 }
@@ -519,6 +559,7 @@ fn loop_setup(
     setup: &DriverSetup,
     registered: &[RegisteredTool],
     perms: &SessionPermissions,
+    verdicts: &crate::hooks::Verdicts,
 ) -> Result<SessionSetup> {
     let world = setup.world.clone();
     let agents = setup.agents.clone();
@@ -549,9 +590,12 @@ fn loop_setup(
             // A call of a tool the agent was not given is a call of an unknown tool.
             traits.filter(|t| allowed(&agents, agent.as_deref(), name, t.risk))
         }),
-        permissions: Box::new(crate::perm::Checked {
-            perms: perms.clone(),
-            world: setup.world.clone(),
+        permissions: Box::new(crate::hooks::Gated {
+            inner: crate::perm::Checked {
+                perms: perms.clone(),
+                world: setup.world.clone(),
+            },
+            verdicts: verdicts.clone(),
         }),
         subagent: setup.agent.is_some(),
         hygiene: true,

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod compact;
 mod environment;
+mod hooks;
 mod link;
 mod link_figures;
 mod link_gaps;

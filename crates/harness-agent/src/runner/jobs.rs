@@ -350,6 +350,7 @@ impl Driver {
             project: self.project,
             kind: self.kind,
             product_version: self.product_version.clone(),
+            hooks: self.hooks.clone(),
         };
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();

@@ -101,6 +101,7 @@ impl Driver {
         // The loop said which batches may run at once (by the spec's `exclusive`); calls the
         // runtime answers itself wait on the front end or the session, so they run one by one.
         let parallel = parallel && calls.iter().all(|c| !self.answers(&c.name));
+        let asked = calls.clone();
         let mut results = Vec::new();
         if parallel {
             let world = self.world.clone();
@@ -140,6 +141,7 @@ impl Driver {
                 results,
             });
         }
+        self.post_tool_hooks(&asked, &mut results).await;
         Ok(Input::ToolResults(results))
     }
 

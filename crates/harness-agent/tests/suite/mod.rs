@@ -4,6 +4,7 @@
 mod agents;
 mod custom;
 mod files;
+mod hooks;
 mod library;
 mod memory_api;
 mod oneshot;
