@@ -16,7 +16,25 @@ use anyhow::{Context as _, Result, anyhow};
 use harness_agent::hooks::{HookDef, HookEvent, HookOutput, HookRunner, fingerprint};
 use harness_agent::{BoxFuture, SeamError};
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+/// The most of a hook's stdout and of its stderr kept; the rest is read and dropped (a hook
+/// that prints without end costs no memory, and is stopped at its timeout).
+const OUTPUT_CAP: usize = 1 << 20;
+
+/// All of `from` read, its first [`OUTPUT_CAP`] bytes kept.
+async fn read_capped(mut from: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = OUTPUT_CAP.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    kept
+}
 
 /// A `[[hooks]]` table, as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -280,7 +298,7 @@ impl HostHooks {
             .spawn()
             .map_err(|e| SeamError::command(command, format!("cannot start sh: {e}")))?;
         let pid = child.id().unwrap_or(0);
-        let (Some(mut input), Some(mut out), Some(mut err)) =
+        let (Some(mut input), Some(out), Some(err)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(SeamError::command(command, "its pipes did not open"));
@@ -291,22 +309,21 @@ impl HostHooks {
                 let _ = input.write_all(&stdin).await;
                 drop(input);
             };
-            let (mut o, mut e) = (Vec::new(), Vec::new());
-            let (_, _, _, status) = tokio::join!(
-                feed,
-                out.read_to_end(&mut o),
-                err.read_to_end(&mut e),
-                child.wait()
-            );
+            let (_, o, e, status) =
+                tokio::join!(feed, read_capped(out), read_capped(err), child.wait());
             (status, o, e)
         };
         match tokio::time::timeout(timeout, ran).await {
-            Ok((status, o, e)) => Ok(HookOutput {
-                code: status.ok().and_then(|s| s.code()),
-                stdout: String::from_utf8_lossy(&o).into_owned(),
-                stderr: String::from_utf8_lossy(&e).into_owned(),
-                timed_out: false,
-            }),
+            Ok((status, o, e)) => {
+                // What it left running in the background ends with it.
+                crate::process::kill_group(pid);
+                Ok(HookOutput {
+                    code: status.ok().and_then(|s| s.code()),
+                    stdout: String::from_utf8_lossy(&o).into_owned(),
+                    stderr: String::from_utf8_lossy(&e).into_owned(),
+                    timed_out: false,
+                })
+            }
             Err(_) => {
                 crate::process::kill_group(pid);
                 let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;

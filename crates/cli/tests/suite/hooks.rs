@@ -368,6 +368,33 @@ async fn a_hanging_hook_is_killed_at_its_timeout_and_said() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_hook_leaves_running_ends_with_it() {
+    let sb = Sandbox::new();
+    // The hook answers at once, a `sleep` left behind with its output elsewhere.
+    sb.hooks_timed(&[(
+        "PreToolUse",
+        "bash",
+        "sleep 600 >/dev/null 2>&1 & echo $! > sleep.pid; exit 0",
+        Some(30),
+    )]);
+    let look = "p=$(cat sleep.pid); if [ -e /proc/$p ] && \
+                [ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" != Z ]; \
+                then echo sleep-runs; else echo sleep-gone; fi";
+    let server = ScriptedServer::start(vec![
+        tool_call("c1", "bash", json!({"command": look})),
+        text(&["ok"]),
+    ])
+    .await
+    .unwrap();
+    let run = sb
+        .run(&server.base_url(), &["--mode", "auto", "-p", "go"], "")
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let r = tool_results(&server.bodies()[1]);
+    assert!(r[0].contains("sleep-gone"), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn project_hooks_run_only_once_trusted_and_a_change_asks_again() {
     let sb = Sandbox::new();
     let marker = sb.at_home("ran");
