@@ -80,6 +80,7 @@
 
 pub mod args;
 pub mod capacity;
+pub mod checkpoint;
 pub mod commands;
 pub mod custom;
 mod error;
@@ -105,7 +106,6 @@ pub mod store;
 pub mod time;
 pub mod title;
 pub mod typed;
-pub mod undo;
 
 use std::sync::{Arc, Mutex};
 

@@ -78,8 +78,8 @@ pub(super) struct SessionLoop<'a> {
     mode: Mode,
     /// What the person ran with `!`, for the model with the next prompt.
     ran: Vec<String>,
-    /// The file changes of the person's last turn (path, before, after), for `/undo`.
-    changes: Vec<(String, String, String)>,
+    /// The session's turns as checkpoints (`/rewind`, `/undo`).
+    checkpoints: harness_agent::checkpoint::Checkpoints,
     /// The session's end when it stopped on its own (a store it cannot write: a full disk);
     /// the person is told at once, and again at each prompt.
     stopped: Option<harness_agent::Result<Ended>>,
@@ -188,7 +188,7 @@ impl<'a> SessionLoop<'a> {
             spinner,
             mode,
             ran: Vec::new(),
-            changes: Vec::new(),
+            checkpoints: harness_agent::checkpoint::Checkpoints::new(),
             stopped: None,
             stopped_text: String::new(),
             initial: String::new(),
@@ -334,6 +334,7 @@ impl<'a> SessionLoop<'a> {
     /// Draws an event that came while idle above the prompt, whole lines at a time (`pending`
     /// holds the rest).
     fn idle_event(&mut self, out: &Event, pending: &mut String) {
+        self.checkpoints.observe(out);
         if let Event::Core(CoreEvent::ModeChanged { mode }) = out {
             self.mode = *mode;
         }
@@ -392,8 +393,7 @@ impl<'a> SessionLoop<'a> {
                 Step::Again
             }
             Line::Undo => {
-                let undone =
-                    harness_agent::undo::undo(&std::mem::take(&mut self.changes), &HostFiles);
+                let undone = self.checkpoints.undo(&HostFiles, None);
                 println!("{}", undone.said);
                 self.ran.extend(undone.for_model());
                 Step::Again
@@ -432,7 +432,7 @@ impl<'a> SessionLoop<'a> {
                 Step::Again
             }
             Line::Model(Some(name)) if !self.serves(&name).await => Step::Again,
-            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
+            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind { .. } => {
                 self.query(&line).await
             }
             Line::Prompt(p) => Step::Send(p),
@@ -534,7 +534,7 @@ impl<'a> SessionLoop<'a> {
             Line::Plan => Query::Plan,
             Line::Jobs => Query::Jobs,
             Line::Recall(id) => Query::Recall(id),
-            Line::Rewind(n) => Query::Rewind(n),
+            Line::Rewind { turn, .. } => Query::Rewind(turn),
             _ => return Step::Again,
         };
         let paged = matches!(q, Query::Recall(_));
@@ -593,7 +593,6 @@ impl<'a> SessionLoop<'a> {
         while self.esc_rx.try_recv().is_ok() {}
         let mut typing = TypeAhead::start(self.esc_tx.clone());
         self.view.set_live(true);
-        self.changes.clear();
         self.spinner.start("thinking");
         if let Some(next) = self.busy(&mut typing).await {
             return Some(next);
@@ -727,16 +726,7 @@ impl<'a> SessionLoop<'a> {
         ) {
             *ours = true;
         }
-        if let Event::Edit {
-            path,
-            before,
-            after,
-            ..
-        } = &out
-        {
-            self.changes
-                .push((path.clone(), before.clone(), after.clone()));
-        }
+        self.checkpoints.observe(&out);
         let ended = *ours && matches!(&out, Event::Core(CoreEvent::TurnEnded { .. }));
         self.spinner.stop();
         show(&mut self.view, &out);

@@ -1,6 +1,7 @@
 //! Helpers: a small tool world, a job spawner whose jobs end when told, and a runner that
 //! collects what a session says.
 
+mod checkpoint;
 mod custom;
 mod files;
 mod library;
@@ -15,7 +16,6 @@ mod session_search;
 mod sessions;
 mod slash;
 mod typed;
-mod undo;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
