@@ -10,6 +10,7 @@
     reason = "the terminal: what the person reads is printed"
 )]
 
+mod checkpoints;
 pub mod keys;
 mod person;
 mod reader;

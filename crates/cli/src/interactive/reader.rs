@@ -114,6 +114,29 @@ impl ConditionalEventHandler for CycleMode {
     }
 }
 
+/// Esc Esc at an empty prompt: the checkpoints' list (`/rewind`), as an accepted line.
+/// rustyline reads an Esc as the start of a sequence and waits for the next key: Esc Esc
+/// reaches here as one Esc (Esc and another key, as that key with Alt).
+struct Checkpoints(Arc<Mutex<bool>>);
+
+impl ConditionalEventHandler for Checkpoints {
+    fn handle(
+        &self,
+        _evt: &rustyline::Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        if !ctx.line().is_empty() {
+            return None;
+        }
+        if let Ok(mut asked) = self.0.lock() {
+            *asked = true;
+        }
+        Some(Cmd::AcceptLine)
+    }
+}
+
 /// Enter after a `\` at the cursor: the line goes on on a new line, as in a shell (the `\` is
 /// taken out when the line is read).
 struct BackslashNewline;
@@ -166,6 +189,11 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         KeyEvent(KeyCode::BackTab, Modifiers::NONE),
         EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
     );
+    let listed = Arc::new(Mutex::new(false));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Esc, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(Checkpoints(listed.clone()))),
+    );
     // A prompt holds a newline: Alt-Enter, Ctrl-J, or `\` before Enter.
     editor.bind_sequence(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
@@ -185,8 +213,13 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         while let Ok((prompt, initial)) = req_rx.recv() {
             let r = editor.readline_with_initial(&prompt, (&initial, ""));
             let cycle = cycled.lock().ok().and_then(|mut c| c.take());
+            let list = listed
+                .lock()
+                .map(|mut l| std::mem::take(&mut *l))
+                .unwrap_or(false);
             let read = match r {
                 Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
+                Ok(_) if list => Read::Line("/rewind".into()),
                 Ok(line) => {
                     // A `\` that continued the line is not part of it.
                     let line = line.replace("\\\n", "\n");

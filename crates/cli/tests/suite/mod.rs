@@ -2,6 +2,7 @@
 //! scripted replies.
 
 mod acp;
+mod checkpoints;
 mod cli;
 mod commands;
 mod compact;

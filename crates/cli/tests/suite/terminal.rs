@@ -627,7 +627,12 @@ async fn a_burst_of_shift_tabs_cycles_once_a_press() {
 }
 
 /// The terminal in `dir` with these arguments (under `NO_COLOR`).
-fn spawn_in(dir: &std::path::Path, home: &std::path::Path, url: &str, args: &[&str]) -> Screen {
+pub(super) fn spawn_in(
+    dir: &std::path::Path,
+    home: &std::path::Path,
+    url: &str,
+    args: &[&str],
+) -> Screen {
     spawn_with(dir, home, url, args, true)
 }
 
