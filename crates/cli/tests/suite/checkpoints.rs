@@ -152,3 +152,72 @@ async fn rewind_code_puts_back_file_tool_and_command_changes_with_real_git() {
         before[0].replace("?? notes.txt", " M hand.txt\n?? notes.txt")
     );
 }
+
+/// Outside a git repository the checkpoints hold the file tools' edits (and say commands'
+/// changes are not covered); they survive `--resume`, and `/rewind N` asks what to restore
+/// (Enter: both): the file is put back and the turn leaves the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_survive_resume_and_rewind_asks_what_to_restore() {
+    let sb = Sandbox::new();
+    sb.write("a.txt", "alpha\n");
+    let server = ScriptedServer::start(vec![
+        tool_call("c0", "read", json!({"path": "a.txt"})),
+        tool_call(
+            "c1",
+            "edit",
+            json!({"path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+        ),
+        text(&["Edited."]),
+    ])
+    .await
+    .unwrap();
+    let root = sb.root();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&root, &home, &url, &["--mode", "auto"]);
+        s.expect("auto ›");
+        s.send_line("change a");
+        s.expect("Edited.");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        let mut r = spawn_in(&root, &home, &url, &["--resume"]);
+        r.expect("edit ›");
+        r.send_line("/rewind");
+        r.expect("only the file tools' edits are put back)");
+        r.expect("edit ›");
+        r.send_line("/rewind 1");
+        r.expect("restore what?");
+        r.send_line("");
+        r.expect("rewound: turn 1");
+        r.expect("edit ›");
+        r.send_line("/rewind");
+        r.expect("nothing to rewind");
+        r.expect("edit ›");
+        r.send_line("/quit");
+        r.expect("saved (llembas --resume ");
+        r.render()
+    })
+    .await
+    .unwrap();
+    assert_eq!(sb.read("a.txt"), "alpha\n", "{screen}");
+    let root_s = sb.root().display().to_string();
+    let shown = screen.replace(&root_s, "[project]");
+    assert!(
+        shown.contains(
+            "   1  change a                                          1 file · commands' changes not covered\n\
+             (commands' changes are not covered here: not a git repository; only the file tools' edits are put back)"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("restored the code to before turn 1:\n  [project]/a.txt: put back"),
+        "{shown}"
+    );
+    let rewound = sb
+        .transcript()
+        .iter()
+        .any(|e| e["type"] == "rewound" && e["turn"] == 1);
+    assert!(rewound, "the transcript has the rewind");
+}
