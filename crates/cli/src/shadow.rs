@@ -48,7 +48,7 @@ impl Shadow {
         let (Some(top), Some(common)) = (lines.next(), lines.next()) else {
             return Err("not a git repository".into());
         };
-        let top = PathBuf::from(top);
+        let top = std::fs::canonicalize(top).unwrap_or_else(|_| PathBuf::from(top));
         let common = dir.join(common);
         let shadow = Shadow {
             git_dir: git_dir.to_path_buf(),

@@ -117,7 +117,11 @@ impl ConditionalEventHandler for CycleMode {
 /// Esc Esc at an empty prompt: the checkpoints' list (`/rewind`), as an accepted line.
 /// rustyline reads an Esc as the start of a sequence and waits for the next key: Esc Esc
 /// reaches here as one Esc (Esc and another key, as that key with Alt).
-struct Checkpoints(Arc<Mutex<bool>>);
+/// Only at the idle prompt (its flag), not at a question's.
+struct Checkpoints {
+    asked: Arc<Mutex<bool>>,
+    idle: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl ConditionalEventHandler for Checkpoints {
     fn handle(
@@ -127,10 +131,10 @@ impl ConditionalEventHandler for Checkpoints {
         _positive: bool,
         ctx: &EventContext,
     ) -> Option<Cmd> {
-        if !ctx.line().is_empty() {
+        if !ctx.line().is_empty() || !self.idle.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        if let Ok(mut asked) = self.0.lock() {
+        if let Ok(mut asked) = self.asked.lock() {
             *asked = true;
         }
         Some(Cmd::AcceptLine)
@@ -170,6 +174,8 @@ pub(super) struct Reader {
     printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
     /// The names Tab completes beside the built-in commands.
     custom: Arc<Mutex<Vec<String>>>,
+    /// Whether the line read is the idle prompt's (where Esc Esc lists the checkpoints).
+    idle: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
@@ -190,9 +196,13 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
     );
     let listed = Arc::new(Mutex::new(false));
+    let idle = Arc::new(std::sync::atomic::AtomicBool::new(false));
     editor.bind_sequence(
         KeyEvent(KeyCode::Esc, Modifiers::NONE),
-        EventHandler::Conditional(Box::new(Checkpoints(listed.clone()))),
+        EventHandler::Conditional(Box::new(Checkpoints {
+            asked: listed.clone(),
+            idle: idle.clone(),
+        })),
     );
     // A prompt holds a newline: Alt-Enter, Ctrl-J, or `\` before Enter.
     editor.bind_sequence(
@@ -238,6 +248,7 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         }
     });
     Ok(Reader {
+        idle,
         custom,
         requests: req_tx,
         lines: line_rx,
@@ -269,7 +280,14 @@ impl Reader {
         }
     }
 
+    /// Marks the next line read as the idle prompt's.
+    pub(super) fn at_idle(&self) {
+        self.idle.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reads a line for a question (not the idle prompt).
     pub(super) async fn read(&mut self, prompt: &str, initial: &str) -> Read {
+        self.idle.store(false, std::sync::atomic::Ordering::SeqCst);
         if self
             .requests
             .send((prompt.to_owned(), initial.to_owned()))

@@ -301,6 +301,7 @@ impl<'a> SessionLoop<'a> {
             return Read::Line(line);
         }
         let initial = std::mem::take(&mut self.initial);
+        self.reader.at_idle();
         if self.reader.requests.send((prompt, initial)).is_err() {
             return Read::Eof;
         }
