@@ -22,6 +22,7 @@ pub mod render;
 pub mod sandbox;
 pub mod session;
 pub mod settings;
+pub mod shadow;
 pub mod store;
 pub mod world;
 

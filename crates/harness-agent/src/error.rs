@@ -32,7 +32,7 @@ pub enum Error {
 }
 
 /// What a seam of the runtime (the session store, the tool world, the job spawner, the model
-/// link, the files an undo puts back) answers when it cannot do what it was asked: each names the
+/// link, the files and snapshots of the checkpoints) answers when it cannot do what it was asked: each names the
 /// session, path, command or model at fault. Its text is the one the model or the person reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -81,6 +81,7 @@
 pub mod agents;
 pub mod args;
 pub mod capacity;
+pub mod checkpoint;
 pub mod commands;
 pub mod custom;
 mod error;
@@ -107,7 +108,6 @@ pub mod store;
 pub mod time;
 pub mod title;
 pub mod typed;
-pub mod undo;
 
 use std::sync::{Arc, Mutex};
 

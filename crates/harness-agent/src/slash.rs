@@ -13,11 +13,11 @@ pub const HELP: &str = "\
 /agents                         the subagents `task` can start, and where each is defined
 /compact                        summarise the conversation to free context
 /recall #id                     show a stored tool result whole
-/rewind [N]                     go back to before turn N
+/rewind [N [code|chat|both]]    list checkpoints (Esc Esc too), or go back to before turn N
 /new                            start a new session
 /resume [N|ID]                  go on with another session of this directory (a list to pick from)
 /status                         model, endpoint, mode, tokens, context, session
-/undo                           put back the files the last turn changed (with the file tools)
+/undo                           put back the files of the last turn that changed any
 /export [FILE]                  write the conversation to FILE (.json: its entries as JSON; else Markdown)
 @PATH (in a prompt)             attach a file's content (Tab completes the path)
 !COMMAND                        run a command (the model's permission rules); sent with your next prompt
@@ -54,8 +54,13 @@ pub enum Line {
     Compact,
     /// `/recall #id`.
     Recall(String),
-    /// `/rewind [N]`.
-    Rewind(u32),
+    /// `/rewind [N [code|chat|both]]` (turn 0: list the checkpoints).
+    Rewind {
+        /// The turn to go back to before (0: none given).
+        turn: u32,
+        /// What to restore, when said.
+        what: Option<crate::checkpoint::Restore>,
+    },
     /// `/new`.
     New,
     /// `/resume [N|ID]`.
@@ -144,10 +149,22 @@ pub fn parse_line_in(line: &str, commands: &impl CommandNames) -> Line {
             }),
             None => Line::Unknown("/recall needs a result id, such as #a3f2".into()),
         },
-        "rewind" => match arg.map(str::parse::<u32>) {
-            None => Line::Rewind(0),
-            Some(Ok(n)) => Line::Rewind(n),
-            Some(Err(_)) => Line::Unknown("/rewind takes a turn number".into()),
+        "rewind" => match (arg.map(str::parse::<u32>), words.next()) {
+            (None, _) => Line::Rewind {
+                turn: 0,
+                what: None,
+            },
+            (Some(Ok(turn)), None) => Line::Rewind { turn, what: None },
+            (Some(Ok(turn)), Some(w)) => match crate::checkpoint::Restore::parse(w) {
+                Some(what) => Line::Rewind {
+                    turn,
+                    what: Some(what),
+                },
+                None => Line::Unknown(format!(
+                    "/rewind {turn} takes code, chat or both, not {w:?}"
+                )),
+            },
+            (Some(Err(_)), _) => Line::Unknown("/rewind takes a turn number".into()),
         },
         "new" => Line::New,
         "resume" => Line::Resume(arg.map(str::to_owned)),

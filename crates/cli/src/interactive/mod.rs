@@ -10,6 +10,7 @@
     reason = "the terminal: what the person reads is printed"
 )]
 
+mod checkpoints;
 pub mod keys;
 mod person;
 mod reader;
@@ -279,16 +280,20 @@ fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
     out
 }
 
-/// The undo's files: this machine's, by their real paths.
+/// The checkpoints' files: this machine's, by their real paths.
 struct HostFiles;
 
-impl harness_agent::undo::UndoFiles for HostFiles {
-    fn read(&self, path: &str) -> Option<String> {
-        std::fs::read_to_string(path).ok()
+impl harness_agent::checkpoint::CheckpointFiles for HostFiles {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        std::fs::read(path).ok()
     }
 
-    fn write(&self, path: &str, text: &str) -> Result<(), harness_agent::SeamError> {
-        std::fs::write(path, text).map_err(|e| harness_agent::SeamError::file(path, e))
+    fn write(&self, path: &str, bytes: &[u8]) -> Result<(), harness_agent::SeamError> {
+        let path_buf = std::path::Path::new(path);
+        if let Some(dir) = path_buf.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| harness_agent::SeamError::file(path, e))?;
+        }
+        std::fs::write(path, bytes).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 
     fn remove(&self, path: &str) -> Result<(), harness_agent::SeamError> {

@@ -114,6 +114,33 @@ impl ConditionalEventHandler for CycleMode {
     }
 }
 
+/// Esc Esc at an empty prompt: the checkpoints' list (`/rewind`), as an accepted line.
+/// rustyline reads an Esc as the start of a sequence and waits for the next key: Esc Esc
+/// reaches here as one Esc (Esc and another key, as that key with Alt).
+/// Only at the idle prompt (its flag), not at a question's.
+struct Checkpoints {
+    asked: Arc<Mutex<bool>>,
+    idle: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ConditionalEventHandler for Checkpoints {
+    fn handle(
+        &self,
+        _evt: &rustyline::Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext,
+    ) -> Option<Cmd> {
+        if !ctx.line().is_empty() || !self.idle.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        if let Ok(mut asked) = self.asked.lock() {
+            *asked = true;
+        }
+        Some(Cmd::AcceptLine)
+    }
+}
+
 /// Enter after a `\` at the cursor: the line goes on on a new line, as in a shell (the `\` is
 /// taken out when the line is read).
 struct BackslashNewline;
@@ -147,6 +174,8 @@ pub(super) struct Reader {
     printer: Option<Box<dyn rustyline::ExternalPrinter + Send>>,
     /// The names Tab completes beside the built-in commands.
     custom: Arc<Mutex<Vec<String>>>,
+    /// Whether the line read is the idle prompt's (where Esc Esc lists the checkpoints).
+    idle: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) -> Result<Reader> {
@@ -165,6 +194,15 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
     editor.bind_sequence(
         KeyEvent(KeyCode::BackTab, Modifiers::NONE),
         EventHandler::Conditional(Box::new(CycleMode(cycled.clone()))),
+    );
+    let listed = Arc::new(Mutex::new(false));
+    let idle = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Esc, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(Checkpoints {
+            asked: listed.clone(),
+            idle: idle.clone(),
+        })),
     );
     // A prompt holds a newline: Alt-Enter, Ctrl-J, or `\` before Enter.
     editor.bind_sequence(
@@ -185,8 +223,13 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         while let Ok((prompt, initial)) = req_rx.recv() {
             let r = editor.readline_with_initial(&prompt, (&initial, ""));
             let cycle = cycled.lock().ok().and_then(|mut c| c.take());
+            let list = listed
+                .lock()
+                .map(|mut l| std::mem::take(&mut *l))
+                .unwrap_or(false);
             let read = match r {
                 Ok(_) if cycle.is_some() => Read::Cycle(cycle.unwrap_or_default()),
+                Ok(_) if list => Read::Line("/rewind".into()),
                 Ok(line) => {
                     // A `\` that continued the line is not part of it.
                     let line = line.replace("\\\n", "\n");
@@ -205,6 +248,7 @@ pub(super) fn start_reader(history: std::path::PathBuf, root: &std::path::Path) 
         }
     });
     Ok(Reader {
+        idle,
         custom,
         requests: req_tx,
         lines: line_rx,
@@ -236,7 +280,14 @@ impl Reader {
         }
     }
 
+    /// Marks the next line read as the idle prompt's.
+    pub(super) fn at_idle(&self) {
+        self.idle.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Reads a line for a question (not the idle prompt).
     pub(super) async fn read(&mut self, prompt: &str, initial: &str) -> Read {
+        self.idle.store(false, std::sync::atomic::Ordering::SeqCst);
         if self
             .requests
             .send((prompt.to_owned(), initial.to_owned()))

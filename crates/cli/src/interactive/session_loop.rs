@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
+use harness_agent::checkpoint::{RESTORE_QUESTION, Restore, chat_rewound};
 use harness_agent::custom::Commands;
 use harness_agent::slash::{HELP, Line, next_mode, parse_line, parse_line_in};
 use harness_agent::{Ended, Event, Events, Op, Query, Run, Session, Spawned};
@@ -17,10 +18,11 @@ use harness_model::{CancellationToken, ModelClient};
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
+use super::checkpoints::Kept;
 use super::reader::{Read, Reader};
 use super::term::{Spinner, TypeAhead};
 use super::{
-    HostFiles, LEAVE_HINT, NO_PLAN, Next, Picked, again, export, page, person, pick_session,
+    LEAVE_HINT, NO_PLAN, Next, Picked, again, export, page, person, pick_session,
     prompt_with_attachments, same_dir, shell_shown, show, stop_text, waiting_label, width,
 };
 use crate::render::view::View;
@@ -80,8 +82,8 @@ pub(super) struct SessionLoop<'a> {
     mode: Mode,
     /// What the person ran with `!`, for the model with the next prompt.
     ran: Vec<String>,
-    /// The file changes of the person's last turn (path, before, after), for `/undo`.
-    changes: Vec<(String, String, String)>,
+    /// The session's turns as checkpoints (`/rewind`, `/undo`).
+    kept: Kept,
     /// The session's end when it stopped on its own (a store it cannot write: a full disk);
     /// the person is told at once, and again at each prompt.
     stopped: Option<harness_agent::Result<Ended>>,
@@ -120,7 +122,9 @@ impl<'a> SessionLoop<'a> {
         let commands = crate::custom::load(&root, &settings.dirs.config_file, mcp.as_deref());
         reader.set_commands(commands.iter().map(|c| c.name.clone()).collect());
         let agents = parts.agents.clone();
+        let session_dir = crate::store::Store::new(settings.dirs.sessions()).dir(&parts.meta.id);
         let mut builder = parts.into_builder().answers_questions(true);
+        let kept = Kept::open(&session_dir, &root, builder.resumed());
         // What the resumed session said, drawn again.
         let replay = builder
             .resumed()
@@ -192,7 +196,7 @@ impl<'a> SessionLoop<'a> {
             spinner,
             mode,
             ran: Vec::new(),
-            changes: Vec::new(),
+            kept,
             stopped: None,
             stopped_text: String::new(),
             initial: String::new(),
@@ -301,6 +305,7 @@ impl<'a> SessionLoop<'a> {
             return Read::Line(line);
         }
         let initial = std::mem::take(&mut self.initial);
+        self.reader.at_idle();
         if self.reader.requests.send((prompt, initial)).is_err() {
             return Read::Eof;
         }
@@ -338,6 +343,7 @@ impl<'a> SessionLoop<'a> {
     /// Draws an event that came while idle above the prompt, whole lines at a time (`pending`
     /// holds the rest).
     fn idle_event(&mut self, out: &Event, pending: &mut String) {
+        self.kept.observe(out);
         if let Event::Core(CoreEvent::ModeChanged { mode }) = out {
             self.mode = *mode;
         }
@@ -396,8 +402,7 @@ impl<'a> SessionLoop<'a> {
                 Step::Again
             }
             Line::Undo => {
-                let undone =
-                    harness_agent::undo::undo(&std::mem::take(&mut self.changes), &HostFiles);
+                let undone = self.kept.undo();
                 println!("{}", undone.said);
                 self.ran.extend(undone.for_model());
                 Step::Again
@@ -440,11 +445,73 @@ impl<'a> SessionLoop<'a> {
                 Step::Again
             }
             Line::Model(Some(name)) if !self.serves(&name).await => Step::Again,
-            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) | Line::Rewind(_) => {
-                self.query(&line).await
+            Line::Model(_) | Line::Plan | Line::Jobs | Line::Recall(_) => self.query(&line).await,
+            Line::Rewind { turn: 0, .. } => {
+                println!("{}", self.kept.list());
+                Step::Again
             }
+            Line::Rewind { turn, what } => self.rewind(turn, what).await,
             Line::Prompt(p) => Step::Send(p),
         }
+    }
+
+    /// `/rewind N [code|chat|both]`: what to restore asked when not said; the code first,
+    /// then the conversation.
+    async fn rewind(&mut self, turn: u32, what: Option<Restore>) -> Step {
+        if let Err(e) = self.kept.check(turn) {
+            println!("{e}");
+            return Step::Again;
+        }
+        let what = match what {
+            Some(w) => w,
+            None => {
+                let asked = paint(&format!("{RESTORE_QUESTION} › "), Style::Yellow, self.color);
+                let read = self.reader.read(&asked, "").await;
+                let word = match &read {
+                    Read::Line(l) => l.trim(),
+                    Read::Eof => return Step::Leave(Next::Quit),
+                    _ => "-",
+                };
+                match word {
+                    "" => Restore::Both,
+                    w => match Restore::parse(w) {
+                        Some(w) => w,
+                        None => {
+                            println!("nothing restored");
+                            return Step::Again;
+                        }
+                    },
+                }
+            }
+        };
+        // The conversation first: a turn compacted away is refused before any file changes.
+        if what.chat() {
+            let kept = match self.session.keep(turn - 1).await {
+                Ok(kept) => kept.map(drop),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = kept {
+                println!("{e}");
+                return Step::Again;
+            }
+        }
+        if what.code() {
+            match self.kept.restore(turn) {
+                Ok(done) => {
+                    println!("{}", done.said);
+                    // The model is told unless its conversation went back too.
+                    if !what.chat() {
+                        self.ran.extend(done.for_model());
+                    }
+                }
+                Err(e) => println!("{e}"),
+            }
+        }
+        if what.chat() {
+            self.kept.rewound(turn);
+            println!("{}", chat_rewound(turn));
+        }
+        Step::Again
     }
 
     /// `!command`: run by the session as the person's own, its output shown and kept for the
@@ -534,7 +601,7 @@ impl<'a> SessionLoop<'a> {
         false
     }
 
-    /// `/model`, `/plan`, `/jobs`, `/recall` and `/rewind`: asked of the session, its answer
+    /// `/model`, `/plan`, `/jobs` and `/recall`: asked of the session, its answer
     /// shown (a plan as a card, a recalled text a page at a time).
     async fn query(&mut self, line: &str) -> Step {
         let q = match parse_line(line) {
@@ -542,7 +609,6 @@ impl<'a> SessionLoop<'a> {
             Line::Plan => Query::Plan,
             Line::Jobs => Query::Jobs,
             Line::Recall(id) => Query::Recall(id),
-            Line::Rewind(n) => Query::Rewind(n),
             _ => return Step::Again,
         };
         let paged = matches!(q, Query::Recall(_));
@@ -588,6 +654,7 @@ impl<'a> SessionLoop<'a> {
     /// meanwhile is not echoed into the answer, and waits for the next prompt. `Some` when the
     /// session is over.
     async fn turn(&mut self, text: String) -> Option<Next> {
+        self.kept.before_prompt(&text);
         let (text, images) = prompt_with_attachments(text, &mut self.ran, &self.root, self.color);
         if self.stopped.is_some() {
             println!("{}", self.stopped_text);
@@ -601,7 +668,6 @@ impl<'a> SessionLoop<'a> {
         while self.esc_rx.try_recv().is_ok() {}
         let mut typing = TypeAhead::start(self.esc_tx.clone());
         self.view.set_live(true);
-        self.changes.clear();
         self.spinner.start("thinking");
         if let Some(next) = self.busy(&mut typing).await {
             return Some(next);
@@ -735,16 +801,7 @@ impl<'a> SessionLoop<'a> {
         ) {
             *ours = true;
         }
-        if let Event::Edit {
-            path,
-            before,
-            after,
-            ..
-        } = &out
-        {
-            self.changes
-                .push((path.clone(), before.clone(), after.clone()));
-        }
+        self.kept.observe(&out);
         let ended = *ours && matches!(&out, Event::Core(CoreEvent::TurnEnded { .. }));
         self.spinner.stop();
         show(&mut self.view, &out);

@@ -3,6 +3,7 @@
 
 mod acp;
 mod agents;
+mod checkpoints;
 mod cli;
 mod commands;
 mod compact;

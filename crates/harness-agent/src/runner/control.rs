@@ -182,9 +182,7 @@ impl Driver {
                 self.session.turns()
             ),
             Query::Rewind(n) => match self.session.rewind(n) {
-                Ok(()) => format!(
-                    "rewound: turn {n} and those after it are gone from what the model sees"
-                ),
+                Ok(()) => crate::checkpoint::chat_rewound(n),
                 Err(e) => e.to_string(),
             },
             Query::Model(Some(name)) => {

@@ -2,6 +2,7 @@
 //! collects what a session says.
 
 mod agents;
+mod checkpoint;
 mod custom;
 mod files;
 mod hooks;
@@ -17,7 +18,6 @@ mod session_search;
 mod sessions;
 mod slash;
 mod typed;
-mod undo;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

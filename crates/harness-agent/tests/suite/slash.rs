@@ -18,7 +18,21 @@ fn slash_commands_read_as_written() {
     );
     assert_eq!(parse_line("/mode"), Line::Mode(None));
     assert_eq!(parse_line("/recall a3f2"), Line::Recall("#a3f2".into()));
-    assert_eq!(parse_line("/rewind 2"), Line::Rewind(2));
+    assert_eq!(
+        parse_line("/rewind 2"),
+        Line::Rewind {
+            turn: 2,
+            what: None
+        }
+    );
+    assert_eq!(
+        parse_line("/rewind 2 code"),
+        Line::Rewind {
+            turn: 2,
+            what: Some(harness_agent::checkpoint::Restore::Code)
+        }
+    );
+    assert!(matches!(parse_line("/rewind 2 files"), Line::Unknown(_)));
     assert_eq!(parse_line("/quit"), Line::Quit);
     assert!(matches!(parse_line("/frob"), Line::Unknown(_)));
     assert!(matches!(parse_line("/mode yolo"), Line::Unknown(_)));
