@@ -100,15 +100,16 @@ impl CheckpointFiles for ViewFiles<'_> {
 }
 
 /// Takes the user's chat back to before the person's message of `run`, its session `live`
-/// (idle, its run slot taken by the caller): the conversation first (refused when that turn
-/// was compacted away, before anything changed), then the files when `code`, then the runs
-/// from it on leave the history. Answers what went back.
+/// (idle, its run slot taken by the caller for the run `new_run`): the conversation first
+/// (refused when that turn was compacted away, before anything changed), then the files when
+/// `code`, then the runs from it on leave the history. What went back is told as the new run's
+/// first event (so going back past that run takes the notice away with it).
 pub(super) async fn back(
     app: &Arc<App>,
     user: &User,
     chat: &str,
     live: &Live,
-    run: &str,
+    (run, new_run): (&str, &str),
     code: bool,
 ) -> Result<Back> {
     let events = stored_events(app, chat).await?;
@@ -133,7 +134,7 @@ pub(super) async fn back(
         .append(
             user.id,
             chat,
-            None,
+            Some(new_run),
             json!({"type": "rewound", "run": run, "turn": back.turn, "said": back.said}),
         )
         .await?;

@@ -53,7 +53,7 @@ pub async fn send(
         }
     };
     if let Some(b) = back
-        && let Err(e) = super::rewind::back(app, user, id, &live, b.run, b.code).await
+        && let Err(e) = super::rewind::back(app, user, id, &live, (b.run, &run_id), b.code).await
     {
         release(&live);
         return Err(e);
