@@ -109,6 +109,16 @@ async fn a_message_sent_again_takes_the_chat_and_its_files_back_to_before_it() {
         .map(|e| e["event"]["text"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(inputs, ["first: write one", "second, edited"]);
+    // A share is of the chat as it stands: the replaced message is not in it.
+    let (status, v) = alice
+        .post(&format!("/api/chats/{chat}/share"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let token = v["url"].as_str().unwrap().trim_start_matches("/shared/");
+    let (_, shared) = alice.get(&format!("/api/shared/{token}")).await;
+    let shared = shared["markdown"].as_str().unwrap();
+    assert!(shared.contains("second, edited"), "{shared}");
+    assert!(!shared.contains("second: write two"), "{shared}");
 
     // Regenerate, the files kept: the edited run is replaced, a.md stays.
     std::fs::write(home.join("a.md"), "by hand\n").unwrap();
