@@ -17,10 +17,30 @@ pub fn markdown(meta: &Meta, entries: &[Entry]) -> String {
     write_markdown(meta, entries, true)
 }
 
-/// The session as [`markdown`] writes it, for someone who may read the conversation but not
-/// what the tools read: each call is named by its title, its result left out.
+/// The session as [`markdown`] writes it, for someone who may read the conversation as it
+/// stands but not what the tools read: each call is named by its title, its result left out,
+/// and the turns rewound away are not there at all (see [`as_it_stands`]).
 pub fn markdown_without_results(meta: &Meta, entries: &[Entry]) -> String {
-    write_markdown(meta, entries, false)
+    write_markdown(meta, &as_it_stands(entries), false)
+}
+
+/// The entries of the conversation as it stands: a rewind to before turn N takes away the
+/// entries from that turn's start to the rewind (the transcript keeps them, marked).
+pub fn as_it_stands(entries: &[Entry]) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+    for e in entries {
+        if let Entry::Rewound { turn } = e {
+            let start = out
+                .iter()
+                .rposition(|k| matches!(k, Entry::TurnStarted { turn: t, .. } if t == turn));
+            if let Some(at) = start {
+                out.truncate(at);
+            }
+            continue;
+        }
+        out.push(e.clone());
+    }
+    out
 }
 
 fn write_markdown(meta: &Meta, entries: &[Entry], results: bool) -> String {

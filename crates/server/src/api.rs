@@ -276,6 +276,14 @@ struct Message {
     /// Images of the person's view sent with the text ([`crate::images`]).
     #[serde(default)]
     images: Vec<String>,
+    /// The run of an earlier message of the person this one replaces (the page's edit-and-send
+    /// and regenerate): the chat goes back to before it first ([`chats::Back`]).
+    #[serde(default)]
+    from: Option<String>,
+    /// With `from`: whether the files the chat changed from that message on are put back
+    /// (default yes).
+    #[serde(default)]
+    code: Option<bool>,
 }
 
 async fn send_message(
@@ -285,10 +293,21 @@ async fn send_message(
     Body(body): Body<Message>,
 ) -> Result<Response> {
     let run = match crate::device_chats::of(&app, &id).await? {
+        Some(_) if body.from.is_some() => {
+            return Err(Error::BadRequest(format!(
+                "the chat {id} runs on a device: it cannot go back to an earlier message here (its files are the device's)"
+            )));
+        }
         Some(row) => {
             crate::device_chats::send(&app, &user, &id, &row, &body.text, &body.images).await?
         }
-        None => chats::send(&app, &user, &id, &body.text, &body.images).await?,
+        None => {
+            let back = body.from.as_deref().map(|run| chats::Back {
+                run,
+                code: body.code.unwrap_or(true),
+            });
+            chats::send(&app, &user, &id, &body.text, &body.images, back).await?
+        }
     };
     Ok((StatusCode::ACCEPTED, Json(json!({"run": run}))).into_response())
 }

@@ -20,6 +20,7 @@ mod live;
 mod pump;
 mod recover;
 mod replay;
+mod rewind;
 mod rows;
 mod runs;
 mod shared;
@@ -35,7 +36,7 @@ pub use recover::recover;
 pub use replay::start as stream_start;
 pub use replay::{REPLAY_MAX, Start, newest_event};
 pub use rows::{ChatRow, chat_row, list};
-pub use runs::{approve, carry_out, interrupt_all, run_started, send, set_mode, stop};
+pub use runs::{Back, approve, carry_out, interrupt_all, run_started, send, set_mode, stop};
 pub use shared::{Act, OnHeld, answer_ask, keep_leases, lease_end, listen};
 
 /// The shared capacity gate of the process's chats.

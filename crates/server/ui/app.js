@@ -193,7 +193,7 @@ export class ChatView {
       const v = await api("GET", `/api/chats/${encodeURIComponent(this.chat.id)}?before=${this.before}`);
       const holder = $("div");
       // Drawn as history: what it asked was answered or went, its runs ended.
-      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live, lastUser: this.lastUser };
+      const saved = { log: this.log, turn: this.turn, text: this.text, last: this.last, live: this.live, lastUser: this.lastUser, lastUserRun: this.lastUserRun, eventRun: this.eventRun };
       this.live = false;
       this.log = holder;
       this.turn = null;
@@ -311,11 +311,14 @@ export class ChatView {
 
   // Sends a message as the person's (the composer, a regenerate, an edit sent again): true when
   // the run started.
-  async post(text, images = []) {
+  // `back`: the message replaces an earlier one of the person ({from: its run, code: whether
+  // the files the chat changed from it on go back}): the chat goes back to before it first.
+  async post(text, images = [], back = null) {
     alertBox.textContent = "";
     this.sentAt = performance.now();
     try {
       const body = images.length ? { text, images } : { text };
+      if (back) Object.assign(body, back);
       const v = await api("POST", `/api/chats/${encodeURIComponent(this.chat.id)}/messages`, body);
       // The stream may have told the run's start, and even its end, before this answer came.
       if (!this.run && !this.ended.has(v.run)) this.setRunning(v.run);
@@ -354,7 +357,7 @@ export class ChatView {
       // The model's turn: its person's message, sent again.
       bar.append($("button", {
         type: "button", class: "act regenerate", title: "Regenerate", "aria-label": "Regenerate: send the message before it again",
-        onclick: () => { if (!this.run && msg.userText) this.post(msg.userText); },
+        onclick: () => { if (!this.run && msg.userText) this.post(msg.userText, [], this.backTo(msg.userRun, true)); },
       }));
     } else {
       bar.append($("button", {
@@ -365,16 +368,28 @@ export class ChatView {
     return bar;
   }
 
-  // The person's message in a box to change it; Send posts it as a new message (this one stays).
+  // How a message sent again replaces the one of `run`: the chat goes back to before it (the
+  // files too when `code`). A chat on a device keeps its history and sends a new message.
+  backTo(run, code) {
+    return run && !this.chat.device ? { from: run, code } : null;
+  }
+
+  // The person's message in a box to change it; Send goes back to before it (the files its
+  // chat changed since too, unless unticked) and sends the new text in its place.
   editAgain(msg, text) {
     const box = $("textarea", { class: "editbox", rows: Math.min(12, text.split("\n").length + 1), "aria-label": "The message, to send again" });
     box.value = text;
     const form = $("div", { class: "editagain" }, box);
     const close = () => { form.remove(); msg.hidden = false; };
+    const files = $("input", { type: "checkbox", class: "putback", checked: true });
+    if (this.backTo(msg.run, true)) {
+      form.append($("label", { class: "putback", title: "Put the files the chat changed from this message on back as they were" },
+        files, " Put back the files changed since"));
+    }
     form.append($("div", { class: "buttons" },
       $("button", {
         type: "button", class: "primary sendagain", text: "Send",
-        onclick: async () => { if (box.value.trim() && !this.run && (await this.post(box.value))) close(); },
+        onclick: async () => { if (box.value.trim() && !this.run && (await this.post(box.value, [], this.backTo(msg.run, files.checked)))) close(); },
       }),
       $("button", { type: "button", text: "Cancel", onclick: close })));
     msg.hidden = true;
@@ -401,6 +416,7 @@ export class ChatView {
     const follow = this.atBottom();
     const hello = document.getElementById("hello");
     if (hello) hello.remove();
+    if (this.eventRun && !node.dataset.run) node.dataset.run = this.eventRun;
     this.log.append(node);
     if (follow) this.log.scrollTop = this.log.scrollHeight;
     return node;
@@ -410,6 +426,7 @@ export class ChatView {
     if (!this.turn) {
       const turn = $("div", { class: "msg assistant" });
       turn.userText = this.lastUser;
+      turn.userRun = this.lastUserRun;
       const answers = () => [...turn.querySelectorAll(".answer")].map((a) => a.mdSource || "").join("\n\n");
       turn.append(this.actions(turn, answers, null));
       this.turn = this.add(turn);
@@ -440,6 +457,7 @@ export class ChatView {
     this.last = s.id;
     if (!this.older) document.body.dataset.last = String(s.id);
     const e = s.event || {};
+    this.eventRun = s.run || null;
     if (Object.hasOwn(ON_EVENT, e.type)) ON_EVENT[e.type](this, e, s);
   }
 
@@ -812,13 +830,27 @@ export const ON_EVENT = {
     view.turn = null;
     view.text = null;
     view.lastUser = e.text;
+    view.lastUserRun = s.run;
     {
       const msg = $("div", { class: "msg user", text: e.text });
+      msg.run = s.run;
       if (view.runImages) msg.append(messageImages(view.runImages));
       view.runImages = null;
       msg.append(view.actions(msg, () => e.text, e.text));
       view.add(msg);
     }
+  },
+  // The chat went back to before the person's message of `e.run`: that run and those after it
+  // leave the page; what was put back is said.
+  rewound(view, e) {
+    const first = [...view.log.children].find((n) => n.dataset.run === e.run);
+    if (first) {
+      let n = first;
+      while (n) { const next = n.nextSibling; n.remove(); n = next; }
+    }
+    view.turn = null;
+    view.text = null;
+    view.add($("p", { class: "notice rewound", text: `Went back to before message ${e.turn}. ${e.said}` }));
   },
   text_delta(view, e, s) {
     if (!view.text) {

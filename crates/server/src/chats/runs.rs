@@ -18,13 +18,15 @@ use crate::db::{Stmt, now, random_id};
 use crate::error::{Error, Result};
 
 /// Sends a message to the user's chat `id`, with the images of the user's view `images` names:
-/// a new run, answered by its id.
+/// a new run, answered by its id. With `back`, the message replaces an earlier one: the chat
+/// goes back to before it first ([`super::rewind`]).
 pub async fn send(
     app: &Arc<App>,
     user: &User,
     id: &str,
     text: &str,
     images: &[String],
+    back: Option<Back<'_>>,
 ) -> Result<String> {
     if text.trim().is_empty() {
         return Err(Error::BadRequest("the message is empty".into()));
@@ -50,6 +52,12 @@ pub async fn send(
             Claim::Gone => return Err(Error::Conflict(format!("the chat {id} is busy"))),
         }
     };
+    if let Some(b) = back
+        && let Err(e) = super::rewind::back(app, user, id, &live, (b.run, &run_id), b.code).await
+    {
+        release(&live);
+        return Err(e);
+    }
     let started = Stmt::new(
         "INSERT INTO runs (id, chat_id, user_id, status, created, owner, lease_until) VALUES ($1, $2, $3, 'running', $4, $5, $6)",
     )
@@ -72,10 +80,7 @@ pub async fn send(
             .map_err(|e| sqlx::Error::Protocol(e.to_string()))
     };
     if let Err(e) = started {
-        *live
-            .run
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        release(&live);
         // One running run a chat (`runs_one_running`): another process runs this one.
         if let sqlx::Error::Database(d) = &e
             && d.is_unique_violation()
@@ -101,6 +106,24 @@ pub async fn send(
         live.ctl.submit(Op::Cancel);
     }
     Ok(run_id)
+}
+
+/// An earlier message of the person a new one replaces: its run, and whether the files the
+/// chat changed from it on are put back.
+#[derive(Debug, Clone, Copy)]
+pub struct Back<'a> {
+    /// The run of the message replaced.
+    pub run: &'a str,
+    /// Whether the files go back too.
+    pub code: bool,
+}
+
+/// Frees the chat's run slot a message took and did not start a run in.
+fn release(live: &super::Live) {
+    *live
+        .run
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
 /// A run's `run_started` event: its id, and the images its message carries (by their paths in

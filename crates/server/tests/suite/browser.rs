@@ -1399,7 +1399,8 @@ fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_an
             until(c, "the copy", "return document.body.dataset.copied").await,
             json!(answer)
         );
-        // Regenerate: the person's message sent again, answered anew.
+        // Regenerate: the chat goes back to before the person's message and sends it again:
+        // the first answer leaves the page, the new one takes its place.
         find(c, ".msg.assistant .regenerate")
             .await
             .click()
@@ -1413,11 +1414,20 @@ fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_an
         )
         .await;
         let users = "return [...document.querySelectorAll('.msg.user')].map(m => m.textContent)";
-        assert_eq!(
-            js(c, users).await,
-            json!(["count the fruit", "count the fruit"])
+        assert_eq!(js(c, users).await, json!(["count the fruit"]));
+        let answers = "return [...document.querySelectorAll('.answer')].map(a => a.textContent)";
+        assert_eq!(js(c, answers).await, json!(["Again."]));
+        assert!(
+            js(
+                c,
+                "return document.querySelector('.notice.rewound').textContent"
+            )
+            .await
+            .as_str()
+            .unwrap()
+            .starts_with("Went back to before message 1.")
         );
-        // Edit and send again: a new message, the first one left as it was.
+        // Edit and send: the message replaced by the edited one, its answer with it.
         find(c, ".msg.user .editmsg").await.click().await.unwrap();
         let bx = find(c, ".editagain textarea").await;
         bx.clear().await.unwrap();
@@ -1428,10 +1438,8 @@ fn a_message_draws_tables_and_own_images_and_is_copied_regenerated_and_edited_an
             .await
             .unwrap();
         until(c, "the third answer", "return [...document.querySelectorAll('.answer')].some(a => a.textContent === 'Changed.')").await;
-        assert_eq!(
-            js(c, users).await,
-            json!(["count the fruit", "count the fruit", "count the pears"])
-        );
+        assert_eq!(js(c, users).await, json!(["count the pears"]));
+        assert_eq!(js(c, answers).await, json!(["Changed."]));
         assert_eq!(
             js(c, "return document.querySelectorAll('.editagain').length").await,
             0

@@ -16,6 +16,7 @@ mod memory;
 mod pages;
 mod postgres;
 mod process;
+mod rewind;
 mod search;
 mod settings;
 mod shares;
