@@ -164,6 +164,9 @@ pub struct Checkpoint {
 pub struct Restored {
     /// The files put back (or removed), in the order they were first changed.
     pub restored: Vec<String>,
+    /// What happened to each file changed (`path: put back`, `path: changed since the turn,
+    /// left as it is`, ...), for a front end that tells it its own way.
+    pub files: Vec<String>,
     /// The lines for the person.
     pub said: String,
 }
@@ -397,6 +400,7 @@ impl Checkpoints {
         let Some(at) = last else {
             return Restored {
                 restored: Vec::new(),
+                files: Vec::new(),
                 said: "nothing to undo: no turn changed a file since the last undo".into(),
             };
         };
@@ -411,21 +415,23 @@ impl Checkpoints {
         files: &dyn CheckpointFiles,
         snaps: Option<&dyn Snapshots>,
     ) -> Restored {
-        let mut said = vec![header];
         let mut uncovered = Vec::new();
         let changes = self.changes_from(at, snaps, &mut uncovered);
         let mut restored = Vec::new();
+        let mut lines = Vec::new();
         for change in changes {
             match put_back(&change, files, snaps) {
                 Ok(Some(how)) => {
-                    said.push(format!("  {}: {how}", change.path));
+                    lines.push(format!("{}: {how}", change.path));
                     restored.push(change.path);
                 }
                 Ok(None) => {}
-                Err(why) => said.push(format!("  {}: {why}", change.path)),
+                Err(why) => lines.push(format!("{}: {why}", change.path)),
             }
         }
-        if said.len() == 1 {
+        let mut said = vec![header];
+        said.extend(lines.iter().map(|l| format!("  {l}")));
+        if lines.is_empty() {
             said.push("  no file to put back".into());
         }
         if !uncovered.is_empty() {
@@ -442,6 +448,7 @@ impl Checkpoints {
         self.last = None;
         Restored {
             restored,
+            files: lines,
             said: said.join("\n"),
         }
     }

@@ -124,9 +124,14 @@ pub(super) async fn back(
         Err(e) => return Err(Error::Conflict(e.to_string())),
     }
     let said = if code {
-        restore_files(app, user, chat, &mut checkpoints, turn).await?
+        let files = restore_files(app, user, chat, &mut checkpoints, turn).await?;
+        if files.is_empty() {
+            "No file to put back.".to_owned()
+        } else {
+            format!("Files put back:\n{}", files.join("\n"))
+        }
     } else {
-        "the files were kept as they are".to_owned()
+        "The files were kept as they are.".to_owned()
     };
     forget_runs(app, chat, &runs).await?;
     let back = Back { turn, said };
@@ -141,14 +146,15 @@ pub(super) async fn back(
     Ok(back)
 }
 
-/// Puts back the files the chat changed from `turn` on, through its view.
+/// Puts back the files the chat changed from `turn` on, through its view; a line for each.
+/// (What Python saved is not among them: only the file tools' edits are known.)
 async fn restore_files(
     app: &Arc<App>,
     user: &User,
     chat: &str,
     checkpoints: &mut Checkpoints,
     turn: u32,
-) -> Result<String> {
+) -> Result<Vec<String>> {
     let view = crate::world::user_view(&app.pool, &app.backend, user.id, &user.username).await?;
     let narrower = crate::world::chat_grants(&app.pool, chat).await?;
     let view = crate::world::narrowed(view, &narrower);
@@ -156,7 +162,7 @@ async fn restore_files(
         .restore(turn, &ViewFiles(&view), None)
         .map_err(Error::BadRequest)?;
     crate::pages::files::changed(app, &view, &restored.restored).await;
-    Ok(restored.said)
+    Ok(restored.files)
 }
 
 /// The runs leave the chat's history (their events; the transcript keeps the turns, marked

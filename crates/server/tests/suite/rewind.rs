@@ -136,7 +136,7 @@ async fn a_message_sent_again_takes_the_chat_and_its_files_back_to_before_it() {
         .find(|e| e.kind() == "rewound")
         .map(|e| e.data["event"]["said"].to_string())
         .unwrap();
-    assert!(said.contains("kept"), "{said}");
+    assert!(said.contains("kept as they are"), "{said}");
     assert_eq!(
         std::fs::read_to_string(home.join("a.md")).unwrap(),
         "by hand\n"
