@@ -250,7 +250,7 @@ fn spans(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
 
 /// A file's front matter fields (`key: value` lines between `---` lines) and the text after.
 /// A key with the items of a YAML list under it (`tools:` then `  - Read` lines) has them
-/// joined by `, `. Commands and subagent definitions ([`crate::agents`]) both read it here.
+/// joined by `, `. Commands and subagent definitions (the `agents` module) both read it here.
 pub(crate) fn front_matter(text: &str) -> (BTreeMap<String, String>, &str) {
     let mut fields = BTreeMap::new();
     let Some(rest) = text

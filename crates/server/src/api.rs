@@ -639,6 +639,6 @@ async fn write_file(
     })
     .await?;
     // The search index learns of the upload, staged inside a mount.
-    crate::pages::files::changed(&app, &view, std::slice::from_ref(&path)).await;
+    crate::verbs::files_changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path, "bytes": n})))
 }

@@ -54,6 +54,7 @@ const MODULES: &[(&str, &str)] = &[
     ("devices.js", include_str!("../ui/devices.js")),
     ("shared.js", include_str!("../ui/shared.js")),
     ("images.js", include_str!("../ui/images.js")),
+    ("messages.js", include_str!("../ui/messages.js")),
 ];
 /// The page's style sheet.
 const APP_CSS: &str = include_str!("../ui/app.css");

@@ -624,3 +624,28 @@ impl ChatForge {
         ))
     }
 }
+
+/// What follows a change the files API (or a chat's go-back) made at `paths` (the answer stands whatever it does):
+/// the search index learns of it, and a change inside a forge mount is staged, as a chat's
+/// file tool stages its own (it is no chat's: a chat's `commit` takes it only when its `paths`
+/// name it).
+pub async fn files_changed(app: &crate::App, view: &View, paths: &[String]) {
+    for path in paths {
+        if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
+            tracing::warn!("search index: {path}: {e}");
+        }
+    }
+    if !paths
+        .iter()
+        .any(|p| view.access().mount_of(&VPath::parse(p)).is_some())
+    {
+        return;
+    }
+    let staged = match crate::mounts::stored(&app.pool).await {
+        Ok(mounts) => stage_in_mounts(&mounts, &app.tree, view, paths).await,
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = staged {
+        tracing::warn!("staging {paths:?} in a mount: {e}");
+    }
+}

@@ -10,6 +10,7 @@ import { devicesPage } from "./devices.js";
 import { $, alertBox, api, app, setAlertBox } from "./dom.js";
 import { filesPage } from "./files.js";
 import { ImageTray, isImage, messageImages, takenNames, upload } from "./images.js";
+import { messageActions } from "./messages.js";
 import { diffView, markdown, unifiedView } from "./render.js";
 import { settingsPage } from "./settings.js";
 import { sharedPage, shareControls } from "./shared.js";
@@ -330,73 +331,6 @@ export class ChatView {
     }
   }
 
-  // A message's buttons, drawn by the style sheet (no text of their own: a message's text is
-  // only its words): copy its text, and for the person's a line to edit it and send it again, for
-  // the model's a regenerate (its person's message sent again).
-  actions(msg, textOf, user) {
-    const bar = $("div", { class: "msgactions" });
-    const copy = $("button", {
-      type: "button", class: "act copymsg", title: "Copy", "aria-label": "Copy the message",
-      onclick: async () => {
-        const text = textOf();
-        try {
-          await navigator.clipboard.writeText(text);
-          copy.classList.add("done");
-        } catch {
-          const r = document.createRange();
-          r.selectNodeContents(msg);
-          getSelection().removeAllRanges();
-          getSelection().addRange(r);
-        }
-        document.body.dataset.copied = text;
-        setTimeout(() => copy.classList.remove("done"), 1500);
-      },
-    });
-    bar.append(copy);
-    if (user === null) {
-      // The model's turn: its person's message, sent again.
-      bar.append($("button", {
-        type: "button", class: "act regenerate", title: "Regenerate", "aria-label": "Regenerate: send the message before it again",
-        onclick: () => { if (!this.run && msg.userText) this.post(msg.userText, [], this.backTo(msg.userRun, true)); },
-      }));
-    } else {
-      bar.append($("button", {
-        type: "button", class: "act editmsg", title: "Edit and send again", "aria-label": "Edit the message and send it as a new one",
-        onclick: () => this.editAgain(msg, user),
-      }));
-    }
-    return bar;
-  }
-
-  // How a message sent again replaces the one of `run`: the chat goes back to before it (the
-  // files too when `code`). A chat on a device keeps its history and sends a new message.
-  backTo(run, code) {
-    return run && !this.chat.device ? { from: run, code } : null;
-  }
-
-  // The person's message in a box to change it; Send goes back to before it (the files its
-  // chat changed since too, unless unticked) and sends the new text in its place.
-  editAgain(msg, text) {
-    const box = $("textarea", { class: "editbox", rows: Math.min(12, text.split("\n").length + 1), "aria-label": "The message, to send again" });
-    box.value = text;
-    const form = $("div", { class: "editagain" }, box);
-    const close = () => { form.remove(); msg.hidden = false; };
-    const files = $("input", { type: "checkbox", class: "putback", checked: true });
-    if (this.backTo(msg.run, true)) {
-      form.append($("label", { class: "putback", title: "Put the files the chat changed from this message on back as they were" },
-        files, " Put back the files changed since"));
-    }
-    form.append($("div", { class: "buttons" },
-      $("button", {
-        type: "button", class: "primary sendagain", text: "Send",
-        onclick: async () => { if (box.value.trim() && !this.run && (await this.post(box.value, [], this.backTo(msg.run, files.checked)))) close(); },
-      }),
-      $("button", { type: "button", text: "Cancel", onclick: close })));
-    msg.hidden = true;
-    msg.after(form);
-    box.focus();
-  }
-
   async stop() {
     if (!this.run) return;
     try {
@@ -428,7 +362,7 @@ export class ChatView {
       turn.userText = this.lastUser;
       turn.userRun = this.lastUserRun;
       const answers = () => [...turn.querySelectorAll(".answer")].map((a) => a.mdSource || "").join("\n\n");
-      turn.append(this.actions(turn, answers, null));
+      turn.append(messageActions(this, turn, answers, null));
       this.turn = this.add(turn);
     }
     return this.turn;
@@ -836,7 +770,7 @@ export const ON_EVENT = {
       msg.run = s.run;
       if (view.runImages) msg.append(messageImages(view.runImages));
       view.runImages = null;
-      msg.append(view.actions(msg, () => e.text, e.text));
+      msg.append(messageActions(view, msg, () => e.text, e.text));
       view.add(msg);
     }
   },

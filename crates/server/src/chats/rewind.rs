@@ -161,7 +161,7 @@ async fn restore_files(
     let restored = checkpoints
         .restore(turn, &ViewFiles(&view), None)
         .map_err(Error::BadRequest)?;
-    crate::pages::files::changed(app, &view, &restored.restored).await;
+    crate::verbs::files_changed(app, &view, &restored.restored).await;
     Ok(restored.files)
 }
 

@@ -53,31 +53,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| Error::Stored(format!("a file operation failed: {e}")))?
 }
 
-/// What follows a change the files API made at `paths` (the answer stands whatever it does):
-/// the search index learns of it, and a change inside a forge mount is staged, as a chat's
-/// file tool stages its own (it is no chat's: a chat's `commit` takes it only when its `paths`
-/// name it).
-pub async fn changed(app: &App, view: &View, paths: &[String]) {
-    for path in paths {
-        if let Err(e) = app.search.file_changed(app.backend.as_ref(), path).await {
-            tracing::warn!("search index: {path}: {e}");
-        }
-    }
-    if !paths
-        .iter()
-        .any(|p| view.access().mount_of(&VPath::parse(p)).is_some())
-    {
-        return;
-    }
-    let staged = match crate::mounts::stored(&app.pool).await {
-        Ok(mounts) => crate::verbs::stage_in_mounts(&mounts, &app.tree, view, paths).await,
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = staged {
-        tracing::warn!("staging {paths:?} in a mount: {e}");
-    }
-}
-
 /// `Content-Disposition` for `name`: an ASCII fallback and the name itself (RFC 6266).
 pub(crate) fn disposition(kind: &str, name: &str) -> Result<HeaderValue> {
     let ascii: String = name
@@ -154,7 +129,7 @@ pub async fn remove(
         Ok((p.to_string(), harness_fs::tools::rm(&v, &input)?))
     })
     .await?;
-    changed(&app, &view, std::slice::from_ref(&path)).await;
+    crate::verbs::files_changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path, "trash": id})))
 }
 
@@ -180,7 +155,7 @@ async fn move_entry(
         Ok((src.to_string(), dst.to_string()))
     })
     .await?;
-    changed(&app, &view, &[from.clone(), to.clone()]).await;
+    crate::verbs::files_changed(&app, &view, &[from.clone(), to.clone()]).await;
     Ok(Json(json!({"from": from, "to": to})))
 }
 
@@ -237,7 +212,7 @@ async fn restore(
         ))
     })
     .await?;
-    changed(&app, &view, std::slice::from_ref(&path)).await;
+    crate::verbs::files_changed(&app, &view, std::slice::from_ref(&path)).await;
     Ok(Json(json!({"path": path})))
 }
 
