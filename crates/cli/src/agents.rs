@@ -3,7 +3,7 @@
 //! `~/.claude/agents/`). What a definition holds, which wins and how a subagent of one runs is
 //! `harness_agent::agents`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use harness_agent::agents::{AgentSource, Agents};
 
@@ -15,17 +15,12 @@ const MAX_BYTES: u64 = 256 * 1024;
 /// (what reading them said is in their notices).
 pub fn load(root: &Path, config_file: &Path) -> Agents {
     let mut agents = Agents::default();
-    let mut dirs: Vec<(PathBuf, AgentSource)> = vec![
-        (root.join(".llembas/agents"), AgentSource::Project),
-        (root.join(".claude/agents"), AgentSource::Project),
-    ];
-    if let Some(config) = config_file.parent() {
-        dirs.push((config.join("agents"), AgentSource::User));
-    }
-    if let Some(home) = dirs::home_dir() {
-        dirs.push((home.join(".claude/agents"), AgentSource::User));
-    }
-    for (dir, source) in dirs {
+    for (dir, project) in crate::custom::markdown_dirs(root, config_file, "agents") {
+        let source = if project {
+            AgentSource::Project
+        } else {
+            AgentSource::User
+        };
         for (path, text) in files(&dir) {
             match text {
                 Ok(text) => agents.add_file(&path, &text, source.clone()),

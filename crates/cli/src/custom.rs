@@ -15,17 +15,12 @@ const MAX_BYTES: u64 = 256 * 1024;
 /// `config_file`, with the prompts of `mcp`.
 pub fn load(root: &Path, config_file: &Path, mcp: Option<&harness_mcp::Mcp>) -> Commands {
     let mut commands = Commands::default();
-    let mut dirs: Vec<(PathBuf, Source)> = vec![
-        (root.join(".llembas/commands"), Source::Project),
-        (root.join(".claude/commands"), Source::Project),
-    ];
-    if let Some(config) = config_file.parent() {
-        dirs.push((config.join("commands"), Source::User));
-    }
-    if let Some(home) = dirs::home_dir() {
-        dirs.push((home.join(".claude/commands"), Source::User));
-    }
-    for (dir, source) in dirs {
+    for (dir, project) in markdown_dirs(root, config_file, "commands") {
+        let source = if project {
+            Source::Project
+        } else {
+            Source::User
+        };
         for (name, text) in files(&dir) {
             commands.add(PromptCommand::from_file(&name, &text, source.clone()));
         }
@@ -36,6 +31,24 @@ pub fn load(root: &Path, config_file: &Path, mcp: Option<&harness_mcp::Mcp>) -> 
         }
     }
     commands
+}
+
+/// Where the person's Markdown files of `kind` (`commands`, `agents`) are, in the order they
+/// are read, each with whether it is the project's: the project's `.llembas/KIND/` and
+/// `.claude/KIND/` (a project set up for Claude Code works unchanged), then the user's `KIND/`
+/// beside `config.toml` and `~/.claude/KIND/`.
+pub fn markdown_dirs(root: &Path, config_file: &Path, kind: &str) -> Vec<(PathBuf, bool)> {
+    let mut dirs = vec![
+        (root.join(".llembas").join(kind), true),
+        (root.join(".claude").join(kind), true),
+    ];
+    if let Some(config) = config_file.parent() {
+        dirs.push((config.join(kind), false));
+    }
+    if let Some(home) = dirs::home_dir() {
+        dirs.push((home.join(".claude").join(kind), false));
+    }
+    dirs
 }
 
 /// The command files under `dir` (three levels deep at most): name and text. What cannot be
