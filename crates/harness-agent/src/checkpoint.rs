@@ -10,7 +10,7 @@
 //! files are read and written through the front end's [`CheckpointFiles`]; nothing here does
 //! I/O of its own. [`Checkpoints`] is serde, so a front end keeps it with its session.
 
-use harness_core::protocol::Origin;
+use harness_core::protocol::{Origin, TurnEnd};
 use harness_loop::transcript::Entry;
 use serde::{Deserialize, Serialize};
 
@@ -256,6 +256,14 @@ impl Checkpoints {
                 if let Some(t) = self.turns.last_mut() {
                     t.edits.push((path.clone(), before.clone(), after.clone()));
                 }
+            }
+            Event::Core(CoreEvent::TurnEnded {
+                reason: TurnEnd::Error { message },
+            }) if message.starts_with(crate::hooks::PROMPT_BLOCKED)
+                && self.turns.last().is_some_and(|t| !t.ended) =>
+            {
+                // A prompt a hook blocked: told, but no turn of the session.
+                self.turns.pop();
             }
             Event::Core(CoreEvent::TurnEnded { .. }) => {
                 if let Some(t) = self.turns.last_mut() {

@@ -17,6 +17,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How the end of a prompt a `UserPromptSubmit` hook blocked begins: its `UserInput` is told
+/// (the front end waits for the end of its prompt's turn) but no turn of the session started,
+/// so what counts turns (the checkpoints) leaves it out.
+pub const PROMPT_BLOCKED: &str = "a UserPromptSubmit hook blocked the prompt";
+
 use harness_core::protocol::{Mode, PermissionQuestion, ToolCall};
 use harness_loop::session::{Decision, Permissions};
 use serde::{Deserialize, Serialize};

@@ -60,7 +60,7 @@ impl Driver {
             if let Some(reason) = answers.iter().find_map(|a| a.block.clone()) {
                 // No turn starts; the front end waiting for one hears it ended, and why.
                 let end = TurnEnd::Error {
-                    message: format!("a UserPromptSubmit hook blocked the prompt: {reason}"),
+                    message: format!("{}: {reason}", crate::hooks::PROMPT_BLOCKED),
                 };
                 self.last_end = Some(end.clone());
                 self.emit(CoreEvent::UserInput {

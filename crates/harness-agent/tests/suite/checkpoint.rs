@@ -327,3 +327,23 @@ fn a_resumed_session_lists_its_turns_from_the_transcript() {
         "no turns yet: nothing to rewind"
     );
 }
+
+#[test]
+fn a_prompt_a_hook_blocked_is_no_turn() {
+    let files = Files::default();
+    let mut cp = Checkpoints::new();
+    prompt(&mut cp, "one");
+    edit(&mut cp, &files, "/p/a", "", "a1");
+    end(&mut cp);
+    // Told with its end, as the runner tells it; the session counts no turn for it.
+    prompt(&mut cp, "blocked");
+    cp.observe(&Event::Core(CoreEvent::TurnEnded {
+        reason: TurnEnd::Error {
+            message: format!("{}: not now", harness_agent::hooks::PROMPT_BLOCKED),
+        },
+    }));
+    prompt(&mut cp, "two");
+    end(&mut cp);
+    let listed: Vec<(u32, String)> = cp.list().into_iter().map(|c| (c.turn, c.prompt)).collect();
+    assert_eq!(listed, [(1, "one".to_owned()), (2, "two".to_owned())]);
+}
