@@ -231,6 +231,25 @@ impl Checkpoints {
         c
     }
 
+    /// Checkpoints a front end kept, brought in step with the session's transcript: a crash
+    /// between the transcript's append and the checkpoints' save leaves them turns behind, and
+    /// those turns are added as the transcript has them (without their files); kept ones that
+    /// disagree with it otherwise give way to the transcript's turns alone.
+    pub fn in_step(self, entries: &[Entry]) -> Checkpoints {
+        let told = Checkpoints::from_transcript(entries);
+        let (mine, theirs) = (self.live().count(), told.live().count());
+        if mine == theirs {
+            return self;
+        }
+        if mine > theirs {
+            return told;
+        }
+        let mut kept = self;
+        kept.turns.extend(told.live().skip(mine).cloned());
+        kept.last = None;
+        kept
+    }
+
     /// The text the person's next prompt is listed by (the prompt as typed, without what a
     /// front end attaches to it).
     pub fn next_prompt(&mut self, text: &str) {

@@ -33,7 +33,8 @@ impl Kept {
             .ok()
             .and_then(|t| serde_json::from_str::<Checkpoints>(&t).ok());
         let checkpoints = match (saved, resumed) {
-            (Some(c), _) => c,
+            (Some(c), Some(entries)) => c.in_step(entries),
+            (Some(c), None) => c,
             (None, Some(entries)) => Checkpoints::from_transcript(entries),
             (None, None) => Checkpoints::new(),
         };

@@ -347,3 +347,32 @@ fn a_prompt_a_hook_blocked_is_no_turn() {
     let listed: Vec<(u32, String)> = cp.list().into_iter().map(|c| (c.turn, c.prompt)).collect();
     assert_eq!(listed, [(1, "one".to_owned()), (2, "two".to_owned())]);
 }
+
+#[test]
+fn kept_checkpoints_a_crash_left_behind_are_brought_in_step_with_the_transcript() {
+    use harness_loop::transcript::Entry;
+    let started = |turn: u32, text: &str| Entry::TurnStarted {
+        turn,
+        text: text.into(),
+        origin: Origin::Person,
+        images: Vec::new(),
+    };
+    let files = Files::default();
+    let mut kept = Checkpoints::new();
+    prompt(&mut kept, "one");
+    edit(&mut kept, &files, "/p/a", "", "a1");
+    end(&mut kept);
+    // The transcript has a second turn the checkpoints were not saved with.
+    let entries = [started(1, "one"), started(2, "two")];
+    let cp = kept.clone().in_step(&entries);
+    let list: Vec<(u32, String, usize)> = cp
+        .list()
+        .into_iter()
+        .map(|c| (c.turn, c.prompt, c.files.len()))
+        .collect();
+    assert_eq!(list, [(1, "one".into(), 1), (2, "two".into(), 0)]);
+    // In step already: kept as they are; ahead of it (a rewind not saved): the transcript's.
+    assert_eq!(kept.clone().in_step(&entries[..1]), kept);
+    let rewound = [started(1, "one"), Entry::Rewound { turn: 1 }];
+    assert!(kept.in_step(&rewound).list().is_empty());
+}
