@@ -280,24 +280,45 @@ fn mentions(prompt: &str, root: &std::path::Path) -> Vec<(String, String)> {
     out
 }
 
-/// The checkpoints' files: this machine's, by their real paths.
+/// The checkpoints' files: this machine's, by their real paths. A restore runs with the
+/// person's rights, outside the sandbox, so it neither reads, writes nor removes through a
+/// symbolic link (one a command planted where a file or a directory was would lead it
+/// elsewhere): such a file is not put back, and said.
 struct HostFiles;
+
+/// The symbolic link at `path` or among its directories, if there is one.
+fn link_in_the_way(path: &std::path::Path) -> Option<&std::path::Path> {
+    path.ancestors()
+        .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+}
+
+/// Refuses `path` when a symbolic link is in the way.
+fn no_link(path: &str) -> Result<&std::path::Path, harness_agent::SeamError> {
+    let p = std::path::Path::new(path);
+    match link_in_the_way(p) {
+        Some(link) => Err(harness_agent::SeamError::file(
+            path,
+            format!("{} is a symbolic link now, not followed", link.display()),
+        )),
+        None => Ok(p),
+    }
+}
 
 impl harness_agent::checkpoint::CheckpointFiles for HostFiles {
     fn read(&self, path: &str) -> Option<Vec<u8>> {
-        std::fs::read(path).ok()
+        std::fs::read(no_link(path).ok()?).ok()
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> Result<(), harness_agent::SeamError> {
-        let path_buf = std::path::Path::new(path);
-        if let Some(dir) = path_buf.parent() {
+        let p = no_link(path)?;
+        if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).map_err(|e| harness_agent::SeamError::file(path, e))?;
         }
-        std::fs::write(path, bytes).map_err(|e| harness_agent::SeamError::file(path, e))
+        harness_fs::write_atomic(p, bytes).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 
     fn remove(&self, path: &str) -> Result<(), harness_agent::SeamError> {
-        std::fs::remove_file(path).map_err(|e| harness_agent::SeamError::file(path, e))
+        std::fs::remove_file(no_link(path)?).map_err(|e| harness_agent::SeamError::file(path, e))
     }
 }
 

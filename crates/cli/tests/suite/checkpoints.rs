@@ -221,3 +221,65 @@ async fn checkpoints_survive_resume_and_rewind_asks_what_to_restore() {
         .any(|e| e["type"] == "rewound" && e["turn"] == 1);
     assert!(rewound, "the transcript has the rewind");
 }
+
+/// A restore runs with the person's rights, outside the sandbox: a symbolic link a command
+/// planted where a directory was must not lead it to write elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_writes_nothing_through_a_link_a_command_planted() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    let outside = tempfile::tempdir().unwrap();
+    sb.write("keys/readme.txt", "keys\n");
+    git(&root, &["init", "-q", "-b", "main"]);
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-q", "-m", "first"]);
+    let link = format!(
+        "mv keys keys.old && ln -s {} keys",
+        outside.path().display()
+    );
+    let server = ScriptedServer::start(vec![
+        tool_call(
+            "c1",
+            "write",
+            json!({"path": "keys/authorized_keys", "content": "ssh-ed25519 AAAA attacker\n"}),
+        ),
+        text(&["Wrote."]),
+        tool_call("c2", "bash", json!({"command": link})),
+        text(&["Moved."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let home = sb.home.path().to_path_buf();
+    let dir = root.clone();
+    let after = tokio::task::spawn_blocking(move || {
+        let mut s = spawn_in(&dir, &home, &url, &["--mode", "auto"]);
+        s.expect("auto ›");
+        s.send_line("write the key");
+        s.expect("Wrote.");
+        s.expect("auto ›");
+        s.send_line("move the keys");
+        s.expect("Moved.");
+        s.expect("auto ›");
+        s.send_line("/rewind 2 code");
+        s.expect("restored the code to before turn 2");
+        s.expect("auto ›");
+        s.send_line("/quit");
+        s.expect("saved (llembas --resume ");
+        s.render()
+    })
+    .await
+    .unwrap();
+    assert!(
+        !outside.path().join("authorized_keys").exists(),
+        "written through the link: {after}"
+    );
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "{after}"
+    );
+    assert!(
+        after.contains("/keys is a symbolic link now, not followed"),
+        "said: {after}"
+    );
+}
