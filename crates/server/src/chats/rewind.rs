@@ -10,50 +10,23 @@ use std::sync::Arc;
 use harness_agent::checkpoint::{CheckpointFiles, Checkpoints};
 use harness_agent::{Event, SeamError};
 use harness_fs::View;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Live;
 use crate::App;
 use crate::auth::User;
 use crate::error::{Error, Result};
-
-/// What went back: the message's turn, and what the person is told.
-pub(super) struct Back {
-    /// The turn the chat went back to before.
-    pub turn: u32,
-    /// The lines for the person (the files put back, or that they were kept).
-    pub said: String,
-}
-
-/// The chat's stored events in order, with their runs.
-async fn stored_events(app: &App, chat: &str) -> Result<Vec<(Option<String>, Value)>> {
-    app.hub.flush().await;
-    let rows: Vec<(i64, Option<String>, String)> =
-        sqlx::query_as("SELECT id, run_id, data FROM events WHERE chat_id = $1 ORDER BY seq")
-            .bind(chat)
-            .fetch_all(&app.pool)
-            .await?;
-    rows.into_iter()
-        .map(|(id, run, data)| {
-            serde_json::from_str(&data)
-                .map(|v| (run, v))
-                .map_err(|e| Error::Stored(format!("event {id}: {e}")))
-        })
-        .collect()
-}
+use crate::events::Stored;
 
 /// The chat's checkpoints as its events tell them, the turn the person's message of `run`
 /// started, and the runs from it on (in order).
-fn replay(
-    events: &[(Option<String>, Value)],
-    run: &str,
-) -> Option<(Checkpoints, u32, Vec<String>)> {
+fn replay(events: &[Stored], run: &str) -> Option<(Checkpoints, u32, Vec<String>)> {
     let mut checkpoints = Checkpoints::new();
     let mut turn = None;
     let mut runs: Vec<String> = Vec::new();
-    for (r, value) in events {
+    for Stored { run: r, event, .. } in events {
         // The server's own events (`run_started`, a `python` ask, ...) are not the session's.
-        let Ok(event) = serde_json::from_value::<Event>(value.clone()) else {
+        let Ok(event) = serde_json::from_value::<Event>(event.clone()) else {
             continue;
         };
         if turn.is_none()
@@ -111,8 +84,9 @@ pub(super) async fn back(
     live: &Live,
     (run, new_run): (&str, &str),
     code: bool,
-) -> Result<Back> {
-    let events = stored_events(app, chat).await?;
+) -> Result<()> {
+    app.hub.flush().await;
+    let events = crate::events::chat_events(&app.pool, user.id, chat).await?;
     let (mut checkpoints, turn, runs) = replay(&events, run).ok_or_else(|| {
         Error::BadRequest(format!(
             "the chat {chat} has no message of the person in run {run} to go back to"
@@ -134,16 +108,15 @@ pub(super) async fn back(
         "The files were kept as they are.".to_owned()
     };
     forget_runs(app, chat, &runs).await?;
-    let back = Back { turn, said };
     app.hub
         .append(
             user.id,
             chat,
             Some(new_run),
-            json!({"type": "rewound", "run": run, "turn": back.turn, "said": back.said}),
+            json!({"type": "rewound", "run": run, "turn": turn, "said": said}),
         )
         .await?;
-    Ok(back)
+    Ok(())
 }
 
 /// Puts back the files the chat changed from `turn` on, through its view; a line for each.
@@ -184,8 +157,15 @@ async fn forget_runs(app: &App, chat: &str, runs: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn ev(run: &str, v: Value) -> (Option<String>, Value) {
-        (Some(run.to_owned()), v)
+    fn ev(run: &str, event: serde_json::Value) -> Stored {
+        Stored {
+            id: 0,
+            user_id: 1,
+            chat: "c".into(),
+            run: Some(run.to_owned()),
+            seq: 0,
+            event,
+        }
     }
 
     #[test]
